@@ -1,0 +1,63 @@
+"""Consume-queue unit kernels: 20-byte units ``(commitlog offset 8, size 4, tags code 8)``."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from shmq.codec.record import get_i32, get_i64, put_i32, put_i64
+
+CQ_UNIT_SIZE = 20
+
+# A numpy view of units, for vectorised reads: ``np.frombuffer(buf, dtype=CQ_UNIT_DTYPE)``.
+CQ_UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+assert CQ_UNIT_DTYPE.itemsize == CQ_UNIT_SIZE
+
+
+@njit(cache=True, nogil=True)
+def match_tags(units, start, count, codes, out):
+    """Indices (relative to ``start``) of the units whose tags code is in ``codes``.
+
+    Like RocketMQ's broker-side filter, the comparison is on ``(int) tagsCode``; hash
+    collisions pass and the client compares the real tag strings. ``codes`` is sorted.
+    """
+    n = 0
+    ncodes = codes.shape[0]
+    for i in range(count):
+        code = get_i64(units, (start + i) * CQ_UNIT_SIZE + 12) & 0xFFFFFFFF
+        if code >= 0x80000000:
+            code -= 0x100000000
+        lo = 0
+        hi = ncodes
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if codes[mid] < code:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < ncodes and codes[lo] == code:
+            out[n] = i
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def put_units(units, start, offsets, sizes, tags_codes):
+    """Write units for consecutive queue offsets from unit index ``start``."""
+    for i in range(offsets.shape[0]):
+        p = (start + i) * CQ_UNIT_SIZE
+        put_i64(units, p, offsets[i])
+        put_i32(units, p + 8, sizes[i])
+        put_i64(units, p + 12, tags_codes[i])
+
+
+@njit(cache=True, nogil=True)
+def count_valid_units(units, start, limit):
+    """Units from ``start`` with ``offset >= 0 and size > 0``, before ``limit`` units."""
+    i = start
+    while i < limit:
+        p = i * CQ_UNIT_SIZE
+        if get_i64(units, p) < 0 or get_i32(units, p + 8) <= 0:
+            break
+        i += 1
+    return i - start

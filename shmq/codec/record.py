@@ -1,0 +1,436 @@
+"""CommitLog record codec (RocketMQ message format V1/V2), numba kernels over uint8 arrays.
+
+Layout of a V1 record with IPv4 hosts (big-endian; ``spec/store-format.md``)::
+
+    0 TOTALSIZE 4 | 4 MAGICCODE 4 | 8 BODYCRC 4 | 12 QUEUEID 4 | 16 FLAG 4
+    20 QUEUEOFFSET 8 | 28 PHYSICALOFFSET 8 | 36 SYSFLAG 4 | 40 BORNTIMESTAMP 8
+    48 BORNHOST 8 | 56 STORETIMESTAMP 8 | 64 STOREHOST 8 | 72 RECONSUMETIMES 4
+    76 PREPARED_TRANSACTION_OFFSET 8 | 84 BODYLENGTH 4 | 88 BODY n
+    TOPICLENGTH 1 (V2: 2) | TOPIC t | PROPERTIESLENGTH 2 | PROPERTIES p
+
+Total = 91 + n + t + p for V1 with IPv4 hosts. Each host is 20 bytes instead of 8 when its
+SYSFLAG bit (0x10 born, 0x20 store) says IPv6. A record that does not fit in the rest of a
+file is preceded by a BLANK record (TOTALSIZE = bytes left, magic ``0xCBD43194``).
+
+The kernels are pure functions: ``encode_batch`` writes a whole batch in one call,
+``parse_records`` walks and validates records (recovery, reput, the writer's check of client
+records) and ``parse_at`` decodes records at known positions (reads). Both fill rows of an
+int64 table whose columns are the ``R_*`` constants below.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from shmq.codec.crc32 import crc32_range
+from shmq.codec.jhash import java_hash_range
+
+MAGIC_V1 = 0xDAA320A7
+MAGIC_V2 = 0xDAA320AB
+MAGIC_BLANK = 0xCBD43194
+MIN_BLANK = 8
+RECORD_OVERHEAD = 91  # V1, IPv4 born and store hosts, empty body/topic/properties
+HEADER_BODY_START = 88  # where the body starts with IPv4 hosts
+STORE_TIMESTAMP_POS = 56  # with an IPv4 born host
+MAX_PROPERTIES_LEN = 32767
+
+SYSFLAG_COMPRESSED = 0x1
+SYSFLAG_MULTI_TAGS = 0x2
+SYSFLAG_TRANSACTION_MASK = 0xC
+SYSFLAG_TRANSACTION_PREPARED = 0x4
+SYSFLAG_TRANSACTION_COMMIT = 0x8
+SYSFLAG_TRANSACTION_ROLLBACK = 0xC
+SYSFLAG_BORNHOST_V6 = 0x10
+SYSFLAG_STOREHOST_V6 = 0x20
+
+# Columns of an encode-input row (one row per record of a batch).
+F_QUEUE_ID = 0
+F_FLAG = 1
+F_QUEUE_OFFSET = 2
+F_SYSFLAG = 3
+F_BORN_TS = 4
+F_BORN_HOST = 5  # (ipv4 << 32) | port
+F_STORE_TS = 6
+F_STORE_HOST = 7
+F_RECONSUME = 8
+F_PREP_TX = 9
+F_BODY_CRC = 10  # -1: compute it here
+N_FIELDS = 11
+
+# Columns of a decoded row.
+R_POS = 0  # position of the record in the buffer that was parsed
+R_SIZE = 1
+R_MAGIC = 2
+R_BODY_CRC = 3
+R_QUEUE_ID = 4
+R_FLAG = 5
+R_QUEUE_OFFSET = 6
+R_PHYS_OFFSET = 7
+R_SYSFLAG = 8
+R_BORN_TS = 9
+R_BORN_HOST = 10  # position of the born host bytes
+R_STORE_TS = 11
+R_STORE_HOST = 12  # position of the store host bytes
+R_RECONSUME = 13
+R_PREP_TX = 14
+R_BODY_START = 15
+R_BODY_LEN = 16
+R_TOPIC_START = 17
+R_TOPIC_LEN = 18
+R_PROPS_START = 19
+R_PROPS_LEN = 20
+R_TAGS_CODE = 21  # Java hash of the TAGS property, 0 without tags
+R_INDEX_FLAGS = 22  # bit 0: has KEYS, bit 1: has UNIQ_KEY
+N_COLS = 23
+
+INDEX_HAS_KEYS = 1
+INDEX_HAS_UNIQ_KEY = 2
+
+# Outcome of parsing one record.
+PARSE_OK = 0
+PARSE_END = 1  # zeros or no room for a header: the end of written data
+PARSE_BLANK = 2  # the end-of-file blank record: continue in the next file
+PARSE_CORRUPT = 3  # bad magic, size, length formula, position or CRC
+PARSE_FULL = 4  # the output table is full; call again from the returned position
+
+PARSE_REASONS = ("ok", "end of data", "end-of-file blank", "corrupt record", "table full")
+
+
+def record_size(body_len: int, topic_len: int, props_len: int) -> int:
+    """TOTALSIZE of a record with IPv4 hosts (V2 when the topic is longer than 127 bytes)."""
+    return RECORD_OVERHEAD + body_len + topic_len + props_len + (1 if topic_len > 127 else 0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def get_i32(buf, p):
+    v = (
+        (np.int64(buf[p]) << 24)
+        | (np.int64(buf[p + 1]) << 16)
+        | (np.int64(buf[p + 2]) << 8)
+        | np.int64(buf[p + 3])
+    )
+    return v - 0x100000000 if v >= 0x80000000 else v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def get_u32(buf, p):
+    return (
+        (np.int64(buf[p]) << 24)
+        | (np.int64(buf[p + 1]) << 16)
+        | (np.int64(buf[p + 2]) << 8)
+        | np.int64(buf[p + 3])
+    )
+
+
+@njit(cache=True, nogil=True, inline="always")
+def get_i64(buf, p):
+    return (get_u32(buf, p) << 32) | get_u32(buf, p + 4)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def put_i32(buf, p, v):
+    p = np.uint64(p)
+    buf[p] = (v >> 24) & 0xFF
+    buf[p + np.uint64(1)] = (v >> 16) & 0xFF
+    buf[p + np.uint64(2)] = (v >> 8) & 0xFF
+    buf[p + np.uint64(3)] = v & 0xFF
+
+
+@njit(cache=True, nogil=True, inline="always")
+def put_i64(buf, p, v):
+    put_i32(buf, p, (v >> 32) & 0xFFFFFFFF)
+    put_i32(buf, np.uint64(p) + np.uint64(4), v & 0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _name_is(buf, s, e, c0, c1, c2, c3, n):
+    """Whether ``buf[s:e]`` is the ASCII property name whose first four bytes are c0..c3."""
+    if e - s != n:
+        return False
+    return buf[s] == c0 and buf[s + 1] == c1 and buf[s + 2] == c2 and buf[s + 3] == c3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scan_properties(buf, start, end, out, row):
+    """Fill the tag code and index flags of ``row`` from properties ``buf[start:end]``."""
+    tags_code = np.int64(0)
+    flags = np.int64(0)
+    s = start
+    while s < end:
+        sep = s
+        while sep < end and buf[sep] != 1:
+            sep += 1
+        stop = sep
+        while stop < end and buf[stop] != 2:
+            stop += 1
+        if sep < stop:
+            if _name_is(buf, s, sep, 84, 65, 71, 83, 4):  # TAGS
+                if stop > sep + 1:
+                    tags_code = java_hash_range(buf, sep + 1, stop)
+            elif _name_is(buf, s, sep, 75, 69, 89, 83, 4):  # KEYS
+                if stop > sep + 1:
+                    flags |= 1
+            elif (
+                _name_is(buf, s, sep, 85, 78, 73, 81, 8)  # UNIQ_KEY
+                and buf[s + 4] == 95
+                and buf[s + 5] == 75
+                and buf[s + 6] == 69
+                and buf[s + 7] == 89
+                and stop > sep + 1
+            ):
+                flags |= 2
+        s = stop + 1
+    out[row, R_TAGS_CODE] = tags_code
+    out[row, R_INDEX_FLAGS] = flags
+
+
+@njit(cache=True, nogil=True)
+def parse_one(buf, p, limit, base, check_crc, out, row):
+    """Validate and decode the record at ``buf[p:limit]`` into ``out[row]``; a PARSE_* code.
+
+    ``base`` is the physical offset of ``buf[0]``: a record whose PHYSICALOFFSET field does
+    not equal its position is corrupt (stale bytes from an earlier life of the file).
+    """
+    if limit - p < 8:
+        return PARSE_END
+    total = get_i32(buf, p)
+    magic = get_u32(buf, p + 4)
+    if magic == MAGIC_BLANK:
+        if total >= MIN_BLANK and p + total <= limit:
+            out[row, R_POS] = p
+            out[row, R_SIZE] = total
+            out[row, R_MAGIC] = magic
+            return PARSE_BLANK
+        return PARSE_CORRUPT
+    if total == 0 and magic == 0:
+        return PARSE_END
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        return PARSE_CORRUPT
+    if total < RECORD_OVERHEAD or total > limit - p:
+        return PARSE_CORRUPT
+    sysflag = get_i32(buf, p + 36)
+    born_len = 20 if sysflag & SYSFLAG_BORNHOST_V6 else 8
+    store_len = 20 if sysflag & SYSFLAG_STOREHOST_V6 else 8
+    q = p + 48 + born_len
+    store_ts_pos = q
+    store_host_pos = q + 8
+    q = store_host_pos + store_len
+    reconsume_pos = q
+    body_len_pos = q + 12
+    end = p + total
+    if body_len_pos + 4 > end:
+        return PARSE_CORRUPT
+    body_len = get_i32(buf, body_len_pos)
+    body_start = body_len_pos + 4
+    if body_len < 0 or body_start + body_len > end:
+        return PARSE_CORRUPT
+    q = body_start + body_len
+    if magic == MAGIC_V1:
+        if q + 1 > end:
+            return PARSE_CORRUPT
+        topic_len = np.int64(buf[q])
+        if topic_len >= 128:  # a signed Java byte
+            return PARSE_CORRUPT
+        topic_start = q + 1
+    else:
+        if q + 2 > end:
+            return PARSE_CORRUPT
+        topic_len = (np.int64(buf[q]) << 8) | np.int64(buf[q + 1])
+        if topic_len >= 32768:
+            return PARSE_CORRUPT
+        topic_start = q + 2
+    if topic_len == 0 or topic_start + topic_len + 2 > end:
+        return PARSE_CORRUPT
+    q = topic_start + topic_len
+    props_len = (np.int64(buf[q]) << 8) | np.int64(buf[q + 1])
+    if props_len >= 32768:
+        return PARSE_CORRUPT
+    props_start = q + 2
+    if props_start + props_len != end:  # RocketMQ's length-formula check
+        return PARSE_CORRUPT
+    phys = get_i64(buf, p + 28)
+    if phys != base + p:
+        return PARSE_CORRUPT
+    body_crc = get_i32(buf, p + 8)
+    if check_crc and (crc32_range(buf, body_start, body_start + body_len) & 0x7FFFFFFF) != body_crc:
+        return PARSE_CORRUPT
+    out[row, R_POS] = p
+    out[row, R_SIZE] = total
+    out[row, R_MAGIC] = magic
+    out[row, R_BODY_CRC] = body_crc
+    out[row, R_QUEUE_ID] = get_i32(buf, p + 12)
+    out[row, R_FLAG] = get_i32(buf, p + 16)
+    out[row, R_QUEUE_OFFSET] = get_i64(buf, p + 20)
+    out[row, R_PHYS_OFFSET] = phys
+    out[row, R_SYSFLAG] = sysflag
+    out[row, R_BORN_TS] = get_i64(buf, p + 40)
+    out[row, R_BORN_HOST] = p + 48
+    out[row, R_STORE_TS] = get_i64(buf, store_ts_pos)
+    out[row, R_STORE_HOST] = store_host_pos
+    out[row, R_RECONSUME] = get_i32(buf, reconsume_pos)
+    out[row, R_PREP_TX] = get_i64(buf, reconsume_pos + 4)
+    out[row, R_BODY_START] = body_start
+    out[row, R_BODY_LEN] = body_len
+    out[row, R_TOPIC_START] = topic_start
+    out[row, R_TOPIC_LEN] = topic_len
+    out[row, R_PROPS_START] = props_start
+    out[row, R_PROPS_LEN] = props_len
+    _scan_properties(buf, props_start, end, out, row)
+    return PARSE_OK
+
+
+@njit(cache=True, nogil=True)
+def parse_records(buf, start, limit, base, check_crc, out):
+    """Walk records from ``start`` while they are valid and before ``limit``.
+
+    Returns ``(count, position, code)``: rows filled in ``out``, the position after the last
+    good record (or of the blank record), and why the walk stopped (a PARSE_* code).
+    """
+    p = start
+    n = 0
+    while True:
+        if n >= out.shape[0]:
+            return n, p, PARSE_FULL
+        code = parse_one(buf, p, limit, base, check_crc, out, n)
+        if code != PARSE_OK:
+            return n, p, code
+        p += out[n, R_SIZE]
+        n += 1
+
+
+@njit(cache=True, nogil=True)
+def parse_at(buf, positions, limit, base, check_crc, out):
+    """Decode the records at ``positions``; returns how many decoded before the first failure."""
+    for i in range(positions.shape[0]):
+        if parse_one(buf, positions[i], limit, base, check_crc, out, i) != PARSE_OK:
+            return i
+    return positions.shape[0]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy(dst, d, src, s, n):
+    """Copy ``n`` bytes; unsigned indices let LLVM drop wraparound checks and vectorise."""
+    for k in range(n):
+        dst[d + k] = src[s + k]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same_constant_fields(fields, i):
+    """Whether record ``i`` shares all batch-constant header fields with record ``i - 1``."""
+    for c in (F_QUEUE_ID, F_FLAG, F_SYSFLAG, F_BORN_TS, F_BORN_HOST, F_STORE_TS, F_STORE_HOST):
+        if fields[i, c] != fields[i - 1, c]:
+            return False
+    return fields[i, F_RECONSUME] == fields[i - 1, F_RECONSUME] and (
+        fields[i, F_PREP_TX] == fields[i - 1, F_PREP_TX]
+    )
+
+
+@njit(cache=True, nogil=True)
+def encode_batch(buf, pos, base, topic, bodies, body_offs, props, props_offs, fields):
+    """Encode ``fields.shape[0]`` records of one topic at ``buf[pos:]``; returns the end.
+
+    Record ``i`` has body ``bodies[body_offs[i]:body_offs[i+1]]`` and properties
+    ``props[props_offs[i]:props_offs[i+1]]``, or ``props[props_offs[0]:props_offs[1]]`` for
+    every record when ``props_offs`` has two entries (one property set for a whole batch).
+    Its PHYSICALOFFSET is ``base`` + its position. The caller has checked that all fits.
+    When a record's constant header fields equal the previous record's, the previous header
+    is copied and only size, CRC, offsets and body length are patched.
+    """
+    topic_len = np.uint64(topic.shape[0])
+    long_topic = topic_len > 127
+    shared_props = props_offs.shape[0] == 2
+    zero = np.uint64(0)
+    p = np.uint64(pos)
+    prev = p
+    for i in range(fields.shape[0]):
+        b0 = np.uint64(body_offs[i])
+        body_len = np.uint64(body_offs[i + 1]) - b0
+        j = 0 if shared_props else i
+        s0 = np.uint64(props_offs[j])
+        props_len = np.uint64(props_offs[j + 1]) - s0
+        total = RECORD_OVERHEAD + body_len + topic_len + props_len + (1 if long_topic else 0)
+        crc = fields[i, F_BODY_CRC]
+        if crc < 0:
+            crc = crc32_range(bodies, b0, b0 + body_len) & 0x7FFFFFFF
+        if i > 0 and _same_constant_fields(fields, i):
+            _copy(buf, p, buf, prev, np.uint64(HEADER_BODY_START))
+        else:
+            put_i32(buf, p + np.uint64(4), MAGIC_V2 if long_topic else MAGIC_V1)
+            put_i32(buf, p + np.uint64(12), fields[i, F_QUEUE_ID])
+            put_i32(buf, p + np.uint64(16), fields[i, F_FLAG])
+            sysflag = fields[i, F_SYSFLAG] & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
+            put_i32(buf, p + np.uint64(36), sysflag)
+            put_i64(buf, p + np.uint64(40), fields[i, F_BORN_TS])
+            put_i64(buf, p + np.uint64(48), fields[i, F_BORN_HOST])
+            put_i64(buf, p + np.uint64(56), fields[i, F_STORE_TS])
+            put_i64(buf, p + np.uint64(64), fields[i, F_STORE_HOST])
+            put_i32(buf, p + np.uint64(72), fields[i, F_RECONSUME])
+            put_i64(buf, p + np.uint64(76), fields[i, F_PREP_TX])
+        put_i32(buf, p, np.int64(total))
+        put_i32(buf, p + np.uint64(8), crc)
+        put_i64(buf, p + np.uint64(20), fields[i, F_QUEUE_OFFSET])
+        put_i64(buf, p + np.uint64(28), np.int64(base) + np.int64(p))
+        put_i32(buf, p + np.uint64(84), np.int64(body_len))
+        q = p + np.uint64(HEADER_BODY_START)
+        _copy(buf, q, bodies, b0, body_len)
+        q += body_len
+        if long_topic:
+            buf[q] = (topic_len >> np.uint64(8)) & np.uint64(0xFF)
+            buf[q + np.uint64(1)] = topic_len & np.uint64(0xFF)
+            q += np.uint64(2)
+        else:
+            buf[q] = topic_len
+            q += np.uint64(1)
+        _copy(buf, q, topic, zero, topic_len)
+        q += topic_len
+        buf[q] = (props_len >> np.uint64(8)) & np.uint64(0xFF)
+        buf[q + np.uint64(1)] = props_len & np.uint64(0xFF)
+        q += np.uint64(2)
+        _copy(buf, q, props, s0, props_len)
+        prev = p
+        p = q + props_len
+    return np.int64(p)
+
+
+@njit(cache=True, nogil=True)
+def write_blank(buf, pos, size):
+    """Write the end-of-file blank record (TOTALSIZE = ``size``) at ``pos``."""
+    put_i32(buf, pos, size)
+    put_i32(buf, pos + 4, MAGIC_BLANK)
+
+
+@njit(cache=True, nogil=True)
+def fit_batch(sizes, start, room):
+    """How many records from ``sizes[start:]`` fit in ``room`` bytes, keeping RocketMQ's
+    rule that a record needs ``size + 8`` bytes free so a blank can always follow it."""
+    used = np.int64(0)
+    i = start
+    while i < sizes.shape[0]:
+        if used + sizes[i] + MIN_BLANK > room:
+            break
+        used += sizes[i]
+        i += 1
+    return i - start, used
+
+
+@njit(cache=True, nogil=True)
+def dirty_end(buf, start, gap):
+    """End of the non-zero bytes that follow ``start``: scanning stops at a run of ``gap``
+    zero bytes (longer than any zero run inside written data) or at the buffer's end.
+
+    Truncation zeros ``[start, dirty_end)`` so that stale records after a cut can never be
+    read back, without touching the untouched (all-zero) rest of a large file.
+    """
+    end = start
+    run = 0
+    i = start
+    n = buf.shape[0]
+    while i < n and run < gap:
+        if buf[i] != 0:
+            end = i + 1
+            run = 0
+        else:
+            run += 1
+        i += 1
+    return end

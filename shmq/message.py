@@ -1,0 +1,280 @@
+"""Message values, properties and message ids, with RocketMQ's rules and limits.
+
+Properties are stored as ``name \\x01 value \\x02`` pairs in UTF-8; the decoder keeps a pair
+only when it has a non-empty name and value, as RocketMQ's ``string2messageProperties``.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from shmq.errors import (
+    InvalidMessageError,
+    InvalidMessageIdError,
+    InvalidPropertyError,
+    InvalidTopicError,
+    MessageTooLargeError,
+)
+
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+KEY_SEPARATOR = " "
+MAX_TOPIC_LENGTH = 127
+MAX_PROPERTIES_LENGTH = 32767
+
+# MessageConst's names: users may not set these as their own properties.
+RESERVED_PROPERTY_NAMES = frozenset(
+    [
+        "KEYS",
+        "TAGS",
+        "WAIT",
+        "DELAY",
+        "RETRY_TOPIC",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "PGROUP",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "BUYER_ID",
+        "ORIGIN_MESSAGE_ID",
+        "TRANSFER_FLAG",
+        "CORRECTION_FLAG",
+        "MQ2_FLAG",
+        "RECONSUME_TIME",
+        "MSG_REGION",
+        "TRACE_ON",
+        "UNIQ_KEY",
+        "MAX_RECONSUME_TIMES",
+        "CONSUME_START_TIME",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "TRANSACTION_CHECK_TIMES",
+        "CHECK_IMMUNITY_TIME_IN_SECONDS",
+        "INSTANCE_ID",
+        "CORRELATION_ID",
+        "REPLY_TO_CLIENT",
+        "TTL",
+        "ARRIVE_TIME",
+        "PUSH_REPLY_TIME",
+        "CLUSTER",
+        "MSG_TYPE",
+        "INNER_MULTI_DISPATCH",
+        "INNER_MULTI_QUEUE_OFFSET",
+        "__transactionId__",
+        "__SHARDINGKEY",
+        "SHARDING_KEY",
+        "TIMER_DELIVER_MS",
+        "TIMER_DELAY_SEC",
+        "TIMER_ENQUEUE_MS",
+        "TIMER_DEQUEUE_MS",
+        "TIMER_ROLL_TIMES",
+        "TIMER_OUT_MS",
+        "TIMER_DEL_UNIQKEY",
+        "TIMER_DELAY_LEVEL",
+        "TIMER_DELAY_MS",
+        "__CRC32#",
+        "__BORNHOST",
+        "BORN_TIMESTAMP",
+        "TRACE_CONTEXT",
+    ]
+)
+
+_TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
+_topic_cache: dict[str, bytes] = {}
+
+
+def validate_topic(topic: str) -> bytes:
+    """The topic's bytes if it matches RocketMQ's ``^[%|a-zA-Z0-9_-]{1,127}$``."""
+    cached = _topic_cache.get(topic)
+    if cached is not None:
+        return cached
+    if not isinstance(topic, str):
+        raise InvalidTopicError(f"topic must be a str, not {type(topic).__name__}")
+    if not _TOPIC_RE.fullmatch(topic):
+        shown = topic if len(topic) <= 140 else topic[:137] + "..."
+        raise InvalidTopicError(
+            f"topic {shown!r} is invalid: it must match ^[%|a-zA-Z0-9_-]{{1,127}}$ "
+            f"(length {len(topic)}, at most {MAX_TOPIC_LENGTH})"
+        )
+    raw = topic.encode()
+    if len(_topic_cache) < 100_000:
+        _topic_cache[topic] = raw
+    return raw
+
+
+def validate_body(body: Any, max_message_size: int) -> None:
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise InvalidMessageError(f"body must be bytes, not {type(body).__name__}")
+    n = len(body)
+    if n == 0:
+        raise MessageTooLargeError("body is empty: a message needs at least 1 byte")
+    if n > max_message_size:
+        raise MessageTooLargeError(f"body is {n} bytes, above maxMessageSize {max_message_size}")
+
+
+def _check_text(kind: str, text: Any) -> str:
+    if not isinstance(text, str):
+        raise InvalidPropertyError(f"{kind} must be a str, not {type(text).__name__}")
+    if not text or text.isspace():
+        raise InvalidPropertyError(f"{kind} {text!r} is empty or blank")
+    if "\x01" in text or "\x02" in text:
+        raise InvalidPropertyError(
+            f"{kind} {text!r} contains a property separator (\\x01 or \\x02)"
+        )
+    return text
+
+
+def build_properties(
+    tags: str | None = None,
+    keys: str | Iterable[str] = (),
+    properties: Mapping[str, str] | None = None,
+    *,
+    system: Mapping[str, str] | None = None,
+) -> bytes:
+    """Encode tags, keys, user properties and trusted system properties as RocketMQ does.
+
+    User property names must not be reserved; names and values must be non-empty and free
+    of the separators. The result is at most 32767 bytes (PROPERTIES_SIZE_EXCEEDED).
+    """
+    parts: list[str] = []
+    if tags is not None:
+        parts.append(f"TAGS\x01{_check_text('tags', tags)}\x02")
+    if keys:
+        key_list = [keys] if isinstance(keys, str) else list(keys)
+        for key in key_list:
+            _check_text("key", key)
+            if KEY_SEPARATOR in key:
+                raise InvalidPropertyError(f"key {key!r} contains the key separator ' '")
+        if key_list:
+            parts.append(f"KEYS\x01{KEY_SEPARATOR.join(key_list)}\x02")
+    if properties:
+        for name, value in properties.items():
+            _check_text("property name", name)
+            if name in RESERVED_PROPERTY_NAMES:
+                raise InvalidPropertyError(
+                    f"property name {name!r} is reserved by RocketMQ; choose another name"
+                )
+            parts.append(f"{name}\x01{_check_text(f'property {name!r} value', value)}\x02")
+    if system:
+        parts.extend(f"{name}\x01{value}\x02" for name, value in system.items())
+    raw = "".join(parts).encode()
+    if len(raw) > MAX_PROPERTIES_LENGTH:
+        raise InvalidPropertyError(
+            f"properties are {len(raw)} bytes encoded, above the limit {MAX_PROPERTIES_LENGTH}",
+            status="PROPERTIES_SIZE_EXCEEDED",
+        )
+    return raw
+
+
+def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+    """Parse ``name\\x01value\\x02`` pairs with RocketMQ's rules (empty values dropped)."""
+    result: dict[str, str] = {}
+    text = bytes(raw).decode("utf-8", "replace")
+    for segment in text.split("\x02"):
+        i = segment.find("\x01")
+        if len(segment) >= 3 and 0 < i < len(segment) - 1:
+            result[segment[:i]] = segment[i + 1 :]
+    return result
+
+
+def pack_host(host: str, port: int) -> int:
+    """An IPv4 ``host:port`` as the signed int64 of its 8 stored bytes (ip 4 + port 4)."""
+    raw = socket.inet_aton(host) + port.to_bytes(4, "big")
+    return int.from_bytes(raw, "big", signed=True)
+
+
+def host_text(raw: bytes) -> str:
+    """Stored host bytes (4+4 or 16+4) as ``ip:port``."""
+    if len(raw) == 8:
+        return f"{socket.inet_ntoa(raw[:4])}:{int.from_bytes(raw[4:], 'big')}"
+    return f"[{socket.inet_ntop(socket.AF_INET6, raw[:16])}]:{int.from_bytes(raw[16:], 'big')}"
+
+
+def offset_msg_id(store_host: bytes, physical_offset: int) -> str:
+    """RocketMQ's offset message id: store host bytes + 8-byte offset, upper-case hex."""
+    return (store_host + physical_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+
+def parse_offset_msg_id(msg_id: str) -> tuple[str, int]:
+    """``(store host "ip:port", physical offset)`` of an offset message id."""
+    if not isinstance(msg_id, str) or len(msg_id) not in (32, 56):
+        raise InvalidMessageIdError(
+            f"message id {msg_id!r} must be 32 (IPv4) or 56 (IPv6) hex digits"
+        )
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise InvalidMessageIdError(f"message id {msg_id!r} is not hexadecimal") from None
+    return host_text(raw[:-8]), int.from_bytes(raw[-8:], "big", signed=True)
+
+
+class MessageExt:
+    """A stored message as read back from the CommitLog (RocketMQ's ``MessageExt``).
+
+    ``msg_id`` is the producer's unique key (``UNIQ_KEY``) when the message has one, else
+    the offset message id, as RocketMQ clients show it.
+    """
+
+    __slots__ = (
+        "body",
+        "body_crc",
+        "born_host",
+        "born_timestamp",
+        "flag",
+        "offset_msg_id",
+        "physical_offset",
+        "prepared_transaction_offset",
+        "properties",
+        "queue_id",
+        "queue_offset",
+        "reconsume_times",
+        "store_host",
+        "store_size",
+        "store_timestamp",
+        "sysflag",
+        "topic",
+    )
+
+    def __init__(self, **fields: Any) -> None:
+        for name in self.__slots__:
+            setattr(self, name, fields[name])
+
+    @property
+    def commit_log_offset(self) -> int:
+        return self.physical_offset
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        value = self.properties.get(PROPERTY_KEYS)
+        return [k for k in value.split(KEY_SEPARATOR) if k] if value else []
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_KEY)
+
+    @property
+    def msg_id(self) -> str:
+        return self.properties.get(PROPERTY_UNIQ_KEY) or self.offset_msg_id
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageExt):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        body = self.body if len(self.body) <= 32 else self.body[:29] + b"..."
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, "
+            f"queue_offset={self.queue_offset}, msg_id={self.msg_id!r}, tags={self.tags!r}, "
+            f"keys={self.keys!r}, body={body!r})"
+        )

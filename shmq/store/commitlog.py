@@ -1,0 +1,293 @@
+"""The CommitLog: every message of every topic, appended in RocketMQ's V1 record format.
+
+Appends encode a whole batch with one numba call per file it touches; when a batch does not
+fit in the rest of the current file, the records that fit are written, a BLANK record closes
+the file, and the rest continue in the next file (a record never spans two files).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from shmq.codec import record as rec
+from shmq.errors import InvalidMessageError
+from shmq.message import MessageExt, decode_properties, host_text, offset_msg_id
+from shmq.store.mapped_file import MappedFile
+from shmq.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+SCAN_ROWS = 4096
+
+# The 88 header bytes before the body (IPv4 hosts given as their signed int64 form): one
+# record per call is cheaper through struct.pack_into than through a numba dispatch with a
+# dozen arguments (perf-notes), so single puts use this and batches use ``encode_batch``.
+_HEADER = struct.Struct(">iIiiiqqiqqqqiqi")
+assert _HEADER.size == rec.HEADER_BODY_START
+
+
+@dataclass
+class ScanBatch:
+    """Records decoded by one kernel call: ``rows`` (``R_*`` columns, positions local to
+    ``file``), all within one mapped file."""
+
+    file: MappedFile
+    rows: np.ndarray
+
+    @property
+    def buf(self) -> np.ndarray:
+        return self.file.buf
+
+    def physical_offsets(self) -> np.ndarray:
+        return self.rows[:, rec.R_POS] + self.file.file_from_offset
+
+    def topic(self, i: int) -> str:
+        row = self.rows[i]
+        start = int(row[rec.R_TOPIC_START])
+        return self.buf[start : start + int(row[rec.R_TOPIC_LEN])].tobytes().decode()
+
+    def message(self, i: int, topic: str | None = None) -> MessageExt:
+        """Decode record ``i`` into a ``MessageExt`` (bytes are copied out of the mapping)."""
+        row = self.rows[i]
+        buf = self.buf
+        born = int(row[rec.R_BORN_HOST])
+        store = int(row[rec.R_STORE_HOST])
+        sysflag = int(row[rec.R_SYSFLAG])
+        born_len = 20 if sysflag & rec.SYSFLAG_BORNHOST_V6 else 8
+        store_len = 20 if sysflag & rec.SYSFLAG_STOREHOST_V6 else 8
+        body = int(row[rec.R_BODY_START])
+        props = int(row[rec.R_PROPS_START])
+        store_host = buf[store : store + store_len].tobytes()
+        phys = int(row[rec.R_PHYS_OFFSET])
+        return MessageExt(
+            topic=topic if topic is not None else self.topic(i),
+            queue_id=int(row[rec.R_QUEUE_ID]),
+            queue_offset=int(row[rec.R_QUEUE_OFFSET]),
+            physical_offset=phys,
+            body=buf[body : body + int(row[rec.R_BODY_LEN])].tobytes(),
+            properties=decode_properties(buf[props : props + int(row[rec.R_PROPS_LEN])]),
+            born_timestamp=int(row[rec.R_BORN_TS]),
+            store_timestamp=int(row[rec.R_STORE_TS]),
+            born_host=host_text(buf[born : born + born_len].tobytes()),
+            store_host=host_text(store_host),
+            offset_msg_id=offset_msg_id(store_host, phys),
+            sysflag=sysflag,
+            flag=int(row[rec.R_FLAG]),
+            body_crc=int(row[rec.R_BODY_CRC]),
+            store_size=int(row[rec.R_SIZE]),
+            reconsume_times=int(row[rec.R_RECONSUME]),
+            prepared_transaction_offset=int(row[rec.R_PREP_TX]),
+        )
+
+
+class CommitLog:
+    def __init__(
+        self,
+        directory: str,
+        file_size: int,
+        *,
+        store_host: int = 0,
+        readonly: bool = False,
+        preallocate: bool = False,
+        warm: bool = False,
+        mlock: bool = False,
+    ) -> None:
+        self.file_size = file_size
+        self.store_host = store_host  # packed ip:port, written as born and store host
+        self.queue = MappedFileQueue(
+            directory, file_size, readonly=readonly, preallocate=preallocate, warm=warm, mlock=mlock
+        )
+        self._rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
+
+    def load(self) -> None:
+        self.queue.load()
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        """The first offset still stored (RocketMQ: the first file's start)."""
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        """The offset where the next record goes."""
+        return self.queue.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.queue.flushed_where
+
+    # -- appending -------------------------------------------------------------------------
+
+    def append(
+        self,
+        topic: np.ndarray,
+        bodies: np.ndarray,
+        body_offs: np.ndarray,
+        props: np.ndarray,
+        props_offs: np.ndarray,
+        fields: np.ndarray,
+        sizes: np.ndarray,
+    ) -> np.ndarray:
+        """Append records (``fields`` rows, see ``F_*``); returns their physical offsets."""
+        n = fields.shape[0]
+        limit = self.file_size - rec.MIN_BLANK
+        if n and int(sizes.max()) > limit:
+            raise InvalidMessageError(
+                f"a record of {int(sizes.max())} bytes cannot fit in a CommitLog file of "
+                f"{self.file_size} bytes (mappedFileSizeCommitLog); at most {limit}"
+            )
+        offsets = np.empty(n, dtype=np.int64)
+        done = 0
+        while done < n:
+            mf = self._writable_file()
+            room = mf.size - mf.wrote_position
+            count, used = rec.fit_batch(sizes, done, room)
+            if count == 0:
+                rec.write_blank(mf.buf, mf.wrote_position, room)
+                mf.wrote_position = mf.size
+                continue
+            start = mf.wrote_position
+            rec.encode_batch(
+                mf.buf,
+                start,
+                mf.file_from_offset,
+                topic,
+                bodies,
+                body_offs[done : done + count + 1],
+                props,
+                props_offs if props_offs.shape[0] == 2 else props_offs[done : done + count + 1],
+                fields[done : done + count],
+            )
+            chunk = sizes[done : done + count]
+            offsets[done : done + count] = mf.file_from_offset + start
+            offsets[done + 1 : done + count] += np.cumsum(chunk[:-1])
+            mf.wrote_position = start + used
+            done += count
+        return offsets
+
+    def append_one(
+        self,
+        body: bytes,
+        tail: tuple[bytes, int],
+        body_crc: int,
+        queue_id: int,
+        flag: int,
+        queue_offset: int,
+        born_timestamp: int,
+        store_timestamp: int,
+    ) -> int:
+        """Append one record; ``tail`` is its encoded topic and properties with the magic
+        to use. Returns its physical offset."""
+        tail, magic = tail
+        host = self.store_host
+        size = rec.HEADER_BODY_START + len(body) + len(tail)
+        files = self.queue.files
+        mf = files[-1] if files else None
+        if mf is None or mf.wrote_position + size + rec.MIN_BLANK > mf.size:
+            mf = self._file_with_room(size)
+        p = mf.wrote_position
+        phys = mf.file_from_offset + p
+        mm = mf.mm
+        _HEADER.pack_into(
+            mm, p, size, magic, body_crc, queue_id, flag, queue_offset, phys, 0,
+            born_timestamp, host, store_timestamp, host, 0, 0, len(body),
+        )  # fmt: skip
+        q = p + rec.HEADER_BODY_START
+        end = q + len(body)
+        mm[q:end] = body
+        mm[end : p + size] = tail
+        mf.wrote_position = p + size
+        return phys
+
+    def _file_with_room(self, size: int) -> MappedFile:
+        """The file to append a ``size``-byte record to, closing the current one with a
+        blank record when the record does not fit in its rest."""
+        if size + rec.MIN_BLANK > self.file_size:
+            raise InvalidMessageError(
+                f"a record of {size} bytes cannot fit in a CommitLog file of "
+                f"{self.file_size} bytes (mappedFileSizeCommitLog)"
+            )
+        mf = self._writable_file()
+        room = mf.size - mf.wrote_position
+        if size + rec.MIN_BLANK > room:
+            rec.write_blank(mf.buf, mf.wrote_position, room)
+            mf.wrote_position = mf.size
+            mf = self._writable_file()
+        return mf
+
+    def _writable_file(self) -> MappedFile:
+        mf = self.queue.last_file()
+        if mf is None:
+            return self.queue.new_file(0)
+        if mf.is_full:
+            return self.queue.new_file(mf.file_end_offset)
+        return mf
+
+    def flush(self, least_pages: int = 0) -> int:
+        return self.queue.flush(least_pages)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read_rows(self, positions: np.ndarray, check_crc: bool = False) -> ScanBatch | None:
+        """Decode records at physical ``positions`` that lie in one file (first position's)."""
+        mf = self.queue.find_file(int(positions[0]))
+        if mf is None:
+            return None
+        rows = np.zeros((positions.shape[0], rec.N_COLS), dtype=np.int64)
+        local = positions - mf.file_from_offset
+        limit = mf.size if mf.is_full else mf.wrote_position
+        n = rec.parse_at(mf.buf, local, limit, mf.file_from_offset, check_crc, rows)
+        return ScanBatch(mf, rows[:n])
+
+    def read_one(self, offset: int, check_crc: bool = False) -> ScanBatch | None:
+        """Decode the record at ``offset``; None if no valid record starts there."""
+        if offset < self.min_offset or offset >= self.max_offset:
+            return None
+        batch = self.read_rows(np.array([offset], dtype=np.int64), check_crc)
+        return batch if batch is not None and batch.rows.shape[0] == 1 else None
+
+    def scan(
+        self,
+        start: int,
+        end: int | None = None,
+        *,
+        check_crc: bool = False,
+        max_rows: int = SCAN_ROWS,
+    ) -> Iterator[ScanBatch]:
+        """Valid records from ``start`` up to ``end`` (default: the write position).
+
+        Stops at the first record that does not validate; ``last_scan`` then tells where and
+        why, which is what recovery needs.
+        """
+        end = self.max_offset if end is None else end
+        offset = start
+        rows = np.zeros((max_rows, rec.N_COLS), dtype=np.int64)
+        self.last_scan = (offset, rec.PARSE_END)
+        while offset < end:
+            mf = self.queue.find_file(offset)
+            if mf is None:
+                break
+            local = offset - mf.file_from_offset
+            limit = min(mf.size, end - mf.file_from_offset)
+            n, pos, code = rec.parse_records(
+                mf.buf, local, limit, mf.file_from_offset, check_crc, rows
+            )
+            if n:
+                yield ScanBatch(mf, rows[:n].copy())
+            offset = mf.file_from_offset + pos
+            self.last_scan = (offset, code)
+            if code == rec.PARSE_BLANK:
+                offset = mf.file_end_offset
+                self.last_scan = (offset, code)
+            elif code != rec.PARSE_FULL:
+                break
+
+    def close(self) -> None:
+        self.queue.close()

@@ -1,0 +1,230 @@
+"""ConsumeQueue: the per-(topic, queue) index of 20-byte units into the CommitLog.
+
+Unit ``n`` (queue offset ``n``) is at byte ``n * 20`` of the queue's file sequence under
+``consumequeue/{topic}/{queueId}/``. Written only by reput (dispatch); read by consumers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+
+from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, count_valid_units, put_units
+from shmq.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+# Longer than any run of zero bytes inside valid units (a unit always has size > 0).
+_UNIT_ZERO_GAP = 2 * CQ_UNIT_SIZE
+_BLANK_UNIT_SIZE = 0x7FFFFFFF
+
+
+class ConsumeQueue:
+    def __init__(
+        self, root: str, topic: str, queue_id: int, file_size: int, *, readonly: bool = False
+    ) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.units_per_file = file_size // CQ_UNIT_SIZE
+        self.queue = MappedFileQueue(
+            os.path.join(root, topic, str(queue_id)), file_size, readonly=readonly
+        )
+        self.min_logic_offset = 0  # in units
+        self.max_physic_offset = -1  # offset + size of the last unit written
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    @property
+    def max_offset(self) -> int:
+        """The next queue offset to be written (the number of units)."""
+        return self.queue.max_offset // CQ_UNIT_SIZE
+
+    @property
+    def min_offset(self) -> int:
+        return max(self.min_logic_offset, self.queue.min_offset // CQ_UNIT_SIZE)
+
+    # -- recovery --------------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.queue.load()
+
+    def recover(self) -> None:
+        """Walk units from the third-last file to the first invalid one; truncate there."""
+        files = self.queue.files
+        if not files:
+            return
+        first = max(0, len(files) - 3)
+        end = files[first].file_from_offset
+        for mf in files[first:]:
+            n = count_valid_units(mf.buf, 0, self.units_per_file)
+            end = mf.file_from_offset + n * CQ_UNIT_SIZE
+            if n < self.units_per_file:
+                break
+        self.queue.truncate(end, _UNIT_ZERO_GAP)
+        self._reload_max_physic_offset()
+
+    def truncate_dirty(self, phys_offset: int) -> None:
+        """Remove units pointing at or past ``phys_offset`` (a cut CommitLog tail)."""
+        files = self.queue.files
+        while len(files) > 1:
+            first = np.frombuffer(files[-1].buf, dtype=CQ_UNIT_DTYPE, count=1)[0]
+            if files[-1].wrote_position and int(first["offset"]) < phys_offset:
+                break
+            files.pop().destroy()
+        if not files:
+            return
+        last = files[-1]
+        units = np.frombuffer(last.buf, dtype=CQ_UNIT_DTYPE)[: last.wrote_position // CQ_UNIT_SIZE]
+        beyond = np.nonzero(units["offset"] >= phys_offset)[0]
+        keep = int(beyond[0]) if beyond.size else units.size
+        self.queue.truncate(last.file_from_offset + keep * CQ_UNIT_SIZE, _UNIT_ZERO_GAP)
+        self._reload_max_physic_offset()
+
+    def _reload_max_physic_offset(self) -> None:
+        unit = self.unit(self.max_offset - 1) if self.max_offset > self.min_offset else None
+        self.max_physic_offset = unit[0] + unit[1] if unit is not None else -1
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def put(
+        self,
+        queue_offsets: np.ndarray,
+        phys_offsets: np.ndarray,
+        sizes: np.ndarray,
+        tags_codes: np.ndarray,
+    ) -> int:
+        """Write units for records in queue-offset order; returns how many were written.
+
+        Idempotent like RocketMQ's ``putMessagePositionInfo``: a unit whose record ends at or
+        before the last one written, or whose queue offset is already taken, is skipped, so
+        re-dispatching after recovery is harmless. The first unit of an empty queue may start
+        past 0 (its file is padded with blank units, ``fillPreBlank``); a later gap cannot
+        happen with a consistent log, so it is logged and the units are written next.
+        """
+        new = (phys_offsets + sizes > self.max_physic_offset) & (queue_offsets >= self.max_offset)
+        if not new.any():
+            return 0
+        queue_offsets, phys_offsets = queue_offsets[new], phys_offsets[new]
+        sizes, tags_codes = sizes[new].astype(np.int64), tags_codes[new]
+        if not self.queue.files and queue_offsets[0] > 0:
+            self._fill_pre_blank(int(queue_offsets[0]))
+        elif queue_offsets[0] != self.max_offset:
+            log.error(
+                "consume queue %s-%d: record queue offset %d where %d was expected; "
+                "written at %d (logic queue order maybe wrong)",
+                self.topic,
+                self.queue_id,
+                int(queue_offsets[0]),
+                self.max_offset,
+                self.max_offset,
+            )
+        written = 0
+        n = queue_offsets.shape[0]
+        while written < n:
+            unit = self.max_offset
+            mf = self._file_for(unit)
+            local = unit - mf.file_from_offset // CQ_UNIT_SIZE
+            count = min(n - written, self.units_per_file - local)
+            end = written + count
+            put_units(
+                mf.buf,
+                local,
+                phys_offsets[written:end],
+                sizes[written:end],
+                tags_codes[written:end],
+            )
+            mf.wrote_position = (local + count) * CQ_UNIT_SIZE
+            written = end
+        self.max_physic_offset = int(phys_offsets[-1] + sizes[-1])
+        return written
+
+    def _file_for(self, unit: int):
+        """The file that holds ``unit``, created when ``unit`` starts a new one."""
+        last = self.queue.last_file()
+        if last is not None and unit * CQ_UNIT_SIZE < last.file_end_offset:
+            return last
+        return self.queue.new_file(unit * CQ_UNIT_SIZE - (unit * CQ_UNIT_SIZE) % self.file_size)
+
+    def _fill_pre_blank(self, first: int) -> None:
+        """A queue whose first unit is ``first`` > 0 (its older files were cleaned): create
+        the file holding it and pad it with blank units ``(0, Integer.MAX_VALUE, 0)``."""
+        mf = self._file_for(first)
+        local = first - mf.file_from_offset // CQ_UNIT_SIZE
+        put_units(
+            mf.buf,
+            0,
+            np.zeros(local, dtype=np.int64),
+            np.full(local, _BLANK_UNIT_SIZE, dtype=np.int64),
+            np.zeros(local, dtype=np.int64),
+        )
+        mf.wrote_position = local * CQ_UNIT_SIZE
+        self.min_logic_offset = first
+
+    def flush(self, least_pages: int = 0) -> int:
+        return self.queue.flush(least_pages)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def units(self, start: int, max_count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Up to ``max_count`` units from queue offset ``start``, within one file.
+
+        Returns ``(buffer, structured view)``: the file's uint8 buffer (for kernels) and a
+        ``CQ_UNIT_DTYPE`` view of the units (copy it before the file can be deleted).
+        """
+        end = min(self.max_offset, start + max_count)
+        mf = self.queue.find_file(start * CQ_UNIT_SIZE)
+        if mf is None or end <= start:
+            return np.empty(0, np.uint8), np.empty(0, CQ_UNIT_DTYPE)
+        first = mf.file_from_offset // CQ_UNIT_SIZE
+        count = min(end - start, first + self.units_per_file - start)
+        view = np.frombuffer(
+            mf.buf, dtype=CQ_UNIT_DTYPE, count=count, offset=(start - first) * CQ_UNIT_SIZE
+        )
+        return mf.buf, view
+
+    def unit(self, offset: int) -> tuple[int, int, int] | None:
+        """``(commitlog offset, size, tags code)`` of one unit, or None out of range."""
+        if not self.min_offset <= offset < self.max_offset:
+            return None
+        _, view = self.units(offset, 1)
+        if not view.size:
+            return None
+        u = view[0]
+        return int(u["offset"]), int(u["size"]), int(u["tags_code"])
+
+    # -- cleanup ---------------------------------------------------------------------------
+
+    def delete_expired(self, min_phys_offset: int) -> int:
+        """Delete whole files whose last unit points below ``min_phys_offset`` (never the
+        last file); then move the min offset to the first unit at or after it."""
+        files = self.queue.files
+        count = 0
+        for mf in files[:-1]:
+            last = np.frombuffer(
+                mf.buf, dtype=CQ_UNIT_DTYPE, count=1, offset=mf.size - CQ_UNIT_SIZE
+            )[0]
+            if int(last["offset"]) >= min_phys_offset:
+                break
+            count += 1
+        self.queue.delete_first_files(count)
+        self.correct_min_offset(min_phys_offset)
+        return count
+
+    def correct_min_offset(self, min_phys_offset: int) -> None:
+        mf = self.queue.files[0] if self.queue.files else None
+        if mf is None:
+            return
+        units = np.frombuffer(mf.buf, dtype=CQ_UNIT_DTYPE)[: mf.wrote_position // CQ_UNIT_SIZE]
+        alive = np.nonzero(units["offset"] >= min_phys_offset)[0]
+        first = mf.file_from_offset // CQ_UNIT_SIZE
+        self.min_logic_offset = first + (int(alive[0]) if alive.size else units.size)
+
+    def close(self) -> None:
+        self.queue.close()
+
+    def destroy(self) -> None:
+        self.queue.delete_all()
+        self.queue.close()

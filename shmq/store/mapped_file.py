@@ -1,0 +1,136 @@
+"""One fixed-size store file, created at full size and mapped whole.
+
+A file is named by the global offset of its first byte, zero-padded to 20 digits (RocketMQ's
+``UtilAll.offset2FileName``). ``buf`` is a numpy uint8 view of the whole mapping, which the
+numba kernels read and write directly. The owner tracks the write position; the mapped file
+only knows how to flush a byte range and how to warm its pages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import mmap
+import os
+
+import numpy as np
+
+from shmq.errors import CorruptStoreError
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = mmap.PAGESIZE
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def offset_to_file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+def file_name_to_offset(name: str) -> int:
+    if len(name) != 20 or not name.isdigit():
+        raise CorruptStoreError(f"store file name {name!r} is not a 20-digit offset")
+    return int(name)
+
+
+class MappedFile:
+    """A store file of exactly ``size`` bytes, mapped read-write (or read-only)."""
+
+    def __init__(self, path: str, size: int, *, readonly: bool = False) -> None:
+        self.path = path
+        self.size = size
+        self.file_from_offset = file_name_to_offset(os.path.basename(path))
+        self.readonly = readonly
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self._locked = False
+        flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
+        fd = os.open(path, flags, 0o644)
+        try:
+            actual = os.fstat(fd).st_size
+            if actual == 0 and not readonly:
+                _allocate(fd, size)
+            elif actual != size:
+                raise CorruptStoreError(
+                    f"{path} is {actual} bytes; a store file here must be exactly {size} bytes"
+                )
+            access = mmap.ACCESS_READ if readonly else mmap.ACCESS_WRITE
+            self.mm = mmap.mmap(fd, size, access=access)
+        finally:
+            os.close(fd)
+        self.buf = np.frombuffer(self.mm, dtype=np.uint8)
+
+    @property
+    def file_end_offset(self) -> int:
+        return self.file_from_offset + self.size
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.size
+
+    @property
+    def last_modified(self) -> float:
+        return os.stat(self.path).st_mtime
+
+    def flush(self, start: int, end: int) -> None:
+        """msync ``[start, end)`` of this file to disk (start rounded down to a page)."""
+        if end <= start:
+            return
+        begin = start - start % PAGE_SIZE
+        self.mm.flush(begin, min(end, self.size) - begin)
+        self.flushed_position = max(self.flushed_position, min(end, self.size))
+
+    def warm(self, *, lock: bool = True) -> None:
+        """Fault every page in now, so the hot path never pays the first touch.
+
+        Like RocketMQ's ``warmMappedFile``: write one byte per page (only of pages not yet
+        written, which are zero), ``madvise(MADV_WILLNEED)`` and, where the limits allow,
+        ``mlock`` so the pages stay resident.
+        """
+        if not self.readonly:
+            tail = self.buf[self.wrote_position - self.wrote_position % PAGE_SIZE :]
+            tail[PAGE_SIZE - 1 :: PAGE_SIZE] |= 0  # a read-modify-write faults the page in
+        if hasattr(mmap, "MADV_WILLNEED"):
+            self.mm.madvise(mmap.MADV_WILLNEED)
+        if lock and not self._locked:
+            addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mm)) if not self.readonly else 0
+            if addr and _libc.mlock(ctypes.c_void_p(addr), ctypes.c_size_t(self.size)) == 0:
+                self._locked = True
+            else:
+                log.debug("mlock of %s not allowed (errno %d)", self.path, ctypes.get_errno())
+
+    def close(self) -> None:
+        """Unmap. Views handed out by ``buf`` must not be used afterwards."""
+        if self.mm is None:
+            return
+        if self._locked:
+            addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
+            _libc.munlock(ctypes.c_void_p(addr), ctypes.c_size_t(self.size))
+            self._locked = False
+        self.buf = None
+        try:
+            self.mm.close()
+        except BufferError:
+            # A reader still holds a view of the mapping; it is released with that view.
+            log.debug("mapping of %s still exported; left to the garbage collector", self.path)
+        self.mm = None
+
+    def destroy(self) -> None:
+        """Unmap and delete the file."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, wrote={self.wrote_position}, size={self.size})"
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Give the file its full size with real blocks where the filesystem allows it, so a full
+    disk fails here instead of as SIGBUS on a later write through the mapping."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError:
+        os.ftruncate(fd, size)

@@ -1,0 +1,198 @@
+"""A directory of equal-size mapped files forming one contiguous offset space.
+
+The CommitLog and each consume queue are a ``MappedFileQueue``. Files are created at full
+size; the next file can be allocated (and warmed) in a background thread ahead of need, like
+RocketMQ's ``AllocateMappedFileService``, so a roll never waits for the disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from shmq.codec.record import dirty_end
+from shmq.errors import CorruptStoreError
+from shmq.store.mapped_file import PAGE_SIZE, MappedFile, file_name_to_offset, offset_to_file_name
+
+log = logging.getLogger(__name__)
+
+
+class MappedFileQueue:
+    """Files ``{dir}/{20-digit start offset}``, each ``file_size`` bytes."""
+
+    def __init__(
+        self,
+        directory: str,
+        file_size: int,
+        *,
+        readonly: bool = False,
+        preallocate: bool = False,
+        warm: bool = False,
+        mlock: bool = False,
+    ) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.readonly = readonly
+        self.files: list[MappedFile] = []
+        self.flushed_where = 0
+        self._warm = warm
+        self._mlock = mlock
+        self._ahead: dict[int, Future[MappedFile]] = {}
+        self._allocator = (
+            ThreadPoolExecutor(1, thread_name_prefix="shmq-allocate")
+            if preallocate and not readonly
+            else None
+        )
+        self._lock = threading.Lock()
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Map every file in the directory; they must be full-size and contiguous."""
+        if not os.path.isdir(self.directory):
+            return
+        names = sorted(n for n in os.listdir(self.directory) if not n.startswith("."))
+        expected = None
+        for name in names:
+            path = os.path.join(self.directory, name)
+            start = file_name_to_offset(name)
+            if start % self.file_size:
+                raise CorruptStoreError(
+                    f"{path}: start offset {start} is not a multiple of the file size "
+                    f"{self.file_size} (was the store written with another file size?)"
+                )
+            if expected is not None and start != expected:
+                raise CorruptStoreError(
+                    f"{self.directory}: file {offset_to_file_name(expected)} is missing "
+                    f"before {name}"
+                )
+            mf = MappedFile(path, self.file_size, readonly=self.readonly)
+            mf.wrote_position = mf.flushed_position = self.file_size
+            self.files.append(mf)
+            expected = start + self.file_size
+
+    def refresh(self) -> None:
+        """Map files other processes created since ``load`` (read-only followers)."""
+        start = self.files[-1].file_end_offset if self.files else None
+        if not os.path.isdir(self.directory):
+            return
+        for name in sorted(os.listdir(self.directory)):
+            if name.startswith(".") or (start is not None and file_name_to_offset(name) < start):
+                continue
+            mf = MappedFile(os.path.join(self.directory, name), self.file_size, readonly=True)
+            self.files.append(mf)
+
+    # -- geometry --------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """The offset just after the last written byte."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.file_from_offset + last.wrote_position
+
+    def last_file(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def find_file(self, offset: int) -> MappedFile | None:
+        """The file holding ``offset``, or None when it is below the first or past the last."""
+        if not self.files:
+            return None
+        index = (offset - self.files[0].file_from_offset) // self.file_size
+        if 0 <= index < len(self.files):
+            return self.files[index]
+        return None
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def new_file(self, start: int) -> MappedFile:
+        """Create (or take the pre-allocated) file starting at ``start`` and append it."""
+        with self._lock:
+            future = self._ahead.pop(start, None)
+        mf = future.result() if future is not None else self._create(start)
+        self.files.append(mf)
+        self._allocate_ahead(start + self.file_size)
+        return mf
+
+    def _create(self, start: int) -> MappedFile:
+        os.makedirs(self.directory, exist_ok=True)
+        mf = MappedFile(os.path.join(self.directory, offset_to_file_name(start)), self.file_size)
+        if self._warm:
+            mf.warm(lock=self._mlock)
+        return mf
+
+    def _allocate_ahead(self, start: int) -> None:
+        if self._allocator is None:
+            return
+        with self._lock:
+            if start not in self._ahead:
+                self._ahead[start] = self._allocator.submit(self._create, start)
+
+    def flush(self, least_pages: int = 0) -> int:
+        """msync what was written since the last flush; returns the flushed offset.
+
+        With ``least_pages`` > 0 a file is flushed only when it is full or holds at least that
+        many dirty pages (RocketMQ's ``flushLeastPages``).
+        """
+        for mf in self.files:
+            if mf.file_end_offset <= self.flushed_where:
+                continue
+            dirty = mf.wrote_position - mf.flushed_position
+            if dirty <= 0:
+                continue
+            pages = mf.wrote_position // PAGE_SIZE - mf.flushed_position // PAGE_SIZE
+            if least_pages and not mf.is_full and pages < least_pages:
+                break
+            mf.flush(mf.flushed_position, mf.wrote_position)
+            self.flushed_where = mf.file_from_offset + mf.flushed_position
+        return self.flushed_where
+
+    def truncate(self, offset: int, max_gap: int) -> None:
+        """Drop everything at and after ``offset``: later files are deleted and the rest of
+        the file holding ``offset`` is zeroed (up to the end of its non-zero bytes, found
+        by a scan that stops after ``max_gap`` zero bytes), so stale bytes can never be read
+        back as data by a later recovery."""
+        for mf in list(self.files):
+            if mf.file_from_offset > offset:
+                self.files.remove(mf)
+                mf.destroy()
+            elif offset < mf.file_end_offset:
+                local = offset - mf.file_from_offset
+                end = dirty_end(mf.buf, local, max_gap)
+                if end > local:
+                    mf.buf[local:end] = 0
+                    mf.flush(local, end)
+                mf.wrote_position = mf.flushed_position = local
+        self.flushed_where = min(self.flushed_where, offset)
+
+    def delete_first_files(self, count: int) -> list[MappedFile]:
+        """Delete the ``count`` oldest files (never the last one); returns them."""
+        count = min(count, len(self.files) - 1)
+        gone = self.files[:count]
+        del self.files[:count]
+        for mf in gone:
+            mf.destroy()
+        return gone
+
+    def delete_all(self) -> None:
+        for mf in self.files:
+            mf.destroy()
+        self.files.clear()
+        self.flushed_where = 0
+
+    def close(self) -> None:
+        if self._allocator is not None:
+            self._allocator.shutdown(wait=True)
+            for future in self._ahead.values():
+                future.result().close()
+            self._ahead.clear()
+        for mf in self.files:
+            mf.close()
+        self.files.clear()

@@ -1,0 +1,749 @@
+"""``MessageStore``: the storage engine in one object (RocketMQ's ``DefaultMessageStore``).
+
+Files only, no processes: the broker's agents later drive the same parts (CommitLog, consume
+queues, index, checkpoint) from separate processes. Here one object appends, dispatches
+(reput), reads, queries, flushes, recovers and cleans, so the engine can be used and tested
+on a plain directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from shmq.codec import record as rec
+from shmq.codec.consume_queue import match_tags
+from shmq.codec.crc32 import body_crc_batch
+from shmq.config import MessageStoreConfig, parse_host
+from shmq.errors import (
+    InvalidMessageError,
+    InvalidMessageIdError,
+    MessageTooLargeError,
+    StoreClosedError,
+)
+from shmq.message import (
+    MessageExt,
+    build_properties,
+    pack_host,
+    parse_offset_msg_id,
+    validate_body,
+    validate_topic,
+)
+from shmq.store import cleanup
+from shmq.store.checkpoint import Checkpoint
+from shmq.store.commitlog import CommitLog, ScanBatch
+from shmq.store.consume_queue import ConsumeQueue
+from shmq.store.index_service import IndexService
+from shmq.store.lock import AbortMarker, StoreLock
+from shmq.store.recovery import RecoveryReport, recover_commitlog
+from shmq.store.results import (
+    BatchPutResult,
+    GetResult,
+    GetStatus,
+    PutResult,
+    PutStatus,
+    parse_tag_filter,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUE_ID = 65535
+_new_tuple = tuple.__new__
+# Transaction types that enter consume queues and the index (NOT and COMMIT).
+_DISPATCHED_TX_TYPES = (0, rec.SYSFLAG_TRANSACTION_COMMIT)
+
+
+class MessageStore:
+    """RocketMQ's storage engine over one directory.
+
+    Example::
+
+        with MessageStore.open("/tmp/store", mapped_file_size_commit_log=1 << 24) as store:
+            r = store.put("Orders", 0, b"hello", tags="TagA", keys=["order-1"])
+            store.dispatch()
+            got = store.get("Orders", 0, r.queue_offset, 1)
+            assert got.messages[0].body == b"hello"
+    """
+
+    def __init__(self, config: MessageStoreConfig) -> None:
+        self.config = config
+        root = config.store_path_root_dir
+        self.root = root
+        self._lock = threading.Lock()
+        self._closed = False
+        os.makedirs(root, exist_ok=True)
+        self._store_lock = StoreLock(root)
+        self._store_lock.acquire()
+        try:
+            self._open(root)
+        except BaseException:
+            self._store_lock.release()
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        config: MessageStoreConfig | None = None,
+        **overrides: Any,
+    ) -> MessageStore:
+        """Open (creating or recovering) the store at ``path``.
+
+        ``overrides`` are RocketMQ store config names in snake_case, e.g.
+        ``mapped_file_size_commit_log=1 << 20`` or ``flush_disk_type="SYNC_FLUSH"``.
+        """
+        config = (config or MessageStoreConfig()).replace(
+            store_path_root_dir=os.fspath(path), **overrides
+        )
+        return cls(config)
+
+    # -- opening and recovery --------------------------------------------------------------
+
+    def _open(self, root: str) -> None:
+        cfg = self.config
+        self._abort = AbortMarker(root)
+        abnormal = self._abort.exists()
+        host, port = parse_host(cfg.store_host)
+        self._store_host = pack_host(host, port)
+        self._store_host_bytes = self._store_host.to_bytes(8, "big", signed=True)
+        self.commitlog = CommitLog(
+            os.path.join(root, "commitlog"),
+            cfg.mapped_file_size_commit_log,
+            store_host=self._store_host,
+            preallocate=cfg.preallocate_mapped_file_enable,
+            warm=cfg.warm_mapped_file_enable,
+            mlock=cfg.mlock_mapped_file_enable,
+        )
+        self.commitlog.load()
+        self._cq_root = os.path.join(root, "consumequeue")
+        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._load_consume_queues()
+        self.checkpoint = Checkpoint(os.path.join(root, "checkpoint"))
+        self.index = IndexService(
+            os.path.join(root, "index"),
+            cfg.max_hash_slot_num,
+            cfg.max_index_num,
+            cfg.max_msgs_num_batch,
+            on_file_full=self._index_file_full,
+        )
+        self.index.load(not abnormal, self.checkpoint.index_msg_timestamp)
+        self.recovery = self._recover(abnormal)
+        self._abort.create()
+        self._put_count = 0
+        self._last_store_timestamp = 0
+        self._tails: dict[tuple[str, str | None], tuple[bytes, int]] = {}
+        self._disk_full = False
+        self._disk_checked_ms = 0
+        self._sync = cfg.sync_flush
+        self._max_body = cfg.max_message_size
+        self._dispatch()
+
+    def _load_consume_queues(self) -> None:
+        if not os.path.isdir(self._cq_root):
+            return
+        for topic in sorted(os.listdir(self._cq_root)):
+            topic_dir = os.path.join(self._cq_root, topic)
+            for qid in sorted(os.listdir(topic_dir)):
+                if not qid.isdigit():
+                    continue
+                cq = ConsumeQueue(
+                    self._cq_root, topic, int(qid), self.config.consume_queue_file_size
+                )
+                cq.load()
+                self.consume_queues[(topic, int(qid))] = cq
+
+    def _recover(self, abnormal: bool) -> RecoveryReport:
+        for cq in self.consume_queues.values():
+            cq.recover()
+        max_cq_phys = max((cq.max_physic_offset for cq in self.consume_queues.values()), default=-1)
+        report = recover_commitlog(
+            self.commitlog,
+            self.checkpoint,
+            abnormal=abnormal,
+            check_crc=self.config.check_crc_on_recover,
+            max_record_size=self.config.max_message_size + 64 * 1024,
+        )
+        if max_cq_phys > report.valid_end:
+            for cq in self.consume_queues.values():
+                cq.truncate_dirty(report.valid_end)
+        min_phys = self.commitlog.min_offset
+        for cq in self.consume_queues.values():
+            cq.correct_min_offset(min_phys)
+        self._queue_offsets = {key: cq.max_offset for key, cq in self.consume_queues.items()}
+        dispatched = max(
+            (cq.max_physic_offset for cq in self.consume_queues.values()), default=min_phys
+        )
+        self.reput_from_offset = max(dispatched, min_phys)
+        if report.redispatch_from is not None:
+            self.reput_from_offset = max(report.redispatch_from, min_phys)
+        self.reput_from_offset = min(self.reput_from_offset, self.commitlog.max_offset)
+        log.info(
+            "store %s recovered (%s exit): commitlog [%d, %d), reput from %d",
+            self.root,
+            "abnormal" if abnormal else "normal",
+            self.commitlog.min_offset,
+            self.commitlog.max_offset,
+            self.reput_from_offset,
+        )
+        return report
+
+    def _index_file_full(self, end_timestamp: int) -> None:
+        self.checkpoint.index_msg_timestamp = end_timestamp
+        self.checkpoint.flush()
+
+    # -- appending -------------------------------------------------------------------------
+
+    def put(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        *,
+        tags: str | None = None,
+        keys: str | Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+        flag: int = 0,
+        born_timestamp: int | None = None,
+    ) -> PutResult:
+        """Append one message; returns where it went. Invalid input raises
+        ``InvalidMessageError`` (its ``status`` names RocketMQ's answer); nothing is stored."""
+        if self._closed:
+            raise StoreClosedError(f"store {self.root} is closed")
+        if type(body) is not bytes or not 0 < len(body) <= self._max_body:
+            validate_body(body, self._max_body)
+        if type(queue_id) is not int or not 0 <= queue_id <= MAX_QUEUE_ID:
+            _check_queue_id(queue_id)
+        if flag or born_timestamp is not None:
+            _check_header_values(flag, born_timestamp)
+        if keys or properties:
+            tail = _tail(validate_topic(topic), build_properties(tags, keys, properties))
+        else:
+            tail = self._tails.get((topic, tags))
+            if tail is None:
+                tail = _tail(validate_topic(topic), build_properties(tags))
+                self._tails[(topic, tags)] = tail
+        now = time.time_ns() // 1_000_000
+        with self._lock:
+            if self._disk_full or (
+                now - self._disk_checked_ms >= 10_000 and self._disk_full_now(now)
+            ):
+                return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, -1, -1, now, b"")
+            key = (topic, queue_id)
+            queue_offset = self._queue_offsets.get(key, 0)
+            phys = self.commitlog.append_one(
+                body,
+                tail,
+                zlib.crc32(body) & 0x7FFFFFFF,
+                queue_id,
+                flag,
+                queue_offset,
+                now if born_timestamp is None else born_timestamp,
+                now,
+            )
+            self._queue_offsets[key] = queue_offset + 1
+            self._put_count += 1
+            self._last_store_timestamp = now
+            status = self._sync_flush() if self._sync else PutStatus.PUT_OK
+        # tuple.__new__ skips NamedTuple's argument parsing: this is the hot path.
+        return _new_tuple(PutResult, (status, phys, queue_offset, now, self._store_host_bytes))
+
+    def put_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        bodies: Sequence[bytes] | tuple[np.ndarray, np.ndarray],
+        *,
+        tags: str | None = None,
+        keys: Sequence[str | Sequence[str] | None] | None = None,
+        properties: Mapping[str, str] | None = None,
+        body_crcs: np.ndarray | None = None,
+        flag: int = 0,
+        born_timestamp: int | None = None,
+    ) -> BatchPutResult:
+        """Append many messages of one topic and queue with one encode per file touched.
+
+        ``bodies`` is a list of bytes, or ``(data, offsets)``: a uint8 array holding the
+        bodies back to back and int64 boundaries (``n + 1`` entries). ``keys`` has one entry
+        per message (a key, a list of keys, or None). ``body_crcs`` are the producer's
+        ``crc32(body) & 0x7FFFFFFF`` values; without them the store computes them.
+        """
+        self._check_open()
+        _check_queue_id(queue_id)
+        _check_header_values(flag, born_timestamp)
+        topic_raw = np.frombuffer(validate_topic(topic), dtype=np.uint8)
+        data, offsets = _body_arrays(bodies)
+        n = offsets.shape[0] - 1
+        lengths = np.diff(offsets)
+        if n == 0:
+            raise InvalidMessageError("put_batch needs at least one message")
+        if int(lengths.min()) <= 0 or int(lengths.max()) > self.config.max_message_size:
+            bad = int(np.argmax((lengths <= 0) | (lengths > self.config.max_message_size)))
+            raise MessageTooLargeError(
+                f"message {bad} of the batch has a {int(lengths[bad])}-byte body; bodies must "
+                f"be 1..{self.config.max_message_size} bytes (maxMessageSize)"
+            )
+        if keys is not None:
+            if len(keys) != n:
+                raise InvalidMessageError(f"keys has {len(keys)} entries for {n} messages")
+            encoded = [build_properties(tags, k or (), properties) for k in keys]
+            props = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+            props_offs = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum([len(e) for e in encoded], out=props_offs[1:])
+        else:
+            one = build_properties(tags, (), properties)
+            props = np.frombuffer(one, dtype=np.uint8)
+            props_offs = np.array([0, len(one)], dtype=np.int64)
+        props_lens = np.diff(props_offs) if props_offs.shape[0] == n + 1 else props_offs[1]
+        sizes = (
+            rec.RECORD_OVERHEAD
+            + lengths
+            + topic_raw.shape[0]
+            + props_lens
+            + (1 if topic_raw.shape[0] > 127 else 0)
+        )
+        fields = np.empty((n, rec.N_FIELDS), dtype=np.int64)
+        if body_crcs is not None:
+            if body_crcs.shape != (n,):
+                raise InvalidMessageError(f"body_crcs has shape {body_crcs.shape}, not ({n},)")
+            fields[:, rec.F_BODY_CRC] = body_crcs
+        else:
+            body_crc_batch(data, offsets, fields[:, rec.F_BODY_CRC])
+        now = int(time.time() * 1000)
+        fields[:, rec.F_QUEUE_ID] = queue_id
+        fields[:, rec.F_FLAG] = flag
+        fields[:, rec.F_SYSFLAG] = 0
+        fields[:, rec.F_BORN_TS] = now if born_timestamp is None else born_timestamp
+        fields[:, rec.F_BORN_HOST] = self._store_host
+        fields[:, rec.F_STORE_TS] = now
+        fields[:, rec.F_STORE_HOST] = self._store_host
+        fields[:, rec.F_RECONSUME] = 0
+        fields[:, rec.F_PREP_TX] = 0
+        with self._lock:
+            if self._disk_full_now(now):
+                empty = np.empty(0, dtype=np.int64)
+                return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, empty, empty, now, b"")
+            key = (topic, queue_id)
+            first = self._queue_offsets.get(key, 0)
+            queue_offsets = np.arange(first, first + n, dtype=np.int64)
+            fields[:, rec.F_QUEUE_OFFSET] = queue_offsets
+            phys = self.commitlog.append(topic_raw, data, offsets, props, props_offs, fields, sizes)
+            self._queue_offsets[key] = first + n
+            self._put_count += n
+            self._last_store_timestamp = now
+            status = self._sync_flush() if self._sync else PutStatus.PUT_OK
+        return BatchPutResult(status, queue_offsets, phys, now, self._store_host_bytes)
+
+    def _sync_flush(self) -> PutStatus:
+        """SYNC_FLUSH: msync now; a flush slower than ``syncFlushTimeout`` answers
+        FLUSH_DISK_TIMEOUT (the data is still written), a failed one raises ``FlushError``."""
+        started = time.monotonic()
+        self._flush_commitlog(0)
+        if (time.monotonic() - started) * 1000 > self.config.sync_flush_timeout:
+            return PutStatus.FLUSH_DISK_TIMEOUT
+        return PutStatus.PUT_OK
+
+    def _disk_full_now(self, now_ms: int) -> bool:
+        """Refuse writes above ``diskSpaceWarningLevelRatio``; measured at most every 10 s."""
+        if now_ms - self._disk_checked_ms >= 10_000:
+            self._disk_checked_ms = now_ms
+            ratio = cleanup.disk_used_ratio(self.root)
+            was_full = self._disk_full
+            self._disk_full = ratio > self.config.disk_space_warning_level_ratio / 100
+            if self._disk_full and not was_full:
+                log.error("disk of %s is %.0f%% used: writes are refused", self.root, ratio * 100)
+        return self._disk_full
+
+    # -- dispatch (reput) ------------------------------------------------------------------
+
+    @property
+    def dispatch_limit(self) -> int:
+        """Reput never passes this: the write offset, or in SYNC_FLUSH the flushed offset."""
+        if self.config.sync_flush:
+            return min(self.commitlog.flushed_offset, self.commitlog.max_offset)
+        return self.commitlog.max_offset
+
+    def dispatch(self) -> int:
+        """Build consume queues and the index from the CommitLog up to ``dispatch_limit``;
+        returns the number of records dispatched. Safe to call any number of times."""
+        self._check_open()
+        with self._lock:
+            return self._dispatch()
+
+    def _dispatch(self) -> int:
+        total = 0
+        start = self.reput_from_offset
+        for batch in self.commitlog.scan(start, self.dispatch_limit):
+            total += self._dispatch_batch(batch)
+        self.reput_from_offset = max(start, self.commitlog.last_scan[0])
+        return total
+
+    def _dispatch_batch(self, batch: ScanBatch) -> int:
+        rows = batch.rows
+        tx = rows[:, rec.R_SYSFLAG] & rec.SYSFLAG_TRANSACTION_MASK
+        keep = np.isin(tx, _DISPATCHED_TX_TYPES)
+        phys = batch.physical_offsets()
+        topics = [batch.topic(i) for i in range(rows.shape[0])]
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i in np.nonzero(keep)[0].tolist():
+            qid = int(rows[i, rec.R_QUEUE_ID])
+            if not _dispatchable(topics[i], qid):
+                log.error(
+                    "record at %d has topic %r queue %d, which no queue may have: not dispatched",
+                    int(phys[i]),
+                    topics[i][:140],
+                    qid,
+                )
+                keep[i] = False
+                continue
+            groups.setdefault((topics[i], qid), []).append(i)
+        for (topic, qid), members in groups.items():
+            idx = np.asarray(members, dtype=np.int64)
+            cq = self._consume_queue(topic, qid)
+            cq.put(
+                rows[idx, rec.R_QUEUE_OFFSET],
+                phys[idx],
+                rows[idx, rec.R_SIZE],
+                rows[idx, rec.R_TAGS_CODE],
+            )
+            self._queue_offsets[(topic, qid)] = max(
+                self._queue_offsets.get((topic, qid), 0), cq.max_offset
+            )
+        if self.config.message_index_enable:
+            indexed = np.nonzero(keep & (rows[:, rec.R_INDEX_FLAGS] != 0))[0]
+            for i in indexed.tolist():
+                msg = batch.message(i, topics[i])
+                self.index.build_index(
+                    topics[i], msg.keys, msg.uniq_key, int(phys[i]), msg.store_timestamp
+                )
+        if rows.shape[0]:
+            self.checkpoint.logics_msg_timestamp = int(rows[-1, rec.R_STORE_TS])
+        return int(rows.shape[0])
+
+    def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            cq = ConsumeQueue(self._cq_root, topic, queue_id, self.config.consume_queue_file_size)
+            self.consume_queues[(topic, queue_id)] = cq
+        return cq
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        tag_filter: str | None = None,
+    ) -> GetResult:
+        """Read up to ``max_count`` dispatched messages from queue offset ``offset``.
+
+        Like RocketMQ's ``getMessage``: offsets out of range give a status and a corrected
+        ``next_begin_offset``, never an exception; ``tag_filter`` (``"A || B"``) compares tag
+        hashes as the broker does; one call returns at most
+        ``maxTransferCountOnMessageInMemory`` messages and
+        ``maxTransferBytesOnMessageInMemory`` bytes (the first message always).
+        """
+        self._check_open()
+        codes = parse_tag_filter(tag_filter)
+        with self._lock:
+            cq = self.consume_queues.get((topic, queue_id))
+            if cq is None:
+                return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, [], 0, 0, 0)
+            lo, hi = cq.min_offset, cq.max_offset
+            if hi == 0:
+                return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, [], 0, lo, hi)
+            if offset < lo:
+                return GetResult(GetStatus.OFFSET_TOO_SMALL, [], lo, lo, hi)
+            if offset == hi:
+                return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, [], offset, lo, hi)
+            if offset > hi:
+                corrected = lo if lo == 0 else hi
+                return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, [], corrected, lo, hi)
+            return self._read_queue(cq, topic, offset, max_count, codes, lo, hi)
+
+    def _read_queue(
+        self,
+        cq: ConsumeQueue,
+        topic: str,
+        offset: int,
+        max_count: int,
+        codes: np.ndarray | None,
+        lo: int,
+        hi: int,
+    ) -> GetResult:
+        cfg = self.config
+        want = max(1, min(max_count, cfg.max_transfer_count_on_message_in_memory))
+        # Look at more units than wanted when filtering, as RocketMQ scans up to 16000 units.
+        scan = min(16_000, max(want, hi - offset)) if codes is not None else want
+        buf, units = cq.units(offset, scan)
+        if units.size == 0:
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, [], offset, lo, hi)
+        units = units.copy()
+        candidates = np.arange(units.size)
+        if codes is not None:
+            first = offset - (cq.queue.find_file(offset * 20).file_from_offset // 20)
+            out = np.empty(units.size, dtype=np.int64)
+            n = match_tags(buf, first, units.size, codes, out)
+            candidates = out[:n]
+        messages: list[MessageExt] = []
+        nbytes = 0
+        examined = units.size
+        min_phys = self.commitlog.min_offset
+        removed = False
+        for i in candidates.tolist():
+            phys = int(units["offset"][i])
+            size = int(units["size"][i])
+            if messages and (
+                len(messages) >= want or nbytes + size > cfg.max_transfer_bytes_on_message_in_memory
+            ):
+                examined = i
+                break
+            if phys < min_phys:
+                removed = True
+                continue
+            batch = self.commitlog.read_one(phys)
+            if batch is None:
+                removed = True
+                continue
+            messages.append(batch.message(0, topic))
+            nbytes += size
+        if messages:
+            status = GetStatus.FOUND
+        elif removed:
+            status = GetStatus.MESSAGE_WAS_REMOVING
+        else:
+            status = GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, messages, offset + examined, lo, hi)
+
+    def view(self, msg_id: str) -> MessageExt | None:
+        """The message with this offset message id (as ``queryMsgById``), or None."""
+        _, phys = parse_offset_msg_id(msg_id)
+        return self.view_by_offset(phys)
+
+    def view_by_offset(self, physical_offset: int) -> MessageExt | None:
+        """The message stored at ``physical_offset``, CRC-checked, or None."""
+        self._check_open()
+        if physical_offset < 0:
+            raise InvalidMessageIdError(f"physical offset {physical_offset} is negative")
+        with self._lock:
+            batch = self.commitlog.read_one(physical_offset, check_crc=True)
+            return batch.message(0) if batch is not None else None
+
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+        max_num: int = 32,
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS or UNIQ_KEY include ``key``, stored within
+        ``[begin_ms, end_ms]``, newest first, at most ``max_num`` (capped at
+        ``maxMsgsNumBatch``)."""
+        self._check_open()
+        end_ms = int(time.time() * 1000) + 1000 if end_ms is None else end_ms
+        with self._lock:
+            found: list[MessageExt] = []
+            for phys in self.index.query(topic, key, max_num, begin_ms, end_ms):
+                batch = self.commitlog.read_one(phys)
+                if batch is None:
+                    continue
+                msg = batch.message(0)
+                if msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
+                    found.append(msg)
+            return found
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return cq.max_offset if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return cq.min_offset if cq is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after ``timestamp_ms``
+        (the max offset when none was); used by ConsumeFromWhere TIMESTAMP and reset."""
+        self._check_open()
+        with self._lock:
+            cq = self.consume_queues.get((topic, queue_id))
+            if cq is None:
+                return 0
+            lo, hi = cq.min_offset, cq.max_offset
+            min_phys = self.commitlog.min_offset
+            while lo < hi:
+                mid = (lo + hi) // 2
+                unit = cq.unit(mid)
+                if unit is None or unit[0] < min_phys:
+                    lo = mid + 1
+                    continue
+                batch = self.commitlog.read_one(unit[0])
+                stored = int(batch.rows[0, rec.R_STORE_TS]) if batch is not None else 0
+                if stored < timestamp_ms:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo
+
+    @property
+    def min_physical_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def max_physical_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.commitlog.flushed_offset
+
+    # -- flushing, cleaning, closing -------------------------------------------------------
+
+    def _flush_commitlog(self, least_pages: int) -> None:
+        before = self.commitlog.flushed_offset
+        if self.commitlog.flush(least_pages) > before:
+            self.checkpoint.physic_msg_timestamp = self._last_store_timestamp
+
+    def flush(self) -> None:
+        """Flush CommitLog, consume queues and index to disk, then the checkpoint."""
+        self._check_open()
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._flush_commitlog(0)
+        for cq in self.consume_queues.values():
+            cq.flush(0)
+        self.index.flush()
+        self.checkpoint.flush()
+
+    def clean_expired(self, now: float | None = None, *, disk_used: float | None = None) -> dict:
+        """Delete expired files as RocketMQ's clean services do (see ``store.cleanup``).
+
+        ``now`` (epoch seconds) and ``disk_used`` (a 0..1 ratio) default to the real clock
+        and the real filesystem; they are parameters so the policy can be tested.
+        """
+        self._check_open()
+        with self._lock:
+            return cleanup.clean_expired(self, time.time() if now is None else now, disk_used)
+
+    def stats(self) -> dict[str, Any]:
+        self._check_open()
+        with self._lock:
+            return {
+                "root": self.root,
+                "flush_disk_type": self.config.flush_disk_type,
+                "commitlog_min_offset": self.commitlog.min_offset,
+                "commitlog_max_offset": self.commitlog.max_offset,
+                "commitlog_flushed_offset": self.commitlog.flushed_offset,
+                "commitlog_files": len(self.commitlog.queue.files),
+                "reput_from_offset": self.reput_from_offset,
+                "dispatch_behind_bytes": self.dispatch_limit - self.reput_from_offset,
+                "consume_queues": len(self.consume_queues),
+                "messages_put": self._put_count,
+                "index": self.index.stats(),
+                "last_recovery": {
+                    "abnormal": self.recovery.abnormal,
+                    "valid_end": self.recovery.valid_end,
+                    "cut_bytes": self.recovery.cut_bytes,
+                    "stop_reason": self.recovery.stop_reason,
+                },
+            }
+
+    def close(self) -> None:
+        """Dispatch what is left, flush everything, remove ``abort`` and release the lock."""
+        if self._closed:
+            return
+        with self._lock:
+            try:
+                self._dispatch()
+                self._flush()
+                self._abort.remove()
+            finally:
+                self._closed = True
+                self.commitlog.close()
+                for cq in self.consume_queues.values():
+                    cq.close()
+                self.index.close()
+                self.checkpoint.close()
+                self._store_lock.release()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self.root} is closed")
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _dispatchable(topic: str, queue_id: int) -> bool:
+    """A stored record's topic and queue id must be ones a put accepts: the topic becomes a
+    directory name, so a damaged one must never reach the filesystem."""
+    try:
+        validate_topic(topic)
+    except InvalidMessageError:
+        return False
+    return 0 <= queue_id <= MAX_QUEUE_ID
+
+
+def _check_queue_id(queue_id: int) -> None:
+    if not isinstance(queue_id, int) or not 0 <= queue_id <= MAX_QUEUE_ID:
+        raise InvalidMessageError(f"queue id {queue_id!r} is not an int in 0..{MAX_QUEUE_ID}")
+
+
+def _check_header_values(flag: int, born_timestamp: int | None) -> None:
+    if type(flag) is not int or not -(2**31) <= flag < 2**31:
+        raise InvalidMessageError(f"flag {flag!r} is not a 32-bit int")
+    if born_timestamp is not None and (
+        type(born_timestamp) is not int or not 0 <= born_timestamp < 2**63
+    ):
+        raise InvalidMessageError(f"born timestamp {born_timestamp!r} is not epoch milliseconds")
+
+
+def _tail(topic: bytes, props: bytes) -> tuple[bytes, int]:
+    """Encoded ``TOPICLENGTH + TOPIC + PROPERTIESLENGTH + PROPERTIES`` and the magic to use."""
+    if len(topic) > 127:
+        head, magic = len(topic).to_bytes(2, "big"), rec.MAGIC_V2
+    else:
+        head, magic = bytes((len(topic),)), rec.MAGIC_V1
+    return head + topic + len(props).to_bytes(2, "big") + props, magic
+
+
+def _body_arrays(
+    bodies: Sequence[bytes] | tuple[np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(bodies, tuple) and len(bodies) == 2 and isinstance(bodies[0], np.ndarray):
+        data, offsets = bodies
+        if data.dtype != np.uint8 or data.ndim != 1:
+            raise InvalidMessageError("bulk body data must be a 1-D uint8 array")
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        if (
+            offsets.ndim != 1
+            or offsets.shape[0] < 1
+            or offsets[0] < 0
+            or offsets[-1] > data.shape[0]
+        ):
+            raise InvalidMessageError(
+                f"body offsets must be n+1 boundaries within the {data.shape[0]}-byte data"
+            )
+        return np.ascontiguousarray(data), offsets
+    for i, body in enumerate(bodies):
+        if not isinstance(body, bytes | bytearray | memoryview):
+            raise InvalidMessageError(f"body {i} must be bytes, not {type(body).__name__}")
+    data = np.frombuffer(b"".join(bodies), dtype=np.uint8)
+    offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies)), out=offsets[1:])
+    return data, offsets

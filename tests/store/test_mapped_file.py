@@ -1,0 +1,101 @@
+"""MappedFile and MappedFileQueue: naming, sizes, flush, warm-up, truncation, pre-allocation."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from shmq.errors import CorruptStoreError
+from shmq.store.mapped_file import MappedFile, file_name_to_offset, offset_to_file_name
+from shmq.store.mapped_file_queue import MappedFileQueue
+
+
+def test_names_are_20_digit_offsets():
+    assert offset_to_file_name(1073741824) == "00000000001073741824"
+    assert file_name_to_offset("00000000001073741824") == 1073741824
+    with pytest.raises(CorruptStoreError, match="20-digit"):
+        file_name_to_offset("123")
+
+
+def test_created_at_full_size_and_mapped_whole(tmp_path):
+    mf = MappedFile(str(tmp_path / offset_to_file_name(8192)), 8192)
+    assert os.path.getsize(mf.path) == 8192 and mf.buf.shape == (8192,)
+    assert mf.file_from_offset == 8192 and mf.file_end_offset == 16384
+    mf.buf[10:13] = (1, 2, 3)
+    mf.wrote_position = 13
+    mf.flush(0, 13)
+    assert mf.flushed_position == 13
+    mf.warm(lock=True)  # touches pages, madvise, mlock where allowed: must not fail
+    mf.close()
+    assert open(mf.path, "rb").read()[10:13] == b"\x01\x02\x03"
+
+
+def test_wrong_size_file_is_refused(tmp_path):
+    path = tmp_path / offset_to_file_name(0)
+    path.write_bytes(b"x" * 100)
+    with pytest.raises(CorruptStoreError, match="100 bytes; a store file here must be exactly"):
+        MappedFile(str(path), 4096)
+
+
+def test_queue_load_checks_alignment_and_gaps(tmp_path):
+    q = MappedFileQueue(str(tmp_path), 4096)
+    for start in (0, 4096, 8192):
+        q.new_file(start)
+    q.close()
+    os.unlink(tmp_path / offset_to_file_name(4096))
+    with pytest.raises(CorruptStoreError, match="missing"):
+        MappedFileQueue(str(tmp_path), 4096).load()
+    os.unlink(tmp_path / offset_to_file_name(8192))
+    MappedFile(str(tmp_path / offset_to_file_name(1000)), 4096).close()
+    with pytest.raises(CorruptStoreError, match="not a multiple"):
+        MappedFileQueue(str(tmp_path), 4096).load()
+
+
+def test_find_file_and_offsets(tmp_path):
+    q = MappedFileQueue(str(tmp_path), 4096)
+    a = q.new_file(0)
+    a.wrote_position = 4096
+    b = q.new_file(4096)
+    b.wrote_position = 100
+    assert q.find_file(0) is a and q.find_file(4095) is a and q.find_file(4096) is b
+    assert q.find_file(8192) is None and q.find_file(-1) is None
+    assert (q.min_offset, q.max_offset) == (0, 4196)
+    q.close()
+
+
+def test_truncate_zeroes_the_tail_and_deletes_later_files(tmp_path):
+    q = MappedFileQueue(str(tmp_path), 4096)
+    a = q.new_file(0)
+    a.buf[:] = 7
+    a.wrote_position = 4096
+    b = q.new_file(4096)
+    b.buf[:50] = 9
+    b.wrote_position = 50
+    q.truncate(1000, max_gap=64)
+    assert len(q.files) == 1 and q.max_offset == 1000
+    assert not a.buf[1000:].any() and a.buf[:1000].all()
+    assert not os.path.exists(b.path)
+    q.close()
+
+
+def test_preallocation_creates_the_next_file_ahead(tmp_path):
+    q = MappedFileQueue(str(tmp_path), 4096, preallocate=True, warm=True)
+    q.new_file(0)
+    q._ahead[4096].result(timeout=10)
+    assert os.path.exists(tmp_path / offset_to_file_name(4096))
+    second = q.new_file(4096)
+    assert second.file_from_offset == 4096 and len(q.files) == 2
+    q.close()
+
+
+def test_flush_least_pages(tmp_path):
+    q = MappedFileQueue(str(tmp_path), 64 * 1024)
+    mf = q.new_file(0)
+    mf.wrote_position = 4096 * 2
+    assert q.flush(least_pages=4) == 0  # not enough dirty pages yet
+    mf.wrote_position = 4096 * 4
+    assert q.flush(least_pages=4) == 4096 * 4
+    mf.wrote_position += 10
+    assert q.flush() == 4096 * 4 + 10
+    q.close()

@@ -1,0 +1,58 @@
+"""Message values: properties encoding, ids, topic rules."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shmq.errors import InvalidMessageIdError, InvalidTopicError
+from shmq.message import (
+    build_properties,
+    decode_properties,
+    offset_msg_id,
+    pack_host,
+    parse_offset_msg_id,
+    validate_topic,
+)
+
+names = st.text(
+    st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1
+).filter(lambda s: not s.isspace())
+values = st.text(
+    st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1
+).filter(lambda s: not s.isspace())
+
+
+def test_properties_match_rocketmq_encoding():
+    raw = build_properties("TagA", ["k1", "k2"], {"color": "red"})
+    assert raw == b"TAGS\x01TagA\x02KEYS\x01k1 k2\x02color\x01red\x02"
+    assert decode_properties(raw) == {"TAGS": "TagA", "KEYS": "k1 k2", "color": "red"}
+
+
+def test_decoder_follows_rocketmq_rules():
+    # segments shorter than 3 chars, with no name, or with an empty value are dropped
+    assert decode_properties(b"a\x01\x02\x01b\x02ab\x02x\x01y\x02") == {"x": "y"}
+
+
+@given(st.dictionaries(names, values, max_size=8))
+def test_user_properties_round_trip(props):
+    from shmq.message import RESERVED_PROPERTY_NAMES
+
+    props = {k: v for k, v in props.items() if k not in RESERVED_PROPERTY_NAMES}
+    assert decode_properties(build_properties(properties=props)) == props
+
+
+def test_offset_msg_id_matches_the_spec_example():
+    host = pack_host("192.168.0.10", 10911).to_bytes(8, "big", signed=True)
+    assert offset_msg_id(host, 0) == "C0A8000A00002A9F0000000000000000"
+    assert parse_offset_msg_id("C0A8000A00002A9F0000000000000400") == ("192.168.0.10:10911", 1024)
+    for bad in ("", "C0A8", "G" * 32, None):
+        with pytest.raises(InvalidMessageIdError):
+            parse_offset_msg_id(bad)  # type: ignore[arg-type]
+
+
+def test_topic_rule():
+    assert validate_topic("%RETRY%group_1-x|y") == b"%RETRY%group_1-x|y"
+    with pytest.raises(InvalidTopicError, match="length 128, at most 127"):
+        validate_topic("t" * 128)
