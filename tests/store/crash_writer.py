@@ -30,7 +30,7 @@ def body_for(seq: int) -> bytes:
 def main() -> None:
     root, mode = sys.argv[1], sys.argv[2]
     store = MessageStore.open(root, **SMALL)
-    seq = sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(QUEUES))
+    seq = sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(QUEUES))  # all recovered
     print(f"start {seq}", flush=True)
     while True:
         if mode == "single":
@@ -38,11 +38,9 @@ def main() -> None:
                 store.put(TOPIC, seq % QUEUES, body_for(seq), keys=f"s{seq}")
                 seq += 1
         else:
-            # one queue per batch so queue offsets stay seq-ordered within each queue
-            batch = [body_for(s) for s in range(seq, seq + 3 * QUEUES)]
-            for q in range(QUEUES):
-                store.put_batch(TOPIC, q, batch[q::QUEUES])
-            seq += 3 * QUEUES
+            # one batch per round, to a rotating queue: append order is sequence order
+            store.put_batch(TOPIC, seq % QUEUES, [body_for(s) for s in range(seq, seq + 9)])
+            seq += 9
         store.dispatch()
         store.flush()
         print(f"flushed {seq - 1}", flush=True)

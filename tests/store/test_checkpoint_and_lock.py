@@ -6,6 +6,7 @@ import os
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,7 @@ def test_checkpoint_layout_and_min_timestamp(tmp_path):
     cp = Checkpoint(path)
     cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp = 10_000, 8_000, 2
     cp.close()
-    raw = open(path, "rb").read()
+    raw = Path(path).read_bytes()
     assert len(raw) == 4096
     assert struct.unpack_from(">qqq", raw) == (10_000, 8_000, 2)
     again = Checkpoint(path)

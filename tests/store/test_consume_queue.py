@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from shmq.codec.consume_queue import CQ_UNIT_DTYPE
@@ -27,7 +29,7 @@ def test_units_layout_and_spanning_files(tmp_path):
     assert len(cq.queue.files) == 3
     assert cq.unit(12) == (1200, 100, 5)
     assert cq.unit(25) is None
-    raw = open(cq.queue.files[1].path, "rb").read()
+    raw = Path(cq.queue.files[1].path).read_bytes()
     unit = np.frombuffer(raw, dtype=CQ_UNIT_DTYPE)[0]
     assert (int(unit["offset"]), int(unit["size"]), int(unit["tags_code"])) == (1000, 100, 5)
     _, view = cq.units(8, 10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_created_at_full_size_and_mapped_whole(tmp_path):
     assert mf.flushed_position == 13
     mf.warm(lock=True)  # touches pages, madvise, mlock where allowed: must not fail
     mf.close()
-    assert open(mf.path, "rb").read()[10:13] == b"\x01\x02\x03"
+    assert Path(mf.path).read_bytes()[10:13] == b"\x01\x02\x03"
 
 
 def test_wrong_size_file_is_refused(tmp_path):

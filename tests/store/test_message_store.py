@@ -165,9 +165,7 @@ def test_get_respects_transfer_limits(open_store):
     store.dispatch()
     got = store.get("L", 0, 0, 100)
     assert len(got.messages) == 4 and got.next_begin_offset == 4
-    big = open_store(
-        store_dir_for(store, "big"), max_transfer_bytes_on_message_in_memory=300
-    )
+    big = open_store(store_dir_for(store, "big"), max_transfer_bytes_on_message_in_memory=300)
     for _ in range(3):
         big.put("L", 0, b"x" * 200)
     big.dispatch()

@@ -1,0 +1,133 @@
+"""The index service: message keys (``KEYS`` and ``UNIQ_KEY``) → CommitLog offsets, over a
+sequence of IndexFiles that roll when full (RocketMQ's ``IndexService``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from shmq.codec.jhash import java_hash
+from shmq.store.index_file import IndexFile, index_file_name
+
+log = logging.getLogger(__name__)
+
+
+def key_hash(key: str) -> int:
+    """``abs(java_hash(key))``, with ``Integer.MIN_VALUE`` mapped to 0 as RocketMQ does."""
+    h = java_hash(key)
+    return 0 if h == -(2**31) else abs(h)
+
+
+class IndexService:
+    def __init__(
+        self,
+        index_dir: str,
+        hash_slot_num: int,
+        index_num: int,
+        max_msgs_num_batch: int = 64,
+        on_file_full: Callable[[int], None] | None = None,
+    ) -> None:
+        self.index_dir = index_dir
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.max_msgs_num_batch = max_msgs_num_batch
+        self.on_file_full = on_file_full
+        self.files: list[IndexFile] = []
+
+    def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> None:
+        """Open the existing files; after a crash drop those newer than the checkpoint (the
+        reput that follows rebuilds them)."""
+        if not os.path.isdir(self.index_dir):
+            return
+        for name in sorted(os.listdir(self.index_dir)):
+            if not (len(name) == 17 and name.isdigit()):
+                continue
+            f = IndexFile(os.path.join(self.index_dir, name), self.hash_slot_num, self.index_num)
+            if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
+                log.info("index file %s is newer than the checkpoint: rebuilt by reput", name)
+                f.destroy()
+                continue
+            self.files.append(f)
+
+    def build_index(
+        self,
+        topic: str,
+        keys: Iterable[str],
+        uniq_key: str | None,
+        phy_offset: int,
+        store_timestamp: int,
+    ) -> None:
+        """Index ``topic#uniq_key`` and ``topic#key`` for each key of one record. A record
+        before the last file's end offset is already indexed (idempotent rebuild)."""
+        f = self._writable_file()
+        if phy_offset < f.end_phy_offset:
+            return
+        for key in ([uniq_key] if uniq_key else []) + [k for k in keys if k]:
+            h = key_hash(f"{topic}#{key}")
+            while not f.put_key(h, phy_offset, store_timestamp):
+                f = self._roll()
+
+    def _writable_file(self) -> IndexFile:
+        if not self.files or self.files[-1].is_full:
+            return self._roll()
+        return self.files[-1]
+
+    def _roll(self) -> IndexFile:
+        previous = self.files[-1] if self.files else None
+        os.makedirs(self.index_dir, exist_ok=True)
+        stamp = int(time.time() * 1000)
+        while os.path.exists(os.path.join(self.index_dir, index_file_name(stamp))):
+            stamp += 1  # two files in one millisecond must still get distinct names
+        new = IndexFile.create(
+            os.path.join(self.index_dir, index_file_name(stamp)),
+            self.hash_slot_num,
+            self.index_num,
+            previous,
+        )
+        self.files.append(new)
+        if previous is not None and previous.is_full:
+            previous.flush()
+            if self.on_file_full is not None:
+                self.on_file_full(previous.end_timestamp)
+        return new
+
+    def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Candidate offsets for ``key`` (hash matches; callers compare the real key), newest
+        file first, at most ``min(max_num, maxMsgsNumBatch)``."""
+        max_num = min(max_num, self.max_msgs_num_batch)
+        h = key_hash(f"{topic}#{key}")
+        found: list[int] = []
+        for f in reversed(self.files):
+            if len(found) >= max_num:
+                break
+            if f.is_time_matched(begin_ms, end_ms):
+                found += f.select_phy_offsets(h, max_num - len(found), begin_ms, end_ms)
+            if f.begin_timestamp < begin_ms:
+                break
+        return found
+
+    def delete_expired(self, min_phy_offset: int) -> int:
+        """Delete files wholly below ``min_phy_offset``, oldest first, never the last one."""
+        count = 0
+        while len(self.files) > 1 and self.files[0].end_phy_offset < min_phy_offset:
+            self.files.pop(0).destroy()
+            count += 1
+        return count
+
+    def flush(self) -> None:
+        for f in self.files:
+            f.flush()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+        self.files.clear()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "files": len(self.files),
+            "entries": sum(f.index_count - 1 for f in self.files),
+        }
