@@ -49,7 +49,8 @@ class ScanBatch:
     def topic(self, i: int) -> str:
         row = self.rows[i]
         start = int(row[rec.R_TOPIC_START])
-        return self.buf[start : start + int(row[rec.R_TOPIC_LEN])].tobytes().decode()
+        raw = self.buf[start : start + int(row[rec.R_TOPIC_LEN])].tobytes()
+        return raw.decode("utf-8", "replace")  # a damaged name must not raise; it fails validation
 
     def message(self, i: int, topic: str | None = None) -> MessageExt:
         """Decode record ``i`` into a ``MessageExt`` (bytes are copied out of the mapping)."""

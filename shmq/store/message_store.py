@@ -513,6 +513,15 @@ class MessageStore:
             if batch is None:
                 removed = True
                 continue
+            if not _unit_matches(batch, size, topic, cq.queue_id):
+                log.error(
+                    "consume queue %s-%d unit %d points at %d, which holds another record: skipped",
+                    topic,
+                    cq.queue_id,
+                    offset + i,
+                    phys,
+                )
+                continue
             messages.append(batch.message(0, topic))
             nbytes += size
         if messages:
@@ -687,6 +696,17 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unit_matches(batch: ScanBatch, size: int, topic: str, queue_id: int) -> bool:
+    """Whether the record a unit points at is the one the unit was built for (a damaged
+    header must not hand a message out under another queue)."""
+    row = batch.rows[0]
+    return (
+        int(row[rec.R_SIZE]) == size
+        and int(row[rec.R_QUEUE_ID]) == queue_id
+        and batch.topic(0) == topic
+    )
 
 
 def _dispatchable(topic: str, queue_id: int) -> bool:
