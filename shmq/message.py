@@ -215,33 +215,86 @@ def parse_offset_msg_id(msg_id: str) -> tuple[str, int]:
 class MessageExt:
     """A stored message as read back from the CommitLog (RocketMQ's ``MessageExt``).
 
-    ``msg_id`` is the producer's unique key (``UNIQ_KEY``) when the message has one, else
-    the offset message id, as RocketMQ clients show it.
+    Properties, hosts and the offset message id are decoded from the stored bytes on first
+    use, so reading many messages costs little more than copying their bodies. ``msg_id`` is
+    the producer's unique key (``UNIQ_KEY``) when the message has one, else the offset
+    message id, as RocketMQ clients show it.
     """
 
     __slots__ = (
+        "_born_host",
+        "_properties",
+        "_props_raw",
+        "_store_host",
         "body",
         "body_crc",
-        "born_host",
         "born_timestamp",
         "flag",
-        "offset_msg_id",
         "physical_offset",
         "prepared_transaction_offset",
-        "properties",
         "queue_id",
         "queue_offset",
         "reconsume_times",
-        "store_host",
         "store_size",
         "store_timestamp",
         "sysflag",
         "topic",
     )
 
-    def __init__(self, **fields: Any) -> None:
-        for name in self.__slots__:
-            setattr(self, name, fields[name])
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        physical_offset: int,
+        body: bytes,
+        properties: bytes,
+        born_timestamp: int,
+        store_timestamp: int,
+        born_host: bytes,
+        store_host: bytes,
+        sysflag: int = 0,
+        flag: int = 0,
+        body_crc: int = 0,
+        store_size: int = 0,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.physical_offset = physical_offset
+        self.body = body
+        self._props_raw = properties
+        self._properties: dict[str, str] | None = None
+        self.born_timestamp = born_timestamp
+        self.store_timestamp = store_timestamp
+        self._born_host = born_host
+        self._store_host = store_host
+        self.sysflag = sysflag
+        self.flag = flag
+        self.body_crc = body_crc
+        self.store_size = store_size
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+
+    @property
+    def properties(self) -> dict[str, str]:
+        if self._properties is None:
+            self._properties = decode_properties(self._props_raw)
+        return self._properties
+
+    @property
+    def born_host(self) -> str:
+        return host_text(self._born_host)
+
+    @property
+    def store_host(self) -> str:
+        return host_text(self._store_host)
+
+    @property
+    def offset_msg_id(self) -> str:
+        return offset_msg_id(self._store_host, self.physical_offset)
 
     @property
     def commit_log_offset(self) -> int:
@@ -267,7 +320,10 @@ class MessageExt:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageExt):
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+        fields = ("topic", "queue_id", "queue_offset", "physical_offset", "body", "properties")
+        return all(getattr(self, n) == getattr(other, n) for n in fields) and (
+            self.store_timestamp == other.store_timestamp
+        )
 
     __hash__ = None  # type: ignore[assignment]
 

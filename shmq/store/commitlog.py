@@ -16,7 +16,7 @@ import numpy as np
 
 from shmq.codec import record as rec
 from shmq.errors import InvalidMessageError
-from shmq.message import MessageExt, decode_properties, host_text, offset_msg_id
+from shmq.message import MessageExt
 from shmq.store.mapped_file import MappedFile
 from shmq.store.mapped_file_queue import MappedFileQueue
 
@@ -54,35 +54,31 @@ class ScanBatch:
 
     def message(self, i: int, topic: str | None = None) -> MessageExt:
         """Decode record ``i`` into a ``MessageExt`` (bytes are copied out of the mapping)."""
-        row = self.rows[i]
+        (
+            _, size, _, body_crc, queue_id, flag, queue_offset, phys, sysflag, born_ts,
+            born_pos, store_ts, store_pos, reconsume, prep_tx, body, body_len, _, _,
+            props, props_len, _, _,
+        ) = self.rows[i].tolist()  # fmt: skip
         buf = self.buf
-        born = int(row[rec.R_BORN_HOST])
-        store = int(row[rec.R_STORE_HOST])
-        sysflag = int(row[rec.R_SYSFLAG])
         born_len = 20 if sysflag & rec.SYSFLAG_BORNHOST_V6 else 8
         store_len = 20 if sysflag & rec.SYSFLAG_STOREHOST_V6 else 8
-        body = int(row[rec.R_BODY_START])
-        props = int(row[rec.R_PROPS_START])
-        store_host = buf[store : store + store_len].tobytes()
-        phys = int(row[rec.R_PHYS_OFFSET])
         return MessageExt(
-            topic=topic if topic is not None else self.topic(i),
-            queue_id=int(row[rec.R_QUEUE_ID]),
-            queue_offset=int(row[rec.R_QUEUE_OFFSET]),
-            physical_offset=phys,
-            body=buf[body : body + int(row[rec.R_BODY_LEN])].tobytes(),
-            properties=decode_properties(buf[props : props + int(row[rec.R_PROPS_LEN])]),
-            born_timestamp=int(row[rec.R_BORN_TS]),
-            store_timestamp=int(row[rec.R_STORE_TS]),
-            born_host=host_text(buf[born : born + born_len].tobytes()),
-            store_host=host_text(store_host),
-            offset_msg_id=offset_msg_id(store_host, phys),
-            sysflag=sysflag,
-            flag=int(row[rec.R_FLAG]),
-            body_crc=int(row[rec.R_BODY_CRC]),
-            store_size=int(row[rec.R_SIZE]),
-            reconsume_times=int(row[rec.R_RECONSUME]),
-            prepared_transaction_offset=int(row[rec.R_PREP_TX]),
+            topic if topic is not None else self.topic(i),
+            queue_id,
+            queue_offset,
+            phys,
+            buf[body : body + body_len].tobytes(),
+            buf[props : props + props_len].tobytes(),
+            born_ts,
+            store_ts,
+            buf[born_pos : born_pos + born_len].tobytes(),
+            buf[store_pos : store_pos + store_len].tobytes(),
+            sysflag,
+            flag,
+            body_crc,
+            size,
+            reconsume,
+            prep_tx,
         )
 
 

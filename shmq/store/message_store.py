@@ -292,7 +292,8 @@ class MessageStore:
         if keys is not None:
             if len(keys) != n:
                 raise InvalidMessageError(f"keys has {len(keys)} entries for {n} messages")
-            encoded = [build_properties(tags, k or (), properties) for k in keys]
+            base = build_properties(tags, (), properties)
+            encoded = [build_properties(tags, k, properties) if k else base for k in keys]
             props = np.frombuffer(b"".join(encoded), dtype=np.uint8)
             props_offs = np.zeros(n + 1, dtype=np.int64)
             np.cumsum([len(e) for e in encoded], out=props_offs[1:])
@@ -493,37 +494,41 @@ class MessageStore:
             out = np.empty(units.size, dtype=np.int64)
             n = match_tags(buf, first, units.size, codes, out)
             candidates = out[:n]
+        phys = units["offset"][candidates].astype(np.int64)
+        sizes = units["size"][candidates].astype(np.int64)
+        # RocketMQ's transfer limits: count and bytes, but the first message always goes
+        take = min(want, phys.shape[0])
+        within = int(
+            np.searchsorted(np.cumsum(sizes), cfg.max_transfer_bytes_on_message_in_memory, "right")
+        )
+        take = max(min(take, within), min(1, take))
+        examined = int(candidates[take]) if take < candidates.shape[0] else units.size
         messages: list[MessageExt] = []
-        nbytes = 0
-        examined = units.size
-        min_phys = self.commitlog.min_offset
         removed = False
-        for i in candidates.tolist():
-            phys = int(units["offset"][i])
-            size = int(units["size"][i])
-            if messages and (
-                len(messages) >= want or nbytes + size > cfg.max_transfer_bytes_on_message_in_memory
-            ):
-                examined = i
-                break
-            if phys < min_phys:
+        i = 0
+        while i < take:
+            mf = self.commitlog.queue.find_file(int(phys[i]))
+            if mf is None or phys[i] < self.commitlog.min_offset:
                 removed = True
+                i += 1
                 continue
-            batch = self.commitlog.read_one(phys)
-            if batch is None:
+            run_end = i + int(np.searchsorted(phys[i:take], mf.file_end_offset))
+            batch = self.commitlog.read_rows(phys[i:run_end])
+            for r in range(batch.rows.shape[0]):
+                if _unit_matches(batch, r, int(sizes[i + r]), topic, cq.queue_id):
+                    messages.append(batch.message(r, topic))
+                else:
+                    log.error(
+                        "consume queue %s-%d unit %d points at %d, which holds another record",
+                        topic,
+                        cq.queue_id,
+                        offset + int(candidates[i + r]),
+                        int(phys[i + r]),
+                    )
+            i += batch.rows.shape[0]
+            if i < run_end:  # no valid record where the unit points (removed or damaged)
                 removed = True
-                continue
-            if not _unit_matches(batch, size, topic, cq.queue_id):
-                log.error(
-                    "consume queue %s-%d unit %d points at %d, which holds another record: skipped",
-                    topic,
-                    cq.queue_id,
-                    offset + i,
-                    phys,
-                )
-                continue
-            messages.append(batch.message(0, topic))
-            nbytes += size
+                i += 1
         if messages:
             status = GetStatus.FOUND
         elif removed:
@@ -698,14 +703,14 @@ class MessageStore:
         self.close()
 
 
-def _unit_matches(batch: ScanBatch, size: int, topic: str, queue_id: int) -> bool:
-    """Whether the record a unit points at is the one the unit was built for (a damaged
-    header must not hand a message out under another queue)."""
-    row = batch.rows[0]
+def _unit_matches(batch: ScanBatch, i: int, size: int, topic: str, queue_id: int) -> bool:
+    """Whether record ``i`` is the one its unit was built for (a damaged header must not
+    hand a message out under another queue)."""
+    row = batch.rows[i]
     return (
         int(row[rec.R_SIZE]) == size
         and int(row[rec.R_QUEUE_ID]) == queue_id
-        and batch.topic(0) == topic
+        and batch.topic(i) == topic
     )
 
 
