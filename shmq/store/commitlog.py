@@ -27,8 +27,21 @@ SCAN_ROWS = 4096
 # The 88 header bytes before the body (IPv4 hosts given as their signed int64 form): one
 # record per call is cheaper through struct.pack_into than through a numba dispatch with a
 # dozen arguments (perf-notes), so single puts use this and batches use ``encode_batch``.
-_HEADER = struct.Struct(">iIiiiqqiqqqqiqi")
-assert _HEADER.size == rec.HEADER_BODY_START
+_HEADER_FORMAT = ">iIiiiqqiqqqqiqi"
+assert struct.calcsize(_HEADER_FORMAT) == rec.HEADER_BODY_START
+_BODY_START = rec.HEADER_BODY_START
+_MIN_BLANK = rec.MIN_BLANK
+# Whole-record formats (header, body, topic and properties) by (body, tail) length: one
+# pack_into per record. Bounded: sizes come and go, the cache is simply rebuilt.
+_RECORD_STRUCTS: dict[tuple[int, int], struct.Struct] = {}
+
+
+def _record_struct(body_len: int, tail_len: int) -> struct.Struct:
+    if len(_RECORD_STRUCTS) >= 4096:
+        _RECORD_STRUCTS.clear()
+    made = struct.Struct(f"{_HEADER_FORMAT}{body_len}s{tail_len}s")
+    _RECORD_STRUCTS[(body_len, tail_len)] = made
+    return made
 
 
 @dataclass
@@ -183,23 +196,22 @@ class CommitLog:
         """Append one record; ``tail`` is its encoded topic and properties with the magic
         to use. Returns its physical offset."""
         tail, magic = tail
-        host = self.store_host
-        size = rec.HEADER_BODY_START + len(body) + len(tail)
+        n = len(body)
+        size = _BODY_START + n + len(tail)
         files = self.queue.files
         mf = files[-1] if files else None
-        if mf is None or mf.wrote_position + size + rec.MIN_BLANK > mf.size:
+        if mf is None or mf.wrote_position + size + _MIN_BLANK > mf.size:
             mf = self._file_with_room(size)
         p = mf.wrote_position
         phys = mf.file_from_offset + p
-        mm = mf.mm
-        _HEADER.pack_into(
-            mm, p, size, magic, body_crc, queue_id, flag, queue_offset, phys, 0,
-            born_timestamp, host, store_timestamp, host, 0, 0, len(body),
+        record = _RECORD_STRUCTS.get((n, len(tail)))
+        if record is None:
+            record = _record_struct(n, len(tail))
+        host = self.store_host
+        record.pack_into(
+            mf.mm, p, size, magic, body_crc, queue_id, flag, queue_offset, phys, 0,
+            born_timestamp, host, store_timestamp, host, 0, 0, n, body, tail,
         )  # fmt: skip
-        q = p + rec.HEADER_BODY_START
-        end = q + len(body)
-        mm[q:end] = body
-        mm[end : p + size] = tail
         mf.wrote_position = p + size
         return phys
 
