@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 import tempfile
-import zlib
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from spec_decoder import walk_commitlog as spec_walk
 
 from shmq.store import GetStatus, MessageStore
 
@@ -25,66 +24,6 @@ SMALL = {
     "preallocate_mapped_file_enable": False,
 }
 TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
-
-
-def spec_walk(commitlog_dir: str) -> tuple[list[dict], int]:
-    """Records from the start while they are valid per store-format.md; and where valid data
-    ends (a blank record moves the end to the next file's start)."""
-    records: list[dict] = []
-    end = 0
-    for name in sorted(os.listdir(commitlog_dir)):
-        base = int(name)
-        data = Path(commitlog_dir, name).read_bytes()
-        if base != end:
-            break
-        p = 0
-        while True:
-            if p + 8 > len(data):
-                return records, end
-            total, magic = struct.unpack_from(">iI", data, p)
-            if magic == 0xCBD43194:
-                end = base + len(data)
-                break
-            rec = _decode(data, p, base) if magic == 0xDAA320A7 else None
-            if rec is None or rec["size"] != total:
-                return records, end
-            records.append(rec)
-            p += total
-            end = base + p
-    return records, end
-
-
-def _decode(data: bytes, p: int, base: int) -> dict | None:
-    try:
-        total, _, crc, qid, _, _, phys, sysflag = struct.unpack_from(">iIiiiqqi", data, p)
-        if total < 91 or p + total > len(data) or phys != base + p:
-            return None
-        born = 20 if sysflag & 0x10 else 8
-        store = 20 if sysflag & 0x20 else 8
-        q = p + 48 + born + 8 + store + 4 + 8
-        (body_len,) = struct.unpack_from(">i", data, q)
-        body = data[q + 4 : q + 4 + body_len]
-        q += 4 + body_len
-        (topic_len,) = struct.unpack_from(">b", data, q)
-        topic = data[q + 1 : q + 1 + topic_len]
-        q += 1 + topic_len
-        (props_len,) = struct.unpack_from(">h", data, q)
-        props = data[q + 2 : q + 2 + props_len]
-    except struct.error:
-        return None
-    if body_len < 0 or topic_len <= 0 or props_len < 0 or q + 2 + props_len != p + total:
-        return None
-    if zlib.crc32(body) & 0x7FFFFFFF != crc:
-        return None
-    return {
-        "size": total,
-        "phys": phys,
-        "queue_id": qid,
-        "sysflag": sysflag,
-        "body": body,
-        "topic": topic.decode("latin-1"),
-        "props": props,
-    }
 
 
 def dispatched(rec: dict) -> bool:
@@ -154,9 +93,9 @@ def check_recovered(root: str, abnormal: bool, damaged: int | None = None) -> No
         for rec in oracle:
             msg = store.view_by_offset(rec["phys"])
             assert msg is not None and msg.body == rec["body"]
-            keyed = b"KEYS\x01" in rec["props"] and rec["phys"] != damaged
+            keyed = b"KEYS\x01" in rec["properties_raw"] and rec["phys"] != damaged
             if dispatched(rec) and keyed and rec["topic"] == "Rec":
-                key = rec["props"].split(b"KEYS\x01")[1].split(b"\x02")[0].decode()
+                key = rec["properties_raw"].split(b"KEYS\x01")[1].split(b"\x02")[0].decode()
                 assert rec["phys"] in [m.physical_offset for m in store.query_by_key("Rec", key)]
         # the tail past the valid end holds nothing that a later recovery could resurrect
         assert spec_walk(cl_dir)[1] == oracle_end
