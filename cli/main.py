@@ -103,6 +103,7 @@ def setup_logging(verbose: int) -> None:
 
 
 @click.group(
+    "shmq",
     cls=LazyGroup,
     lazy_commands=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},

@@ -16,6 +16,7 @@ from pathlib import Path
 MAGIC_V1 = 0xDAA320A7
 MAGIC_V2 = 0xDAA320AB
 MAGIC_BLANK = 0xCBD43194
+TOPIC_ALPHABET = b"%|_-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def java_hash(text: str) -> int:
@@ -39,7 +40,8 @@ def parse_properties(raw: bytes) -> dict[str, str]:
 def decode_record(data: bytes, p: int, base: int = 0) -> dict | None:
     """The record at ``data[p:]`` (V1 or V2, IPv4 or IPv6 hosts) if it is valid per the spec:
     known magic, TOTALSIZE equal to the length formula, PHYSICALOFFSET equal to its position
-    (``base + p``) and BODYCRC equal to ``crc32(body) & 0x7FFFFFFF``; else None."""
+    (``base + p``), BODYCRC equal to ``crc32(body) & 0x7FFFFFFF``, properties ending with
+    0x02 and a topic in RocketMQ's alphabet; else None."""
     try:
         total, magic, crc, qid, flag, qoff, phys, sysflag, born_ts = struct.unpack_from(
             ">iIiiiqqiq", data, p
@@ -82,6 +84,11 @@ def decode_record(data: bytes, p: int, base: int = 0) -> dict | None:
         + props_len
     )
     if body_len < 0 or topic_len <= 0 or props_len < 0 or formula != total:
+        return None
+    # every property pair ends with 0x02; topics use RocketMQ's alphabet
+    if props and props[-1] != 2:
+        return None
+    if topic.strip(TOPIC_ALPHABET):
         return None
     if phys != base + p or zlib.crc32(body) & 0x7FFFFFFF != crc:
         return None

@@ -96,6 +96,11 @@ PARSE_FULL = 4  # the output table is full; call again from the returned positio
 
 PARSE_REASONS = ("ok", "end of data", "end-of-file blank", "corrupt record", "table full")
 
+# Bytes a topic name may hold (RocketMQ's ``^[%|a-zA-Z0-9_-]+$``).
+_TOPIC_BYTES = np.zeros(256, dtype=np.bool_)
+for _c in b"%|_-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ":
+    _TOPIC_BYTES[_c] = True
+
 
 def record_size(body_len: int, topic_len: int, props_len: int) -> int:
     """TOTALSIZE of a record with IPv4 hosts (V2 when the topic is longer than 127 bytes)."""
@@ -249,6 +254,14 @@ def parse_one(buf, p, limit, base, check_crc, out, row):
     props_start = q + 2
     if props_start + props_len != end:  # RocketMQ's length-formula check
         return PARSE_CORRUPT
+    # Beyond RocketMQ's checks, which leave topic and properties unchecked: every property
+    # pair ends with 0x02 and topic bytes come from the topic alphabet, so a torn tail that
+    # zeroed their last bytes is caught too.
+    if props_len > 0 and buf[end - 1] != 2:
+        return PARSE_CORRUPT
+    for k in range(topic_start, topic_start + topic_len):
+        if not _TOPIC_BYTES[buf[k]]:
+            return PARSE_CORRUPT
     phys = get_i64(buf, p + 28)
     if phys != base + p:
         return PARSE_CORRUPT
