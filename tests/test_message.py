@@ -56,3 +56,19 @@ def test_topic_rule():
     assert validate_topic("%RETRY%group_1-x|y") == b"%RETRY%group_1-x|y"
     with pytest.raises(InvalidTopicError, match="length 128, at most 127"):
         validate_topic("t" * 128)
+
+
+@given(st.binary(max_size=200))
+def test_decode_properties_never_raises(raw):
+    props = decode_properties(raw)
+    assert all(k and v for k, v in props.items())
+
+
+@given(st.text(max_size=64))
+def test_parse_offset_msg_id_accepts_or_names_the_problem(text):
+    try:
+        host, offset = parse_offset_msg_id(text)
+    except InvalidMessageIdError as exc:
+        assert repr(text)[:20] in str(exc) or "hex" in str(exc)
+    else:
+        assert len(text) in (32, 56) and ":" in host and isinstance(offset, int)

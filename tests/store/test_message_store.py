@@ -371,3 +371,34 @@ def test_sync_flush_store_dispatches_after_reopen(open_store, store_dir):
     again.put("S", 0, b"b")
     again.dispatch()
     assert [m.body for m in again.get("S", 0, 0).messages] == [b"a", b"b"]
+
+
+def test_wrong_size_store_file_is_a_clear_error_and_nothing_changes(open_store, store_dir):
+    from shmq.errors import CorruptStoreError
+
+    store = open_store()
+    for _ in range(300):
+        store.put("W", 0, b"x" * 400)
+    store.close()
+    first = os.path.join(store_dir, "commitlog", "00000000000000000000")
+    with open(first, "r+b") as f:
+        f.truncate(1000)
+    sizes = {n: os.path.getsize(os.path.join(store_dir, "commitlog", n))
+             for n in os.listdir(os.path.join(store_dir, "commitlog"))}  # fmt: skip
+    with pytest.raises(CorruptStoreError, match="00000000000000000000 is 1000 bytes"):
+        MessageStore.open(store_dir, mapped_file_size_commit_log=64 * 1024)
+    after = {n: os.path.getsize(os.path.join(store_dir, "commitlog", n))
+             for n in os.listdir(os.path.join(store_dir, "commitlog"))}  # fmt: skip
+    assert after == sizes  # nothing was cut or deleted
+    with pytest.raises(CorruptStoreError):  # the lock was released: the same error again
+        MessageStore.open(store_dir, mapped_file_size_commit_log=64 * 1024)
+
+
+def test_store_written_with_another_file_size_is_refused(open_store, store_dir):
+    from shmq.errors import CorruptStoreError
+
+    store = open_store()
+    store.put("W", 0, b"x")
+    store.close()
+    with pytest.raises(CorruptStoreError, match="must be exactly 8192 bytes"):
+        MessageStore.open(store_dir, mapped_file_size_commit_log=8192)
