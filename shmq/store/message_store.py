@@ -84,6 +84,7 @@ class MessageStore:
         try:
             self._open(root)
         except BaseException:
+            self._close_files()
             self._store_lock.release()
             raise
 
@@ -685,12 +686,17 @@ class MessageStore:
                 self._abort.remove()
             finally:
                 self._closed = True
-                self.commitlog.close()
-                for cq in self.consume_queues.values():
-                    cq.close()
-                self.index.close()
-                self.checkpoint.close()
+                self._close_files()
                 self._store_lock.release()
+
+    def _close_files(self) -> None:
+        """Unmap whatever is open (also after a failed open, where only some parts exist)."""
+        parts = [getattr(self, "commitlog", None), getattr(self, "index", None)]
+        parts += list(getattr(self, "consume_queues", {}).values())
+        parts.append(getattr(self, "checkpoint", None))
+        for part in parts:
+            if part is not None:
+                part.close()
 
     def _check_open(self) -> None:
         if self._closed:
