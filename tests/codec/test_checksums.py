@@ -7,10 +7,10 @@ import zlib
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spec_decoder import java_hash as reference_java_hash
 
 from shmq.codec.crc32 import crc32, crc32_range
 from shmq.codec.jhash import java_hash
+from spec_decoder import java_hash as reference_java_hash
 
 
 @settings(max_examples=300, deadline=None)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spec_decoder import decode_record, java_hash
 
 from shmq.codec import record as rec
+from spec_decoder import decode_record, java_hash
 
 EXAMPLE = bytes.fromhex(
     "00000073 daa320a7 77d18982 00000000 00000000 0000000000000000 0000000000000000 00000000"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from shmq.store import MessageStore
 from spec_decoder import (
     java_hash,
     read_checkpoint,
@@ -13,8 +14,6 @@ from spec_decoder import (
     read_index_files,
     walk_commitlog,
 )
-
-from shmq.store import MessageStore
 
 SIZES = {
     "mapped_file_size_commit_log": 8192,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spec_decoder import walk_commitlog as spec_walk
 
 from shmq.store import GetStatus, MessageStore
+from spec_decoder import walk_commitlog as spec_walk
 
 FILE_SIZE = 4096
 SMALL = {
