@@ -414,14 +414,19 @@ def write_blank(buf, pos, size):
 
 
 @njit(cache=True, nogil=True)
-def fit_batch(sizes, start, room):
-    """How many records from ``sizes[start:]`` fit in ``room`` bytes, keeping RocketMQ's
-    rule that a record needs ``size + 8`` bytes free so a blank can always follow it."""
+def place_batch(sizes, start, room, base, out):
+    """Place records ``sizes[start:]`` one after another from physical offset ``base`` in
+    ``room`` bytes, writing each one's offset to ``out``; returns ``(count, bytes used)``.
+
+    Keeps RocketMQ's rule that a record needs ``size + 8`` bytes free, so a blank record can
+    always close the file after it.
+    """
     used = np.int64(0)
     i = start
     while i < sizes.shape[0]:
         if used + sizes[i] + MIN_BLANK > room:
             break
+        out[i] = base + used
         used += sizes[i]
         i += 1
     return i - start, used

@@ -157,13 +157,13 @@ class CommitLog:
         done = 0
         while done < n:
             mf = self._writable_file()
-            room = mf.size - mf.wrote_position
-            count, used = rec.fit_batch(sizes, done, room)
+            start = mf.wrote_position
+            room = mf.size - start
+            count, used = rec.place_batch(sizes, done, room, mf.file_from_offset + start, offsets)
             if count == 0:
-                rec.write_blank(mf.buf, mf.wrote_position, room)
+                rec.write_blank(mf.buf, start, room)
                 mf.wrote_position = mf.size
                 continue
-            start = mf.wrote_position
             rec.encode_batch(
                 mf.buf,
                 start,
@@ -175,9 +175,6 @@ class CommitLog:
                 props_offs if props_offs.shape[0] == 2 else props_offs[done : done + count + 1],
                 fields[done : done + count],
             )
-            chunk = sizes[done : done + count]
-            offsets[done : done + count] = mf.file_from_offset + start
-            offsets[done + 1 : done + count] += np.cumsum(chunk[:-1])
             mf.wrote_position = start + used
             done += count
         return offsets

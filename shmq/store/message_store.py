@@ -310,23 +310,21 @@ class MessageStore:
             + props_lens
             + (1 if topic_raw.shape[0] > 127 else 0)
         )
+        now = int(time.time() * 1000)
+        template = np.zeros(rec.N_FIELDS, dtype=np.int64)
+        template[rec.F_QUEUE_ID] = queue_id
+        template[rec.F_FLAG] = flag
+        template[rec.F_BORN_TS] = now if born_timestamp is None else born_timestamp
+        template[rec.F_BORN_HOST] = template[rec.F_STORE_HOST] = self._store_host
+        template[rec.F_STORE_TS] = now
         fields = np.empty((n, rec.N_FIELDS), dtype=np.int64)
+        fields[:] = template
         if body_crcs is not None:
             if body_crcs.shape != (n,):
                 raise InvalidMessageError(f"body_crcs has shape {body_crcs.shape}, not ({n},)")
             fields[:, rec.F_BODY_CRC] = body_crcs
         else:
             body_crc_batch(data, offsets, fields[:, rec.F_BODY_CRC])
-        now = int(time.time() * 1000)
-        fields[:, rec.F_QUEUE_ID] = queue_id
-        fields[:, rec.F_FLAG] = flag
-        fields[:, rec.F_SYSFLAG] = 0
-        fields[:, rec.F_BORN_TS] = now if born_timestamp is None else born_timestamp
-        fields[:, rec.F_BORN_HOST] = self._store_host
-        fields[:, rec.F_STORE_TS] = now
-        fields[:, rec.F_STORE_HOST] = self._store_host
-        fields[:, rec.F_RECONSUME] = 0
-        fields[:, rec.F_PREP_TX] = 0
         with self._lock:
             if self._disk_full_now(now):
                 empty = np.empty(0, dtype=np.int64)

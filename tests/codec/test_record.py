@@ -185,10 +185,12 @@ def test_blank_record_and_fit():
     out = np.zeros((1, rec.N_COLS), dtype=np.int64)
     assert rec.parse_records(buf, 16, 64, 0, True, out) == (0, 16, rec.PARSE_BLANK)
     sizes = np.array([30, 30, 30], dtype=np.int64)
-    assert rec.fit_batch(sizes, 0, 98) == (3, 90)  # 8 bytes stay free for a blank
-    assert rec.fit_batch(sizes, 0, 97) == (2, 60)
-    assert rec.fit_batch(sizes, 0, 67) == (1, 30)
-    assert rec.fit_batch(sizes, 2, 37) == (0, 0)
+    placed = np.full(3, -1, dtype=np.int64)
+    assert rec.place_batch(sizes, 0, 98, 1000, placed) == (3, 90)  # 8 bytes stay for a blank
+    assert list(placed) == [1000, 1030, 1060]
+    assert rec.place_batch(sizes, 0, 97, 0, placed) == (2, 60)
+    assert rec.place_batch(sizes, 0, 67, 0, placed) == (1, 30)
+    assert rec.place_batch(sizes, 2, 37, 0, placed) == (0, 0)
 
 
 def test_prefix_truncation_parses_exactly_the_complete_records():
