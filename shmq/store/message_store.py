@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.consume_queue import match_tags
+from shmq.codec.consume_queue import CQ_UNIT_SIZE, match_tags
 from shmq.codec.crc32 import body_crc_batch
 from shmq.config import MessageStoreConfig, parse_host
 from shmq.errors import (
@@ -489,7 +489,9 @@ class MessageStore:
         units = units.copy()
         candidates = np.arange(units.size)
         if codes is not None:
-            first = offset - (cq.queue.find_file(offset * 20).file_from_offset // 20)
+            first = (
+                offset - cq.queue.find_file(offset * CQ_UNIT_SIZE).file_from_offset // CQ_UNIT_SIZE
+            )
             out = np.empty(units.size, dtype=np.int64)
             n = match_tags(buf, first, units.size, codes, out)
             candidates = out[:n]
