@@ -452,3 +452,43 @@ def dirty_end(buf, start, gap):
             run += 1
         i += 1
     return end
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same_topic(buf, rows, i, j):
+    start, other = rows[i, R_TOPIC_START], rows[j, R_TOPIC_START]
+    length = rows[i, R_TOPIC_LEN]
+    if rows[j, R_TOPIC_LEN] != length:
+        return False
+    for k in range(length):  # noqa: SIM110 (an explicit loop compiles to tight code in numba)
+        if buf[start + k] != buf[other + k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def topic_ids(buf, rows, ids, first_rows):
+    """Number the distinct topics of decoded ``rows`` by exact byte comparison.
+
+    ``ids[i]`` gets the number of row ``i``'s topic and ``first_rows[t]`` the first row with
+    topic ``t``; returns how many distinct topics there are. Reput uses it to group a batch
+    by queue without decoding a topic string per record.
+    """
+    distinct = 0
+    last = -1
+    for i in range(rows.shape[0]):
+        found = -1
+        if last >= 0 and _same_topic(buf, rows, i, first_rows[last]):
+            found = last  # consecutive records usually share a topic
+        else:
+            for t in range(distinct):
+                if _same_topic(buf, rows, i, first_rows[t]):
+                    found = t
+                    break
+        if found < 0:
+            first_rows[distinct] = i
+            found = distinct
+            distinct += 1
+        ids[i] = found
+        last = found
+    return distinct

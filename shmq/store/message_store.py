@@ -385,26 +385,37 @@ class MessageStore:
         return total
 
     def _dispatch_batch(self, batch: ScanBatch) -> int:
+        """Write one scanned batch into consume queues (grouped by queue, one ``put`` per
+        queue) and the index (per record with keys)."""
         rows = batch.rows
+        n = rows.shape[0]
+        if n == 0:
+            return 0
+        ids = np.empty(n, dtype=np.int64)
+        first = np.empty(n, dtype=np.int64)
+        distinct = rec.topic_ids(batch.buf, rows, ids, first)
+        topics = [batch.topic(int(first[t])) for t in range(distinct)]
+        good_topic = np.array([_dispatchable_topic(t) for t in topics], dtype=np.bool_)
+        qids = rows[:, rec.R_QUEUE_ID]
         tx = rows[:, rec.R_SYSFLAG] & rec.SYSFLAG_TRANSACTION_MASK
         keep = np.isin(tx, _DISPATCHED_TX_TYPES)
+        good = good_topic[ids] & (qids >= 0) & (qids <= MAX_QUEUE_ID)
+        for i in np.nonzero(keep & ~good)[0].tolist():
+            log.error(
+                "record at %d has topic %r queue %d, which no queue may have: not dispatched",
+                int(batch.file.file_from_offset + rows[i, rec.R_POS]),
+                topics[ids[i]][:140],
+                int(qids[i]),
+            )
+        keep &= good
         phys = batch.physical_offsets()
-        topics = [batch.topic(i) for i in range(rows.shape[0])]
-        groups: dict[tuple[str, int], list[int]] = {}
-        for i in np.nonzero(keep)[0].tolist():
-            qid = int(rows[i, rec.R_QUEUE_ID])
-            if not _dispatchable(topics[i], qid):
-                log.error(
-                    "record at %d has topic %r queue %d, which no queue may have: not dispatched",
-                    int(phys[i]),
-                    topics[i][:140],
-                    qid,
-                )
-                keep[i] = False
-                continue
-            groups.setdefault((topics[i], qid), []).append(i)
-        for (topic, qid), members in groups.items():
-            idx = np.asarray(members, dtype=np.int64)
+        members = np.nonzero(keep)[0]
+        group_keys = ids[members] * (MAX_QUEUE_ID + 1) + qids[members]
+        order = np.argsort(group_keys, kind="stable")  # queue offsets stay in log order
+        members, group_keys = members[order], group_keys[order]
+        bounds = np.flatnonzero(np.diff(group_keys)) + 1
+        for idx in np.split(members, bounds) if members.size else ():
+            topic, qid = topics[ids[idx[0]]], int(qids[idx[0]])
             cq = self._consume_queue(topic, qid)
             cq.put(
                 rows[idx, rec.R_QUEUE_OFFSET],
@@ -412,19 +423,17 @@ class MessageStore:
                 rows[idx, rec.R_SIZE],
                 rows[idx, rec.R_TAGS_CODE],
             )
-            self._queue_offsets[(topic, qid)] = max(
-                self._queue_offsets.get((topic, qid), 0), cq.max_offset
-            )
+            key = (topic, qid)
+            self._queue_offsets[key] = max(self._queue_offsets.get(key, 0), cq.max_offset)
         if self.config.message_index_enable:
-            indexed = np.nonzero(keep & (rows[:, rec.R_INDEX_FLAGS] != 0))[0]
-            for i in indexed.tolist():
-                msg = batch.message(i, topics[i])
+            for i in np.nonzero(keep & (rows[:, rec.R_INDEX_FLAGS] != 0))[0].tolist():
+                topic = topics[ids[i]]
+                msg = batch.message(i, topic)
                 self.index.build_index(
-                    topics[i], msg.keys, msg.uniq_key, int(phys[i]), msg.store_timestamp
+                    topic, msg.keys, msg.uniq_key, int(phys[i]), msg.store_timestamp
                 )
-        if rows.shape[0]:
-            self.checkpoint.logics_msg_timestamp = int(rows[-1, rec.R_STORE_TS])
-        return int(rows.shape[0])
+        self.checkpoint.logics_msg_timestamp = int(rows[-1, rec.R_STORE_TS])
+        return n
 
     def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.consume_queues.get((topic, queue_id))
@@ -720,14 +729,14 @@ def _unit_matches(batch: ScanBatch, i: int, size: int, topic: str, queue_id: int
     )
 
 
-def _dispatchable(topic: str, queue_id: int) -> bool:
-    """A stored record's topic and queue id must be ones a put accepts: the topic becomes a
-    directory name, so a damaged one must never reach the filesystem."""
+def _dispatchable_topic(topic: str) -> bool:
+    """A stored record's topic must be one a put accepts: it becomes a directory name, so a
+    damaged one must never reach the filesystem."""
     try:
         validate_topic(topic)
     except InvalidMessageError:
         return False
-    return 0 <= queue_id <= MAX_QUEUE_ID
+    return True
 
 
 def _check_queue_id(queue_id: int) -> None:

@@ -264,3 +264,23 @@ def test_body_crc_batch_matches_zlib():
     out = np.empty(len(bodies), dtype=np.int64)
     body_crc_batch(data, offs, out)
     assert list(out) == [zlib.crc32(b) & 0x7FFFFFFF for b in bodies]
+
+
+def test_topic_ids_number_distinct_topics_exactly():
+    topics = [b"A", b"B", b"A", b"AB", b"BA", b"B", b"A"]
+    parts = [encode(t, [b"x"], [b""], fields_for(1))[0] for t in topics]
+    sizes = [rec.record_size(1, len(t), 0) for t in topics]
+    buf = np.zeros(sum(sizes), dtype=np.uint8)
+    base = 0
+    for part, size in zip(parts, sizes, strict=True):
+        record = part[:size].copy()
+        record[28:36] = np.frombuffer(base.to_bytes(8, "big"), np.uint8)  # its own position
+        buf[base : base + size] = record
+        base += size
+    out = np.zeros((len(topics), rec.N_COLS), dtype=np.int64)
+    assert rec.parse_records(buf, 0, base, 0, False, out)[0] == len(topics)
+    ids = np.empty(len(topics), dtype=np.int64)
+    first = np.empty(len(topics), dtype=np.int64)
+    assert rec.topic_ids(buf, out, ids, first) == 4
+    assert list(ids) == [0, 1, 0, 2, 3, 1, 0]
+    assert list(first[:4]) == [0, 1, 3, 4]
