@@ -99,15 +99,16 @@ class IndexService:
         file first, at most ``min(max_num, maxMsgsNumBatch)``."""
         max_num = min(max_num, self.max_msgs_num_batch)
         h = key_hash(f"{topic}#{key}")
-        found: list[int] = []
-        for f in reversed(self.files):
+        found: dict[int, None] = {}  # ordered and unique: after a crash, re-dispatch may
+        for f in reversed(self.files):  # index a record that an older entry also names
             if len(found) >= max_num:
                 break
             if f.is_time_matched(begin_ms, end_ms):
-                found += f.select_phy_offsets(h, max_num - len(found), begin_ms, end_ms)
+                for phys in f.select_phy_offsets(h, max_num, begin_ms, end_ms):
+                    found[phys] = None
             if f.begin_timestamp < begin_ms:
                 break
-        return found
+        return list(found)[:max_num]
 
     def delete_expired(self, min_phy_offset: int) -> int:
         """Delete files wholly below ``min_phy_offset``, oldest first, never the last one."""

@@ -83,6 +83,16 @@ def test_uniq_key_and_keys_and_idempotent_rebuild(tmp_path):
     svc.close()
 
 
+def test_query_names_each_record_once(tmp_path):
+    svc = IndexService(str(tmp_path), SLOTS, ENTRIES)
+    for i in range(5):
+        svc.build_index("T", ["k"], None, 100 * i, 1000 + i)
+    svc.build_index("T", ["x"], None, 600, 1006)  # rolls: the next file starts empty
+    svc.files[-1].put_key(key_hash("T#k"), 400, 1007)  # as a crash re-dispatch could
+    assert svc.query("T", "k", 10, 0, 9999) == [400, 300, 200, 100, 0]
+    svc.close()
+
+
 def test_query_is_capped_and_newest_first(tmp_path):
     svc = IndexService(str(tmp_path), 16, 200, max_msgs_num_batch=4)
     for i in range(10):
