@@ -109,9 +109,15 @@ class MessageStoreConfig:
         return dataclasses.replace(self, **changes)
 
 
+# RocketMQ's own spellings that differ from the field names here.
+_ALIASES = {"warm_maped_file_enable": "warm_mapped_file_enable"}
+
+
 def snake_case(name: str) -> str:
-    """``mappedFileSizeCommitLog`` → ``mapped_file_size_commit_log``; snake_case stays."""
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+    """``mappedFileSizeCommitLog`` → ``mapped_file_size_commit_log``, ``checkCRCOnRecover``
+    → ``check_crc_on_recover``; snake_case stays as it is."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+    return _ALIASES.get(snake, snake)
 
 
 def parse_host(text: str) -> tuple[str, int]:
