@@ -402,3 +402,49 @@ def test_store_written_with_another_file_size_is_refused(open_store, store_dir):
     store.close()
     with pytest.raises(CorruptStoreError, match="must be exactly 8192 bytes"):
         MessageStore.open(store_dir, mapped_file_size_commit_log=8192)
+
+
+def test_threads_put_dispatch_and_read_concurrently(open_store):
+    import threading
+
+    store = open_store()
+    writers, per_writer = 4, 400
+    errors: list[BaseException] = []
+
+    def write(w: int) -> None:
+        try:
+            for i in range(per_writer):
+                if i % 50 == 0:
+                    store.put_batch("MT", w, [b"%d:%d" % (w, i + j) for j in range(10)])
+                elif i % 50 >= 10:
+                    store.put("MT", w, b"%d:%d" % (w, i), keys=f"w{w}-{i}" if i % 7 == 0 else ())
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def dispatch(stop: threading.Event) -> None:
+        while not stop.is_set():
+            store.dispatch()
+            store.get("MT", 0, 0, 32)
+
+    stop = threading.Event()
+    reader = threading.Thread(target=dispatch, args=(stop,))
+    reader.start()
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    reader.join()
+    assert not errors
+    store.dispatch()
+    for w in range(writers):
+        bodies, offset = [], 0
+        while True:
+            got = store.get("MT", w, offset, 32)
+            if not got.messages:
+                break
+            bodies += [m.body for m in got.messages]
+            offset = got.next_begin_offset
+        assert bodies == [b"%d:%d" % (w, i) for i in range(per_writer)]
+    assert store.query_by_key("MT", "w2-14")[0].body == b"2:14"
