@@ -32,8 +32,6 @@ MAGIC_BLANK = 0xCBD43194
 MIN_BLANK = 8
 RECORD_OVERHEAD = 91  # V1, IPv4 born and store hosts, empty body/topic/properties
 HEADER_BODY_START = 88  # where the body starts with IPv4 hosts
-STORE_TIMESTAMP_POS = 56  # with an IPv4 born host
-MAX_PROPERTIES_LEN = 32767
 
 SYSFLAG_COMPRESSED = 0x1
 SYSFLAG_MULTI_TAGS = 0x2
@@ -50,7 +48,7 @@ F_FLAG = 1
 F_QUEUE_OFFSET = 2
 F_SYSFLAG = 3
 F_BORN_TS = 4
-F_BORN_HOST = 5  # (ipv4 << 32) | port
+F_BORN_HOST = 5  # the 8 host bytes (ipv4 4 + port 4) as a signed big-endian int64
 F_STORE_TS = 6
 F_STORE_HOST = 7
 F_RECONSUME = 8
@@ -175,7 +173,7 @@ def _scan_properties(buf, start, end, out, row):
                     tags_code = java_hash_range(buf, sep + 1, stop)
             elif _name_is(buf, s, sep, 75, 69, 89, 83, 4):  # KEYS
                 if stop > sep + 1:
-                    flags |= 1
+                    flags |= INDEX_HAS_KEYS
             elif (
                 _name_is(buf, s, sep, 85, 78, 73, 81, 8)  # UNIQ_KEY
                 and buf[s + 4] == 95
@@ -184,7 +182,7 @@ def _scan_properties(buf, start, end, out, row):
                 and buf[s + 7] == 89
                 and stop > sep + 1
             ):
-                flags |= 2
+                flags |= INDEX_HAS_UNIQ_KEY
         s = stop + 1
     out[row, R_TAGS_CODE] = tags_code
     out[row, R_INDEX_FLAGS] = flags

@@ -112,7 +112,6 @@ class CommitLog:
         self.queue = MappedFileQueue(
             directory, file_size, readonly=readonly, preallocate=preallocate, warm=warm, mlock=mlock
         )
-        self._rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
 
     def load(self) -> None:
         self.queue.load()
