@@ -490,3 +490,18 @@ def topic_ids(buf, rows, ids, first_rows):
         ids[i] = found
         last = found
     return distinct
+
+
+@njit(cache=True, nogil=True)
+def batch_sizes(body_offs, topic_len, props_offs, max_body, sizes):
+    """Record sizes of a batch (see ``encode_batch`` for the offset arrays) into ``sizes``;
+    returns the index of the first body outside ``1..max_body`` bytes, or -1."""
+    shared_props = props_offs.shape[0] == 2
+    extra = RECORD_OVERHEAD + topic_len + (1 if topic_len > 127 else 0)
+    for i in range(sizes.shape[0]):
+        body_len = body_offs[i + 1] - body_offs[i]
+        if body_len <= 0 or body_len > max_body:
+            return i
+        j = 0 if shared_props else i
+        sizes[i] = extra + body_len + props_offs[j + 1] - props_offs[j]
+    return -1

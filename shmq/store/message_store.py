@@ -281,15 +281,8 @@ class MessageStore:
         topic_raw = np.frombuffer(validate_topic(topic), dtype=np.uint8)
         data, offsets = _body_arrays(bodies)
         n = offsets.shape[0] - 1
-        lengths = np.diff(offsets)
         if n == 0:
             raise InvalidMessageError("put_batch needs at least one message")
-        if int(lengths.min()) <= 0 or int(lengths.max()) > self.config.max_message_size:
-            bad = int(np.argmax((lengths <= 0) | (lengths > self.config.max_message_size)))
-            raise MessageTooLargeError(
-                f"message {bad} of the batch has a {int(lengths[bad])}-byte body; bodies must "
-                f"be 1..{self.config.max_message_size} bytes (maxMessageSize)"
-            )
         if keys is not None:
             if len(keys) != n:
                 raise InvalidMessageError(f"keys has {len(keys)} entries for {n} messages")
@@ -302,14 +295,14 @@ class MessageStore:
             one = build_properties(tags, (), properties)
             props = np.frombuffer(one, dtype=np.uint8)
             props_offs = np.array([0, len(one)], dtype=np.int64)
-        props_lens = np.diff(props_offs) if props_offs.shape[0] == n + 1 else props_offs[1]
-        sizes = (
-            rec.RECORD_OVERHEAD
-            + lengths
-            + topic_raw.shape[0]
-            + props_lens
-            + (1 if topic_raw.shape[0] > 127 else 0)
-        )
+        sizes = np.empty(n, dtype=np.int64)
+        max_body = self.config.max_message_size
+        bad = rec.batch_sizes(offsets, topic_raw.shape[0], props_offs, max_body, sizes)
+        if bad >= 0:
+            raise MessageTooLargeError(
+                f"message {bad} of the batch has a {int(offsets[bad + 1] - offsets[bad])}-byte "
+                f"body; bodies must be 1..{max_body} bytes (maxMessageSize)"
+            )
         now = int(time.time() * 1000)
         template = np.zeros(rec.N_FIELDS, dtype=np.int64)
         template[rec.F_QUEUE_ID] = queue_id

@@ -284,3 +284,15 @@ def test_topic_ids_number_distinct_topics_exactly():
     assert rec.topic_ids(buf, out, ids, first) == 4
     assert list(ids) == [0, 1, 0, 2, 3, 1, 0]
     assert list(first[:4]) == [0, 1, 3, 4]
+
+
+def test_batch_sizes_and_body_limits():
+    sizes = np.empty(3, dtype=np.int64)
+    offs = np.array([0, 5, 15, 16], dtype=np.int64)
+    assert rec.batch_sizes(offs, 3, np.array([0, 4]), 100, sizes) == -1
+    assert list(sizes) == [rec.record_size(n, 3, 4) for n in (5, 10, 1)]
+    props = np.array([0, 1, 3, 6], dtype=np.int64)  # one property run per record
+    assert rec.batch_sizes(offs, 200, props, 100, sizes) == -1
+    assert list(sizes) == [rec.record_size(n, 200, p) for n, p in ((5, 1), (10, 2), (1, 3))]
+    assert rec.batch_sizes(offs, 3, np.array([0, 0]), 9, sizes) == 1  # 10 bytes > 9
+    assert rec.batch_sizes(np.array([0, 0, 1]), 3, np.array([0, 0]), 9, sizes[:2]) == 0
