@@ -73,17 +73,6 @@ class MappedFileQueue:
             self.files.append(mf)
             expected = start + self.file_size
 
-    def refresh(self) -> None:
-        """Map files other processes created since ``load`` (read-only followers)."""
-        start = self.files[-1].file_end_offset if self.files else None
-        if not os.path.isdir(self.directory):
-            return
-        for name in sorted(os.listdir(self.directory)):
-            if name.startswith(".") or (start is not None and file_name_to_offset(name) < start):
-                continue
-            mf = MappedFile(os.path.join(self.directory, name), self.file_size, readonly=True)
-            self.files.append(mf)
-
     # -- geometry --------------------------------------------------------------------------
 
     @property
