@@ -25,6 +25,13 @@ from shmq.errors import ShmqError
 
 # Command name -> "module:attribute". Later issues add their command groups here.
 COMMANDS: dict[str, str] = {
+    "broker": "shmq_cli.server:broker",
+    "consume": "shmq_cli.client_cmds:consume",
+    "namesrv": "shmq_cli.namesrv:namesrv",
+    "produce": "shmq_cli.client_cmds:produce",
+    "start": "shmq_cli.server:start",
+    "status": "shmq_cli.server:status",
+    "stop": "shmq_cli.server:stop",
     "store-demo": "shmq_cli.store_demo:store_demo",
 }
 

@@ -57,3 +57,45 @@ class CorruptStoreError(StoreError):
 
 class FlushError(StoreError):
     """msync/fsync failed: data is not known to be durable."""
+
+
+class RemotingError(ShmqError):
+    """The control plane failed: a connection, a frame or a request."""
+
+
+class RemotingConnectError(RemotingError, ConnectionError):
+    """No connection to a namesrv or broker address (nothing listens, or it went away)."""
+
+
+class RemotingTimeoutError(RemotingError, TimeoutError):
+    """A control-plane request got no response within its timeout."""
+
+
+class RemotingFrameError(RemotingError):
+    """A control-plane frame is malformed or larger than the frame limit."""
+
+
+class ResponseError(RemotingError):
+    """A namesrv or broker answered a request with an error code (RocketMQ's
+    ``MQBrokerException``); ``code`` is the ``ResponseCode`` and ``remark`` its reason."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(f"{remark} (response code {code})")
+        self.code = code
+        self.remark = remark
+
+
+class ClientError(ShmqError):
+    """A client could not do what was asked (RocketMQ's ``MQClientException``)."""
+
+
+class NoRouteError(ClientError):
+    """No namesrv knows the topic (and no broker auto-creates it)."""
+
+
+class SendError(ClientError):
+    """The broker rejected a message (``reason`` says why) or never answered it in time."""
+
+
+class SendTimeoutError(SendError, TimeoutError):
+    """No answer within the send timeout (the broker or its writer may be down)."""

@@ -6,6 +6,7 @@ only when it has a non-empty name and value, as RocketMQ's ``string2messagePrope
 
 from __future__ import annotations
 
+import base64
 import re
 import socket
 from collections.abc import Iterable, Mapping
@@ -333,4 +334,65 @@ class MessageExt:
             f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, "
             f"queue_offset={self.queue_offset}, msg_id={self.msg_id!r}, tags={self.tags!r}, "
             f"keys={self.keys!r}, body={body!r})"
+        )
+
+
+def message_to_json(msg: MessageExt) -> dict:
+    """A message as a JSON-ready dict (the body base64-encoded), for the control plane and
+    ``shmq consume --json``."""
+    return {
+        "topic": msg.topic,
+        "queueId": msg.queue_id,
+        "queueOffset": msg.queue_offset,
+        "commitLogOffset": msg.physical_offset,
+        "msgId": msg.msg_id,
+        "offsetMsgId": msg.offset_msg_id,
+        "tags": msg.tags,
+        "keys": msg.keys,
+        "properties": msg.properties,
+        "bornTimestamp": msg.born_timestamp,
+        "storeTimestamp": msg.store_timestamp,
+        "bornHost": msg.born_host,
+        "storeHost": msg.store_host,
+        "reconsumeTimes": msg.reconsume_times,
+        "body": base64.b64encode(msg.body).decode(),
+    }
+
+
+class Message:
+    """A message to send (RocketMQ's ``Message``).
+
+    Example::
+
+        Message("Orders", b"order 42 paid", tags="Paid", keys=["order-42"])
+    """
+
+    __slots__ = ("body", "flag", "keys", "properties", "tags", "topic")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes | str,
+        *,
+        tags: str | None = None,
+        keys: str | Iterable[str] = (),
+        properties: Mapping[str, str] | None = None,
+        flag: int = 0,
+    ) -> None:
+        validate_topic(topic)
+        self.topic = topic
+        self.body = body.encode() if isinstance(body, str) else bytes(body)
+        self.tags = tags
+        self.keys = [keys] if isinstance(keys, str) else list(keys)
+        self.properties = dict(properties or {})
+        self.flag = flag
+
+    def encoded_properties(self, uniq_key: str | None = None) -> bytes:
+        system = {PROPERTY_UNIQ_KEY: uniq_key} if uniq_key else None
+        return build_properties(self.tags, self.keys, self.properties, system=system)
+
+    def __repr__(self) -> str:
+        return (
+            f"Message(topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, "
+            f"body={self.body[:32]!r})"
         )

@@ -405,6 +405,87 @@ def encode_batch(buf, pos, base, topic, bodies, body_offs, props, props_offs, fi
 
 
 @njit(cache=True, nogil=True)
+def copy_records(src, rows, keep, start, qslots, next_qoff, store_ts, store_host, dst, pos, room,
+                 base, out):  # fmt: skip
+    """Copy the validated records ``rows[start:]`` with ``keep`` set from ``src`` (a producer
+    ring) to ``dst[pos:]``, stamping queue offset (``next_qoff[qslots[i]]``, then incremented),
+    physical offset (``base`` + position), store timestamp and store host.
+
+    Stops before a record that would leave less than the 8 bytes a blank record needs in
+    ``room``. ``out[i]`` gets ``(queue offset, physical offset)``. Returns ``(next row,
+    bytes used)``. Records must have IPv4 store hosts (the caller checked the sysflag).
+    """
+    used = np.int64(0)
+    i = start
+    n = rows.shape[0]
+    while i < n:
+        if not keep[i]:
+            i += 1
+            continue
+        size = rows[i, R_SIZE]
+        if used + size + MIN_BLANK > room:
+            break
+        p = rows[i, R_POS]
+        d = pos + used
+        _copy(dst, np.uint64(d), src, np.uint64(p), np.uint64(size))
+        slot = qslots[i]
+        qo = next_qoff[slot]
+        next_qoff[slot] = qo + 1
+        host_at = d + (rows[i, R_STORE_HOST] - p)
+        put_i64(dst, d + 20, qo)
+        put_i64(dst, d + 28, base + d)
+        put_i64(dst, host_at - 8, store_ts)
+        put_i64(dst, host_at, store_host)
+        out[i, 0] = qo
+        out[i, 1] = base + d
+        used += size
+        i += 1
+    return i, used
+
+
+@njit(cache=True, nogil=True)
+def check_ingest(rows, ids, topic_reason, topic_write_q, topic_slot0, slots, max_body, bad_sysflag,
+                 reason_queue, reason_size, reason_sysflag, reasons, keep, qslots):  # fmt: skip
+    """Per-record checks of records from a producer ring, after their topics were looked up.
+
+    ``ids`` numbers each row's topic; per topic: ``topic_reason`` (non-zero: reject all its
+    rows with it), ``topic_write_q`` and ``topic_slot0`` (where its queue slots start in
+    ``slots``). Fills ``reasons`` (0: accepted), ``keep`` and ``qslots`` (queue-table slot).
+    """
+    kept = 0
+    for i in range(rows.shape[0]):
+        t = ids[i]
+        r = topic_reason[t]
+        q = rows[i, R_QUEUE_ID]
+        if r == 0 and (q < 0 or q >= topic_write_q[t]):
+            r = reason_queue
+        if r == 0 and rows[i, R_BODY_LEN] > max_body:
+            r = reason_size
+        if r == 0 and (rows[i, R_SYSFLAG] & bad_sysflag) != 0:
+            r = reason_sysflag
+        reasons[i] = r
+        keep[i] = r == 0
+        qslots[i] = slots[topic_slot0[t] + q] if r == 0 else 0
+        kept += r == 0
+    return kept
+
+
+@njit(cache=True, nogil=True)
+def write_completions(comp, seq, rows, keep, reasons, out, ok, rejected, now):
+    """Answer records ``seq..seq+n`` in a producer ring's completion area ``comp`` (int64
+    ``(slots, 4)``): status | reason << 16 | queue id << 32, queue offset, physical offset,
+    store timestamp."""
+    mask = comp.shape[0] - 1
+    for i in range(rows.shape[0]):
+        j = (seq + i) & mask
+        status = ok if keep[i] else rejected
+        comp[j, 0] = status | (reasons[i] << 16) | (rows[i, R_QUEUE_ID] << 32)
+        comp[j, 1] = out[i, 0]
+        comp[j, 2] = out[i, 1]
+        comp[j, 3] = now
+
+
+@njit(cache=True, nogil=True)
 def write_blank(buf, pos, size):
     """Write the end-of-file blank record (TOTALSIZE = ``size``) at ``pos``."""
     put_i32(buf, pos, size)

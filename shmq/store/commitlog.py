@@ -178,6 +178,46 @@ class CommitLog:
             done += count
         return offsets
 
+    def append_records(
+        self,
+        src: np.ndarray,
+        rows: np.ndarray,
+        keep: np.ndarray,
+        qslots: np.ndarray,
+        next_qoff: np.ndarray,
+        store_timestamp: int,
+        out: np.ndarray,
+    ) -> None:
+        """Append records already encoded elsewhere (a producer ring ``src``, validated into
+        ``rows`` by ``parse_records``), those with ``keep`` set, stamping queue offsets from
+        ``next_qoff[qslots[i]]``, physical offsets, the store timestamp and this store's host.
+        ``out[i]`` gets ``(queue offset, physical offset)``."""
+        n = rows.shape[0]
+        done = 0
+        while done < n:
+            mf = self._writable_file()
+            start = mf.wrote_position
+            room = mf.size - start
+            before = done
+            done, used = rec.copy_records(
+                src, rows, keep, done, qslots, next_qoff, store_timestamp, self.store_host,
+                mf.buf, start, room, mf.file_from_offset, out,
+            )  # fmt: skip
+            mf.wrote_position = start + used
+            if done == before and start == 0:
+                raise InvalidMessageError(
+                    f"a record of {int(rows[done, rec.R_SIZE])} bytes cannot fit in a CommitLog "
+                    f"file of {self.file_size} bytes (mappedFileSizeCommitLog)"
+                )
+            if done < n:
+                rec.write_blank(mf.buf, mf.wrote_position, mf.size - mf.wrote_position)
+                mf.wrote_position = mf.size
+
+    def set_write_offset(self, offset: int, max_gap: int) -> None:
+        """Resume writing at ``offset`` (the published write offset after a writer restart):
+        bytes written beyond it by a dead writer are zeroed, later files removed."""
+        self.queue.truncate(offset, max_gap)
+
     def append_one(
         self,
         body: bytes,

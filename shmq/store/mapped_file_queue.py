@@ -93,11 +93,25 @@ class MappedFileQueue:
     def find_file(self, offset: int) -> MappedFile | None:
         """The file holding ``offset``, or None when it is below the first or past the last."""
         if not self.files:
-            return None
+            return self._map_next(offset) if self.readonly else None
         index = (offset - self.files[0].file_from_offset) // self.file_size
         if 0 <= index < len(self.files):
             return self.files[index]
+        if self.readonly and index == len(self.files):
+            return self._map_next(offset)
         return None
+
+    def _map_next(self, offset: int) -> MappedFile | None:
+        """Read-only queues follow a writer in another process: map the file it rolled to."""
+        start = offset - offset % self.file_size
+        path = os.path.join(self.directory, offset_to_file_name(start))
+        try:
+            mf = MappedFile(path, self.file_size, readonly=True)
+        except (FileNotFoundError, CorruptStoreError):
+            return None
+        mf.wrote_position = mf.flushed_position = self.file_size
+        self.files.append(mf)
+        return mf
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from shmq.store import cleanup
 from shmq.store.checkpoint import Checkpoint
 from shmq.store.commitlog import CommitLog, ScanBatch
 from shmq.store.consume_queue import ConsumeQueue
+from shmq.store.dispatch import MAX_QUEUE_ID, Dispatcher
 from shmq.store.index_service import IndexService
 from shmq.store.lock import AbortMarker, StoreLock
 from shmq.store.recovery import RecoveryReport, recover_commitlog
@@ -54,10 +55,7 @@ from shmq.store.results import (
 
 log = logging.getLogger(__name__)
 
-MAX_QUEUE_ID = 65535
 _new_tuple = tuple.__new__
-# Transaction types that enter consume queues and the index (NOT and COMMIT).
-_DISPATCHED_TX_TYPES = (0, rec.SYSFLAG_TRANSACTION_COMMIT)
 
 
 class MessageStore:
@@ -123,9 +121,6 @@ class MessageStore:
             mlock=cfg.mlock_mapped_file_enable,
         )
         self.commitlog.load()
-        self._cq_root = os.path.join(root, "consumequeue")
-        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
-        self._load_consume_queues()
         self.checkpoint = Checkpoint(os.path.join(root, "checkpoint"))
         self.index = IndexService(
             os.path.join(root, "index"),
@@ -135,6 +130,13 @@ class MessageStore:
             on_file_full=self._index_file_full,
         )
         self.index.load(not abnormal, self.checkpoint.index_msg_timestamp)
+        self.dispatcher = Dispatcher(
+            os.path.join(root, "consumequeue"),
+            cfg.consume_queue_file_size,
+            self.index if cfg.message_index_enable else None,
+        )
+        self.dispatcher.load()
+        self.consume_queues = self.dispatcher.consume_queues
         self.recovery = self._recover(abnormal)
         self._abort.create()
         self._put_count = 0
@@ -145,20 +147,6 @@ class MessageStore:
         self._sync = cfg.sync_flush
         self._max_body = cfg.max_message_size
         self._dispatch()
-
-    def _load_consume_queues(self) -> None:
-        if not os.path.isdir(self._cq_root):
-            return
-        for topic in sorted(os.listdir(self._cq_root)):
-            topic_dir = os.path.join(self._cq_root, topic)
-            for qid in sorted(os.listdir(topic_dir)):
-                if not qid.isdigit():
-                    continue
-                cq = ConsumeQueue(
-                    self._cq_root, topic, int(qid), self.config.consume_queue_file_size
-                )
-                cq.load()
-                self.consume_queues[(topic, int(qid))] = cq
 
     def _recover(self, abnormal: bool) -> RecoveryReport:
         for cq in self.consume_queues.values():
@@ -378,62 +366,12 @@ class MessageStore:
         return total
 
     def _dispatch_batch(self, batch: ScanBatch) -> int:
-        """Write one scanned batch into consume queues (grouped by queue, one ``put`` per
-        queue) and the index (per record with keys)."""
-        rows = batch.rows
-        n = rows.shape[0]
-        if n == 0:
-            return 0
-        ids = np.empty(n, dtype=np.int64)
-        first = np.empty(n, dtype=np.int64)
-        distinct = rec.topic_ids(batch.buf, rows, ids, first)
-        topics = [batch.topic(int(first[t])) for t in range(distinct)]
-        good_topic = np.array([_dispatchable_topic(t) for t in topics], dtype=np.bool_)
-        qids = rows[:, rec.R_QUEUE_ID]
-        tx = rows[:, rec.R_SYSFLAG] & rec.SYSFLAG_TRANSACTION_MASK
-        keep = np.isin(tx, _DISPATCHED_TX_TYPES)
-        good = good_topic[ids] & (qids >= 0) & (qids <= MAX_QUEUE_ID)
-        for i in np.nonzero(keep & ~good)[0].tolist():
-            log.error(
-                "record at %d has topic %r queue %d, which no queue may have: not dispatched",
-                int(batch.file.file_from_offset + rows[i, rec.R_POS]),
-                topics[ids[i]][:140],
-                int(qids[i]),
-            )
-        keep &= good
-        phys = batch.physical_offsets()
-        members = np.nonzero(keep)[0]
-        group_keys = ids[members] * (MAX_QUEUE_ID + 1) + qids[members]
-        order = np.argsort(group_keys, kind="stable")  # queue offsets stay in log order
-        members, group_keys = members[order], group_keys[order]
-        bounds = np.flatnonzero(np.diff(group_keys)) + 1
-        for idx in np.split(members, bounds) if members.size else ():
-            topic, qid = topics[ids[idx[0]]], int(qids[idx[0]])
-            cq = self._consume_queue(topic, qid)
-            cq.put(
-                rows[idx, rec.R_QUEUE_OFFSET],
-                phys[idx],
-                rows[idx, rec.R_SIZE],
-                rows[idx, rec.R_TAGS_CODE],
-            )
-            key = (topic, qid)
+        n, touched = self.dispatcher.dispatch_batch(batch)
+        for key, cq in touched.items():
             self._queue_offsets[key] = max(self._queue_offsets.get(key, 0), cq.max_offset)
-        if self.config.message_index_enable:
-            for i in np.nonzero(keep & (rows[:, rec.R_INDEX_FLAGS] != 0))[0].tolist():
-                topic = topics[ids[i]]
-                msg = batch.message(i, topic)
-                self.index.build_index(
-                    topic, msg.keys, msg.uniq_key, int(phys[i]), msg.store_timestamp
-                )
-        self.checkpoint.logics_msg_timestamp = int(rows[-1, rec.R_STORE_TS])
+        if n:
+            self.checkpoint.logics_msg_timestamp = int(batch.rows[-1, rec.R_STORE_TS])
         return n
-
-    def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        cq = self.consume_queues.get((topic, queue_id))
-        if cq is None:
-            cq = ConsumeQueue(self._cq_root, topic, queue_id, self.config.consume_queue_file_size)
-            self.consume_queues[(topic, queue_id)] = cq
-        return cq
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -691,6 +629,19 @@ class MessageStore:
                 self._close_files()
                 self._store_lock.release()
 
+    def hand_over(self) -> tuple[StoreLock, AbortMarker]:
+        """Flush and unmap everything but keep the store locked and marked running: the
+        broker's agents take the files over in their own processes. The caller releases the
+        lock and removes ``abort`` after a clean stop."""
+        with self._lock:
+            try:
+                self._dispatch()
+                self._flush()
+            finally:
+                self._closed = True
+                self._close_files()
+        return self._store_lock, self._abort
+
     def _close_files(self) -> None:
         """Unmap whatever is open (also after a failed open, where only some parts exist)."""
         parts = [getattr(self, "commitlog", None), getattr(self, "index", None)]
@@ -720,16 +671,6 @@ def _unit_matches(batch: ScanBatch, i: int, size: int, topic: str, queue_id: int
         and int(row[rec.R_QUEUE_ID]) == queue_id
         and batch.topic(i) == topic
     )
-
-
-def _dispatchable_topic(topic: str) -> bool:
-    """A stored record's topic must be one a put accepts: it becomes a directory name, so a
-    damaged one must never reach the filesystem."""
-    try:
-        validate_topic(topic)
-    except InvalidMessageError:
-        return False
-    return True
 
 
 def _check_queue_id(queue_id: int) -> None:

@@ -1,0 +1,56 @@
+"""``shmq namesrv``: run a NameServer in the foreground (RocketMQ's ``mqnamesrv``).
+
+Prints ``namesrv listening on HOST:PORT`` once it accepts connections (scripts and tests wait
+for that line) and stops cleanly, exit status 0, on SIGTERM or SIGINT. Imports nothing
+numba-related (see ``shmq_cli.main``).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+
+from shmq.namesrv.routes import BROKER_EXPIRE_MS
+from shmq.namesrv.server import DEFAULT_PORT, SCAN_INTERVAL_MS, NameServer
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@click.command("namesrv")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
+    help="TCP port (0: any free port).",
+)  # fmt: skip
+@click.option(
+    "--scan-interval-ms", default=SCAN_INTERVAL_MS, show_default=True, type=click.IntRange(1),
+    help="How often to look for brokers that stopped registering.",
+)  # fmt: skip
+@click.option(
+    "--broker-expire-ms", default=BROKER_EXPIRE_MS, show_default=True, type=click.IntRange(1),
+    help="A broker silent for this long loses its routes.",
+)  # fmt: skip
+def namesrv(host: str, port: int, scan_interval_ms: int, broker_expire_ms: int) -> None:
+    """Run a NameServer: brokers register here, clients look up topic routes."""
+    server = NameServer(
+        host, port, scan_interval_ms=scan_interval_ms, broker_expire_ms=broker_expire_ms
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in _STOP_SIGNALS}
+    try:
+        server.start()
+        click.echo(f"namesrv listening on {server.address}")
+        sys.stdout.flush()
+        stop.wait()
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,265 @@
+"""``shmq broker``, ``shmq start``, ``shmq stop`` and ``shmq status``: running the broker.
+
+``shmq start`` is the embedded default: a namesrv and a broker in one process group with a
+store under ``~/.shmq/store``. It writes ``shmq.json`` (addresses and pid) into the store
+directory, which ``stop`` and ``status`` read; ``--daemon`` runs it in the background with
+its log in ``shmq.log`` there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import click
+
+from shmq.config import DEFAULT_STORE_ROOT
+from shmq.errors import ShmqError
+
+RUNTIME_FILE = "shmq.json"
+LOG_FILE = "shmq.log"
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 90.0
+
+
+def _run_until_signal(broker, namesrv=None) -> None:
+    """Run in the foreground; SIGTERM/SIGINT stop everything cleanly (exit status 0)."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: broker.request_stop())
+    try:
+        broker.wait()
+    finally:
+        broker.stop()
+        if namesrv is not None:
+            namesrv.stop()
+
+
+@click.command("broker")
+@click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="broker.conf (RocketMQ keys) or a .toml file.")  # fmt: skip
+@click.option("-n", "--namesrv", help="namesrvAddr override, e.g. 127.0.0.1:9876.")
+def broker(config_path: str, namesrv: str | None) -> None:
+    """Run one broker (supervisor, writer, reput and flush agents, control server)."""
+    from shmq.broker.broker_config import load_broker_config
+    from shmq.broker.supervisor import Broker
+
+    cfg = load_broker_config(config_path)
+    if namesrv:
+        cfg = cfg.replace(namesrv_addr=namesrv)
+    b = Broker(cfg, log_level=_level())
+    b.start()
+    click.echo(f"broker {cfg.broker_name} listening on {b.address}", nl=True)
+    sys.stdout.flush()
+    _run_until_signal(b)
+
+
+@click.command("start")
+@click.option("--store", "store_dir", default=DEFAULT_STORE_ROOT, show_default=True,
+              type=click.Path(file_okay=False), help="Store directory.")  # fmt: skip
+@click.option("--namesrv-port", default=9876, show_default=True, type=int)
+@click.option("--broker-port", default=10911, show_default=True, type=int)
+@click.option("--flush", "flush_disk_type", type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
+              default="ASYNC_FLUSH", show_default=True)  # fmt: skip
+@click.option("--mapped-file-size", default=1 << 30, show_default=True, type=int,
+              help="CommitLog file size in bytes (mappedFileSizeCommitLog).")  # fmt: skip
+@click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
+              help="Optional broker.conf/TOML with more settings.")  # fmt: skip
+@click.option("--daemon", is_flag=True, help="Run in the background; stop with `shmq stop`.")
+def start(
+    store_dir: str,
+    namesrv_port: int,
+    broker_port: int,
+    flush_disk_type: str,
+    mapped_file_size: int,
+    config_path: str | None,
+    daemon: bool,
+) -> None:
+    """Start a namesrv and a broker on this host (foreground, or --daemon)."""
+    store_dir = os.path.abspath(os.path.expanduser(store_dir))
+    os.makedirs(store_dir, exist_ok=True)
+    runtime = os.path.join(store_dir, RUNTIME_FILE)
+    existing = _read_runtime(store_dir)
+    if existing and _alive(existing["pid"]):
+        raise ShmqError(f"shmq is already running for {store_dir} (pid {existing['pid']})")
+    if daemon:
+        _start_daemon(store_dir)
+        return
+    from shmq.broker.broker_config import BrokerConfig, load_broker_config
+    from shmq.broker.supervisor import Broker
+    from shmq.namesrv.server import NameServer
+
+    base = load_broker_config(config_path) if config_path else BrokerConfig()
+    namesrv_addr = f"127.0.0.1:{namesrv_port}"
+    cfg = base.replace(
+        namesrv_addr=namesrv_addr,
+        listen_port=broker_port,
+        store_path_root_dir=store_dir,
+        flush_disk_type=flush_disk_type,
+        mapped_file_size_commit_log=mapped_file_size,
+        store_host=f"127.0.0.1:{broker_port}",
+    )
+    namesrv = NameServer("127.0.0.1", namesrv_port)
+    namesrv.start()
+    b = Broker(cfg, log_level=_level())
+    try:
+        b.start()
+    except BaseException:
+        namesrv.stop()
+        raise
+    info = {
+        "pid": os.getpid(),
+        "namesrv": namesrv.address,
+        "broker": b.address,
+        "store": store_dir,
+        "started": int(time.time() * 1000),
+    }
+    with open(runtime + ".tmp", "w") as f:
+        json.dump(info, f)
+    os.replace(runtime + ".tmp", runtime)
+    click.echo(f"shmq started: namesrv {namesrv.address}, broker {b.address}, store {store_dir}")
+    sys.stdout.flush()
+    try:
+        _run_until_signal(b, namesrv)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(runtime)
+    click.echo("shmq stopped")
+
+
+def _start_daemon(store_dir: str) -> None:
+    args = [sys.argv[0] if sys.argv[0].endswith("shmq") else sys.executable]
+    if args[0] == sys.executable:
+        args += ["-m", "shmq_cli.main"]
+    argv = [a for a in sys.argv[1:] if a != "--daemon"]
+    log_path = os.path.join(store_dir, LOG_FILE)
+    with open(log_path, "ab") as log_file:
+        proc = subprocess.Popen(
+            args + argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        info = _read_runtime(store_dir)
+        if info and info["pid"] == proc.pid:
+            click.echo(
+                f"shmq started in the background (pid {proc.pid}): namesrv {info['namesrv']}, "
+                f"broker {info['broker']}; log {log_path}"
+            )
+            return
+        if proc.poll() is not None:
+            raise ShmqError(f"shmq failed to start (exit {proc.returncode}); see {log_path}")
+        time.sleep(0.1)
+    proc.terminate()
+    raise ShmqError(f"shmq did not start within {START_TIMEOUT_S:.0f} s; see {log_path}")
+
+
+@click.command("stop")
+@click.option("--store", "store_dir", default=DEFAULT_STORE_ROOT, show_default=True,
+              type=click.Path(file_okay=False))  # fmt: skip
+def stop(store_dir: str) -> None:
+    """Stop what `shmq start --store DIR` started (clean shutdown, waits for it)."""
+    store_dir = os.path.abspath(os.path.expanduser(store_dir))
+    info = _read_runtime(store_dir)
+    if not info or not _alive(info["pid"]):
+        raise ShmqError(f"shmq is not running for {store_dir}")
+    pid = info["pid"]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            raise ShmqError(f"shmq (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s")
+        time.sleep(0.1)
+    click.echo(f"shmq stopped (pid {pid})")
+
+
+@click.command("status")
+@click.option("--store", "store_dir", default=DEFAULT_STORE_ROOT, show_default=True,
+              type=click.Path(file_okay=False))  # fmt: skip
+@click.option("--broker", "broker_addr", help="Ask this broker address instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--interval", default=1.0, show_default=True,
+              help="Seconds between the two samples for the per-second rates.")  # fmt: skip
+def status(store_dir: str, broker_addr: str | None, as_json: bool, interval: float) -> None:
+    """Processes, offsets, rates and rings of a running broker."""
+    from shmq.remoting.client import RemotingClient
+    from shmq.remoting.protocol import RequestCode
+
+    if broker_addr is None:
+        info = _read_runtime(os.path.abspath(os.path.expanduser(store_dir)))
+        if not info:
+            raise ShmqError(f"shmq is not running for {store_dir} (no {RUNTIME_FILE})")
+        broker_addr = info["broker"]
+    with RemotingClient() as client:
+        _, first = client.invoke_json(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        time.sleep(interval)
+        _, stats = client.invoke_json(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    stats["msgs_in_per_s"] = round((stats["msgs_in"] - first["msgs_in"]) / interval, 1)
+    stats["msgs_out_per_s"] = round(
+        (stats["msgs_dispatched"] - first["msgs_dispatched"]) / interval, 1
+    )
+    processes = [{"role": "supervisor", "pid": stats["pid"], "alive": True}]
+    processes += [{"role": k, **v} for k, v in stats["agents"].items()]
+    stats["processes"] = processes
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+        return
+    _print_status(stats)
+
+
+def _print_status(stats: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"broker [bold]{stats['broker']}[/] at {stats['address']}, store {stats['store']}, "
+        f"{stats['flush_disk_type']}"
+    )
+    procs = Table("role", "pid", "alive", "restarts")
+    for p in stats["processes"]:
+        procs.add_row(p["role"], str(p["pid"]), "yes" if p["alive"] else "NO",
+                      str(p.get("restarts", "")))  # fmt: skip
+    console.print(procs)
+    counters = Table("counter", "value")
+    for key in ("write_offset", "dispatched_offset", "flushed_offset", "msgs_in",
+                "msgs_dispatched", "msgs_in_per_s", "msgs_out_per_s", "rejected", "flushes",
+                "flush_errors"):  # fmt: skip
+        counters.add_row(key, str(stats[key]))
+    console.print(counters)
+    rings = Table("client", "slot", "pid", "group", "ring bytes", "used", "records", "answered")
+    for c in stats["clients"]:
+        rings.add_row(c["kind"], str(c["slot"]), str(c["pid"]), c["group"],
+                      *(str(c.get(k, "")) for k in ("ring_bytes", "used_bytes", "records",
+                                                    "answered")))  # fmt: skip
+    console.print(rings)
+
+
+def _read_runtime(store_dir: str) -> dict | None:
+    try:
+        with open(os.path.join(store_dir, RUNTIME_FILE)) as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _level() -> int:
+    return logging.getLogger("shmq").getEffectiveLevel()

@@ -1,0 +1,1 @@
+"""The broker process group: supervisor, agents (writer, reput, flush) and control server."""

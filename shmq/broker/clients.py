@@ -1,0 +1,136 @@
+"""Producers' and consumers' shared-memory slots: allocation, liveness and release.
+
+The supervisor is the only writer of slot definitions in the registry. A slot's ring segment
+and semaphore exist from registration to release; a client whose process is gone is
+released by ``reap`` (the writer drains its ring first, because it detaches only when the
+slot changes)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+
+from shmq.broker.broker_config import BrokerConfig
+from shmq.errors import ShmqError
+from shmq.ipc import registry as rg
+from shmq.ipc import ring
+from shmq.ipc.segment import Segment, create_semaphore, unlink_semaphore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ClientSlot:
+    kind: str  # "producer" or "consumer"
+    index: int
+    gen: int
+    pid: int
+    group: str
+    segment: Segment | None
+    sem_name: str
+
+
+class ClientSlots:
+    def __init__(self, config: BrokerConfig, prefix: str, registry: Segment) -> None:
+        self.config = config
+        self.prefix = prefix
+        self.registry = registry
+        self.words = registry.words
+        self.lock = threading.Lock()
+        self.slots: dict[tuple[str, int], ClientSlot] = {}
+        self._gen = 0
+
+    def register_producer(self, pid: int, group: str) -> ClientSlot:
+        cfg = self.config
+        with self.lock:
+            index = self._free_index("producer", cfg.max_producers)
+            self._gen += 1
+            gen = self._gen
+            name = rg.ring_name(self.prefix, index, gen)
+            segment = Segment.create(name, ring.segment_size(cfg.ring_size, cfg.ring_slots))
+            try:
+                ring.init(segment.words, cfg.ring_size, cfg.ring_slots)
+                sem_name = rg.producer_sem_name(self.prefix, index, gen)
+                create_semaphore(sem_name).close()
+            except BaseException:
+                segment.destroy()
+                raise
+            slot = ClientSlot("producer", index, gen, pid, group, segment, sem_name)
+            self.slots[("producer", index)] = slot
+            rg.set_slot(self.words, rg.producer_base(index), rg.ACTIVE, pid, gen)
+            log.info("producer %s (pid %d) got ring %d.%d", group, pid, index, gen)
+            return slot
+
+    def register_consumer(self, pid: int, group: str) -> ClientSlot:
+        with self.lock:
+            index = self._free_index("consumer", self.config.max_consumers)
+            self._gen += 1
+            sem_name = rg.consumer_sem_name(self.prefix, index, self._gen)
+            create_semaphore(sem_name).close()
+            slot = ClientSlot("consumer", index, self._gen, pid, group, None, sem_name)
+            self.slots[("consumer", index)] = slot
+            rg.set_slot(self.words, rg.consumer_base(self.words, index), rg.ACTIVE, pid, self._gen)
+            return slot
+
+    def _free_index(self, kind: str, capacity: int) -> int:
+        for i in range(capacity):
+            if (kind, i) not in self.slots:
+                return i
+        limit = "maxProducers" if kind == "producer" else "maxConsumers"
+        raise ShmqError(f"all {capacity} {kind} slots are taken ({limit})")
+
+    def release(self, kind: str, index: int, gen: int) -> bool:
+        with self.lock:
+            slot = self.slots.get((kind, index))
+            if slot is None or slot.gen != gen:
+                return False
+            del self.slots[(kind, index)]
+            base = (
+                rg.producer_base(index)
+                if kind == "producer"
+                else rg.consumer_base(self.words, index)
+            )
+            rg.set_slot(self.words, base, rg.FREE, 0, 0)
+            if slot.segment is not None:
+                slot.segment.destroy()  # the writer keeps its mapping until it detaches
+            unlink_semaphore(slot.sem_name)
+            log.info("%s %s (pid %d) released slot %d", kind, slot.group, slot.pid, index)
+            return True
+
+    def reap(self) -> None:
+        """Release the slots of client processes that no longer exist."""
+        for (kind, index), slot in list(self.slots.items()):
+            if not _alive(slot.pid):
+                log.warning("%s pid %d of group %s is gone", kind, slot.pid, slot.group)
+                self.release(kind, index, slot.gen)
+
+    def close(self) -> None:
+        for (kind, index), slot in list(self.slots.items()):
+            self.release(kind, index, slot.gen)
+
+    def stats(self) -> list[dict]:
+        out = []
+        for slot in list(self.slots.values()):
+            row = {"kind": slot.kind, "slot": slot.index, "pid": slot.pid, "group": slot.group}
+            if slot.segment is not None and slot.segment.words is not None:
+                w = slot.segment.words
+                row.update(
+                    ring_bytes=int(w[ring.CAPACITY]),
+                    used_bytes=int(w[ring.TAIL]) - int(w[ring.HEAD]),
+                    records=int(w[ring.SEQ_TAIL]),
+                    answered=int(w[ring.SEQ_HEAD]),
+                )
+            out.append(row)
+        return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,303 @@
+"""The broker's control-plane handlers: client registration, topics, offsets, queries.
+
+The data path never comes here: a producer registers once and gets its ring; a consumer
+registers once and gets its wake-up semaphore and the store's location, then reads the
+mapped files itself. What is left is rare and small: topic admin, offsets, heartbeats,
+lookups and status.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from shmq.broker.topic_config import TopicConfig
+from shmq.errors import ResponseError, ShmqError
+from shmq.ipc import counters as cn
+from shmq.ipc import queue_table as qt
+from shmq.message import message_to_json
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.server import Connection, RemotingServer
+
+if TYPE_CHECKING:
+    from shmq.broker.supervisor import Broker
+
+Rc = ResponseCode
+
+
+class ControlHandlers:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.client = RemotingClient(connect_timeout=1.0, default_timeout=3.0)
+        self.directory = qt.QueueDirectory(broker.queue_seg.buf, broker.queue_seg.words)
+        self.maxima = qt.max_offsets(broker.queue_seg.buf)
+        self._reader = None
+        self._lock = threading.Lock()
+        # group -> {client id: (last heartbeat ms, connection id)}
+        self.consumers: dict[str, dict[str, tuple[int, int]]] = {}
+        self.producers: dict[str, dict[str, tuple[int, int]]] = {}
+
+    def register(self, server: RemotingServer) -> None:
+        handlers = {
+            RequestCode.REGISTER_PRODUCER: self.register_producer,
+            RequestCode.UNREGISTER_PRODUCER: self.unregister_client_slot,
+            RequestCode.REGISTER_CONSUMER: self.register_consumer,
+            RequestCode.UNREGISTER_CONSUMER: self.unregister_client_slot,
+            RequestCode.GET_STORE_INFO: self.store_info,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topics,
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_offset,
+            RequestCode.GET_MAX_OFFSET: self.max_offset,
+            RequestCode.GET_MIN_OFFSET: self.min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_message,
+            RequestCode.QUERY_MESSAGE: self.query_message,
+            RequestCode.HEART_BEAT: self.heartbeat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+        }
+        for code, handler in handlers.items():
+            server.register(code, handler)
+        server.on_disconnect(self._disconnected)
+
+    def close(self) -> None:
+        self.client.close()
+        if self._reader is not None:
+            self._reader.close()
+
+    # -- shared-memory clients --------------------------------------------------------------
+
+    def store_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        return _json(request, self._store_info())
+
+    def _store_info(self) -> dict[str, Any]:
+        b = self.broker
+        store = b.config.store
+        return {
+            "brokerName": b.config.broker_name,
+            "brokerAddr": b.address,
+            "storePathRootDir": os.path.abspath(store.store_path_root_dir),
+            "mappedFileSizeCommitLog": store.mapped_file_size_commit_log,
+            "consumeQueueFileSize": store.consume_queue_file_size,
+            "flushDiskType": store.flush_disk_type,
+            "syncFlushTimeout": store.sync_flush_timeout,
+            "maxMessageSize": store.max_message_size,
+            "storeHost": store.store_host,
+            "prefix": b.names.prefix,
+            "counters": b.names.counters,
+            "topics": b.names.topics,
+            "queues": b.names.queues,
+            "registry": b.names.registry,
+            "writerSem": b.names.agent_sem("writer"),
+        }
+
+    def register_producer(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        slot = self.broker.clients.register_producer(request.ext_int("pid"), request.ext("group"))
+        info = self._store_info()
+        info.update(slot=slot.index, gen=slot.gen, ring=slot.segment.name, sem=slot.sem_name)
+        return _json(request, info)
+
+    def register_consumer(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        slot = self.broker.clients.register_consumer(request.ext_int("pid"), request.ext("group"))
+        info = self._store_info()
+        info.update(slot=slot.index, gen=slot.gen, sem=slot.sem_name)
+        return _json(request, info)
+
+    def unregister_client_slot(
+        self, request: RemotingCommand, _conn: Connection
+    ) -> RemotingCommand:
+        kind = "producer" if request.code == RequestCode.UNREGISTER_PRODUCER else "consumer"
+        self.broker.clients.release(kind, request.ext_int("slot"), request.ext_int("gen"))
+        return RemotingCommand.response_to(request)
+
+    # -- topics -----------------------------------------------------------------------------
+
+    def update_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        topic = request.ext("topic")
+        fields = request.ext_fields
+        current = self.broker.topics.get(topic)
+        default_q = self.broker.config.default_topic_queue_nums
+        cfg = TopicConfig(
+            topic,
+            read_queue_nums=int(fields.get("readQueueNums", default_q)),
+            write_queue_nums=int(fields.get("writeQueueNums", default_q)),
+            perm=int(fields.get("perm", current.perm if current else 6)),
+        )
+        self.broker.create_topic(cfg)
+        return RemotingCommand.response_to(request)
+
+    def delete_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        topic = request.ext("topic")
+        if not self.broker.topics.delete(topic):
+            raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist")
+        self.broker.topics.persist()
+        self.broker.publish_topics()
+        return RemotingCommand.response_to(request)
+
+    def all_topics(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        return _json(request, self.broker.topics.to_wrapper_json())
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def query_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        offset = self.broker.offsets.query(
+            request.ext("consumerGroup"), request.ext("topic"), request.ext_int("queueId")
+        )
+        if offset < 0:
+            return RemotingCommand.response_to(request, Rc.QUERY_NOT_FOUND, "Not found")
+        return RemotingCommand.response_to(request, ext_fields={"offset": offset})
+
+    def update_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        self.broker.offsets.commit(
+            request.ext("consumerGroup"),
+            request.ext("topic"),
+            request.ext_int("queueId"),
+            request.ext_int("commitOffset"),
+        )
+        return RemotingCommand.response_to(request)
+
+    def _max(self, topic: str, queue_id: int) -> int:
+        slot = self.directory.slot(topic.encode(), queue_id)
+        return int(self.maxima[slot]) if slot >= 0 else 0
+
+    def max_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        offset = self._max(request.ext("topic"), request.ext_int("queueId"))
+        return RemotingCommand.response_to(request, ext_fields={"offset": offset})
+
+    def min_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        topic, qid = request.ext("topic"), request.ext_int("queueId")
+        directory = os.path.join(self.broker.root, "consumequeue", topic, str(qid))
+        names = (
+            sorted(n for n in os.listdir(directory) if n.isdigit())
+            if os.path.isdir(directory)
+            else []
+        )
+        offset = int(names[0]) // 20 if names else 0
+        return RemotingCommand.response_to(request, ext_fields={"offset": offset})
+
+    def search_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        topic, qid = request.ext("topic"), request.ext_int("queueId")
+        timestamp = request.ext_int("timestamp")
+        with self._lock:
+            offset = self._store_reader().offset_by_time(
+                topic, qid, timestamp, 0, self._max(topic, qid)
+            )
+        return RemotingCommand.response_to(request, ext_fields={"offset": offset})
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def _store_reader(self):
+        from shmq.store.reader import StoreReader
+
+        if self._reader is None:
+            store = self.broker.config.store
+            self._reader = StoreReader(
+                self.broker.root, store.mapped_file_size_commit_log, store.consume_queue_file_size
+            )
+        return self._reader
+
+    def view_message(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        offset = request.ext_int("offset")
+        if not 0 <= offset < cn.load(self.broker.counters.words, cn.WRITE_OFFSET):
+            raise ResponseError(Rc.SYSTEM_ERROR, f"no message at CommitLog offset {offset}")
+        with self._lock:
+            msg = self._store_reader().view(offset)
+        if msg is None:
+            raise ResponseError(Rc.SYSTEM_ERROR, f"no message at CommitLog offset {offset}")
+        return _json(request, message_to_json(msg))
+
+    def query_message(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        from shmq.store.index_service import IndexService
+
+        store = self.broker.config.store
+        topic, key = request.ext("topic"), request.ext("key")
+        max_num = request.ext_int("maxNum")
+        begin = int(request.ext_fields.get("beginTimestamp", 0))
+        end = int(request.ext_fields.get("endTimestamp", time.time() * 1000 + 1000))
+        index = IndexService(
+            os.path.join(self.broker.root, "index"),
+            store.max_hash_slot_num,
+            store.max_index_num,
+            store.max_msgs_num_batch,
+        )
+        try:
+            index.load(True, 0)
+            offsets = index.query(topic, key, max_num, begin, end)
+        finally:
+            index.close()
+        found = []
+        with self._lock:
+            for phys in offsets:
+                msg = self._store_reader().view(phys)
+                if (
+                    msg is not None
+                    and msg.topic == topic
+                    and (key in msg.keys or msg.uniq_key == key)
+                ):
+                    found.append(message_to_json(msg))
+        if not found:
+            raise ResponseError(Rc.QUERY_NOT_FOUND, f"no message of {topic} with key {key}")
+        return _json(request, {"messages": found})
+
+    # -- clients ----------------------------------------------------------------------------
+
+    def heartbeat(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        data = request.json_body() or {}
+        client_id = str(data.get("clientID", ""))
+        if not client_id:
+            raise ResponseError(Rc.SYSTEM_ERROR, "HEART_BEAT without a clientID")
+        now = int(time.time() * 1000)
+        with self._lock:
+            for entry in data.get("consumerDataSet", []):
+                self.consumers.setdefault(entry["groupName"], {})[client_id] = (now, conn.id)
+            for entry in data.get("producerDataSet", []):
+                self.producers.setdefault(entry["groupName"], {})[client_id] = (now, conn.id)
+        return RemotingCommand.response_to(request)
+
+    def unregister_client(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        client_id = request.ext("clientID")
+        with self._lock:
+            for table, field in (
+                (self.consumers, "consumerGroup"),
+                (self.producers, "producerGroup"),
+            ):
+                group = request.ext_fields.get(field)
+                if group and group in table:
+                    table[group].pop(client_id, None)
+        return RemotingCommand.response_to(request)
+
+    def consumer_list(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        group = request.ext("consumerGroup")
+        expire = self.broker.config.client_channel_max_idle_time_seconds * 1000
+        now = int(time.time() * 1000)
+        with self._lock:
+            members = self.consumers.get(group, {})
+            for cid in [c for c, (seen, _) in members.items() if now - seen > expire]:
+                del members[cid]
+            ids = sorted(members)
+        if not ids:
+            raise ResponseError(Rc.SYSTEM_ERROR, f"the consumer group {group} has no consumer")
+        return _json(request, {"consumerIdList": ids})
+
+    def _disconnected(self, conn: Connection) -> None:
+        with self._lock:
+            for table in (self.consumers, self.producers):
+                for members in table.values():
+                    for cid in [c for c, (_, cid_conn) in members.items() if cid_conn == conn.id]:
+                        del members[cid]
+
+    def runtime_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        try:
+            return _json(request, self.broker.stats())
+        except ShmqError as exc:
+            raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from exc
+
+
+def _json(request: RemotingCommand, obj: Any) -> RemotingCommand:
+    return RemotingCommand.response_to(request, body=RemotingCommand.body_json(obj))

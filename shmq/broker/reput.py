@@ -1,0 +1,156 @@
+"""The reput agent: dispatches CommitLog records into consume queues and the index.
+
+It reads the CommitLog read-only up to the writer's published write offset (in SYNC_FLUSH
+only up to the flushed offset, so consumers never see what a crash could take back), then
+publishes per-queue max offsets in the queue table, then its dispatched offset, and wakes
+the consumers parked on a queue that advanced. It owns the consume-queue and index files and
+flushes them every ``flushIntervalConsumeQueue``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import numpy as np
+
+from shmq.broker.agent import AgentEnv
+from shmq.codec import record as rec
+from shmq.ipc import counters as cn
+from shmq.ipc import queue_table as qt
+from shmq.ipc import registry as rg
+from shmq.ipc.segment import Segment, fence, open_semaphore, post
+from shmq.store.commitlog import CommitLog
+from shmq.store.dispatch import Dispatcher
+from shmq.store.index_service import IndexService
+
+log = logging.getLogger(__name__)
+
+MAX_DISPATCH_BYTES = 4 << 20  # per pass, so consumers see progress during a backlog
+
+
+class Reput:
+    def __init__(self, env: AgentEnv) -> None:
+        self.env = env
+        store = env.config.store
+        root = store.store_path_root_dir
+        self.words = env.words
+        self.commitlog = CommitLog(
+            os.path.join(root, "commitlog"), store.mapped_file_size_commit_log, readonly=True
+        )
+        self.index = IndexService(
+            os.path.join(root, "index"),
+            store.max_hash_slot_num,
+            store.max_index_num,
+            store.max_msgs_num_batch,
+            on_file_full=lambda ts: cn.publish(self.words, cn.INDEX_TIMESTAMP, ts),
+        )
+        self.index.load(True, 0)
+        self.dispatcher = Dispatcher(
+            os.path.join(root, "consumequeue"),
+            store.consume_queue_file_size,
+            self.index if store.message_index_enable else None,
+        )
+        self.dispatcher.load()
+        self.dispatched = cn.load(self.words, cn.DISPATCHED_OFFSET)
+        for cq in self.dispatcher.consume_queues.values():
+            cq.recover()  # after a reput crash: find each queue's end again
+        self.queues_seg = Segment.attach(env.names.queues)
+        self.directory = qt.QueueDirectory(self.queues_seg.buf, self.queues_seg.words)
+        self.maxima = qt.max_offsets(self.queues_seg.buf)
+        self.changed = np.zeros(self.maxima.shape[0], dtype=np.bool_)
+        self.registry = Segment.attach(env.names.registry)
+        self.sync_flush = store.sync_flush
+        self.flush_interval_ms = store.flush_interval_consume_queue
+        self.least_pages = store.flush_consume_queue_least_pages
+        self._last_flush = time.monotonic()
+        self._consumer_sems: dict[tuple[int, int], object] = {}
+
+    def limit(self) -> int:
+        write = cn.load(self.words, cn.WRITE_OFFSET)
+        if self.sync_flush:
+            return min(write, cn.load(self.words, cn.FLUSHED_OFFSET))
+        return write
+
+    def has_work(self) -> bool:
+        return self.limit() > self.dispatched
+
+    def do_work(self) -> int:
+        work = self._dispatch(self.limit())
+        now = time.monotonic()
+        if (now - self._last_flush) * 1000 >= self.flush_interval_ms:
+            self._last_flush = now
+            self._flush(self.least_pages)
+        return work
+
+    def _dispatch(self, limit: int) -> int:
+        if limit <= self.dispatched:
+            return 0
+        end = min(limit, self.dispatched + MAX_DISPATCH_BYTES)
+        total = 0
+        last_ts = 0
+        touched_all: dict[tuple[str, int], object] = {}
+        for batch in self.commitlog.scan(self.dispatched, end):
+            n, touched = self.dispatcher.dispatch_batch(batch)
+            total += n
+            touched_all.update(touched)
+            last_ts = int(batch.rows[-1, rec.R_STORE_TS])
+        position, code = self.commitlog.last_scan
+        if code == rec.PARSE_CORRUPT and position < end:
+            log.error("CommitLog record at %d does not validate: reput waits there", position)
+        for (topic, qid), cq in touched_all.items():
+            slot = self.directory.slot(topic.encode(), qid)
+            if slot >= 0:
+                self.maxima[slot] = cq.max_offset
+                self.changed[slot] = True
+        before = self.dispatched
+        self.dispatched = max(self.dispatched, position)
+        words = self.words
+        if last_ts:
+            cn.publish(words, cn.LOGICS_TIMESTAMP, last_ts)
+        cn.publish(words, cn.MSGS_DISPATCHED, int(words[cn.MSGS_DISPATCHED]) + total)
+        cn.publish(words, cn.DISPATCHED_OFFSET, self.dispatched)
+        if touched_all:
+            fence()
+            self._wake_consumers()
+            self.changed[:] = False
+        return total or int(self.dispatched > before)
+
+    def _wake_consumers(self) -> None:
+        rwords = self.registry.words
+        for i in range(int(rwords[rg.CONSUMERS])):
+            base = rg.consumer_base(rwords, i)
+            if int(rwords[base + rg.STATE]) != rg.ACTIVE or not rg.wants_wake(
+                rwords, base, self.changed
+            ):
+                continue
+            key = (i, int(rwords[base + rg.GEN]))
+            sem = self._consumer_sems.get(key)
+            if sem is None:
+                try:
+                    sem = open_semaphore(rg.consumer_sem_name(self.env.names.prefix, *key))
+                except Exception:  # the consumer is leaving
+                    continue
+                self._consumer_sems[key] = sem
+            post(sem)
+
+    def _flush(self, least_pages: int) -> None:
+        self.dispatcher.flush(least_pages)
+        if least_pages == 0:
+            self.index.flush()
+
+    def drain(self) -> None:
+        """Clean stop: dispatch everything the writer published, then flush."""
+        while self._dispatch(self.limit()):
+            pass
+        self._flush(0)
+
+    def close(self) -> None:
+        for sem in self._consumer_sems.values():
+            sem.close()
+        self.dispatcher.close()
+        self.index.close()
+        self.commitlog.close()
+        self.queues_seg.close()
+        self.registry.close()

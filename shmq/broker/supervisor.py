@@ -1,0 +1,400 @@
+"""The broker supervisor: recovery, shared memory, agent processes, control server, namesrv.
+
+Start-up: recover the store in this process (``MessageStore``), hand its files over, create
+the shared segments and semaphores under one fresh prefix, start the writer, reput and flush
+agents (``spawn``), serve the control plane and register with every namesrv. While running,
+it restarts a dead agent (each agent recovers what it owns when it starts: the writer cuts
+the CommitLog back to the published write offset and resumes rings from their journals;
+reput re-finds consume-queue ends; flush restarts from the flushed offset), creates topics
+the writer asks for, releases clients whose processes died and persists offsets.
+
+Clean stop (SIGTERM/SIGINT or ``stop()``): stop the writer (it drains the rings), then reput
+(dispatches and flushes everything), then flush (flushes and checkpoints), persist topics
+and offsets, remove ``abort``, release the lock, unlink every segment and semaphore.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import threading
+import time
+from typing import Any
+
+from shmq.broker.agent import BrokerNames, run_agent
+from shmq.broker.broker_config import BrokerConfig
+from shmq.broker.clients import ClientSlots
+from shmq.broker.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.topic_config import TopicConfig, TopicConfigManager
+from shmq.errors import ShmqError
+from shmq.ipc import counters as cn
+from shmq.ipc import queue_table as qt
+from shmq.ipc import registry as rg
+from shmq.ipc import topic_table as tt
+from shmq.ipc.segment import (
+    Segment,
+    create_semaphore,
+    new_prefix,
+    unlink_prefix,
+    wait,
+)
+
+log = logging.getLogger(__name__)
+
+AGENTS = ("writer", "reput", "flush")  # HA joins here in its own issue
+STOP_ORDER = ("writer", "reput", "flush")
+MAX_TOPICS = 4096
+AGENT_STOP_TIMEOUT_S = 30.0
+AGENT_START_TIMEOUT_S = 300.0
+HOUSEKEEPING_S = 0.1
+
+
+class Broker:
+    """One broker process group. ``start()`` returns once agents and the control server run."""
+
+    def __init__(self, config: BrokerConfig, *, log_level: int | None = None) -> None:
+        self.config = config
+        self.root = config.store.store_path_root_dir
+        self.log_level = log_level if log_level is not None else logging.getLogger().level
+        self.names = BrokerNames(new_prefix())
+        self._segments: list[Segment] = []
+        self._sems: list[Any] = []
+        self._procs: dict[str, Any] = {}
+        self._restarts: dict[str, list[float]] = {k: [] for k in AGENTS}
+        self._stop = threading.Event()
+        self._stopped = False
+        self._threads: list[threading.Thread] = []
+        self.server = None
+        self._lease = None
+
+    # -- start ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        from shmq.store.message_store import MessageStore
+
+        cfg = self.config
+        os.makedirs(self.root, exist_ok=True)
+        store = MessageStore(cfg.store)
+        try:
+            queue_maxima = {k: cq.max_offset for k, cq in store.consume_queues.items()}
+            write_offset = store.commitlog.max_offset
+            last_ts = store.checkpoint.physic_msg_timestamp
+        finally:
+            self._lease = store.hand_over()
+        try:
+            self._create_shared(queue_maxima, write_offset, last_ts)
+            self.topics = TopicConfigManager(
+                os.path.join(self.root, "config"),
+                default_queue_nums=cfg.default_topic_queue_nums,
+                auto_create=cfg.auto_create_topic_enable,
+                cluster_name=cfg.broker_cluster_name,
+                broker_name=cfg.broker_name,
+            )
+            self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
+            self.publish_topics()
+            self.clients = ClientSlots(cfg, self.names.prefix, self.registry)
+            for kind in AGENTS:
+                self._start_agent(kind)
+            self._wait_agents_ready()
+            self._start_control()
+            self._spawn_thread("housekeeping", self._housekeeping)
+            self._spawn_thread("namesrv-register", self._register_loop)
+            cn.publish(self.counters.words, cn.STATE, cn.STATE_RUNNING)
+        except BaseException:
+            self.stop()
+            raise
+        log.info(
+            "broker %s started: store %s, control %s, shm prefix %s",
+            cfg.broker_name, self.root, self.address, self.names.prefix,
+        )  # fmt: skip
+
+    def _create_shared(
+        self, queue_maxima: dict[tuple[str, int], int], write_offset: int, last_ts: int
+    ) -> None:
+        cfg, names = self.config, self.names
+        self.counters = self._segment(names.counters, cn.SIZE)
+        words = self.counters.words
+        cn.init(words, os.getpid(), int(time.time() * 1000))
+        for field in (cn.WRITE_OFFSET, cn.FLUSHED_OFFSET, cn.DISPATCHED_OFFSET):
+            cn.publish(words, field, write_offset)
+        for field in (cn.WRITE_TIMESTAMP, cn.FLUSHED_TIMESTAMP, cn.LOGICS_TIMESTAMP):
+            cn.publish(words, field, last_ts)
+        self.topic_seg = self._segment(names.topics, tt.segment_size(MAX_TOPICS))
+        tt.init(self.topic_seg.words, MAX_TOPICS)
+        capacity = cfg.max_queue_slots
+        if len(queue_maxima) > capacity:
+            raise ShmqError(
+                f"the store has {len(queue_maxima)} queues; maxQueueSlots is {capacity}"
+            )
+        self.queue_seg = self._segment(names.queues, qt.segment_size(capacity))
+        qt.init(self.queue_seg.words, capacity)
+        maxima = qt.max_offsets(self.queue_seg.buf)
+        for (topic, qid), max_offset in sorted(queue_maxima.items()):
+            slot = qt.add_queue(self.queue_seg.buf, self.queue_seg.words, topic.encode(), qid)
+            maxima[slot] = max_offset
+        size = rg.segment_size(cfg.max_producers, cfg.max_consumers)
+        self.registry = self._segment(names.registry, size)
+        rg.init(self.registry.words, cfg.max_producers, cfg.max_consumers)
+        for kind in AGENTS:
+            self._sems.append(create_semaphore(names.agent_sem(kind)))
+        self.supervisor_sem = create_semaphore(names.supervisor_sem)
+        self._sems.append(self.supervisor_sem)
+
+    def _segment(self, name: str, size: int) -> Segment:
+        seg = Segment.create(name, size)
+        self._segments.append(seg)
+        return seg
+
+    def _start_agent(self, kind: str) -> None:
+        ctx = mp.get_context("spawn")
+        proc = ctx.Process(
+            target=run_agent,
+            args=(kind, self.config, self.names.prefix, self.log_level),
+            name=f"shmq-{kind}",
+            daemon=False,
+        )
+        proc.start()
+        self._procs[kind] = proc
+
+    def _wait_agents_ready(self) -> None:
+        """Agents publish their pid once their files are open (the first start compiles the
+        numba kernels, which takes seconds); clients are served only after that."""
+        deadline = time.monotonic() + AGENT_START_TIMEOUT_S
+        words = self.counters.words
+        for kind in AGENTS:
+            while not cn.load(words, cn.agent_word(kind, cn.PID)):
+                proc = self._procs[kind]
+                if not proc.is_alive():
+                    raise ShmqError(f"the {kind} agent exited with code {proc.exitcode} at start")
+                if time.monotonic() > deadline:
+                    raise ShmqError(f"the {kind} agent did not start in {AGENT_START_TIMEOUT_S} s")
+                time.sleep(0.01)
+
+    def _start_control(self) -> None:
+        from shmq.broker.control import ControlHandlers
+        from shmq.remoting.server import RemotingServer
+
+        self.server = RemotingServer(
+            self.config.broker_ip1,
+            self.config.listen_port,
+            name=f"broker-{self.config.broker_name}",
+        )
+        self.control = ControlHandlers(self)
+        self.control.register(self.server)
+        self.server.start()
+
+    @property
+    def address(self) -> str:
+        return self.server.address if self.server is not None else ""
+
+    def _spawn_thread(self, name: str, target: Any) -> None:
+        t = threading.Thread(target=target, name=f"shmq-{name}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    # -- running ----------------------------------------------------------------------------
+
+    def publish_topics(self) -> None:
+        table = {
+            name: (c.read_queue_nums, c.write_queue_nums, c.perm)
+            for name, c in self.topics.all().items()
+        }
+        tt.publish_topics(self.topic_seg.buf, self.topic_seg.words, table)
+
+    def create_topic(self, cfg: TopicConfig) -> None:
+        self.topics.update(cfg)
+        self.topics.persist()
+        self.publish_topics()
+        self._register_all()
+
+    def _housekeeping(self) -> None:
+        last_persist = time.monotonic()
+        last_reap = 0.0
+        while not self._stop.is_set():
+            wait(self.supervisor_sem, HOUSEKEEPING_S)
+            if self._stop.is_set():
+                break
+            try:
+                self._answer_topic_request()
+                self._watch_agents()
+                now = time.monotonic()
+                if now - last_reap >= 1.0:
+                    last_reap = now
+                    self.clients.reap()
+                if (now - last_persist) * 1000 >= self.config.flush_consumer_offset_interval:
+                    last_persist = now
+                    self.offsets.persist_if_dirty()
+            except Exception:
+                log.exception("housekeeping failed")
+
+    def _answer_topic_request(self) -> None:
+        words = self.counters.words
+        seq, raw = cn.read_topic_request(self.counters.buf, words)
+        if seq == cn.load(words, cn.TOPIC_REQUEST_DONE):
+            return
+        topic = raw.decode("utf-8", "replace")
+        if self.topics.get(topic) is None and self.config.auto_create_topic_enable:
+            try:
+                self.create_topic(self.topics.create_auto(topic))
+                log.info("topic %s auto-created", topic)
+            except ShmqError as exc:
+                log.warning("cannot auto-create topic %r: %s", topic, exc)
+        cn.publish(words, cn.TOPIC_REQUEST_DONE, seq)
+
+    def _watch_agents(self) -> None:
+        for kind, proc in list(self._procs.items()):
+            if proc.is_alive() or self._stop.is_set():
+                continue
+            code = proc.exitcode
+            now = time.monotonic()
+            recent = [t for t in self._restarts[kind] if now - t < 60] + [now]
+            self._restarts[kind] = recent
+            words = self.counters.words
+            cn.publish(words, cn.agent_word(kind, cn.RESTARTS), len(recent))
+            if len(recent) > self.config.agent_restart_max:
+                log.critical("%s agent died %d times in a minute: stopping", kind, len(recent))
+                self._stop.set()
+                return
+            log.error("%s agent (pid %s) died with exit code %s: restarting", kind, proc.pid, code)
+            proc.join(0)
+            self._start_agent(kind)
+
+    def _register_loop(self) -> None:
+        period = self.config.register_name_server_period / 1000
+        while not self._stop.is_set():
+            self._register_all()
+            self._stop.wait(period)
+
+    def _register_all(self) -> None:
+        from shmq.remoting.protocol import RequestCode
+
+        cfg = self.config
+        body = {"topicConfigSerializeWrapper": self.topics.to_wrapper_json()}
+        for addr in cfg.namesrv_addrs:
+            try:
+                self.control.client.invoke_json(
+                    addr,
+                    RequestCode.REGISTER_BROKER,
+                    {
+                        "brokerName": cfg.broker_name,
+                        "brokerAddr": self.address,
+                        "clusterName": cfg.broker_cluster_name,
+                        "brokerId": cfg.broker_id,
+                        "haServerAddr": "",
+                    },
+                    body,
+                )
+            except ShmqError as exc:
+                log.warning("cannot register with namesrv %s: %s", addr, exc)
+
+    def _unregister_all(self) -> None:
+        from shmq.remoting.protocol import RemotingCommand, RequestCode
+
+        cfg = self.config
+        for addr in cfg.namesrv_addrs:
+            request = RemotingCommand.request(
+                RequestCode.UNREGISTER_BROKER,
+                {
+                    "brokerName": cfg.broker_name,
+                    "brokerAddr": self.address,
+                    "clusterName": cfg.broker_cluster_name,
+                    "brokerId": cfg.broker_id,
+                },
+            )
+            try:
+                self.control.client.invoke(addr, request, timeout=1.0)
+            except ShmqError as exc:
+                log.info("cannot unregister from namesrv %s: %s", addr, exc)
+
+    def wait(self) -> None:
+        """Block until ``stop()`` is requested (by a signal handler or another thread)."""
+        while not self._stop.wait(0.5):
+            pass
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def stats(self) -> dict[str, Any]:
+        words = self.counters.words
+        agents = {}
+        for kind in AGENTS:
+            proc = self._procs.get(kind)
+            agents[kind] = {
+                "pid": proc.pid if proc is not None else None,
+                "alive": bool(proc is not None and proc.is_alive()),
+                "restarts": cn.load(words, cn.agent_word(kind, cn.RESTARTS)),
+                "heartbeat_ms": cn.load(words, cn.agent_word(kind, cn.HEARTBEAT_MS)),
+            }
+        return {
+            "broker": self.config.broker_name,
+            "address": self.address,
+            "pid": os.getpid(),
+            "store": self.root,
+            "flush_disk_type": self.config.store.flush_disk_type,
+            "write_offset": cn.load(words, cn.WRITE_OFFSET),
+            "dispatched_offset": cn.load(words, cn.DISPATCHED_OFFSET),
+            "flushed_offset": cn.load(words, cn.FLUSHED_OFFSET),
+            "msgs_in": cn.load(words, cn.MSGS_IN),
+            "msgs_dispatched": cn.load(words, cn.MSGS_DISPATCHED),
+            "rejected": cn.load(words, cn.REJECTED),
+            "flushes": cn.load(words, cn.FLUSHES),
+            "flush_errors": cn.load(words, cn.FLUSH_ERRORS),
+            "agents": agents,
+            "clients": self.clients.stats(),
+        }
+
+    # -- stop -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Clean stop (idempotent); see the module docstring for the order."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop.set()
+        if hasattr(self, "counters"):
+            cn.publish(self.counters.words, cn.STATE, cn.STATE_STOPPING)
+        clean = True
+        for kind in STOP_ORDER:
+            clean &= self._stop_agent(kind)
+        if self.server is not None:
+            self._unregister_all()
+            self.server.stop()
+            self.control.close()
+        for t in self._threads:
+            t.join(2)
+        if hasattr(self, "offsets"):
+            self.offsets.persist()
+            self.topics.persist()
+        if hasattr(self, "clients"):
+            self.clients.close()
+        for sem in self._sems:
+            sem.close()
+        for seg in self._segments:
+            seg.destroy()
+        unlink_prefix(self.names.prefix)
+        if self._lease is not None:
+            lock, abort = self._lease
+            if clean:
+                abort.remove()
+            else:
+                log.error("an agent did not stop cleanly: abort kept, recovery runs next start")
+            lock.release()
+        log.info("broker %s stopped", self.config.broker_name)
+
+    def _stop_agent(self, kind: str) -> bool:
+        proc = self._procs.pop(kind, None)
+        if proc is None:
+            return True
+        if proc.is_alive():
+            cn.publish(self.counters.words, cn.agent_word(kind, cn.STOP), 1)
+            from shmq.ipc.segment import post
+
+            post(self._sems[AGENTS.index(kind)])
+            proc.join(AGENT_STOP_TIMEOUT_S)
+        if proc.is_alive():
+            log.error("%s agent did not stop in %.0f s: killed", kind, AGENT_STOP_TIMEOUT_S)
+            proc.kill()
+            proc.join(5)
+            return False
+        return proc.exitcode == 0

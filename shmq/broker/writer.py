@@ -1,0 +1,327 @@
+"""The writer agent: drains every producer ring into the CommitLog (the only CommitLog writer).
+
+Per ring and pass: validate the published records with the CommitLog parser (framing, CRC,
+topic alphabet), check each against the topic table (exists, writable, queue id, size,
+sysflag), stamp queue offsets, physical offsets, store time and host while copying them into
+the CommitLog, answer each record in the ring's completion area, then publish in this order:
+the ring's journal, the CommitLog write offset, the ring's head. A restarted writer therefore
+neither loses nor repeats a record (see ``shmq.ipc.ring``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import numpy as np
+
+from shmq.broker.agent import AgentEnv
+from shmq.codec import record as rec
+from shmq.config import parse_host
+from shmq.ipc import counters as cn
+from shmq.ipc import queue_table as qt
+from shmq.ipc import registry as rg
+from shmq.ipc import ring
+from shmq.ipc import topic_table as tt
+from shmq.ipc.segment import Segment, fence, open_semaphore, post
+from shmq.message import pack_host
+from shmq.store.commitlog import CommitLog
+
+log = logging.getLogger(__name__)
+
+PERM_WRITE = 2
+MAX_ROWS = 4096
+_BAD_SYSFLAG = rec.SYSFLAG_STOREHOST_V6 | rec.SYSFLAG_TRANSACTION_MASK
+_NO_SLOTS = np.zeros(1, dtype=np.int64)
+
+
+class RingView:
+    """The writer's handle on one producer ring."""
+
+    def __init__(self, slot: int, gen: int, names_prefix: str, published_woff: int) -> None:
+        self.slot, self.gen = slot, gen
+        self.segment = Segment.attach(rg.ring_name(names_prefix, slot, gen))
+        self.words = self.segment.words
+        self.capacity, self.slots = ring.geometry(self.words)
+        self.data = ring.data(self.segment.buf, self.capacity)
+        self.completions = ring.completions(self.segment.buf, self.capacity, self.slots)
+        self.head, self.seq = ring.resume_point(self.words, published_woff)
+        ring.publish_head(self.words, self.head, self.seq)
+        self.sem = open_semaphore(rg.producer_sem_name(names_prefix, slot, gen))
+
+    def close(self) -> None:
+        self.sem.close()
+        self.data = self.completions = self.words = None
+        self.segment.close()
+
+
+class Writer:
+    def __init__(self, env: AgentEnv) -> None:
+        self.env = env
+        cfg = env.config
+        store = cfg.store
+        self.words = env.words
+        self.buf = env.counters.buf
+        host, port = parse_host(store.store_host)
+        self.commitlog = CommitLog(
+            os.path.join(store.store_path_root_dir, "commitlog"),
+            store.mapped_file_size_commit_log,
+            store_host=pack_host(host, port),
+            preallocate=store.preallocate_mapped_file_enable,
+            warm=store.warm_mapped_file_enable,
+            mlock=store.mlock_mapped_file_enable,
+        )
+        self.commitlog.load()
+        self.write_offset = cn.load(self.words, cn.WRITE_OFFSET)
+        self.commitlog.set_write_offset(self.write_offset, store.max_message_size + 64 * 1024)
+        self.topics_seg = Segment.attach(env.names.topics)
+        self.queues_seg = Segment.attach(env.names.queues)
+        self.registry = Segment.attach(env.names.registry)
+        self.directory = qt.QueueDirectory(self.queues_seg.buf, self.queues_seg.words)
+        self.next_qoff = np.zeros(int(self.queues_seg.words[qt.CAPACITY]), dtype=np.int64)
+        self._topics_version = -1
+        self.topics: dict[bytes, tuple[int, int, int]] = {}
+        self._requested: tuple[bytes, int] | None = None
+        self._slot_pools: dict[tuple[bytes, int], np.ndarray] = {}
+        self.rings: dict[int, RingView] = {}
+        self._registry_version = -1
+        self.rows = np.zeros((MAX_ROWS, rec.N_COLS), dtype=np.int64)
+        self.out = np.zeros((MAX_ROWS, 2), dtype=np.int64)
+        self.keep = np.zeros(MAX_ROWS, dtype=np.bool_)
+        self.reasons = np.zeros(MAX_ROWS, dtype=np.int64)
+        self.qslots = np.zeros(MAX_ROWS, dtype=np.int64)
+        self.ids = np.zeros(MAX_ROWS, dtype=np.int64)
+        self.first = np.zeros(MAX_ROWS, dtype=np.int64)
+        self.max_body = store.max_message_size
+        self.sync_flush = store.sync_flush
+        self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
+        self.flush_sem = open_semaphore(env.names.agent_sem("flush"))
+        self.supervisor_sem = open_semaphore(env.names.supervisor_sem)
+        self._recover_queue_offsets()
+        self._refresh_rings()
+
+    # -- start-up ---------------------------------------------------------------------------
+
+    def _recover_queue_offsets(self) -> None:
+        """Next queue offsets: what reput has dispatched, plus records it has not reached."""
+        dispatched = cn.load(self.words, cn.DISPATCHED_OFFSET)
+        self.directory.refresh()
+        maxima = qt.max_offsets(self.queues_seg.buf)
+        self.next_qoff[:] = maxima
+        for batch in self.commitlog.scan(dispatched, self.write_offset):
+            for i in range(batch.rows.shape[0]):
+                slot = self._queue_slot(batch.topic(i).encode(), int(batch.rows[i, rec.R_QUEUE_ID]))
+                qoff = int(batch.rows[i, rec.R_QUEUE_OFFSET]) + 1
+                self.next_qoff[slot] = max(self.next_qoff[slot], qoff)
+        log.info("writer resumes at CommitLog offset %d", self.write_offset)
+
+    def _queue_slot(self, topic: bytes, queue_id: int) -> int:
+        slot = self.directory.slot(topic, queue_id)
+        if slot < 0:
+            slot = qt.add_queue(self.queues_seg.buf, self.queues_seg.words, topic, queue_id)
+            self.directory.slots[(topic, queue_id)] = slot
+        return slot
+
+    def _refresh_rings(self) -> None:
+        version = int(self.registry.words[rg.VERSION])
+        if version == self._registry_version:
+            return
+        self._registry_version = version
+        live = {slot: (gen, state) for slot, gen, state in rg.active_producers(self.registry.words)}
+        for slot, view in list(self.rings.items()):
+            gen_state = live.get(slot)
+            if gen_state is None or gen_state[0] != view.gen:
+                self._drain_ring(view)
+                self.rings.pop(slot).close()
+        for slot, (gen, state) in live.items():
+            if slot not in self.rings and state == rg.ACTIVE:
+                try:
+                    self.rings[slot] = RingView(slot, gen, self.env.names.prefix, self.write_offset)
+                except Exception as exc:  # the producer went away while we attached
+                    log.warning("cannot attach ring %d.%d: %s", slot, gen, exc)
+
+    def _refresh_topics(self) -> None:
+        words = self.topics_seg.words
+        if tt.load_version(words) != self._topics_version:
+            self._topics_version, self.topics = tt.read_topics(self.topics_seg.buf, words)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def has_work(self) -> bool:
+        return int(self.registry.words[rg.VERSION]) != self._registry_version or any(
+            int(v.words[ring.TAIL]) != v.head for v in self.rings.values()
+        )
+
+    def do_work(self) -> int:
+        self._refresh_rings()
+        self._refresh_topics()
+        work = 0
+        for view in self.rings.values():
+            work += self._drain_ring(view)
+        return work
+
+    def _drain_ring(self, view: RingView) -> int:
+        tail, _ = ring.load_tail(view.words)
+        done = 0
+        while view.head < tail:
+            n = self._drain_once(view, tail)
+            if n <= 0:
+                break
+            done += n
+        return done
+
+    def _drain_once(self, view: RingView, tail: int) -> int:
+        cap = view.capacity
+        local = view.head & (cap - 1)
+        base = view.head - local
+        limit = min(cap, local + (tail - view.head))
+        rows = self.rows
+        n, _, code = rec.parse_records(view.data, local, limit, base, True, rows)
+        if n == 0:
+            if code == rec.PARSE_BLANK:
+                view.head = base + cap
+                ring.publish_head(view.words, view.head, view.seq)
+                return 1
+            self._reject_rest(view, tail, rec.PARSE_REASONS[code])
+            return 1
+        n, kept = self._check(view.data, rows[:n])
+        if n == 0:
+            return 0  # waiting for a topic to be created
+        rows, keep, qslots = rows[:n], self.keep[:n], self.qslots[:n]
+        now = time.time_ns() // 1_000_000
+        out = self.out[:n]
+        out[:] = -1
+        if kept:
+            self.commitlog.append_records(view.data, rows, keep, qslots, self.next_qoff, now, out)
+        rec.write_completions(
+            view.completions, view.seq, rows, keep, self.reasons[:n], out, ring.SEND_OK,
+            ring.REJECTED, now,
+        )  # fmt: skip
+        end = base + int(rows[-1, rec.R_POS] + rows[-1, rec.R_SIZE])
+        new_woff = self.commitlog.max_offset
+        ring.write_journal(view.words, end, view.seq + n, new_woff)
+        words = self.words
+        cn.publish(words, cn.WRITE_TIMESTAMP, now)
+        cn.publish(words, cn.WRITE_OFFSET, new_woff)
+        cn.publish(words, cn.MSGS_IN, int(words[cn.MSGS_IN]) + kept)
+        if kept < n:
+            cn.publish(words, cn.REJECTED, int(words[cn.REJECTED]) + n - kept)
+        self.write_offset = new_woff
+        view.head, view.seq = end, view.seq + n
+        ring.publish_head(view.words, view.head, view.seq)
+        fence()
+        if self.registry.words[rg.producer_base(view.slot) + rg.WAITING]:
+            post(view.sem)
+        if words[cn.REPUT_PARKED]:
+            post(self.reput_sem)
+        if self.sync_flush and words[cn.FLUSH_PARKED]:
+            post(self.flush_sem)
+        return n
+
+    def _check(self, data: np.ndarray, rows: np.ndarray) -> tuple[int, int]:
+        """Validate against the topic table, filling ``keep``, ``reasons`` and ``qslots``;
+        returns how many rows to process now (fewer when a topic must first be
+        auto-created) and how many of those are kept."""
+        n = rows.shape[0]
+        ids, first = self.ids[:n], self.first[:n]
+        distinct = rec.topic_ids(data, rows, ids, first)
+        limit = n
+        topic_reason = np.zeros(distinct, dtype=np.int64)
+        write_q = np.zeros(distinct, dtype=np.int64)
+        slot0 = np.zeros(distinct, dtype=np.int64)
+        pools = []
+        used = 0
+        for t in range(distinct):
+            r = int(first[t])
+            start = int(rows[r, rec.R_TOPIC_START])
+            name = data[start : start + int(rows[r, rec.R_TOPIC_LEN])].tobytes()
+            cfg = self.topics.get(name)
+            if cfg is None and self._waiting_for_topic(name):
+                limit = min(limit, r)
+                continue
+            if cfg is None:
+                topic_reason[t] = ring.REASON_TOPIC_NOT_EXIST
+            elif not cfg[2] & PERM_WRITE:
+                topic_reason[t] = ring.REASON_NO_PERMISSION
+            else:
+                write_q[t] = cfg[1]
+                pool = self._topic_slots(name, cfg[1])
+                slot0[t] = used
+                used += pool.shape[0]
+                pools.append(pool)
+        if limit == 0:
+            return 0, 0
+        slots = pools[0] if len(pools) == 1 else np.concatenate(pools or [_NO_SLOTS])
+        kept = rec.check_ingest(
+            rows[:limit], ids, topic_reason, write_q, slot0, slots, self.max_body, _BAD_SYSFLAG,
+            ring.REASON_QUEUE_ID, ring.REASON_TOO_LARGE, ring.REASON_SYSFLAG,
+            self.reasons, self.keep, self.qslots,
+        )  # fmt: skip
+        return limit, kept
+
+    def _topic_slots(self, topic: bytes, write_q: int) -> np.ndarray:
+        """Queue-table slots of the topic's write queues (created on first use)."""
+        pool = self._slot_pools.get((topic, write_q))
+        if pool is None:
+            pool = np.array([self._queue_slot(topic, q) for q in range(write_q)], dtype=np.int64)
+            self._slot_pools[(topic, write_q)] = pool
+        return pool
+
+    def _waiting_for_topic(self, topic: bytes) -> bool:
+        """With autoCreateTopicEnable, ask the supervisor to create ``topic``; True while
+        the request is outstanding, False once it was answered without creating it."""
+        if not self.env.config.auto_create_topic_enable:
+            return False
+        words = self.words
+        done = int(words[cn.TOPIC_REQUEST_DONE])
+        if self._requested is None:
+            if done != int(words[cn.TOPIC_REQUEST_SEQ]):
+                return True
+            self._requested = (topic, cn.write_topic_request(self.buf, words, topic))
+            post(self.supervisor_sem)
+            return True
+        name, seq = self._requested
+        if done < seq:
+            return True
+        self._requested = None
+        self._refresh_topics()
+        if name != topic:
+            return True  # another topic's request finished; this one is asked next pass
+        return topic in self.topics  # created meanwhile: process it on the next pass
+
+    # -- replies ----------------------------------------------------------------------------
+
+    def _reject_rest(self, view: RingView, tail: int, why: str) -> None:
+        """The ring holds bytes that are not a valid record: a broken producer. Answer every
+        outstanding record with a rejection and skip to the tail."""
+        _, seq_tail = ring.load_tail(view.words)
+        log.error(
+            "producer ring %d: %s at ring offset %d; %d record(s) rejected",
+            view.slot, why, view.head, seq_tail - view.seq,
+        )  # fmt: skip
+        if seq_tail > view.seq:
+            idx = np.arange(view.seq, seq_tail, dtype=np.int64) & (view.slots - 1)
+            view.completions[idx, 0] = ring.REJECTED | (ring.REASON_CORRUPT << 16)
+        view.head, view.seq = tail, max(seq_tail, view.seq)
+        ring.write_journal(view.words, view.head, view.seq, 0)
+        ring.publish_head(view.words, view.head, view.seq)
+        post(view.sem)
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Clean stop: write what every ring has published (bounded by one pass each)."""
+        self._refresh_topics()
+        for view in self.rings.values():
+            self._drain_ring(view)
+
+    def close(self) -> None:
+        for view in self.rings.values():
+            view.close()
+        self.rings.clear()
+        self.commitlog.close()
+        for sem in (self.reput_sem, self.flush_sem, self.supervisor_sem):
+            sem.close()
+        for seg in (self.topics_seg, self.queues_seg, self.registry):
+            seg.close()

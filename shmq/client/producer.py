@@ -1,0 +1,210 @@
+"""The producer: routes from the namesrv, one shared-memory ring per broker, sync sends.
+
+Example::
+
+    with Producer("OrderProducers", "127.0.0.1:9876") as producer:
+        result = producer.send(Message("Orders", b"order 42 paid", tags="Paid"))
+        print(result.send_status, result.msg_id, result.queue_offset)
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from shmq.client.broker_link import BrokerLink
+from shmq.client.ring_producer import RingProducer
+from shmq.client.route import PERM_WRITE, RouteTable
+from shmq.client.types import MessageQueue, SendResult, SendStatus
+from shmq.codec import record as rec
+from shmq.config import parse_host
+from shmq.errors import ClientError, RemotingError, SendError, SendTimeoutError
+from shmq.ipc import ring
+from shmq.message import Message, offset_msg_id, pack_host
+from shmq.remoting.client import RemotingClient
+
+log = logging.getLogger(__name__)
+
+
+class Producer:
+    """Sends messages to the brokers of a namesrv cluster on this host.
+
+    ``send_timeout`` (RocketMQ ``sendMsgTimeout``, 3 s) bounds each attempt;
+    ``retry_times_when_send_failed`` (2) more attempts go to another queue, preferring
+    another broker, when an attempt times out or the broker cannot be reached.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        send_timeout: float = 3.0,
+        retry_times_when_send_failed: int = 2,
+    ) -> None:
+        self.group = group
+        self.send_timeout = send_timeout
+        self.retries = retry_times_when_send_failed
+        self.client = RemotingClient()
+        self.routes = RouteTable(namesrv, self.client)
+        self._links: dict[str, tuple[BrokerLink, RingProducer]] = {}
+        self._counter = itertools.count(random.randrange(1 << 16))
+        self._lock = threading.RLock()
+        self._closed = False
+        self._uniq_prefix = _uniq_prefix()
+        self._uniq_seq = itertools.count()
+        self._born_host = pack_host("127.0.0.1", 0)
+
+    # -- public API -------------------------------------------------------------------------
+
+    def send(self, msg: Message) -> SendResult:
+        """Send one message and wait for the broker's answer (sync send)."""
+        return self.send_batch([msg])[0]
+
+    def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
+        """Send messages of one topic to one queue in one ring write, waiting for all
+        answers: many messages in flight at once (RocketMQ's batch send)."""
+        if not messages:
+            return []
+        topic = messages[0].topic
+        if any(m.topic != topic for m in messages):
+            raise ClientError("a batch holds messages of one topic only")
+        last: Exception | None = None
+        avoid: str | None = None
+        for _attempt in range(self.retries + 1):
+            mq, link = self._select(topic, avoid)
+            try:
+                return self._send_to(link, mq, messages)
+            except (SendTimeoutError, RemotingError) as exc:
+                last = exc
+                avoid = mq.broker_name
+                self.routes.invalidate(topic)
+                self._drop_link(mq.broker_name)
+                log.warning("send to %s failed (%s); retrying", mq, exc)
+        raise SendError(f"send to topic {topic} failed after {self.retries + 1} attempts: {last}")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for name in list(self._links):
+                self._drop_link(name)
+            self.client.close()
+
+    shutdown = close
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _select(self, topic: str, avoid: str | None) -> tuple[MessageQueue, tuple]:
+        brokers = [b for b in self.routes.brokers(topic, auto_create=True) if b.perm & PERM_WRITE]
+        if not brokers:
+            raise SendError(f"no broker accepts writes for topic {topic}")
+        queues = [(b, q) for b in brokers for q in range(b.write_queue_nums)]
+        preferred = [bq for bq in queues if bq[0].broker_name != avoid] or queues
+        broker, qid = preferred[next(self._counter) % len(preferred)]
+        return MessageQueue(topic, broker.broker_name, qid), self._link(broker)
+
+    def _link(self, broker) -> tuple[BrokerLink, RingProducer]:
+        with self._lock:
+            if self._closed:
+                raise ClientError("the producer is closed")
+            found = self._links.get(broker.broker_name)
+            if found is None or found[0].address != broker.address:
+                link = BrokerLink(self.client, broker.address, self.group, "producer")
+                found = (link, RingProducer(link.info, link.counters, link.registry))
+                self._links[broker.broker_name] = found
+            return found
+
+    def _drop_link(self, broker_name: str) -> None:
+        with self._lock:
+            found = self._links.pop(broker_name, None)
+        if found is not None:
+            found[1].close()
+            found[0].close()
+
+    def _send_to(
+        self, link: tuple[BrokerLink, RingProducer], mq: MessageQueue, messages: Sequence[Message]
+    ) -> list[SendResult]:
+        broker, ring_producer = link
+        n = len(messages)
+        uniq = [self._uniq_key() for _ in range(n)]
+        props = [m.encoded_properties(u) for m, u in zip(messages, uniq, strict=True)]
+        props_offs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in props], out=props_offs[1:])
+        body_offs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(m.body) for m in messages], out=body_offs[1:])
+        fields = np.zeros((n, rec.N_FIELDS), dtype=np.int64)
+        fields[:, rec.F_QUEUE_ID] = mq.queue_id
+        fields[:, rec.F_FLAG] = [m.flag for m in messages]
+        fields[:, rec.F_BORN_TS] = time.time_ns() // 1_000_000
+        fields[:, rec.F_BORN_HOST] = self._born_host
+        fields[:, rec.F_BODY_CRC] = -1
+        topic = np.frombuffer(mq.topic.encode(), dtype=np.uint8)
+        bodies = np.frombuffer(b"".join(m.body for m in messages), dtype=np.uint8)
+        deadline = time.monotonic() + self.send_timeout
+        with self._lock:
+            first, sizes = ring_producer.append(
+                topic, bodies, body_offs, np.frombuffer(b"".join(props), np.uint8), props_offs,
+                fields, deadline,
+            )  # fmt: skip
+        answers = [ring_producer.wait_answer(first + i, deadline) for i in range(n)]
+        host = _store_host_bytes(broker.info["storeHost"])
+        results = []
+        flushed_ok = True
+        for i, a in enumerate(answers):
+            if a.status == ring.REJECTED:
+                raise SendError(
+                    f"broker {mq.broker_name} rejected the message to {mq.topic}: "
+                    f"{ring.REASONS.get(a.reason, f'reason {a.reason}')}"
+                )
+            if broker.sync_flush and i == n - 1:
+                flush_deadline = time.monotonic() + broker.info["syncFlushTimeout"] / 1000
+                flushed_ok = ring_producer.wait_flushed(
+                    a.physical_offset + int(sizes[i]), flush_deadline
+                )
+        for i, a in enumerate(answers):
+            status = SendStatus.SEND_OK if flushed_ok else SendStatus.FLUSH_DISK_TIMEOUT
+            results.append(
+                SendResult(
+                    status,
+                    uniq[i],
+                    offset_msg_id(host, a.physical_offset),
+                    MessageQueue(mq.topic, mq.broker_name, a.queue_id),
+                    a.queue_offset,
+                )
+            )
+        return results
+
+    def _uniq_key(self) -> str:
+        """RocketMQ's ``MessageClientIDSetter`` layout: host, pid, a per-instance random
+        part, milliseconds and a counter, 32 hex digits."""
+        ms = (time.time_ns() // 1_000_000) & 0xFFFFFFFF
+        return f"{self._uniq_prefix}{ms:08X}{next(self._uniq_seq) & 0xFFFF:04X}"
+
+
+def _uniq_prefix() -> str:
+    try:
+        ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
+    except OSError:
+        ip = socket.inet_aton("127.0.0.1")
+    return f"{ip.hex().upper()}{os.getpid() & 0xFFFF:04X}{random.getrandbits(32):08X}"
+
+
+def _store_host_bytes(text: str) -> bytes:
+    host, port = parse_host(text)
+    return pack_host(host, port).to_bytes(8, "big", signed=True)

@@ -1,0 +1,219 @@
+"""A simple pull consumer: reads a queue from an offset straight from the store's mapped
+files, long-polls on its own semaphore when caught up, and keeps offsets on the broker.
+
+Example::
+
+    with PullConsumer("OrderReaders", "127.0.0.1:9876") as consumer:
+        for mq in consumer.queues("Orders"):
+            offset = max(consumer.committed(mq), 0)
+            result = consumer.pull(mq, offset, max_nums=32, timeout=1.0)
+            for msg in result.messages:
+                print(msg.queue_offset, msg.body)
+            consumer.commit(mq, result.next_begin_offset)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from shmq.client.broker_link import BrokerLink
+from shmq.client.route import PERM_READ, RouteTable
+from shmq.client.types import MessageQueue, PullResult, PullStatus
+from shmq.errors import ClientError, ResponseError
+from shmq.ipc import queue_table as qt
+from shmq.ipc import registry as rg
+from shmq.ipc.segment import Segment, fence, open_semaphore, wait
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode, ResponseCode
+from shmq.store.reader import StoreReader
+from shmq.store.results import parse_tag_filter
+
+MAX_PULL = 1024
+SPIN_S = 20e-6
+
+
+class _ConsumerLink:
+    """The consumer's registration with one broker and its read-only view of the store."""
+
+    def __init__(self, client: RemotingClient, address: str, group: str) -> None:
+        self.link = BrokerLink(client, address, group, "consumer")
+        info = self.link.info
+        self.queues = Segment.attach(info["queues"])
+        self.directory = qt.QueueDirectory(self.queues.buf, self.queues.words)
+        self.maxima = qt.max_offsets(self.queues.buf)
+        self.reader = StoreReader(
+            info["storePathRootDir"], info["mappedFileSizeCommitLog"], info["consumeQueueFileSize"]
+        )
+        self.sem = open_semaphore(info["sem"])
+        self.reg = self.link.registry.words
+        self.base = rg.consumer_base(self.reg, info["slot"])
+
+    def max_offset(self, topic: str, queue_id: int) -> tuple[int, int]:
+        slot = self.directory.slot(topic.encode(), queue_id)
+        return slot, (int(self.maxima[slot]) if slot >= 0 else 0)
+
+    def close(self) -> None:
+        self.sem.close()
+        self.reader.close()
+        self.maxima = None
+        self.queues.close()
+        self.link.close()
+
+
+class PullConsumer:
+    def __init__(self, group: str, namesrv: str = "127.0.0.1:9876") -> None:
+        self.group = group
+        self.client = RemotingClient()
+        self.routes = RouteTable(namesrv, self.client)
+        self._links: dict[str, _ConsumerLink] = {}
+        self._addresses: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, sorted."""
+        out = []
+        for b in self.routes.brokers(topic):
+            self._addresses[b.broker_name] = b.address
+            if b.perm & PERM_READ:
+                out += [MessageQueue(topic, b.broker_name, q) for q in range(b.read_queue_nums)]
+        return sorted(out)
+
+    def _link(self, mq: MessageQueue) -> _ConsumerLink:
+        with self._lock:
+            link = self._links.get(mq.broker_name)
+            if link is None:
+                address = self._addresses.get(mq.broker_name)
+                if address is None:
+                    self.queues(mq.topic)
+                    address = self._addresses.get(mq.broker_name)
+                if address is None:
+                    raise ClientError(f"no address known for broker {mq.broker_name}")
+                link = self._links[mq.broker_name] = _ConsumerLink(self.client, address, self.group)
+            return link
+
+    def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        expression: str | None = "*",
+        timeout: float = 0.0,
+    ) -> PullResult:
+        """Up to ``max_nums`` messages from ``offset``; when none is there yet, wait up to
+        ``timeout`` seconds for one (long polling). Tag filtering as RocketMQ: hash in the
+        consume queue, then the tag string here."""
+        link = self._link(mq)
+        codes = parse_tag_filter(expression)
+        tags = None if codes is None else {t.strip() for t in expression.split("||")}
+        deadline = time.monotonic() + timeout
+        max_nums = max(1, min(max_nums, MAX_PULL))
+        while True:
+            slot, max_offset = link.max_offset(mq.topic, mq.queue_id)
+            if offset > max_offset or offset < 0:
+                return PullResult(PullStatus.OFFSET_ILLEGAL, max(0, min(offset, max_offset)), 0,
+                                  max_offset)  # fmt: skip
+            if offset < max_offset:
+                msgs, next_offset = link.reader.read_queue(
+                    mq.topic, mq.queue_id, offset, max_offset, max_nums, codes
+                )
+                if tags is not None:
+                    msgs = [m for m in msgs if m.tags in tags]
+                if msgs:
+                    return PullResult(PullStatus.FOUND, next_offset, 0, max_offset, msgs)
+                if next_offset > offset:
+                    offset = next_offset
+                    continue
+            if time.monotonic() >= deadline:
+                status = (
+                    PullStatus.NO_NEW_MSG if offset >= max_offset else PullStatus.NO_MATCHED_MSG
+                )
+                return PullResult(status, offset, 0, max_offset)
+            self._park(link, slot, mq, max_offset, deadline)
+
+    def _park(self, link: _ConsumerLink, slot: int, mq: MessageQueue, seen: int, deadline: float):
+        spin_end = time.perf_counter() + SPIN_S
+        while time.perf_counter() < spin_end:
+            if link.max_offset(mq.topic, mq.queue_id)[1] != seen:
+                return
+        reg, base = link.reg, link.base
+        rg.set_watch(reg, base, [slot] if slot >= 0 else None)
+        reg[base + rg.WAITING] = 1
+        fence()
+        try:
+            if link.max_offset(mq.topic, mq.queue_id)[1] == seen:
+                wait(link.sem, max(0.0, min(deadline - time.monotonic(), 1.0)))
+        finally:
+            reg[base + rg.WAITING] = 0
+
+    def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
+        """Park until any of the queues has a message at or after its offset in
+        ``offsets``, or ``timeout`` seconds pass; True when one has."""
+        deadline = time.monotonic() + timeout
+
+        def ready() -> bool:
+            return any(self.max_offset(mq) > off for mq, off in offsets.items())
+
+        while not ready():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            by_broker = {mq.broker_name for mq in offsets}
+            link = self._link(next(iter(offsets)))
+            reg, base = link.reg, link.base
+            rg.set_watch(reg, base, None)
+            reg[base + rg.WAITING] = 1
+            fence()
+            try:
+                if not ready():
+                    wait(link.sem, min(left, 1.0 if len(by_broker) == 1 else 0.01))
+            finally:
+                reg[base + rg.WAITING] = 0
+        return True
+
+    # -- offsets on the broker --------------------------------------------------------------
+
+    def committed(self, mq: MessageQueue) -> int:
+        """The group's committed offset of ``mq`` on the broker, -1 when there is none."""
+        link = self._link(mq)
+        try:
+            response, _ = self.client.invoke_json(
+                link.link.address,
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id},
+            )
+        except ResponseError as exc:
+            if exc.code == ResponseCode.QUERY_NOT_FOUND:
+                return -1
+            raise
+        return int(response.ext_fields["offset"])
+
+    def commit(self, mq: MessageQueue, offset: int) -> None:
+        """Store ``offset`` (the next one to consume) for the group on the broker."""
+        link = self._link(mq)
+        self.client.invoke_json(
+            link.link.address,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {
+                "consumerGroup": self.group,
+                "topic": mq.topic,
+                "queueId": mq.queue_id,
+                "commitOffset": offset,
+            },
+        )
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._link(mq).max_offset(mq.topic, mq.queue_id)[1]
+
+    def close(self) -> None:
+        with self._lock:
+            for link in self._links.values():
+                link.close()
+            self._links.clear()
+        self.client.close()
+
+    def __enter__(self) -> PullConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,191 @@
+"""The producer's side of its ring: encode records in place, publish, wait for answers.
+
+Encoding uses the same numba kernel as the store (``encode_batch``), a whole batch per call;
+the body CRC is computed here, where the body is produced, so the writer only verifies it.
+Waiting spins briefly and then parks on the producer's semaphore with ``WAITING`` set in its
+registry line, so the writer (or the flush agent) posts it only when it sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from shmq.codec import record as rec
+from shmq.errors import SendError, SendTimeoutError
+from shmq.ipc import counters as cn
+from shmq.ipc import registry as rg
+from shmq.ipc import ring
+from shmq.ipc.segment import Segment, fence, open_semaphore, post, wait
+
+SPIN_S = 50e-6  # spin this long on an answer before parking (see perf-notes)
+PARK_S = 0.01
+
+
+class Answer:
+    """One record's outcome, read from the completion area."""
+
+    __slots__ = ("physical_offset", "queue_id", "queue_offset", "reason", "status", "store_ts")
+
+    def __init__(self, row: np.ndarray) -> None:
+        (
+            self.status,
+            self.reason,
+            self.queue_id,
+            self.queue_offset,
+            self.physical_offset,
+            self.store_ts,
+        ) = ring.unpack_completion(row)
+
+
+class RingProducer:
+    def __init__(self, info: dict, counters: Segment, registry: Segment) -> None:
+        self.segment = Segment.attach(info["ring"])
+        self.words = self.segment.words
+        self.capacity, self.slots = ring.geometry(self.words)
+        self.data = ring.data(self.segment.buf, self.capacity)
+        self.completions = ring.completions(self.segment.buf, self.capacity, self.slots)
+        self.sem = open_semaphore(info["sem"])
+        self.writer_sem = open_semaphore(info["writerSem"])
+        self.counters = counters.words
+        self.registry = registry.words
+        self.reg_base = rg.producer_base(info["slot"])
+        self.tail, self.seq = ring.load_tail(self.words)
+        self.max_body = int(info["maxMessageSize"])
+        self.sizes = np.empty(0, dtype=np.int64)
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        topic: np.ndarray,
+        bodies: np.ndarray,
+        body_offs: np.ndarray,
+        props: np.ndarray,
+        props_offs: np.ndarray,
+        fields: np.ndarray,
+        deadline: float,
+    ) -> tuple[int, np.ndarray]:
+        """Encode and publish records; returns the first one's sequence number and sizes."""
+        n = fields.shape[0]
+        sizes = np.empty(n, dtype=np.int64)
+        bad = rec.batch_sizes(body_offs, topic.shape[0], props_offs, self.max_body, sizes)
+        if bad >= 0:
+            raise SendError(
+                f"message {bad}: body of {int(body_offs[bad + 1] - body_offs[bad])} bytes; "
+                f"bodies must be 1..{self.max_body} bytes (maxMessageSize)"
+            )
+        if int(sizes.max()) + rec.MIN_BLANK > self.capacity:
+            raise SendError(
+                f"a record of {int(sizes.max())} bytes does not fit the producer ring of "
+                f"{self.capacity} bytes (ringSize)"
+            )
+        first_seq = self.seq
+        shared = props_offs.shape[0] == 2
+        cap = self.capacity
+        i = 0
+        while i < n:
+            head, seq_head = ring.load_head(self.words)
+            free = cap - (self.tail - head)
+            slots_free = self.slots - (self.seq - seq_head)
+            local = self.tail & (cap - 1)
+            room = min(cap - local, free)
+            count, used = rec.place_batch(sizes[: i + slots_free], i, room, 0, _scratch_offsets(n))
+            if count == 0:
+                if free >= cap - local and cap - local < sizes[i] + rec.MIN_BLANK:
+                    rec.write_blank(self.data, local, cap - local)  # close the lap
+                    self.tail += cap - local
+                    ring.publish_tail(self.words, self.tail, self.seq)
+                    continue
+                seen = (head, seq_head)
+                self._wait_writer(lambda seen=seen: ring.load_head(self.words) != seen, deadline)
+                continue
+            rec.encode_batch(
+                self.data, local, self.tail - local, topic, bodies,
+                body_offs[i : i + count + 1], props,
+                props_offs if shared else props_offs[i : i + count + 1],
+                fields[i : i + count],
+            )  # fmt: skip
+            self.tail += used
+            self.seq += count
+            ring.publish_tail(self.words, self.tail, self.seq)
+            fence()
+            if self.counters[cn.WRITER_PARKED]:
+                post(self.writer_sem)
+            i += count
+        return first_seq, sizes
+
+    # -- answers ----------------------------------------------------------------------------
+
+    def answered(self, seq: int) -> bool:
+        return ring.load_seq_head(self.words) > seq
+
+    def answer(self, seq: int) -> Answer:
+        return Answer(self.completions[seq & (self.slots - 1)])
+
+    def wait_answer(self, seq: int, deadline: float) -> Answer:
+        if not self.answered(seq):
+            self._wait_writer(lambda: self.answered(seq), deadline)
+        return self.answer(seq)
+
+    def wait_flushed(self, end_offset: int, deadline: float) -> bool:
+        """SYNC_FLUSH: wait until the CommitLog is flushed past ``end_offset``; False on
+        timeout. A flush failure raises ``SendError``."""
+        errors = int(self.counters[cn.FLUSH_ERRORS])
+
+        def flushed() -> bool:
+            if int(self.counters[cn.FLUSH_ERRORS]) != errors:
+                raise SendError("the broker failed to flush the CommitLog (fsync error)")
+            return int(self.counters[cn.FLUSHED_OFFSET]) >= end_offset
+
+        if flushed():
+            return True
+        self.registry[self.reg_base + rg.WAIT_FLUSH_OFFSET] = end_offset
+        try:
+            self._wait_writer(flushed, deadline)
+        except SendTimeoutError:
+            return False
+        finally:
+            self.registry[self.reg_base + rg.WAIT_FLUSH_OFFSET] = 0
+        return True
+
+    def _wait_writer(self, done, deadline: float) -> None:
+        """Spin for ``SPIN_S``, then park (``WAITING`` set) until ``done()`` or the deadline."""
+        spin_end = time.perf_counter() + SPIN_S
+        while time.perf_counter() < spin_end:
+            if done():
+                return
+        reg, waiting = self.registry, self.reg_base + rg.WAITING
+        while True:
+            reg[waiting] = 1
+            fence()
+            try:
+                if done():
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SendTimeoutError(
+                        f"no answer from the broker's writer within the send timeout "
+                        f"(producer pid {os.getpid()})"
+                    )
+                wait(self.sem, min(left, PARK_S))
+            finally:
+                reg[waiting] = 0
+
+    def close(self) -> None:
+        self.sem.close()
+        self.writer_sem.close()
+        self.data = self.completions = self.words = None
+        self.segment.close()
+
+
+_scratch = [np.empty(1024, dtype=np.int64)]
+
+
+def _scratch_offsets(n: int) -> np.ndarray:
+    """A reusable output array for ``place_batch`` (its offsets are not needed here)."""
+    if _scratch[0].shape[0] < n:
+        _scratch[0] = np.empty(n, dtype=np.int64)
+    return _scratch[0]

@@ -1,0 +1,118 @@
+"""Topic routes from the namesrvs, cached and refreshed (RocketMQ's ``MQClientInstance``).
+
+A route lists, per broker, its address and the topic's read/write queue counts. When no
+namesrv knows a topic, producers fall back to the route of ``TBW102``, which brokers with
+``autoCreateTopicEnable`` register; the broker then creates the topic on the first send.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from shmq.errors import NoRouteError, RemotingError, ResponseError
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode, ResponseCode
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+DEFAULT_TOPIC_QUEUE_NUMS = 4  # the producer's defaultTopicQueueNums
+PERM_READ, PERM_WRITE = 4, 2
+
+
+@dataclass(frozen=True)
+class BrokerQueues:
+    broker_name: str
+    address: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+
+
+def split_addrs(namesrv: str) -> list[str]:
+    addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
+    if not addrs:
+        raise NoRouteError("no namesrv address given (namesrvAddr)")
+    return addrs
+
+
+class RouteTable:
+    def __init__(self, namesrv: str, client: RemotingClient, refresh_s: float = 30.0) -> None:
+        self.addrs = split_addrs(namesrv)
+        self.client = client
+        self.refresh_s = refresh_s
+        self._routes: dict[str, tuple[float, list[BrokerQueues]]] = {}
+        self._lock = threading.Lock()
+
+    def brokers(self, topic: str, *, auto_create: bool = False) -> list[BrokerQueues]:
+        """The topic's brokers (cached ``refresh_s``); with ``auto_create``, the default
+        topic's brokers when the topic has no route yet."""
+        with self._lock:
+            cached = self._routes.get(topic)
+            if cached is not None and time.monotonic() - cached[0] < self.refresh_s:
+                return cached[1]
+        route = self._fetch(topic)
+        if route is None and auto_create:
+            default = self._fetch(AUTO_CREATE_TOPIC_KEY)
+            if default:
+                return [
+                    BrokerQueues(
+                        b.broker_name,
+                        b.address,
+                        min(DEFAULT_TOPIC_QUEUE_NUMS, b.read_queue_nums),
+                        min(DEFAULT_TOPIC_QUEUE_NUMS, b.write_queue_nums),
+                        b.perm,
+                    )
+                    for b in default
+                ]
+        if route is None:
+            raise NoRouteError(
+                f"No route info of this topic: {topic} (namesrv {';'.join(self.addrs)})"
+            )
+        return route
+
+    def invalidate(self, topic: str) -> None:
+        with self._lock:
+            self._routes.pop(topic, None)
+
+    def _fetch(self, topic: str) -> list[BrokerQueues] | None:
+        last: Exception | None = None
+        for addr in self.addrs:
+            try:
+                _, data = self.client.invoke_json(
+                    addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
+                )
+            except ResponseError as exc:
+                if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    return None
+                last = exc
+                continue
+            except RemotingError as exc:
+                last = exc
+                continue
+            route = _parse_route(data)
+            with self._lock:
+                self._routes[topic] = (time.monotonic(), route)
+            return route
+        raise NoRouteError(f"no namesrv answered for topic {topic}: {last}")
+
+
+def _parse_route(data: dict) -> list[BrokerQueues]:
+    masters = {}
+    for b in data.get("brokerDatas", []):
+        addr = b.get("brokerAddrs", {}).get("0")
+        if addr:
+            masters[b["brokerName"]] = addr
+    out = []
+    for q in sorted(data.get("queueDatas", []), key=lambda q: q["brokerName"]):
+        addr = masters.get(q["brokerName"])
+        if addr:
+            out.append(
+                BrokerQueues(
+                    q["brokerName"], addr, q["readQueueNums"], q["writeQueueNums"], q["perm"]
+                )
+            )
+    return out

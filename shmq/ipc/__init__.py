@@ -1,0 +1,1 @@
+"""Shared memory and semaphores: segment lifecycle, rings, tables and idle strategies."""

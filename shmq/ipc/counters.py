@@ -1,0 +1,94 @@
+"""Descriptor of the broker counters segment: the offsets and flags agents publish.
+
+One int64 per field, each field group on its own 64-byte cache line because different
+processes write them::
+
+    line  owner       words
+    0     supervisor  MAGIC  STATE  REGISTRY_VERSION  STARTED_MS  SUPERVISOR_PID
+    1     writer      WRITE_OFFSET  WRITE_TIMESTAMP  MSGS_IN  REJECTED  WRITER_PARKED
+    2     flush       FLUSHED_OFFSET  FLUSHED_TIMESTAMP  FLUSH_ERRORS  FLUSHES  FLUSH_PARKED
+    3     reput       DISPATCHED_OFFSET  MSGS_DISPATCHED  LOGICS_TIMESTAMP  INDEX_TIMESTAMP
+                      REPUT_PARKED
+    4     ha          CONFIRMED_OFFSET  (reserved for the HA issue)
+    5     writer      TOPIC_REQUEST_SEQ  TOPIC_REQUEST_LEN  then 128 bytes of topic name (5-7)
+    8     supervisor  TOPIC_REQUEST_DONE
+    9..   one line per agent kind: HEARTBEAT_MS  PID  RESTARTS  STOP (the agent writes the
+                      first two, the supervisor the others; all are rare writes)
+
+A counter is published (stored) only after the data it covers is written; x86-64 keeps
+stores in program order and aligned 8-byte stores whole, so a reader that loads the counter
+and then the data sees complete data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shmq.errors import ShmqError
+from shmq.ipc.segment import CACHE_LINE
+
+W = CACHE_LINE // 8  # int64 words per line
+
+MAGIC_VALUE = 0x53484D51_434E5401  # "SHMQCNT" v1
+MAGIC, STATE, REGISTRY_VERSION, STARTED_MS, SUPERVISOR_PID = range(0, 5)
+WRITE_OFFSET, WRITE_TIMESTAMP, MSGS_IN, REJECTED, WRITER_PARKED = range(W, W + 5)
+FLUSHED_OFFSET, FLUSHED_TIMESTAMP, FLUSH_ERRORS, FLUSHES, FLUSH_PARKED = range(2 * W, 2 * W + 5)
+DISPATCHED_OFFSET, MSGS_DISPATCHED, LOGICS_TIMESTAMP, INDEX_TIMESTAMP, REPUT_PARKED = range(
+    3 * W, 3 * W + 5
+)
+CONFIRMED_OFFSET = 4 * W
+TOPIC_REQUEST_SEQ, TOPIC_REQUEST_LEN = 5 * W, 5 * W + 1
+TOPIC_REQUEST_NAME = (5 * W + 2) * 8  # byte offset of the 128-byte name
+TOPIC_NAME_MAX = 127
+TOPIC_REQUEST_DONE = 8 * W
+
+AGENT_KINDS = ("writer", "reput", "flush", "ha")
+AGENT_LINE0 = 9
+HEARTBEAT_MS, PID, RESTARTS, STOP = 0, 1, 2, 3
+SIZE = (AGENT_LINE0 + len(AGENT_KINDS)) * CACHE_LINE
+
+# STATE values
+STATE_STARTING, STATE_RUNNING, STATE_STOPPING = 0, 1, 2
+
+assert TOPIC_REQUEST_NAME + TOPIC_NAME_MAX + 1 <= TOPIC_REQUEST_DONE * 8
+assert SIZE % CACHE_LINE == 0
+
+
+def agent_word(kind: str, field: int) -> int:
+    return (AGENT_LINE0 + AGENT_KINDS.index(kind)) * W + field
+
+
+def init(words: np.ndarray, supervisor_pid: int, now_ms: int) -> None:
+    words[: SIZE // 8] = 0
+    words[STARTED_MS] = now_ms
+    words[SUPERVISOR_PID] = supervisor_pid
+    words[MAGIC] = MAGIC_VALUE
+
+
+def check(words: np.ndarray) -> None:
+    if int(words[MAGIC]) != MAGIC_VALUE:
+        raise ShmqError("the broker counters segment has the wrong magic (not a shmq broker?)")
+
+
+def publish(words: np.ndarray, field: int, value: int) -> None:
+    """Store a counter after the data it covers is written (single writer per field)."""
+    words[field] = value
+
+
+def load(words: np.ndarray, field: int) -> int:
+    return int(words[field])
+
+
+def write_topic_request(buf: np.ndarray, words: np.ndarray, topic: bytes) -> int:
+    """Writer: ask the supervisor to auto-create ``topic``; returns the request's sequence."""
+    buf[TOPIC_REQUEST_NAME : TOPIC_REQUEST_NAME + len(topic)] = np.frombuffer(topic, np.uint8)
+    words[TOPIC_REQUEST_LEN] = len(topic)
+    seq = int(words[TOPIC_REQUEST_SEQ]) + 1
+    words[TOPIC_REQUEST_SEQ] = seq
+    return seq
+
+
+def read_topic_request(buf: np.ndarray, words: np.ndarray) -> tuple[int, bytes]:
+    seq = int(words[TOPIC_REQUEST_SEQ])
+    n = min(int(words[TOPIC_REQUEST_LEN]), TOPIC_NAME_MAX)
+    return seq, buf[TOPIC_REQUEST_NAME : TOPIC_REQUEST_NAME + n].tobytes()

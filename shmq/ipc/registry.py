@@ -1,0 +1,107 @@
+"""Descriptor of the client registry: producer and consumer slots, and who is parked.
+
+The supervisor allocates slots when a client registers over the control plane (and frees
+them when it unregisters or its process dies); each client writes only its own line, which
+says whether it is parked and on what, so agents post its semaphore only when needed::
+
+    line 0                      VERSION (bumped after any slot change)  PRODUCERS  CONSUMERS
+    producer slot i (128 B)     line A, supervisor: STATE  PID  GEN
+                                line B, producer:   WAITING  WAIT_FLUSH_OFFSET
+    consumer slot i (192 B)     line A, supervisor: STATE  PID  GEN
+                                lines B-C, consumer: WAITING  N_WATCH (-1: any queue)
+                                                     WATCH[0..13] (queue-table slots)
+
+Semaphores are named ``{prefix}.p{i}.{gen}`` and ``{prefix}.c{i}.{gen}``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shmq.ipc.segment import CACHE_LINE
+
+W = CACHE_LINE // 8
+VERSION, PRODUCERS, CONSUMERS = 0, 1, 2
+HEADER = CACHE_LINE
+PRODUCER_SLOT = 2 * CACHE_LINE
+CONSUMER_SLOT = 3 * CACHE_LINE
+STATE, PID, GEN = 0, 1, 2  # line A
+WAITING, WAIT_FLUSH_OFFSET = W, W + 1  # producer line B
+N_WATCH = W + 1  # consumer line B
+WATCH = W + 2
+MAX_WATCH = 2 * W - 2
+FREE, ACTIVE, CLOSING = 0, 1, 2
+
+assert WATCH + MAX_WATCH == CONSUMER_SLOT // 8
+
+
+def segment_size(producers: int, consumers: int) -> int:
+    return HEADER + producers * PRODUCER_SLOT + consumers * CONSUMER_SLOT
+
+
+def init(words: np.ndarray, producers: int, consumers: int) -> None:
+    words[: segment_size(producers, consumers) // 8] = 0
+    words[PRODUCERS] = producers
+    words[CONSUMERS] = consumers
+
+
+def producer_base(i: int) -> int:
+    """Word index of producer slot ``i``."""
+    return (HEADER + i * PRODUCER_SLOT) // 8
+
+
+def consumer_base(words: np.ndarray, i: int) -> int:
+    return (HEADER + int(words[PRODUCERS]) * PRODUCER_SLOT + i * CONSUMER_SLOT) // 8
+
+
+def producer_sem_name(prefix: str, i: int, gen: int) -> str:
+    return f"{prefix}.p{i}.{gen}"
+
+
+def consumer_sem_name(prefix: str, i: int, gen: int) -> str:
+    return f"{prefix}.c{i}.{gen}"
+
+
+def ring_name(prefix: str, i: int, gen: int) -> str:
+    return f"{prefix}.ring{i}.{gen}"
+
+
+def set_slot(words: np.ndarray, base: int, state: int, pid: int, gen: int) -> None:
+    """Supervisor: (re)define a slot, clearing the client's line, then bump VERSION."""
+    words[base + W : base + 2 * W] = 0
+    words[base + PID] = pid
+    words[base + GEN] = gen
+    words[base + STATE] = state
+    words[VERSION] += 1
+
+
+def active_producers(words: np.ndarray) -> list[tuple[int, int, int]]:
+    """``[(slot, gen, state)]`` of producer slots in use."""
+    out = []
+    for i in range(int(words[PRODUCERS])):
+        base = producer_base(i)
+        state = int(words[base + STATE])
+        if state != FREE:
+            out.append((i, int(words[base + GEN]), state))
+    return out
+
+
+def set_watch(words: np.ndarray, base: int, slots: list[int] | None) -> None:
+    """Consumer: which queue-table slots should wake it (None: any queue)."""
+    if slots is None or len(slots) > MAX_WATCH:
+        words[base + N_WATCH] = -1
+        return
+    words[base + WATCH : base + WATCH + len(slots)] = slots
+    words[base + N_WATCH] = len(slots)
+
+
+def wants_wake(words: np.ndarray, base: int, changed: np.ndarray) -> bool:
+    """Reput: whether a parked consumer watches any of the ``changed`` slots (bool mask)."""
+    if not words[base + WAITING]:
+        return False
+    n = int(words[base + N_WATCH])
+    if n < 0:
+        return True
+    watched = words[base + WATCH : base + WATCH + n]
+    watched = watched[(watched >= 0) & (watched < changed.shape[0])]
+    return bool(changed[watched].any())

@@ -1,0 +1,160 @@
+"""Shared-memory segments and named semaphores: creation, attachment and unlinking.
+
+Every name the broker creates starts with one per-broker prefix (``/shmq-<pid>-<token>``), so
+a leak check can find them in ``/dev/shm`` and ``unlink_prefix`` can remove what a crashed
+broker left behind. The creator of a segment or semaphore is its owner and the only one that
+unlinks it; others attach by name and only close.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import secrets
+import threading
+
+import numpy as np
+import posix_ipc
+
+from shmq.errors import ShmqError
+
+log = logging.getLogger(__name__)
+
+CACHE_LINE = 64
+SHM_DIR = "/dev/shm"
+
+
+def new_prefix() -> str:
+    """A fresh name prefix for one broker instance."""
+    return f"/shmq-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class Segment:
+    """One POSIX shared-memory segment mapped read-write, with uint8 and int64 views."""
+
+    def __init__(self, name: str, size: int, *, create: bool) -> None:
+        self.name = name
+        self.owner = create
+        try:
+            if create:
+                shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=0o600, size=size)
+            else:
+                shm = posix_ipc.SharedMemory(name)
+        except posix_ipc.ExistentialError as exc:
+            raise ShmqError(f"shared memory {name}: {exc}") from None
+        try:
+            self.size = shm.size
+            if self.size < size:
+                raise ShmqError(f"shared memory {name} is {self.size} bytes, expected {size}")
+            self.mm = mmap.mmap(shm.fd, self.size)
+        finally:
+            shm.close_fd()
+        self.buf = np.frombuffer(self.mm, dtype=np.uint8)
+        self.words = np.frombuffer(self.mm, dtype=np.int64, count=self.size // 8)
+
+    @classmethod
+    def create(cls, name: str, size: int) -> Segment:
+        return cls(name, size, create=True)
+
+    @classmethod
+    def attach(cls, name: str, size: int = 0) -> Segment:
+        return cls(name, size, create=False)
+
+    def close(self) -> None:
+        """Unmap; views taken from ``buf``/``words`` must no longer be used."""
+        if self.mm is None:
+            return
+        self.buf = self.words = None
+        try:
+            self.mm.close()
+        except BufferError:
+            log.debug("segment %s still has views; unmapped when they go", self.name)
+        self.mm = None
+
+    def unlink(self) -> None:
+        with contextlib.suppress(posix_ipc.ExistentialError):
+            posix_ipc.unlink_shared_memory(self.name)
+
+    def destroy(self) -> None:
+        self.close()
+        self.unlink()
+
+
+_FENCE = threading.Lock()
+
+
+def fence() -> None:
+    """A full memory barrier (a lock-prefixed instruction inside the lock).
+
+    Wake-ups follow "store my flag, fence, load your counter" on one side and "store my
+    counter, fence, load your flag" on the other. x86 may let a load pass an earlier store
+    to another address, so without the fence both sides can miss each other and the sleeper
+    waits out its whole park timeout.
+    """
+    _FENCE.acquire()
+    _FENCE.release()
+
+
+def create_semaphore(name: str) -> posix_ipc.Semaphore:
+    try:
+        return posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=0o600, initial_value=0)
+    except posix_ipc.ExistentialError as exc:
+        raise ShmqError(f"semaphore {name}: {exc}") from None
+
+
+def open_semaphore(name: str) -> posix_ipc.Semaphore:
+    try:
+        return posix_ipc.Semaphore(name)
+    except posix_ipc.ExistentialError as exc:
+        raise ShmqError(f"semaphore {name}: {exc}") from None
+
+
+def unlink_semaphore(name: str) -> None:
+    with contextlib.suppress(posix_ipc.ExistentialError):
+        posix_ipc.unlink_semaphore(name)
+
+
+def post(sem: posix_ipc.Semaphore) -> None:
+    """Wake one waiter; a semaphore already at its maximum value stays there."""
+    with contextlib.suppress(ValueError, posix_ipc.Error):
+        sem.release()
+
+
+def wait(sem: posix_ipc.Semaphore, timeout: float) -> bool:
+    """Park until posted or ``timeout`` seconds pass; True when posted."""
+    try:
+        sem.acquire(timeout)
+    except posix_ipc.BusyError:
+        return False
+    return True
+
+
+def names_with_prefix(prefix: str) -> list[str]:
+    """Segments and semaphores in ``/dev/shm`` whose POSIX name starts with ``prefix``."""
+    stem = prefix.lstrip("/")
+    try:
+        entries = os.listdir(SHM_DIR)
+    except FileNotFoundError:
+        return []
+    found = []
+    for entry in entries:
+        if entry.startswith(stem):
+            found.append("/" + entry)
+        elif entry.startswith("sem." + stem):
+            found.append("sem:/" + entry[4:])
+    return found
+
+
+def unlink_prefix(prefix: str) -> int:
+    """Unlink every segment and semaphore named with ``prefix``; returns how many."""
+    gone = 0
+    for name in names_with_prefix(prefix):
+        if name.startswith("sem:"):
+            unlink_semaphore(name[4:])
+        else:
+            with contextlib.suppress(posix_ipc.ExistentialError):
+                posix_ipc.unlink_shared_memory(name)
+        gone += 1
+    return gone

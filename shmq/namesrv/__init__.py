@@ -1,0 +1,1 @@
+"""The NameServer: route registry and its server."""

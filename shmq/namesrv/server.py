@@ -1,0 +1,161 @@
+"""The NameServer process: route requests over RocketMQ's protocol, plus the expiry scan.
+
+Brokers register (REGISTER_BROKER) every 30 s; clients ask for topic routes and cluster
+info. A daemon thread runs ``scan_not_active_brokers`` first after 5 s (or the scan interval,
+if smaller) and then every scan interval, as RocketMQ 4.9's NamesrvController does; a
+closed registration connection removes its brokers at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from shmq.errors import ResponseError
+from shmq.namesrv.routes import BROKER_EXPIRE_MS, RouteInfoManager
+from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.server import Connection, RemotingServer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9876
+SCAN_INTERVAL_MS = 10_000  # RocketMQ 4.9's scanNotActiveBroker period
+FIRST_SCAN_DELAY_MS = 5_000
+
+
+def _register_body(request: RemotingCommand) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(topicConfigTable, dataVersion) from a RegisterBrokerBody; empty body → no topics."""
+    body = request.json_body()
+    if body is None:
+        return {}, None
+    wrapper = body.get("topicConfigSerializeWrapper") if isinstance(body, dict) else None
+    if not isinstance(wrapper, dict):
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR, "register body has no topicConfigSerializeWrapper object"
+        )
+    table = wrapper.get("topicConfigTable") or {}
+    data_version = wrapper.get("dataVersion")
+    if data_version is not None and not isinstance(data_version, dict):
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR, f"register body dataVersion is {data_version!r}"
+        )
+    return table, data_version
+
+
+class NameServer:
+    """Route registry served on ``host:port``; ``routes`` is its ``RouteInfoManager``."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        scan_interval_ms: int = SCAN_INTERVAL_MS,
+        broker_expire_ms: int = BROKER_EXPIRE_MS,
+    ) -> None:
+        if scan_interval_ms <= 0 or broker_expire_ms <= 0:
+            raise ValueError(
+                f"scan_interval_ms ({scan_interval_ms}) and broker_expire_ms"
+                f" ({broker_expire_ms}) must be > 0"
+            )
+        self.scan_interval_ms = scan_interval_ms
+        self.broker_expire_ms = broker_expire_ms
+        self.routes = RouteInfoManager()
+        self._server = RemotingServer(host, port, name="namesrv")
+        self._stop = threading.Event()
+        self._scan_thread: threading.Thread | None = None
+        handlers = {
+            RequestCode.REGISTER_BROKER: self._register_broker,
+            RequestCode.UNREGISTER_BROKER: self._unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self._get_route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
+        }
+        for code, handler in handlers.items():
+            self._server.register(code, handler)
+        self._server.on_disconnect(lambda conn: self.routes.on_connection_closed(conn.id))
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
+    def address(self) -> str:
+        return self._server.address
+
+    def start(self) -> None:
+        """Listen (``RemotingError`` if the port cannot be bound) and start the scan thread."""
+        self._server.start()
+        self._scan_thread = threading.Thread(
+            target=self._scan_loop, name="namesrv-scan", daemon=True
+        )
+        self._scan_thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and scanning; idempotent."""
+        self._stop.set()
+        self._server.stop()
+        if self._scan_thread is not None:
+            self._scan_thread.join(1.0)
+
+    def _scan_loop(self) -> None:
+        delay_ms = min(FIRST_SCAN_DELAY_MS, self.scan_interval_ms)
+        while not self._stop.wait(delay_ms / 1000):
+            try:
+                self.routes.scan_not_active_brokers(expire_ms=self.broker_expire_ms)
+            except Exception:
+                log.exception("namesrv: broker expiry scan failed")
+            delay_ms = self.scan_interval_ms
+
+    def _register_broker(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        broker_name = request.ext("brokerName")
+        broker_addr = request.ext("brokerAddr")
+        cluster = request.ext("clusterName")
+        broker_id = request.ext_int("brokerId")
+        ha_server_addr = request.ext("haServerAddr")
+        table, data_version = _register_body(request)
+        result = self.routes.register_broker(
+            cluster,
+            broker_addr,
+            broker_name,
+            broker_id,
+            ha_server_addr,
+            table,
+            data_version,
+            connection_id=conn.id,
+        )
+        return RemotingCommand.response_to(request, ext_fields=result)
+
+    def _unregister_broker(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        self.routes.unregister_broker(
+            request.ext("clusterName"),
+            request.ext("brokerAddr"),
+            request.ext("brokerName"),
+            request.ext_int("brokerId"),
+        )
+        return RemotingCommand.response_to(request)
+
+    def _get_route(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        topic = request.ext("topic")
+        route = self.routes.pick_topic_route(topic)
+        if route is None:
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {topic}",
+            )
+        return RemotingCommand.response_to(request, body=RemotingCommand.body_json(route))
+
+    def _cluster_info(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        body = RemotingCommand.body_json(self.routes.cluster_info())
+        return RemotingCommand.response_to(request, body=body)
+
+    def _topic_list(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        body = RemotingCommand.body_json({"topicList": self.routes.all_topics()})
+        return RemotingCommand.response_to(request, body=body)
+
+    def _delete_topic(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        self.routes.delete_topic(request.ext("topic"))
+        return RemotingCommand.response_to(request)

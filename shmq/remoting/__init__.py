@@ -1,0 +1,1 @@
+"""Control-plane framing (RocketMQ RemotingCommand over TCP), request and response codes."""

@@ -1,0 +1,352 @@
+"""RocketMQ's ``RemotingCommand`` wire format, so the control plane speaks RocketMQ's protocol.
+
+Every control-plane message (namesrv and broker requests, their responses) is one frame::
+
+    +----------------+-------------------------------+--------------+------------+
+    | int32 BE       | int32 BE                      | header       | body       |
+    | length (of all | serialize type << 24 (0=JSON) | UTF-8 JSON   | raw bytes  |
+    | that follows)  | | header length (low 24 bits) |              |            |
+    +----------------+-------------------------------+--------------+------------+
+
+The header is RocketMQ's JSON header (``code``, ``language``, ``version``, ``opaque``,
+``flag``, ``remark``, ``extFields``, ``serializeTypeCurrentRPC``). ``flag`` bit 0 marks a
+response, bit 1 a oneway request; a response carries its request's ``opaque``. Only the JSON
+serialize type is supported (RocketMQ's compact ``ROCKETMQ`` type is not).
+
+Frames come from the network, so decoding trusts nothing: every malformed case raises
+``RemotingFrameError`` with the reason, and a length prefix above the frame limit is rejected
+before its body is read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from shmq.errors import RemotingConnectError, RemotingFrameError, ResponseError
+
+# RocketMQ's default frame limit (the com.rocketmq.remoting.frameMaxLength property).
+MAX_FRAME_SIZE = 16 * 1024 * 1024
+MAX_HEADER_SIZE = 64 * 1024
+
+SERIALIZE_JSON = 0
+FLAG_RESPONSE = 1 << 0
+FLAG_ONEWAY = 1 << 1
+LANGUAGE = "PYTHON"
+
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+class RequestCode(IntEnum):
+    """Request codes: RocketMQ's numbers, plus shmq's shared-memory data path in 9001+."""
+
+    SEND_MESSAGE = 10
+    PULL_MESSAGE = 11
+    QUERY_MESSAGE = 12
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_CONSUMER_OFFSET = 15
+    UPDATE_AND_CREATE_TOPIC = 17
+    GET_ALL_TOPIC_CONFIG = 21
+    GET_BROKER_RUNTIME_INFO = 28
+    SEARCH_OFFSET_BY_TIMESTAMP = 29
+    GET_MAX_OFFSET = 30
+    GET_MIN_OFFSET = 31
+    VIEW_MESSAGE_BY_ID = 33
+    HEART_BEAT = 34
+    UNREGISTER_CLIENT = 35
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    REGISTER_BROKER = 103
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105
+    GET_BROKER_CLUSTER_INFO = 106
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_TOPIC_IN_BROKER = 215
+    DELETE_TOPIC_IN_NAMESRV = 216
+    REGISTER_PRODUCER = 9001
+    UNREGISTER_PRODUCER = 9002
+    REGISTER_CONSUMER = 9003
+    UNREGISTER_CONSUMER = 9004
+    WATCH_QUEUES = 9005
+    GET_STORE_INFO = 9006
+
+
+class ResponseCode(IntEnum):
+    """RocketMQ's response codes (``ResponseCode`` / ``RemotingSysResponseCode``)."""
+
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    TOPIC_EXIST_ALREADY = 18
+    PULL_NOT_FOUND = 19
+    QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    CONSUMER_NOT_ONLINE = 206
+
+
+def request_name(code: int) -> str:
+    """``SEND_MESSAGE(10)`` for a known request code, ``request code 999`` otherwise."""
+    try:
+        return f"{RequestCode(code).name}({code})"
+    except ValueError:
+        return f"request code {code}"
+
+
+def response_name(code: int) -> str:
+    """``TOPIC_NOT_EXIST`` for a known response code, ``response code 999`` otherwise."""
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return f"response code {code}"
+
+
+_opaques = itertools.count(1)
+_opaque_lock = threading.Lock()
+
+
+def _next_opaque() -> int:
+    with _opaque_lock:
+        return next(_opaques) & _INT32_MAX  # Java int: wraps like RocketMQ's AtomicInteger
+
+
+def _wire_str(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _wire_fields(fields: dict[str, Any] | None) -> dict[str, str]:
+    """extFields as the wire has them: values converted with ``str`` (bools as ``true`` /
+    ``false``); ``None`` values left out, as RocketMQ leaves out null header fields."""
+    return {str(k): _wire_str(v) for k, v in (fields or {}).items() if v is not None}
+
+
+@dataclass
+class RemotingCommand:
+    """One request or response. ``ext_fields`` values are always ``str`` (converted on
+    construction); ``opaque`` pairs a response with its request."""
+
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    def __post_init__(self) -> None:
+        self.ext_fields = _wire_fields(self.ext_fields)
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    @classmethod
+    def request(
+        cls,
+        code: int,
+        ext_fields: dict[str, Any] | None = None,
+        body: bytes = b"",
+        *,
+        oneway: bool = False,
+    ) -> RemotingCommand:
+        """A new request with a process-wide unique opaque."""
+        flag = FLAG_ONEWAY if oneway else 0
+        return cls(int(code), _next_opaque(), flag, None, _wire_fields(ext_fields), body)
+
+    @classmethod
+    def response_to(
+        cls,
+        request: RemotingCommand,
+        code: int = ResponseCode.SUCCESS,
+        remark: str | None = None,
+        ext_fields: dict[str, Any] | None = None,
+        body: bytes = b"",
+    ) -> RemotingCommand:
+        """The response to ``request`` (same opaque, response flag set)."""
+        return cls(int(code), request.opaque, FLAG_RESPONSE, remark, _wire_fields(ext_fields), body)
+
+    @staticmethod
+    def body_json(obj: Any) -> bytes:
+        """``obj`` as a compact UTF-8 JSON body."""
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def json_body(self) -> Any:
+        """The body parsed as JSON; ``None`` for an empty body."""
+        if not self.body:
+            return None
+        try:
+            return json.loads(self.body.decode())
+        except (ValueError, RecursionError) as exc:
+            raise RemotingFrameError(f"body of {self._describe()} is not JSON: {exc}") from exc
+
+    def _describe(self) -> str:
+        if self.is_response:
+            return f"response {response_name(self.code)} (opaque {self.opaque})"
+        return request_name(self.code)
+
+    def ext(self, name: str) -> str:
+        """A required extFields value; missing answers SYSTEM_ERROR naming it (as RocketMQ
+        does when a custom header field marked ``@CFNotNull`` is absent)."""
+        value = self.ext_fields.get(name)
+        if value is None:
+            raise ResponseError(
+                ResponseCode.SYSTEM_ERROR,
+                f"the custom field <{name}> is null in {request_name(self.code)}",
+            )
+        return value
+
+    def ext_int(self, name: str) -> int:
+        """A required integer extFields value; missing or not an integer → SYSTEM_ERROR."""
+        text = self.ext(name)
+        try:
+            return int(text)
+        except ValueError:
+            raise ResponseError(
+                ResponseCode.SYSTEM_ERROR,
+                f"the custom field <{name}> = {text!r} is not an integer"
+                f" in {request_name(self.code)}",
+            ) from None
+
+    def encode(self) -> bytes:
+        """The whole frame, including the 4-byte length prefix."""
+        header: dict[str, Any] = {
+            "code": self.code,
+            "language": LANGUAGE,
+            "version": 0,
+            "opaque": self.opaque,
+            "flag": self.flag,
+        }
+        if self.remark is not None:
+            header["remark"] = self.remark
+        if self.ext_fields:
+            header["extFields"] = self.ext_fields
+        header["serializeTypeCurrentRPC"] = "JSON"
+        header_bytes = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(header_bytes) > MAX_HEADER_SIZE:
+            raise RemotingFrameError(
+                f"header of {request_name(self.code)} is {len(header_bytes)} bytes,"
+                f" over the limit of {MAX_HEADER_SIZE}"
+            )
+        length = 4 + len(header_bytes) + len(self.body)
+        return b"".join(
+            (
+                _UINT32.pack(length),
+                _UINT32.pack(SERIALIZE_JSON << 24 | len(header_bytes)),
+                header_bytes,
+                self.body,
+            )
+        )
+
+
+def _int_field(header: dict[str, Any], name: str, default: int | None = None) -> int:
+    value = header.get(name, default)
+    if type(value) is not int or not _INT32_MIN <= value <= _INT32_MAX:
+        raise RemotingFrameError(f"header field {name!r} is {value!r}, not a 32-bit integer")
+    return value
+
+
+def decode_frame(payload: bytes) -> RemotingCommand:
+    """Decode one frame's ``payload`` (the bytes after the length prefix)."""
+    if len(payload) < 4:
+        raise RemotingFrameError(f"frame of {len(payload)} bytes is too short (minimum 4)")
+    (mark,) = _UINT32.unpack_from(payload)
+    serialize_type, header_len = mark >> 24, mark & 0xFFFFFF
+    if serialize_type != SERIALIZE_JSON:
+        raise RemotingFrameError(f"unsupported serialize type {serialize_type} (only JSON=0)")
+    if header_len > MAX_HEADER_SIZE:
+        raise RemotingFrameError(
+            f"header length {header_len} is over the limit of {MAX_HEADER_SIZE}"
+        )
+    if header_len > len(payload) - 4:
+        raise RemotingFrameError(
+            f"header length {header_len} exceeds the {len(payload) - 4} bytes left in the frame"
+        )
+    try:
+        header = json.loads(bytes(payload[4 : 4 + header_len]).decode())
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise RemotingFrameError(f"header is not UTF-8 JSON: {exc}") from exc
+    if not isinstance(header, dict):
+        raise RemotingFrameError(f"header is a JSON {type(header).__name__}, not an object")
+    code = _int_field(header, "code")
+    opaque = _int_field(header, "opaque", 0)
+    flag = _int_field(header, "flag", 0)
+    remark = header.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise RemotingFrameError(f"header field 'remark' is {remark!r}, not a string")
+    ext_fields = header.get("extFields")
+    if ext_fields is None:
+        ext_fields = {}
+    elif not isinstance(ext_fields, dict) or not all(
+        isinstance(v, str) for v in ext_fields.values()
+    ):
+        raise RemotingFrameError(f"header field 'extFields' is {ext_fields!r}, not str → str")
+    return RemotingCommand(code, opaque, flag, remark, ext_fields, bytes(payload[4 + header_len :]))
+
+
+def _recv_exactly(sock: socket.socket, n: int, deadline: float | None, eof_ok: bool) -> bytes:
+    """``n`` bytes from ``sock``; b"" on EOF before the first byte if ``eof_ok``."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    pos = 0
+    while pos < n:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("timed out")
+            sock.settimeout(remaining)
+        count = sock.recv_into(view[pos:])
+        if count == 0:
+            if pos == 0 and eof_ok:
+                return b""
+            raise RemotingConnectError(
+                f"connection closed in the middle of a frame ({pos} of {n} bytes read)"
+            )
+        pos += count
+    return bytes(buf)
+
+
+def read_frame(
+    sock: socket.socket, max_frame: int = MAX_FRAME_SIZE, deadline: float | None = None
+) -> RemotingCommand | None:
+    """Read exactly one frame from ``sock``.
+
+    Returns ``None`` on a clean end of stream (EOF before the first byte of a frame); EOF
+    inside a frame raises ``RemotingConnectError``. A length prefix below 4 or above
+    ``max_frame`` raises ``RemotingFrameError`` before anything more is read. ``deadline``
+    (``time.monotonic()`` value) bounds the whole read: past it, ``TimeoutError`` is raised.
+    Without a deadline the socket's own timeout applies.
+    """
+    prefix = _recv_exactly(sock, 4, deadline, eof_ok=True)
+    if not prefix:
+        return None
+    (length,) = _INT32.unpack(prefix)
+    if length < 4 or length > max_frame:
+        raise RemotingFrameError(f"frame length {length} is outside [4, {max_frame}]")
+    return decode_frame(_recv_exactly(sock, length, deadline, eof_ok=False))
+
+
+def check_response(resp: RemotingCommand) -> RemotingCommand:
+    """``resp`` if it is SUCCESS, else ``ResponseError(code, remark or the code's name)``."""
+    if resp.code != ResponseCode.SUCCESS:
+        raise ResponseError(resp.code, resp.remark or response_name(resp.code))
+    return resp

@@ -1,0 +1,252 @@
+"""A threaded TCP server for control-plane requests (namesrv and broker control servers).
+
+The control plane is rare and small (registrations, routes, offsets, admin), so simple wins
+over fast: one accept thread, one thread per connection, handlers run on the connection's
+thread in arrival order. A connection that sends anything malformed is closed with one
+warning; the server and every other connection keep working. Handlers may also push oneway
+requests to a client through ``Connection.send`` from any thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from shmq.errors import (
+    RemotingConnectError,
+    RemotingError,
+    RemotingFrameError,
+    ResponseError,
+    ShmqError,
+)
+from shmq.remoting.protocol import (
+    MAX_FRAME_SIZE,
+    RemotingCommand,
+    ResponseCode,
+    read_frame,
+    request_name,
+)
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT_S = 1.0
+
+Handler = Callable[[RemotingCommand, "Connection"], RemotingCommand | None]
+
+
+def _addr(host: str, port: int) -> str:
+    return f"{host}:{port}"
+
+
+class Connection:
+    """One accepted client connection; ``send`` is safe from any thread."""
+
+    def __init__(self, sock: socket.socket, conn_id: int, peer: str) -> None:
+        self.sock = sock
+        self.id = conn_id
+        self.peer = peer
+        self._send_lock = threading.Lock()
+        self._closed = False
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write one frame; ``RemotingConnectError`` if the connection is gone."""
+        frame = cmd.encode()
+        with self._send_lock:
+            if self._closed:
+                raise RemotingConnectError(f"connection to {self.peer} is closed")
+            try:
+                self.sock.sendall(frame)
+            except OSError as exc:
+                raise RemotingConnectError(f"cannot send to {self.peer}: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the socket (wakes the connection's reader thread); idempotent."""
+        with self._send_lock:
+            if self._closed:
+                return
+            self._closed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+    def __repr__(self) -> str:
+        return f"Connection(id={self.id}, peer={self.peer})"
+
+
+class RemotingServer:
+    """Serves RemotingCommand requests on ``host:port`` (port 0: an ephemeral port)."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        name: str = "remoting",
+        max_frame: int = MAX_FRAME_SIZE,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self.name = name
+        self.max_frame = max_frame
+        self._handlers: dict[int, Handler] = {}
+        self._disconnect_callbacks: list[Callable[[Connection], None]] = []
+        self._listener: socket.socket | None = None
+        self._port = port
+        self._lock = threading.Lock()
+        self._connections: dict[int, tuple[Connection, threading.Thread]] = {}
+        self._conn_ids = itertools.count(1)
+        self._accept_thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    def register(self, code: int, handler: Handler) -> None:
+        """Route requests with ``code`` to ``handler(request, connection)``; a returned
+        command is sent back (``None``: no response)."""
+        self._handlers[int(code)] = handler
+
+    def on_disconnect(self, callback: Callable[[Connection], None]) -> None:
+        """Call ``callback(connection)`` once for each connection after it closes."""
+        self._disconnect_callbacks.append(callback)
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def address(self) -> str:
+        return _addr(self.host, self._port)
+
+    def start(self) -> None:
+        """Bind, listen and serve in daemon threads; ``RemotingError`` if binding fails."""
+        if self._listener is not None:
+            raise RemotingError(f"{self.name} server is already started")
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind((self.host, self._requested_port))
+            listener.listen(128)
+        except OSError as exc:
+            listener.close()
+            reason = exc.strerror or str(exc)
+            raise RemotingError(
+                f"{self.name} server cannot listen on"
+                f" {_addr(self.host, self._requested_port)}: {reason}"
+            ) from exc
+        self._listener = listener
+        self._port = listener.getsockname()[1]
+        self._accept_thread = threading.Thread(
+            target=self._accept_loop, name=f"{self.name}-accept", daemon=True
+        )
+        self._accept_thread.start()
+        log.info("%s server listening on %s", self.name, self.address)
+
+    def stop(self) -> None:
+        """Close the listener and every connection, join the threads; idempotent."""
+        if self._stopping.is_set() or self._listener is None:
+            return
+        self._stopping.set()
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept() on Linux
+        self._listener.close()
+        with self._lock:
+            live = list(self._connections.values())
+        for conn, _ in live:
+            conn.close()
+        threads = [t for _, t in live]
+        if self._accept_thread is not None:
+            threads.append(self._accept_thread)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+        log.info("%s server on %s stopped", self.name, self.address)
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._stopping.is_set():
+            try:
+                sock, (peer_host, peer_port) = self._listener.accept()[:2]
+            except OSError:
+                if self._stopping.is_set():
+                    return
+                log.exception("%s server: accept failed", self.name)
+                time.sleep(0.05)  # e.g. EMFILE: do not spin
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Connection(sock, next(self._conn_ids), _addr(peer_host, peer_port))
+            thread = threading.Thread(
+                target=self._serve, args=(conn,), name=f"{self.name}-conn-{conn.id}", daemon=True
+            )
+            with self._lock:
+                if self._stopping.is_set():
+                    conn.close()
+                    return
+                self._connections[conn.id] = (conn, thread)
+            thread.start()
+
+    def _serve(self, conn: Connection) -> None:
+        log.debug("%s server: %s connected (id %d)", self.name, conn.peer, conn.id)
+        try:
+            while True:
+                try:
+                    request = read_frame(conn.sock, self.max_frame)
+                except (RemotingFrameError, RemotingConnectError) as exc:
+                    log.warning("%s server: closing %s: %s", self.name, conn.peer, exc)
+                    return
+                except OSError as exc:
+                    if not self._stopping.is_set():
+                        log.debug("%s server: %s read failed: %s", self.name, conn.peer, exc)
+                    return
+                if request is None:
+                    return
+                if request.is_response:
+                    log.warning(
+                        "%s server: closing %s: it sent a response frame (%s, opaque %d)"
+                        " where a request was expected",
+                        self.name, conn.peer, request_name(request.code), request.opaque,
+                    )  # fmt: skip
+                    return
+                response = self._dispatch(request, conn)
+                if response is None or request.is_oneway:
+                    continue
+                try:
+                    conn.send(response)
+                except RemotingConnectError as exc:
+                    log.debug("%s server: %s", self.name, exc)
+                    return
+        finally:
+            conn.close()
+            with self._lock:
+                self._connections.pop(conn.id, None)
+            for callback in self._disconnect_callbacks:
+                try:
+                    callback(conn)
+                except Exception:
+                    log.exception("%s server: disconnect callback failed for %r", self.name, conn)
+
+    def _dispatch(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        handler = self._handlers.get(request.code)
+        if handler is None:
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f"{request_name(request.code)} not supported by the {self.name} server",
+            )
+        try:
+            return handler(request, conn)
+        except ResponseError as exc:
+            return RemotingCommand.response_to(request, exc.code, exc.remark)
+        except (ShmqError, ValueError) as exc:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        except Exception as exc:
+            log.exception(
+                "%s server: handler for %s from %s failed",
+                self.name, request_name(request.code), conn.peer,
+            )  # fmt: skip
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
+            )

@@ -1,0 +1,179 @@
+"""Read-only access to a store that another process is writing (consumers, queries, Spark).
+
+Files are mapped lazily by offset (a file's name is its start offset, so no directory
+listing is needed) and only below offsets the writer has published: the caller passes the
+queue's max offset from the shared queue table, so a reader never looks at bytes that are
+not yet complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+from shmq.codec import record as rec
+from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, match_tags
+from shmq.errors import CorruptStoreError
+from shmq.message import MessageExt
+from shmq.store.commitlog import ScanBatch
+from shmq.store.mapped_file import MappedFile, offset_to_file_name
+
+# RocketMQ scans at most this many units per pull when filtering by tag.
+MAX_FILTER_SCAN = 16_000
+
+
+class MappedFiles:
+    """The fixed-size files of one directory, mapped read-only on first use."""
+
+    def __init__(self, directory: str, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self._files: dict[int, MappedFile] = {}
+
+    def file_at(self, offset: int) -> MappedFile | None:
+        start = offset - offset % self.file_size
+        mf = self._files.get(start)
+        if mf is None:
+            path = os.path.join(self.directory, offset_to_file_name(start))
+            try:
+                mf = MappedFile(path, self.file_size, readonly=True)
+            except (FileNotFoundError, CorruptStoreError):
+                return None  # not there (yet), or still being created
+            mf.wrote_position = self.file_size
+            self._files[start] = mf
+        return mf
+
+    def forget_before(self, offset: int) -> None:
+        """Unmap files wholly below ``offset`` (deleted by cleanup)."""
+        for start in [s for s in self._files if s + self.file_size <= offset]:
+            self._files.pop(start).close()
+
+    def close(self) -> None:
+        for mf in self._files.values():
+            with contextlib.suppress(BufferError):
+                mf.close()
+        self._files.clear()
+
+
+class StoreReader:
+    """Reads consume queues and the CommitLog of the store at ``root`` without writing."""
+
+    def __init__(self, root: str, commitlog_file_size: int, cq_file_size: int) -> None:
+        self.root = root
+        self.commitlog = MappedFiles(os.path.join(root, "commitlog"), commitlog_file_size)
+        self.cq_file_size = cq_file_size
+        self._queues: dict[tuple[str, int], MappedFiles] = {}
+
+    def _queue(self, topic: str, queue_id: int) -> MappedFiles:
+        files = self._queues.get((topic, queue_id))
+        if files is None:
+            files = MappedFiles(
+                os.path.join(self.root, "consumequeue", topic, str(queue_id)), self.cq_file_size
+            )
+            self._queues[(topic, queue_id)] = files
+        return files
+
+    def units(self, topic: str, queue_id: int, offset: int, end: int) -> tuple[np.ndarray, int]:
+        """Units ``[offset, end)`` that lie in the file holding ``offset``: ``(structured
+        units, index of the first in its file's buffer)``; empty when the file is missing."""
+        mf = self._queue(topic, queue_id).file_at(offset * CQ_UNIT_SIZE)
+        if mf is None or end <= offset:
+            return np.empty(0, CQ_UNIT_DTYPE), 0
+        first = mf.file_from_offset // CQ_UNIT_SIZE
+        count = min(end - offset, first + self.cq_file_size // CQ_UNIT_SIZE - offset)
+        view = np.frombuffer(
+            mf.buf, dtype=CQ_UNIT_DTYPE, count=count, offset=(offset - first) * CQ_UNIT_SIZE
+        )
+        return view, offset - first
+
+    def read_queue(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_offset: int,
+        max_count: int,
+        tag_codes: np.ndarray | None = None,
+    ) -> tuple[list[MessageExt], int]:
+        """Messages from queue offset ``offset`` (below the published ``max_offset``), at
+        most ``max_count``, only those whose tag hash is in ``tag_codes`` when given.
+        Returns them and the next offset to read."""
+        end = min(max_offset, offset + (MAX_FILTER_SCAN if tag_codes is not None else max_count))
+        units, first = self.units(topic, queue_id, offset, end)
+        if units.size == 0:
+            return [], offset
+        mf = self._queue(topic, queue_id).file_at(offset * CQ_UNIT_SIZE)
+        picked = np.arange(units.size)
+        if tag_codes is not None:
+            out = np.empty(units.size, dtype=np.int64)
+            picked = out[: match_tags(mf.buf, first, units.size, tag_codes, out)]
+        picked = picked[:max_count]
+        next_offset = offset + (int(picked[-1]) + 1 if picked.size == max_count else units.size)
+        phys = units["offset"][picked].astype(np.int64)
+        sizes = units["size"][picked].astype(np.int64)
+        messages = self._messages(phys, sizes, topic, queue_id)
+        return messages, next_offset
+
+    def _messages(
+        self, phys: np.ndarray, sizes: np.ndarray, topic: str, queue_id: int
+    ) -> list[MessageExt]:
+        messages: list[MessageExt] = []
+        i = 0
+        while i < phys.shape[0]:
+            mf = self.commitlog.file_at(int(phys[i]))
+            if mf is None:  # removed by cleanup
+                i += 1
+                continue
+            run_end = i + int(np.searchsorted(phys[i:], mf.file_end_offset))
+            rows = np.zeros((run_end - i, rec.N_COLS), dtype=np.int64)
+            local = phys[i:run_end] - mf.file_from_offset
+            n = rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows)
+            batch = ScanBatch(mf, rows[:n])
+            for r in range(n):
+                if int(rows[r, rec.R_SIZE]) == int(sizes[i + r]) and (
+                    int(rows[r, rec.R_QUEUE_ID]) == queue_id
+                ):
+                    messages.append(batch.message(r, topic))
+            i += n if n == run_end - i else n + 1  # skip a unit with no valid record
+        return messages
+
+    def view(self, physical_offset: int) -> MessageExt | None:
+        """The message at ``physical_offset`` (CRC-checked), or None."""
+        mf = self.commitlog.file_at(physical_offset)
+        if mf is None:
+            return None
+        rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
+        local = np.array([physical_offset - mf.file_from_offset], dtype=np.int64)
+        if rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, True, rows) != 1:
+            return None
+        return ScanBatch(mf, rows).message(0)
+
+    def store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
+        units, _ = self.units(topic, queue_id, offset, offset + 1)
+        if units.size == 0:
+            return None
+        msg = self.view(int(units["offset"][0]))
+        return msg.store_timestamp if msg is not None else None
+
+    def offset_by_time(
+        self, topic: str, queue_id: int, timestamp_ms: int, min_offset: int, max_offset: int
+    ) -> int:
+        """The first queue offset stored at or after ``timestamp_ms`` (``max_offset`` when
+        none), by binary search as RocketMQ's ``getOffsetInQueueByTime``."""
+        lo, hi = min_offset, max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            stored = self.store_timestamp(topic, queue_id, mid)
+            if stored is None or stored < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def close(self) -> None:
+        self.commitlog.close()
+        for files in self._queues.values():
+            files.close()
+        self._queues.clear()

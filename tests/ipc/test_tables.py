@@ -1,0 +1,133 @@
+"""The shared-memory descriptors: segments, topic table, queue table, registry, counters."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from shmq.errors import ShmqError
+from shmq.ipc import counters as cn
+from shmq.ipc import queue_table as qt
+from shmq.ipc import registry as rg
+from shmq.ipc import ring
+from shmq.ipc import topic_table as tt
+from shmq.ipc.segment import (
+    Segment,
+    create_semaphore,
+    names_with_prefix,
+    new_prefix,
+    post,
+    unlink_prefix,
+    wait,
+)
+
+
+@pytest.fixture
+def prefix():
+    p = new_prefix()
+    yield p
+    unlink_prefix(p)
+    assert names_with_prefix(p) == []
+
+
+def test_segment_create_attach_unlink(prefix):
+    seg = Segment.create(prefix + ".a", 4096)
+    other = Segment.attach(prefix + ".a")
+    seg.words[3] = 42
+    assert other.words[3] == 42
+    with pytest.raises(ShmqError, match="exists"):
+        Segment.create(prefix + ".a", 4096)
+    other.close()
+    seg.destroy()
+    with pytest.raises(ShmqError):
+        Segment.attach(prefix + ".a")
+
+
+def test_semaphore_post_and_timeout(prefix):
+    sem = create_semaphore(prefix + ".s")
+    assert not wait(sem, 0.01)
+    post(sem)
+    assert wait(sem, 0.01)
+    sem.close()
+    assert any(n.startswith("sem:") for n in names_with_prefix(prefix))
+
+
+def test_topic_table_round_trip(prefix):
+    seg = Segment.create(prefix + ".t", tt.segment_size(8))
+    tt.init(seg.words, 8)
+    topics = {"A": (8, 8, 6), "B": (1, 2, 4)}
+    tt.publish_topics(seg.buf, seg.words, topics)
+    version, read = tt.read_topics(seg.buf, seg.words)
+    assert version % 2 == 0
+    assert read == {b"A": (8, 8, 6), b"B": (1, 2, 4)}
+    tt.publish_topics(seg.buf, seg.words, {"B": (1, 1, 6)})
+    assert tt.read_topics(seg.buf, seg.words)[1] == {b"B": (1, 1, 6)}
+    with pytest.raises(ShmqError, match="slots"):
+        tt.publish_topics(seg.buf, seg.words, {f"T{i}": (1, 1, 6) for i in range(9)})
+    seg.destroy()
+
+
+def test_queue_table_directory_and_maxima(prefix):
+    seg = Segment.create(prefix + ".q", qt.segment_size(4))
+    qt.init(seg.words, 4)
+    reader = qt.QueueDirectory(seg.buf, seg.words)
+    assert reader.slot(b"T", 0) == -1
+    slots = [qt.add_queue(seg.buf, seg.words, b"T", q) for q in range(3)]
+    assert slots == [0, 1, 2]
+    qt.max_offsets(seg.buf)[1] = 77
+    assert reader.slot(b"T", 1) == 1
+    assert reader.queues_of(b"T") == {0: 0, 1: 1, 2: 2}
+    assert int(qt.max_offsets(seg.buf)[reader.slot(b"T", 1)]) == 77
+    qt.add_queue(seg.buf, seg.words, b"U", 0)
+    with pytest.raises(ShmqError, match="maxQueueSlots"):
+        qt.add_queue(seg.buf, seg.words, b"U", 1)
+    seg.destroy()
+
+
+def test_registry_watch(prefix):
+    seg = Segment.create(prefix + ".r", rg.segment_size(2, 2))
+    rg.init(seg.words, 2, 2)
+    base = rg.consumer_base(seg.words, 1)
+    rg.set_slot(seg.words, base, rg.ACTIVE, os.getpid(), 5)
+    changed = np.zeros(8, dtype=np.bool_)
+    changed[3] = True
+    rg.set_watch(seg.words, base, [1, 2])
+    assert not rg.wants_wake(seg.words, base, changed)  # not parked
+    seg.words[base + rg.WAITING] = 1
+    assert not rg.wants_wake(seg.words, base, changed)
+    rg.set_watch(seg.words, base, [3])
+    assert rg.wants_wake(seg.words, base, changed)
+    rg.set_watch(seg.words, base, None)
+    assert rg.wants_wake(seg.words, base, np.zeros(8, dtype=np.bool_) | changed)
+    rg.set_slot(seg.words, rg.producer_base(0), rg.ACTIVE, 1, 9)
+    assert rg.active_producers(seg.words) == [(0, 9, rg.ACTIVE)]
+    seg.destroy()
+
+
+def test_ring_journal_resume_point(prefix):
+    seg = Segment.create(prefix + ".ring", ring.segment_size(1 << 16, 16))
+    ring.init(seg.words, 1 << 16, 16)
+    assert ring.geometry(seg.words) == (1 << 16, 16)
+    ring.publish_head(seg.words, 100, 2)
+    ring.write_journal(seg.words, 300, 5, 5000)
+    # the append the journal describes was not published: resume from the head
+    assert ring.resume_point(seg.words, 4999) == (100, 2)
+    # it was: the records are in the CommitLog, skip them
+    assert ring.resume_point(seg.words, 5000) == (300, 5)
+    with pytest.raises(ShmqError, match="power of two"):
+        ring.check_geometry(1000, 16)
+    seg.destroy()
+
+
+def test_counters_topic_request(prefix):
+    seg = Segment.create(prefix + ".c", cn.SIZE)
+    cn.init(seg.words, os.getpid(), 0)
+    cn.check(seg.words)
+    seq = cn.write_topic_request(seg.buf, seg.words, b"NewTopic")
+    assert cn.read_topic_request(seg.buf, seg.words) == (seq, b"NewTopic")
+    seg.words[cn.MAGIC] = 0
+    with pytest.raises(ShmqError, match="magic"):
+        cn.check(seg.words)
+    seg.destroy()
