@@ -45,11 +45,16 @@ def loads_fastjson(text: str) -> Any:
     """Parse fastjson text (bare integer keys come back as ``int``) or plain JSON."""
     out, last = [], 0
     for m in _STRING.finditer(text):  # quote bare keys only outside strings
-        out.append(_BARE_KEY.sub(r'\1"\x00\2"\3', text[last : m.start()]))
+        out.append(_BARE_KEY.sub(_quote_key, text[last : m.start()]))
         out.append(m.group(0))
         last = m.end()
-    out.append(_BARE_KEY.sub(r'\1"\x00\2"\3', text[last:]))
+    out.append(_BARE_KEY.sub(_quote_key, text[last:]))
     return json.loads("".join(out), object_pairs_hook=_int_keys)
+
+
+def _quote_key(m: re.Match[str]) -> str:
+    """A bare integer key, quoted with a NUL marker so ``_int_keys`` turns it back."""
+    return f'{m.group(1)}"\\u0000{m.group(2)}"{m.group(3)}'
 
 
 def _int_keys(pairs: list[tuple[str, Any]]) -> dict:

@@ -36,6 +36,7 @@ from shmq.ipc.segment import (
     Segment,
     create_semaphore,
     new_prefix,
+    post,
     unlink_prefix,
     wait,
 )
@@ -99,6 +100,7 @@ class Broker:
             self._wait_agents_ready()
             self._start_control()
             self._spawn_thread("housekeeping", self._housekeeping)
+            self._register_all()  # before start() returns, so clients find the routes
             self._spawn_thread("namesrv-register", self._register_loop)
             cn.publish(self.counters.words, cn.STATE, cn.STATE_RUNNING)
         except BaseException:
@@ -262,9 +264,8 @@ class Broker:
 
     def _register_loop(self) -> None:
         period = self.config.register_name_server_period / 1000
-        while not self._stop.is_set():
+        while not self._stop.wait(period):
             self._register_all()
-            self._stop.wait(period)
 
     def _register_all(self) -> None:
         from shmq.remoting.protocol import RequestCode
@@ -388,8 +389,6 @@ class Broker:
             return True
         if proc.is_alive():
             cn.publish(self.counters.words, cn.agent_word(kind, cn.STOP), 1)
-            from shmq.ipc.segment import post
-
             post(self._sems[AGENTS.index(kind)])
             proc.join(AGENT_STOP_TIMEOUT_S)
         if proc.is_alive():

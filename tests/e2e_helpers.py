@@ -1,0 +1,161 @@
+"""Real processes for end-to-end tests: a namesrv and brokers as subprocesses of the test,
+client scripts, free ports, and a check that nothing is left in /dev/shm.
+
+Every process started here is stopped (SIGTERM, then SIGKILL) when the context exits, also
+when the test fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CLIENTS = os.path.join(HERE, "e2e_clients.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = ROOT + os.pathsep + HERE + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+def spawn(args: list[str], log_path: str) -> subprocess.Popen:
+    log = open(log_path, "ab")  # noqa: SIM115 (closed with the process)
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env())
+    proc.log_file = log  # type: ignore[attr-defined]
+    proc.log_path = log_path  # type: ignore[attr-defined]
+    return proc
+
+
+def stop(proc: subprocess.Popen, timeout: float = 60.0) -> int:
+    """SIGTERM, wait, then SIGKILL; returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    with contextlib.suppress(Exception):
+        proc.log_file.close()  # type: ignore[attr-defined]
+    return proc.returncode
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}: {tail(proc)}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port} after {timeout} s: {tail(proc)}")
+
+
+def tail(proc: subprocess.Popen) -> str:
+    try:
+        with open(proc.log_path) as f:  # type: ignore[attr-defined]
+            return f.read()[-3000:]
+    except OSError:
+        return ""
+
+
+class Cluster:
+    """A namesrv and one broker (``broker.conf`` written from ``conf``) as subprocesses."""
+
+    def __init__(self, tmp: str, **conf: object) -> None:
+        self.tmp = tmp
+        self.namesrv_port = free_port()
+        self.namesrv = f"127.0.0.1:{self.namesrv_port}"
+        self.broker_port = free_port()
+        self.store = os.path.join(tmp, "store")
+        self.conf_path = os.path.join(tmp, "broker.conf")
+        settings = {
+            "brokerName": "broker-a",
+            "namesrvAddr": self.namesrv,
+            "listenPort": self.broker_port,
+            "storePathRootDir": self.store,
+            "mappedFileSizeCommitLog": 1 << 20,
+            "mappedFileSizeConsumeQueue": 20 * 1024,
+            "registerNameServerPeriod": 1000,
+            **conf,
+        }
+        with open(self.conf_path, "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in settings.items())
+        self.procs: list[subprocess.Popen] = []
+        self.broker_proc: subprocess.Popen | None = None
+
+    def start_namesrv(self) -> None:
+        cmd = [sys.executable, "-m", "shmq_cli.main", "namesrv", "--port", str(self.namesrv_port)]
+        proc = spawn(cmd, os.path.join(self.tmp, "namesrv.log"))
+        self.procs.append(proc)
+        wait_port(self.namesrv_port, proc)
+
+    def start_broker(self) -> None:
+        cmd = [sys.executable, "-m", "shmq_cli.main", "-v", "broker", "-c", self.conf_path]
+        self.broker_proc = spawn(cmd, os.path.join(self.tmp, "broker.log"))
+        self.procs.append(self.broker_proc)
+        wait_port(self.broker_port, self.broker_proc)
+
+    def stop_broker(self) -> int:
+        assert self.broker_proc is not None
+        code = stop(self.broker_proc)
+        self.procs.remove(self.broker_proc)
+        self.broker_proc = None
+        return code
+
+    def runtime_info(self) -> dict:
+        with RemotingClient() as client:
+            _, info = client.invoke_json(
+                f"127.0.0.1:{self.broker_port}", RequestCode.GET_BROKER_RUNTIME_INFO
+            )
+        return info
+
+    def client(self, *args: str, log: str) -> subprocess.Popen:
+        cmd = [sys.executable, CLIENTS, *args, "--namesrv", self.namesrv]
+        proc = spawn(cmd, os.path.join(self.tmp, log))
+        self.procs.append(proc)
+        return proc
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            stop(proc)
+        self.procs.clear()
+
+
+@contextlib.contextmanager
+def cluster(tmp: str, **conf: object) -> Iterator[Cluster]:
+    c = Cluster(str(tmp), **conf)
+    try:
+        c.start_namesrv()
+        c.start_broker()
+        yield c
+    finally:
+        c.close()
+
+
+def shm_entries() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if "shmq" in n}
+
+
+def read_json_lines(path: str) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
