@@ -58,7 +58,14 @@ def _quote_key(m: re.Match[str]) -> str:
 
 
 def _int_keys(pairs: list[tuple[str, Any]]) -> dict:
-    return {int(k[1:]) if k.startswith("\x00") else k: v for k, v in pairs}
+    return {_key(k): v for k, v in pairs}
+
+
+def _key(k: str) -> int | str:
+    """Bare integer keys were marked with a leading NUL (no config name starts with one)."""
+    if k[:1] == "\x00" and k[1:].lstrip("-").isdigit():
+        return int(k[1:])
+    return k
 
 
 def persist(path: str, text: str) -> None:

@@ -91,6 +91,12 @@ class Producer:
                 log.warning("send to %s failed (%s); retrying", mq, exc)
         raise SendError(f"send to topic {topic} failed after {self.retries + 1} attempts: {last}")
 
+    def send_oneway(self, msg: Message) -> None:
+        """Hand one message to the broker's ring without waiting for the answer (RocketMQ's
+        oneway send: no result, no retry). Returns once the record is in the ring."""
+        mq, link = self._select(msg.topic, None)
+        self._append(link[1], mq, [msg], [self._uniq_key()], time.monotonic() + self.send_timeout)
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -143,6 +149,21 @@ class Producer:
         broker, ring_producer = link
         n = len(messages)
         uniq = [self._uniq_key() for _ in range(n)]
+        deadline = time.monotonic() + self.send_timeout
+        first, sizes = self._append(ring_producer, mq, messages, uniq, deadline)
+        answers = [ring_producer.wait_answer(first + i, deadline) for i in range(n)]
+        return self._results(broker, ring_producer, mq, answers, sizes, uniq)
+
+    def _append(
+        self,
+        ring_producer: RingProducer,
+        mq: MessageQueue,
+        messages: Sequence[Message],
+        uniq: list[str],
+        deadline: float,
+    ) -> tuple[int, np.ndarray]:
+        """Encode ``messages`` into the ring; returns the first sequence and record sizes."""
+        n = len(messages)
         props = [m.encoded_properties(u) for m, u in zip(messages, uniq, strict=True)]
         props_offs = np.zeros(n + 1, dtype=np.int64)
         np.cumsum([len(p) for p in props], out=props_offs[1:])
@@ -156,27 +177,38 @@ class Producer:
         fields[:, rec.F_BODY_CRC] = -1
         topic = np.frombuffer(mq.topic.encode(), dtype=np.uint8)
         bodies = np.frombuffer(b"".join(m.body for m in messages), dtype=np.uint8)
-        deadline = time.monotonic() + self.send_timeout
         with self._lock:
-            first, sizes = ring_producer.append(
+            return ring_producer.append(
                 topic, bodies, body_offs, np.frombuffer(b"".join(props), np.uint8), props_offs,
                 fields, deadline,
             )  # fmt: skip
-        answers = [ring_producer.wait_answer(first + i, deadline) for i in range(n)]
+
+    def _results(
+        self,
+        broker: BrokerLink,
+        ring_producer: RingProducer,
+        mq: MessageQueue,
+        answers: list,
+        sizes: np.ndarray,
+        uniq: list[str],
+    ) -> list[SendResult]:
+        """SendResults from the writer's answers; in SYNC_FLUSH after the flush covering the
+        last one (FLUSH_DISK_TIMEOUT when it takes longer than ``syncFlushTimeout``)."""
         host = _store_host_bytes(broker.info["storeHost"])
         results = []
-        flushed_ok = True
-        for i, a in enumerate(answers):
+        for a in answers:
             if a.status == ring.REJECTED:
                 raise SendError(
                     f"broker {mq.broker_name} rejected the message to {mq.topic}: "
                     f"{ring.REASONS.get(a.reason, f'reason {a.reason}')}"
                 )
-            if broker.sync_flush and i == n - 1:
-                flush_deadline = time.monotonic() + broker.info["syncFlushTimeout"] / 1000
-                flushed_ok = ring_producer.wait_flushed(
-                    a.physical_offset + int(sizes[i]), flush_deadline
-                )
+        flushed_ok = True
+        if broker.sync_flush:
+            last = answers[-1]
+            flush_deadline = time.monotonic() + broker.info["syncFlushTimeout"] / 1000
+            flushed_ok = ring_producer.wait_flushed(
+                last.physical_offset + int(sizes[-1]), flush_deadline
+            )
         for i, a in enumerate(answers):
             status = SendStatus.SEND_OK if flushed_ok else SendStatus.FLUSH_DISK_TIMEOUT
             results.append(

@@ -126,8 +126,8 @@ def wait(sem: posix_ipc.Semaphore, timeout: float) -> bool:
     """Park until posted or ``timeout`` seconds pass; True when posted."""
     try:
         sem.acquire(timeout)
-    except posix_ipc.BusyError:
-        return False
+    except (posix_ipc.BusyError, posix_ipc.SignalError):
+        return False  # timed out, or a signal arrived (the caller re-checks its stop flag)
     return True
 
 

@@ -1,0 +1,175 @@
+"""The broker's control plane and data-path checks, with an in-process supervisor (its
+agents are real processes) and namesrv."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from e2e_helpers import shm_entries
+from shmq.broker.broker_config import BrokerConfig
+from shmq.broker.supervisor import Broker
+from shmq.client.producer import Producer
+from shmq.client.pull_consumer import PullConsumer
+from shmq.client.types import PullStatus, SendStatus
+from shmq.errors import NoRouteError, ResponseError, SendError
+from shmq.ipc import counters as cn
+from shmq.message import Message, parse_offset_msg_id
+from shmq.namesrv.server import NameServer
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode, ResponseCode
+
+
+@pytest.fixture
+def make_broker(tmp_path):
+    started = []
+    before = shm_entries()
+
+    def factory(**conf) -> tuple[Broker, str]:
+        ns = NameServer("127.0.0.1", 0)
+        ns.start()
+        cfg = BrokerConfig().replace(
+            namesrv_addr=ns.address,
+            listen_port=0,
+            store_path_root_dir=str(tmp_path / f"store{len(started)}"),
+            mapped_file_size_commit_log=1 << 20,
+            **conf,
+        )
+        broker = Broker(cfg)
+        started.append((broker, ns))
+        broker.start()
+        return broker, ns.address
+
+    yield factory
+    for broker, ns in started:
+        broker.stop()
+        ns.stop()
+    assert shm_entries() == before
+
+
+def invoke(broker: Broker, code: int, **fields):
+    with RemotingClient() as client:
+        return client.invoke_json(broker.address, code, fields)
+
+
+def test_offsets_queries_and_client_registry(make_broker):
+    broker, namesrv = make_broker()
+    with Producer("pg", namesrv) as producer:
+        sent = [producer.send(Message("Q", f"m{i}", tags="T", keys=[f"k{i}"])) for i in range(20)]
+    assert {r.send_status for r in sent} == {SendStatus.SEND_OK}
+    r = sent[3]
+    mq = r.message_queue
+    time.sleep(0.2)  # reput
+    resp, _ = invoke(broker, RequestCode.GET_MAX_OFFSET, topic="Q", queueId=mq.queue_id)
+    assert int(resp.ext_fields["offset"]) == sum(s.message_queue == mq for s in sent)
+    with pytest.raises(ResponseError) as err:
+        invoke(broker, RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="g", topic="Q", queueId=0)
+    assert err.value.code == ResponseCode.QUERY_NOT_FOUND
+    invoke(
+        broker,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        consumerGroup="g",
+        topic="Q",
+        queueId=0,
+        commitOffset=5,
+    )
+    resp, _ = invoke(
+        broker, RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="g", topic="Q", queueId=0
+    )
+    assert resp.ext_fields["offset"] == "5"
+    _, phys = parse_offset_msg_id(r.offset_msg_id)
+    _, msg = invoke(broker, RequestCode.VIEW_MESSAGE_BY_ID, offset=phys)
+    assert msg["body"] == "bTM=" and msg["msgId"] == r.msg_id and msg["keys"] == ["k3"]
+    _, found = invoke(broker, RequestCode.QUERY_MESSAGE, topic="Q", key="k7", maxNum=4)
+    assert [m["keys"] for m in found["messages"]] == [["k7"]]
+    resp, _ = invoke(
+        broker, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, topic="Q", queueId=mq.queue_id, timestamp=0
+    )
+    assert resp.ext_fields["offset"] == "0"
+    with RemotingClient() as client:
+        body = {"clientID": "c1", "consumerDataSet": [{"groupName": "g"}]}
+        client.invoke_json(broker.address, RequestCode.HEART_BEAT, body_obj=body)
+        _, ids = client.invoke_json(
+            broker.address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "g"}
+        )
+    assert ids == {"consumerIdList": ["c1"]}
+
+
+def test_malformed_frame_harms_nothing(make_broker):
+    broker, namesrv = make_broker()
+    host, port = broker.address.split(":")
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"\x7f\xff\xff\xffgarbage")
+        s.settimeout(5)
+        assert s.recv(10) == b""  # the broker closed this connection
+    with Producer("pg", namesrv) as producer:
+        assert producer.send(Message("Q", "still fine")).send_status is SendStatus.SEND_OK
+
+
+def test_rejections_name_the_reason(make_broker):
+    broker, namesrv = make_broker(auto_create_topic_enable=False)
+    with Producer("pg", namesrv) as producer:
+        with pytest.raises(NoRouteError, match="No route info of this topic: Nope"):
+            producer.send(Message("Nope", "x"))
+        invoke(
+            broker,
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            topic="RO",
+            readQueueNums=1,
+            writeQueueNums=1,
+            perm=4,
+        )
+        invoke(
+            broker,
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            topic="RW",
+            readQueueNums=1,
+            writeQueueNums=1,
+        )
+        with pytest.raises(SendError, match="no broker accepts writes"):
+            producer.send(Message("RO", "x"))
+        with pytest.raises(SendError, match="maxMessageSize"):
+            producer.send(Message("RW", b"x" * (4 * 1024 * 1024 + 1)))
+        assert producer.send(Message("RW", "ok")).queue_offset == 0  # the ring goes on
+
+
+def test_sync_flush_acknowledges_after_the_flush(make_broker):
+    broker, namesrv = make_broker(flush_disk_type="SYNC_FLUSH")
+    with Producer("pg", namesrv) as producer:
+        results = [producer.send(Message("S", f"m{i}")) for i in range(50)]
+        batch = producer.send_batch([Message("S", f"b{i}") for i in range(50)])
+    assert {r.send_status for r in results + batch} == {SendStatus.SEND_OK}
+    words = broker.counters.words
+    last = max(parse_offset_msg_id(r.offset_msg_id)[1] for r in results + batch)
+    assert cn.load(words, cn.FLUSHED_OFFSET) > last
+    assert cn.load(words, cn.FLUSHES) >= 1
+    with PullConsumer("g", namesrv) as consumer:
+        offsets = dict.fromkeys(consumer.queues("S"), 0)
+        total = 0
+        deadline = time.monotonic() + 10
+        while total < 100 and time.monotonic() < deadline:
+            for mq, offset in offsets.items():
+                result = consumer.pull(mq, offset, 1024)
+                offsets[mq] = result.next_begin_offset
+                total += len(result.messages)
+            consumer.wait(offsets, 0.5)
+    assert total == 100
+
+
+def test_long_poll_wakes_on_a_new_message(make_broker):
+    _, namesrv = make_broker(default_topic_queue_nums=1)
+    with Producer("pg", namesrv) as producer, PullConsumer("g", namesrv) as consumer:
+        producer.send(Message("L", "first"))
+        mq = consumer.queues("L")[0]
+        assert consumer.pull(mq, 0, timeout=5.0).messages[0].body == b"first"
+        assert consumer.pull(mq, 1, timeout=0.05).pull_status is PullStatus.NO_NEW_MSG
+        threading.Timer(0.3, lambda: producer.send(Message("L", "second"))).start()
+        started = time.monotonic()
+        result = consumer.pull(mq, 1, timeout=10.0)
+        waited = time.monotonic() - started
+        assert result.pull_status is PullStatus.FOUND and result.messages[0].body == b"second"
+        assert 0.2 < waited < 5.0
+        assert consumer.pull(mq, 99).pull_status is PullStatus.OFFSET_ILLEGAL

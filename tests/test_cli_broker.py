@@ -1,0 +1,131 @@
+"""The README's main job as real commands: shmq start --daemon, produce, consume, status, stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from e2e_helpers import env, free_port, shm_entries
+
+
+def shmq(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "shmq_cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env(),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_start_produce_consume_status_stop(tmp_path):
+    before = shm_entries()
+    store = str(tmp_path / "store")
+    ns_port, broker_port = free_port(), free_port()
+    namesrv = f"127.0.0.1:{ns_port}"
+    started = shmq(
+        "start",
+        "--daemon",
+        "--store",
+        store,
+        "--namesrv-port",
+        str(ns_port),
+        "--broker-port",
+        str(broker_port),
+        "--mapped-file-size",
+        str(8 << 20),
+    )
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "started in the background" in started.stdout
+        again = shmq("start", "--daemon", "--store", store)
+        assert again.returncode == 1 and "already running" in again.stderr
+        one = shmq(
+            "produce",
+            "-n",
+            namesrv,
+            "--topic",
+            "Demo",
+            "--body",
+            "hello",
+            "--tags",
+            "A",
+            "--keys",
+            "k1 k2",
+        )
+        assert one.returncode == 0, one.stderr
+        assert "sendStatus=SEND_OK" in one.stdout and "queueOffset=0" in one.stdout
+        many = shmq("produce", "-n", namesrv, "--topic", "Demo", "--size", "100", "--count", "5000")
+        assert many.returncode == 0, many.stderr
+        assert "sent 5000 messages" in many.stdout
+        got = shmq(
+            "consume",
+            "-n",
+            namesrv,
+            "--topic",
+            "Demo",
+            "--group",
+            "g",
+            "--from",
+            "first",
+            "--count",
+            "5001",
+            "--timeout",
+            "10",
+        )
+        assert got.returncode == 0, got.stderr
+        assert "received 5001 messages" in got.stdout
+        tagged = shmq(
+            "consume",
+            "-n",
+            namesrv,
+            "--topic",
+            "Demo",
+            "--group",
+            "tags",
+            "--from",
+            "first",
+            "--tags",
+            "A || B",
+            "--count",
+            "1",
+            "--json",
+            "--timeout",
+            "5",
+        )
+        assert tagged.returncode == 0, tagged.stderr
+        row = json.loads(tagged.stdout.splitlines()[0])
+        assert row["tags"] == "A" and row["keys"] == ["k1", "k2"] and row["queueOffset"] == 0
+        # the group's offsets were committed: nothing is left for it
+        empty = shmq(
+            "consume",
+            "-n",
+            namesrv,
+            "--topic",
+            "Demo",
+            "--group",
+            "g",
+            "--count",
+            "1",
+            "--timeout",
+            "1",
+        )
+        assert empty.returncode == 1 and "timeout: received 0 of 1" in empty.stderr
+        status = shmq("status", "--store", store, "--json", "--interval", "0.1")
+        assert status.returncode == 0, status.stderr
+        info = json.loads(status.stdout)
+        assert info["msgs_in"] == 5001 and info["msgs_dispatched"] == 5001
+        assert {p["role"] for p in info["processes"]} == {"supervisor", "writer", "reput", "flush"}
+        assert all(p["alive"] for p in info["processes"])
+        missing = shmq(
+            "produce", "-n", f"127.0.0.1:{free_port()}", "--topic", "Demo", "--body", "x"
+        )
+        assert missing.returncode == 1 and missing.stderr.startswith("error: ")
+    finally:
+        stopped = shmq("stop", "--store", store)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not os.path.exists(os.path.join(store, "abort"))
+    assert shm_entries() == before
