@@ -9,8 +9,10 @@ from __future__ import annotations
 import base64
 import re
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from shmq.errors import (
     InvalidMessageError,
@@ -396,3 +398,32 @@ class Message:
             f"Message(topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, "
             f"body={self.body[:32]!r})"
         )
+
+
+def body_arrays(
+    bodies: Sequence[bytes] | tuple[np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bodies as ``(uint8 data, int64 boundaries)``: from a list of bytes, or checked when
+    already given as arrays (n + 1 boundaries)."""
+    if isinstance(bodies, tuple) and len(bodies) == 2 and isinstance(bodies[0], np.ndarray):
+        data, offsets = bodies
+        if data.dtype != np.uint8 or data.ndim != 1:
+            raise InvalidMessageError("bulk body data must be a 1-D uint8 array")
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        if (
+            offsets.ndim != 1
+            or offsets.shape[0] < 1
+            or offsets[0] < 0
+            or offsets[-1] > data.shape[0]
+        ):
+            raise InvalidMessageError(
+                f"body offsets must be n+1 boundaries within the {data.shape[0]}-byte data"
+            )
+        return np.ascontiguousarray(data), offsets
+    for i, body in enumerate(bodies):
+        if not isinstance(body, bytes | bytearray | memoryview):
+            raise InvalidMessageError(f"body {i} must be bytes, not {type(body).__name__}")
+    data = np.frombuffer(b"".join(bodies), dtype=np.uint8)
+    offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies)), out=offsets[1:])
+    return data, offsets

@@ -47,8 +47,8 @@ class BrokerConfig:
     max_producers: int = 64
     max_consumers: int = 256
     max_queue_slots: int = 4096
-    idle_spin: int = 100
-    idle_yield: int = 100
+    idle_spin: int = 20
+    idle_yield: int = 0
     idle_park_us: int = 1000
     agent_restart_max: int = 5
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)

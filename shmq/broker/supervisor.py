@@ -37,6 +37,7 @@ from shmq.ipc.segment import (
     create_semaphore,
     new_prefix,
     post,
+    unlink_orphans,
     unlink_prefix,
     wait,
 )
@@ -76,6 +77,8 @@ class Broker:
 
         cfg = self.config
         os.makedirs(self.root, exist_ok=True)
+        for prefix in unlink_orphans():
+            log.warning("removed shared memory %s* left by a broker that died", prefix)
         store = MessageStore(cfg.store)
         try:
             queue_maxima = {k: cq.max_offset for k, cq in store.consume_queues.items()}

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 
+from shmq.config import parse_host
 from shmq.errors import RemotingError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc.segment import Segment
+from shmq.message import pack_host
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
 
@@ -34,6 +36,8 @@ class BrokerLink:
                 f"broker {address} is not on this host or its shared memory is gone: {exc}"
             ) from exc
         self.sync_flush = self.info["flushDiskType"] == "SYNC_FLUSH"
+        host, port = parse_host(self.info["storeHost"])
+        self.store_host_bytes = pack_host(host, port).to_bytes(8, "big", signed=True)
 
     def _unregister(self) -> None:
         code = (

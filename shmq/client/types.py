@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from shmq.message import MessageExt
 
 
@@ -48,6 +50,20 @@ class SendResult:
             "queueId": self.message_queue.queue_id,
             "queueOffset": self.queue_offset,
         }
+
+
+@dataclass(frozen=True)
+class BulkSendResult:
+    """The outcome of ``Producer.send_bulk``: one queue, the messages' queue offsets and
+    CommitLog offsets in the order given."""
+
+    send_status: SendStatus
+    message_queue: MessageQueue
+    queue_offsets: np.ndarray
+    physical_offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.queue_offsets.shape[0])
 
 
 class PullStatus(enum.Enum):

@@ -22,8 +22,8 @@ class IdleConfig:
     """``spins`` busy passes, then ``yields`` passes with ``sched_yield``, then parks of at
     most ``park_us`` microseconds on the semaphore (re-checking work after each)."""
 
-    spins: int = 100
-    yields: int = 100
+    spins: int = 20
+    yields: int = 0
     park_us: int = 1000
 
 

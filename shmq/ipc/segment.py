@@ -12,6 +12,7 @@ import contextlib
 import logging
 import mmap
 import os
+import re
 import secrets
 import threading
 
@@ -145,6 +146,33 @@ def names_with_prefix(prefix: str) -> list[str]:
         elif entry.startswith("sem." + stem):
             found.append("sem:/" + entry[4:])
     return found
+
+
+def unlink_orphans() -> list[str]:
+    """Unlink segments and semaphores left by brokers whose process no longer exists (their
+    names carry the creating pid: ``shmq-<pid>-<token>``); returns the prefixes removed."""
+    try:
+        entries = os.listdir(SHM_DIR)
+    except FileNotFoundError:
+        return []
+    prefixes = set()
+    for entry in entries:
+        m = re.match(r"(?:sem\.)?(shmq-(\d+)-[0-9a-f]+)", entry)
+        if m and not _pid_alive(int(m.group(2))):
+            prefixes.add("/" + m.group(1))
+    for prefix in prefixes:
+        unlink_prefix(prefix)
+    return sorted(prefixes)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def unlink_prefix(prefix: str) -> int:

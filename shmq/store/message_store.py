@@ -30,6 +30,7 @@ from shmq.errors import (
 )
 from shmq.message import (
     MessageExt,
+    body_arrays,
     build_properties,
     pack_host,
     parse_offset_msg_id,
@@ -267,7 +268,7 @@ class MessageStore:
         _check_queue_id(queue_id)
         _check_header_values(flag, born_timestamp)
         topic_raw = np.frombuffer(validate_topic(topic), dtype=np.uint8)
-        data, offsets = _body_arrays(bodies)
+        data, offsets = body_arrays(bodies)
         n = offsets.shape[0] - 1
         if n == 0:
             raise InvalidMessageError("put_batch needs at least one message")
@@ -694,30 +695,3 @@ def _tail(topic: bytes, props: bytes) -> tuple[bytes, int]:
     else:
         head, magic = bytes((len(topic),)), rec.MAGIC_V1
     return head + topic + len(props).to_bytes(2, "big") + props, magic
-
-
-def _body_arrays(
-    bodies: Sequence[bytes] | tuple[np.ndarray, np.ndarray],
-) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(bodies, tuple) and len(bodies) == 2 and isinstance(bodies[0], np.ndarray):
-        data, offsets = bodies
-        if data.dtype != np.uint8 or data.ndim != 1:
-            raise InvalidMessageError("bulk body data must be a 1-D uint8 array")
-        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-        if (
-            offsets.ndim != 1
-            or offsets.shape[0] < 1
-            or offsets[0] < 0
-            or offsets[-1] > data.shape[0]
-        ):
-            raise InvalidMessageError(
-                f"body offsets must be n+1 boundaries within the {data.shape[0]}-byte data"
-            )
-        return np.ascontiguousarray(data), offsets
-    for i, body in enumerate(bodies):
-        if not isinstance(body, bytes | bytearray | memoryview):
-            raise InvalidMessageError(f"body {i} must be bytes, not {type(body).__name__}")
-    data = np.frombuffer(b"".join(bodies), dtype=np.uint8)
-    offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies)), out=offsets[1:])
-    return data, offsets
