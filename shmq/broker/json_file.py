@@ -1,7 +1,14 @@
 """RocketMQ's ``ConfigManager`` persistence: fastjson-style text, ``.tmp`` / ``.bak`` files.
 
-fastjson pretty-prints with tabs, sorts keys, omits nulls and writes integer map keys bare
-(``{0:12}``), which is not strict JSON: ``loads_fastjson`` quotes bare keys before parsing.
+A RocketMQ broker's ``config/*.json`` files are fastjson 1.x ``PrettyFormat`` output: tab
+indentation, no space after ``:``, nulls omitted, and integer map keys written bare
+(``{0:12}``), which is not strict JSON. shmq writes the same shape so a RocketMQ tool (or a
+person used to one) can read its files, and reads files a RocketMQ broker wrote.
+
+Writes follow ``MixAll.string2File``: new text to ``<file>.tmp``, the old content to
+``<file>.bak``, then the ``.tmp`` replaces ``<file>``. Here each step is fsynced and the
+replace is atomic, so a crash leaves either the old or the new file whole; reads fall back
+to ``<file>.bak`` when ``<file>`` is missing, empty or does not parse.
 """
 
 from __future__ import annotations
@@ -14,73 +21,125 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+from shmq.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
-# A bare integer key: after "{" or "," (and whitespace), digits, whitespace, ":".
-_BARE_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# A bare integer key in text that holds no string literal: "{" or "," then the digits, ":".
+_BARE_KEY = re.compile(r"([{,][ \t\r\n]*)(-?\d+)([ \t\r\n]*:)")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# Bare keys are quoted with this prefix so the object hook can tell them from quoted keys.
+_BARE_MARK = "\x00"
 
 
-def dumps_fastjson(obj: Any, indent: int = 0) -> str:
-    pad = "\t" * (indent + 1)
+def dumps_fastjson(obj: Any) -> str:
+    """``obj`` as fastjson ``PrettyFormat`` text: tabs, ``"key":value``, keys sorted
+    (integers numerically, before strings), ``int`` keys bare, ``None`` values left out."""
+    parts: list[str] = []
+    _dump(obj, 0, parts)
+    return "".join(parts)
+
+
+def _dump(obj: Any, depth: int, out: list[str]) -> None:
+    inner = "\n" + "\t" * (depth + 1)
     if isinstance(obj, dict):
-        items = [(k, v) for k, v in obj.items() if v is not None]
+        items = sorted(((_key_text(k), k, v) for k, v in obj.items() if v is not None),
+                       key=lambda item: _sort_key(item[1]))  # fmt: skip
         if not items:
-            return "{}"
-        items.sort(key=lambda kv: str(kv[0]))
-        parts = []
-        for k, v in items:
-            key = str(k) if isinstance(k, int) and not isinstance(k, bool) else json.dumps(str(k))
-            parts.append(f"{pad}{key}:{dumps_fastjson(v, indent + 1)}")
-        return "{\n" + ",\n".join(parts) + "\n" + "\t" * indent + "}"
-    if isinstance(obj, (list, tuple)):
+            out.append("{}")
+            return
+        out.append("{")
+        for i, (key, _, value) in enumerate(items):
+            out.append(("," if i else "") + inner + key + ":")
+            _dump(value, depth + 1, out)
+        out.append("\n" + "\t" * depth + "}")
+    elif isinstance(obj, list | tuple):
         if not obj:
-            return "[]"
-        parts = [pad + dumps_fastjson(v, indent + 1) for v in obj]
-        return "[\n" + ",\n".join(parts) + "\n" + "\t" * indent + "]"
-    return json.dumps(obj, ensure_ascii=False)
+            out.append("[]")
+            return
+        out.append("[")
+        for i, value in enumerate(obj):
+            out.append(("," if i else "") + inner)
+            _dump(value, depth + 1, out)
+        out.append("\n" + "\t" * depth + "]")
+    else:
+        out.append(json.dumps(obj, ensure_ascii=False, allow_nan=False))
 
 
-def loads_fastjson(text: str) -> Any:
-    """Parse fastjson text (bare integer keys come back as ``int``) or plain JSON."""
-    out, last = [], 0
-    for m in _STRING.finditer(text):  # quote bare keys only outside strings
+def _key_text(key: Any) -> str:
+    if isinstance(key, str):
+        return json.dumps(key, ensure_ascii=False)
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(key)
+    raise TypeError(f"map key {key!r} is a {type(key).__name__}, not a str or int")
+
+
+def _sort_key(key: int | str) -> tuple[int, int | str]:
+    return (0, key) if isinstance(key, int) else (1, key)
+
+
+def loads_fastjson(text: str, *, int_keys: bool = False) -> Any:
+    """Parse fastjson text or plain JSON.
+
+    Keys written bare (``{0:12}``) come back as ``int``; quoted keys stay ``str`` unless
+    ``int_keys`` is true, which turns every key made only of digits into an ``int`` (for
+    maps RocketMQ keys by number, such as queue ids, when another writer quoted them).
+    A quoted key that starts with a NUL character would be taken for a bare one.
+    """
+    out: list[str] = []
+    last = 0
+    for m in _STRING.finditer(text):  # bare keys are quoted only outside string literals
         out.append(_BARE_KEY.sub(_quote_key, text[last : m.start()]))
         out.append(m.group(0))
         last = m.end()
     out.append(_BARE_KEY.sub(_quote_key, text[last:]))
-    return json.loads("".join(out), object_pairs_hook=_int_keys)
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[int | str, Any]:
+        return {_parse_key(k, int_keys): v for k, v in pairs}
+
+    return json.loads("".join(out), object_pairs_hook=pairs_hook)
 
 
 def _quote_key(m: re.Match[str]) -> str:
-    """A bare integer key, quoted with a NUL marker so ``_int_keys`` turns it back."""
-    return f'{m.group(1)}"\\u0000{m.group(2)}"{m.group(3)}'
+    return f'{m.group(1)}"{_BARE_MARK}{m.group(2)}"{m.group(3)}'
 
 
-def _int_keys(pairs: list[tuple[str, Any]]) -> dict:
-    return {_key(k): v for k, v in pairs}
-
-
-def _key(k: str) -> int | str:
-    """Bare integer keys were marked with a leading NUL (no config name starts with one)."""
-    if k[:1] == "\x00" and k[1:].lstrip("-").isdigit():
-        return int(k[1:])
-    return k
+def _parse_key(key: str, int_keys: bool) -> int | str:
+    if key.startswith(_BARE_MARK):
+        return int(key[1:])
+    if int_keys and key.isascii() and key.lstrip("-").isdigit():
+        return int(key)
+    return key
 
 
 def persist(path: str, text: str) -> None:
-    """Write ``path`` the way ``MixAll.string2File`` does: ``.tmp`` first, the old content
-    to ``.bak``, then replace; fsynced so a crash leaves the old or the new file whole."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    """Write ``text`` to ``path``: ``path.tmp`` first, the old content to ``path.bak``, then
+    an atomic replace; everything fsynced, and no ``.tmp`` left behind on failure."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    if os.path.exists(path):
-        shutil.copyfile(path, path + ".bak")
-    os.replace(tmp, path)
-    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(path):
+            shutil.copyfile(path, path + ".bak")
+            _fsync_file(path + ".bak")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -88,18 +147,33 @@ def persist(path: str, text: str) -> None:
 
 
 def load(path: str, parse: Callable[[str], Any] = loads_fastjson) -> Any | None:
-    """Parse ``path``; fall back to ``path.bak`` when it is missing, empty or broken."""
+    """``parse`` of ``path``'s text, or of ``path.bak`` when ``path`` is missing, empty or
+    ``parse`` raises ``ValueError``; ``None`` when neither file has content.
+
+    Raises ``ConfigError`` when a file has content but neither parses: starting empty
+    would overwrite the only copy of the broker's topics or offsets (RocketMQ refuses to
+    start then too).
+    """
+    failures: list[str] = []
     for candidate in (path, path + ".bak"):
         try:
             with open(candidate, encoding="utf-8") as f:
                 text = f.read()
-            if text.strip():
-                value = parse(text)
-                if candidate != path:
-                    log.warning("%s is unreadable: loaded %s", path, candidate)
-                return value
+            if not text.strip():
+                continue
+            value = parse(text)
         except FileNotFoundError:
             continue
         except ValueError as exc:
             log.warning("%s does not parse: %s", candidate, exc)
+            failures.append(f"{candidate}: {exc}")
+            continue
+        if candidate != path:
+            log.warning("%s is missing, empty or broken: loaded %s instead", path, candidate)
+        return value
+    if failures:
+        raise ConfigError(
+            f"cannot load {path} or its .bak ({'; '.join(failures)}); "
+            "repair or remove the files to start empty"
+        )
     return None

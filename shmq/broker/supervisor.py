@@ -98,6 +98,9 @@ class Broker:
             self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
             self.publish_topics()
             self.clients = ClientSlots(cfg, self.names.prefix, self.registry)
+            from shmq.broker.writer import warm_up
+
+            warm_up()  # compile once here; the agents then load the kernels from the cache
             for kind in AGENTS:
                 self._start_agent(kind)
             self._wait_agents_ready()

@@ -36,6 +36,30 @@ _BAD_SYSFLAG = rec.SYSFLAG_STOREHOST_V6 | rec.SYSFLAG_TRANSACTION_MASK
 _NO_SLOTS = np.zeros(1, dtype=np.int64)
 
 
+def warm_up() -> None:
+    """Run every kernel of the writer's hot path once on a scratch record, with the argument
+    types of the real calls, so the numba compile (seconds when the cache is cold) happens
+    before the broker serves producers instead of inside someone's send timeout."""
+    from shmq.client.ring_producer import warm_up as warm_producer
+
+    ring_data = np.zeros(4096, dtype=np.uint8)
+    warm_producer(ring_data)
+    rows = np.zeros((4, rec.N_COLS), dtype=np.int64)
+    n, _, _ = rec.parse_records(ring_data, 0, 4096, 0, True, rows)
+    rows = rows[:n]
+    ids, first = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    rec.topic_ids(ring_data, rows, ids, first)
+    keep, reasons, qslots = np.zeros(n, np.bool_), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    one = np.zeros(1, dtype=np.int64)
+    rec.check_ingest(rows, ids, one, one + 1, one, one, 1 << 20, _BAD_SYSFLAG,
+                     3, 4, 5, reasons, keep, qslots)  # fmt: skip
+    dst, out = np.zeros(4096, dtype=np.uint8), np.zeros((n, 2), dtype=np.int64)
+    rec.copy_records(ring_data, rows, keep, 0, qslots, np.zeros(1, np.int64), 0, 0, dst, 0, 4096,
+                     0, out)  # fmt: skip
+    rec.write_completions(np.zeros((16, 4), np.int64), 0, rows, keep, reasons, out, 1, 3, 0)
+    rec.write_blank(dst, 0, 8)
+
+
 class RingView:
     """The writer's handle on one producer ring."""
 
@@ -98,6 +122,7 @@ class Writer:
         self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
         self.flush_sem = open_semaphore(env.names.agent_sem("flush"))
         self.supervisor_sem = open_semaphore(env.names.supervisor_sem)
+        warm_up()
         self._recover_queue_offsets()
         self._refresh_rings()
 

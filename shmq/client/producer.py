@@ -46,6 +46,8 @@ class Producer:
     ``send_timeout`` (RocketMQ ``sendMsgTimeout``, 3 s) bounds each attempt;
     ``retry_times_when_send_failed`` (2) more attempts go to another queue, preferring
     another broker, when an attempt times out or the broker cannot be reached.
+    ``spin_us`` is how long a send spins on the broker's answer before parking on its
+    semaphore (0 parks at once: less CPU, ~25 µs more latency per send).
     """
 
     def __init__(
@@ -55,7 +57,9 @@ class Producer:
         *,
         send_timeout: float = 3.0,
         retry_times_when_send_failed: int = 2,
+        spin_us: int = 50,
     ) -> None:
+        self.spin_us = spin_us
         self.group = group
         self.send_timeout = send_timeout
         self.retries = retry_times_when_send_failed
@@ -211,7 +215,8 @@ class Producer:
             found = self._links.get(broker.broker_name)
             if found is None or found[0].address != broker.address:
                 link = BrokerLink(self.client, broker.address, self.group, "producer")
-                found = (link, RingProducer(link.info, link.counters, link.registry))
+                ring_producer = RingProducer(link.info, link.counters, link.registry, self.spin_us)
+                found = (link, ring_producer)
                 self._links[broker.broker_name] = found
             return found
 

@@ -30,7 +30,6 @@ from shmq.store.reader import StoreReader
 from shmq.store.results import parse_tag_filter
 
 MAX_PULL = 1024
-SPIN_S = 20e-6
 
 
 class _ConsumerLink:
@@ -62,8 +61,12 @@ class _ConsumerLink:
 
 
 class PullConsumer:
-    def __init__(self, group: str, namesrv: str = "127.0.0.1:9876") -> None:
+    """``spin_us``: how long a long-polling pull spins on the queue's max offset before
+    parking on the consumer's semaphore."""
+
+    def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", *, spin_us: int = 20) -> None:
         self.group = group
+        self.spin_s = spin_us / 1e6
         self.client = RemotingClient()
         self.routes = RouteTable(namesrv, self.client)
         self._links: dict[str, _ConsumerLink] = {}
@@ -132,7 +135,7 @@ class PullConsumer:
             self._park(link, slot, mq, max_offset, deadline)
 
     def _park(self, link: _ConsumerLink, slot: int, mq: MessageQueue, seen: int, deadline: float):
-        spin_end = time.perf_counter() + SPIN_S
+        spin_end = time.perf_counter() + self.spin_s
         while time.perf_counter() < spin_end:
             if link.max_offset(mq.topic, mq.queue_id)[1] != seen:
                 return

@@ -20,8 +20,26 @@ from shmq.ipc import registry as rg
 from shmq.ipc import ring
 from shmq.ipc.segment import Segment, fence, open_semaphore, post, wait
 
-SPIN_S = 50e-6  # spin this long on an answer before parking (see perf-notes)
+DEFAULT_SPIN_US = 50  # spin this long on an answer before parking (see perf-notes)
 PARK_S = 0.01
+
+
+def warm_up(data: np.ndarray | None = None) -> None:
+    """Compile (or load from numba's cache) the encode kernels with the argument types a
+    send uses, encoding one record at the start of ``data`` (a scratch buffer)."""
+    data = np.zeros(4096, dtype=np.uint8) if data is None else data
+    topic = np.frombuffer(b"WarmUp", dtype=np.uint8)
+    bodies = np.frombuffer(b"x", dtype=np.uint8)
+    body_offs = np.array([0, 1], dtype=np.int64)
+    props = np.frombuffer(b"TAGS\x01a\x02", dtype=np.uint8)
+    props_offs = np.array([0, props.shape[0]], dtype=np.int64)
+    fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)
+    fields[:, rec.F_BODY_CRC] = -1
+    sizes = np.empty(1, dtype=np.int64)
+    rec.batch_sizes(body_offs, topic.shape[0], props_offs, 1 << 20, sizes)
+    rec.place_batch(sizes[:1], 0, data.shape[0], 0, _scratch_offsets(1))
+    rec.encode_batch(data, 0, 0, topic, bodies, body_offs[0:2], props, props_offs, fields[0:1])
+    rec.write_blank(np.zeros(16, dtype=np.uint8), 0, 8)
 
 
 class Answer:
@@ -41,7 +59,10 @@ class Answer:
 
 
 class RingProducer:
-    def __init__(self, info: dict, counters: Segment, registry: Segment) -> None:
+    def __init__(
+        self, info: dict, counters: Segment, registry: Segment, spin_us: int = DEFAULT_SPIN_US
+    ) -> None:
+        self.spin_s = spin_us / 1e6
         self.segment = Segment.attach(info["ring"])
         self.words = self.segment.words
         self.capacity, self.slots = ring.geometry(self.words)
@@ -54,7 +75,7 @@ class RingProducer:
         self.reg_base = rg.producer_base(info["slot"])
         self.tail, self.seq = ring.load_tail(self.words)
         self.max_body = int(info["maxMessageSize"])
-        self.sizes = np.empty(0, dtype=np.int64)
+        warm_up()
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -152,8 +173,8 @@ class RingProducer:
         return True
 
     def _wait_writer(self, done, deadline: float) -> None:
-        """Spin for ``SPIN_S``, then park (``WAITING`` set) until ``done()`` or the deadline."""
-        spin_end = time.perf_counter() + SPIN_S
+        """Spin for ``spin_s``, then park (``WAITING`` set) until ``done()`` or the deadline."""
+        spin_end = time.perf_counter() + self.spin_s
         while time.perf_counter() < spin_end:
             if done():
                 return

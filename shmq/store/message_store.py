@@ -159,6 +159,7 @@ class MessageStore:
             abnormal=abnormal,
             check_crc=self.config.check_crc_on_recover,
             max_record_size=self.config.max_message_size + 64 * 1024,
+            message_index=self.config.message_index_enable,
         )
         if max_cq_phys > report.valid_end:
             for cq in self.consume_queues.values():

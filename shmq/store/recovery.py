@@ -40,13 +40,14 @@ def recover_commitlog(
     abnormal: bool,
     check_crc: bool,
     max_record_size: int,
+    message_index: bool = True,
 ) -> RecoveryReport:
     """Find the end of valid data, truncate the log there, and say where to re-dispatch."""
     files = commitlog.queue.files
     if not files:
         return RecoveryReport(abnormal, 0, 0, 0, rec.PARSE_REASONS[rec.PARSE_END], None)
     start = (
-        _abnormal_start(commitlog, checkpoint)
+        _abnormal_start(commitlog, checkpoint, message_index)
         if abnormal
         else files[max(0, len(files) - 3)].file_from_offset
     )
@@ -85,11 +86,13 @@ def _flush_valid_range(commitlog: CommitLog, start: int, end: int) -> None:
     commitlog.queue.flushed_where = end
 
 
-def _abnormal_start(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
+def _abnormal_start(commitlog: CommitLog, checkpoint: Checkpoint, message_index: bool) -> int:
     """The newest file whose first record was stored at or before the checkpoint's minimum
-    timestamp; the first file when none qualifies (RocketMQ 4.9 ``recoverAbnormally``)."""
+    timestamp (with the index: also at or before the index timestamp, since index files
+    newer than it were dropped and must be rebuilt); the first file when none qualifies
+    (RocketMQ 4.9 ``recoverAbnormally``)."""
     files = commitlog.queue.files
-    limit = checkpoint.min_timestamp()
+    limit = checkpoint.min_timestamp_index() if message_index else checkpoint.min_timestamp()
     row = np.zeros((1, rec.N_COLS), dtype=np.int64)
     for mf in reversed(files):
         code = rec.parse_one(mf.buf, 0, mf.size, mf.file_from_offset, False, row, 0)
