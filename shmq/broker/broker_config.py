@@ -1,31 +1,47 @@
-"""Broker settings: RocketMQ ``BrokerConfig`` keys (and shmq's own), plus the store's.
+"""Broker settings: RocketMQ's ``BrokerConfig`` / ``NettyServerConfig`` keys, shmq's own, and
+the store's ``MessageStoreConfig``, read from one file as a RocketMQ broker does.
 
-A ``broker.conf`` is RocketMQ's Java properties file; TOML is accepted too (flat keys, or
-``[broker]`` and ``[store]`` tables; a ``[tuning]`` table is kept for the tuning issue).
-Keys may be camelCase (as in RocketMQ) or snake_case; store keys go to ``store``.
+A RocketMQ ``broker.conf`` is a Java properties file holding broker and store keys side by
+side, so shmq reads that format unchanged (and TOML, for people who prefer it). Keys may be
+camelCase, as RocketMQ writes them, or snake_case, as the fields here are named; store keys
+land in ``BrokerConfig.store``. ``to_properties`` writes a config back as ``broker.conf``
+text, so what ``shmq start`` ran with can be read and reused.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shmq.config import MessageStoreConfig, _coerce, parse_host, snake_case
+from shmq.config import MessageStoreConfig, parse_host, snake_case
 from shmq.errors import ConfigError
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+MIN_RING_SIZE = 64 * 1024
+MIN_RING_SLOTS = 16
+
+# Fields whose RocketMQ key is not the plain camelCase of the field name.
+_CAMEL_ALIASES = {
+    "broker_ip1": "brokerIP1",
+    "check_crc_on_recover": "checkCRCOnRecover",
+    "warm_mapped_file_enable": "warmMapedFileEnable",  # RocketMQ's spelling
+}
+# Fields that are not keys of a conf file.
+_NOT_KEYS = ("store", "tuning")
 
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """Broker settings with RocketMQ 4.9 defaults (intervals in ms).
+    """Broker settings with RocketMQ 4.9 defaults (intervals in ms unless named otherwise).
 
-    RocketMQ clamps ``registerNameServerPeriod`` to 10-60 s; shmq does not, so tests can
-    use short periods.
+    RocketMQ clamps ``registerNameServerPeriod`` to 10..60 s; shmq takes it as given, so
+    tests can register every few hundred milliseconds. ``store.store_host`` follows
+    ``brokerIP1:listenPort`` unless ``storeHost`` is set to something else.
     """
 
     broker_cluster_name: str = "DefaultCluster"
@@ -38,10 +54,14 @@ class BrokerConfig:
     broker_permission: int = 6
     auto_create_topic_enable: bool = True
     default_topic_queue_nums: int = 8
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
     register_name_server_period: int = 30_000
     flush_consumer_offset_interval: int = 5_000
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1_000
     client_channel_max_idle_time_seconds: int = 120
-    # shmq's own
+    # shmq's own: producer rings (bytes, completion slots), slot tables, agent idling.
     ring_size: int = 4 << 20
     ring_slots: int = 65536
     max_producers: int = 64
@@ -55,140 +75,279 @@ class BrokerConfig:
     tuning: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.broker_role not in BROKER_ROLES:
-            raise ConfigError(f"brokerRole {self.broker_role!r} is not one of {BROKER_ROLES}")
-        if not 0 <= self.listen_port <= 65535:
-            raise ConfigError(f"listenPort {self.listen_port} is not in 0..65535")
-        if not 1 <= self.default_topic_queue_nums <= 1024:
-            raise ConfigError(
-                f"defaultTopicQueueNums {self.default_topic_queue_nums} is not in 1..1024"
+        _require(
+            self.broker_role in BROKER_ROLES,
+            "broker_role",
+            self.broker_role,
+            f"one of {', '.join(BROKER_ROLES)}",
+        )
+        if self.broker_role == "SLAVE":
+            _require(self.broker_id > 0, "broker_id", self.broker_id, "> 0 for a SLAVE")
+        else:
+            _require(self.broker_id == 0, "broker_id", self.broker_id, "0 for a master")
+        for name in ("broker_cluster_name", "broker_name"):
+            value = getattr(self, name)
+            _require(
+                bool(value) and not any(c.isspace() for c in value),
+                name,
+                value,
+                "a non-empty name without whitespace",
             )
-        if self.ring_size < 65536 or self.ring_size & (self.ring_size - 1):
-            raise ConfigError(f"ringSize {self.ring_size} must be a power of two >= 65536")
-        if self.ring_slots < 16 or self.ring_slots & (self.ring_slots - 1):
-            raise ConfigError(f"ringSlots {self.ring_slots} must be a power of two >= 16")
-        for name in ("max_producers", "max_consumers", "max_queue_slots", "agent_restart_max"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{camel_case(name)} must be at least 1")
-        if self.register_name_server_period < 100:
-            raise ConfigError("registerNameServerPeriod must be at least 100 ms")
+        _range(self, "listen_port", 0, 65535)
+        _range(self, "broker_permission", 0, 15)
+        _range(self, "default_topic_queue_nums", 1, 1024)
+        for name in (
+            "register_name_server_period",
+            "flush_consumer_offset_interval",
+            "short_polling_time_mills",
+            "client_channel_max_idle_time_seconds",
+            "max_producers",
+            "max_consumers",
+            "max_queue_slots",
+            "agent_restart_max",
+        ):
+            _range(self, name, 1)
+        for name in ("idle_spin", "idle_yield", "idle_park_us"):
+            _range(self, name, 0)
+        _power_of_two(self, "ring_size", MIN_RING_SIZE)
+        _power_of_two(self, "ring_slots", MIN_RING_SLOTS)
         parse_host(f"{self.broker_ip1}:{self.listen_port}")
-        self.namesrv_addrs  # noqa: B018 (validates)
+        self.namesrv_addrs  # noqa: B018 - validates every address
 
     @property
     def namesrv_addrs(self) -> list[str]:
+        """``namesrvAddr`` split at ``;``, each checked to be ``ip:port``."""
         addrs = [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
         for addr in addrs:
             parse_host(addr)
         return addrs
 
+    @property
+    def derived_store_host(self) -> str:
+        """The ``storeHost`` this broker has unless one is set: ``brokerIP1:listenPort``."""
+        return f"{self.broker_ip1}:{self.listen_port}"
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> BrokerConfig:
+        """Build from broker and store keys (camelCase or snake_case; strings converted)."""
         return cls().replace(**values)
 
     def replace(self, **overrides: Any) -> BrokerConfig:
-        """A copy with broker or store keys (camelCase or snake_case) changed."""
-        fields = {f.name: f for f in dataclasses.fields(self) if f.name not in ("store", "tuning")}
+        """A copy with broker or store keys (camelCase or snake_case) changed.
+
+        A ``tuning`` key replaces the tuning table. ``store.store_host`` keeps following
+        ``brokerIP1:listenPort`` unless it was set apart from them.
+        """
+        fields = {f.name: f for f in dataclasses.fields(self) if f.name not in _NOT_KEYS}
         store_fields = {f.name for f in dataclasses.fields(MessageStoreConfig)}
-        broker_changes: dict[str, Any] = {}
+        changes: dict[str, Any] = {}
         store_changes: dict[str, Any] = {}
         for key, value in overrides.items():
             name = snake_case(key)
             if name in fields:
-                broker_changes[name] = _coerce(name, value, fields[name].type)
+                changes[name] = _coerce(name, value, fields[name].type)
             elif name in store_fields:
                 store_changes[name] = value
             elif name == "tuning":
-                broker_changes["tuning"] = dict(value)
+                if not isinstance(value, Mapping):
+                    raise ConfigError(f"tuning must be a table, not {type(value).__name__}")
+                changes["tuning"] = dict(value)
             else:
                 raise ConfigError(f"unknown broker config key {key!r}")
         store = self.store.replace(**store_changes) if store_changes else self.store
-        cfg = dataclasses.replace(self, store=store, **broker_changes)
-        if "store_host" not in store_changes and (
-            "listen_port" in broker_changes or "broker_ip1" in broker_changes
-            or store.store_host == MessageStoreConfig.store_host
-        ):  # fmt: skip
-            cfg = dataclasses.replace(
-                cfg, store=store.replace(store_host=f"{cfg.broker_ip1}:{cfg.listen_port}")
-            )
-        return cfg
+        follows = "store_host" not in store_changes and self.store.store_host in (
+            self.derived_store_host,
+            MessageStoreConfig.store_host,
+        )
+        if follows:
+            ip = changes.get("broker_ip1", self.broker_ip1)
+            port = changes.get("listen_port", self.listen_port)
+            if 0 <= port <= 65535:  # else __post_init__ reports the port
+                store = store.replace(store_host=f"{ip}:{port}")
+        return dataclasses.replace(self, store=store, **changes)
+
+
+def _require(ok: bool, name: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"{camel_case(name)} = {value!r} is invalid: must be {allowed}")
+
+
+def _range(cfg: BrokerConfig, name: str, low: int, high: int | None = None) -> None:
+    value = getattr(cfg, name)
+    if value < low or (high is not None and value > high):
+        allowed = f"in {low}..{high}" if high is not None else f">= {low}"
+        _require(False, name, value, allowed)
+
+
+def _power_of_two(cfg: BrokerConfig, name: str, low: int) -> None:
+    value = getattr(cfg, name)
+    _require(value >= low and not value & (value - 1), name, value, f"a power of two >= {low}")
+
+
+def _coerce(name: str, value: Any, kind: Any) -> Any:
+    """``value`` (a conf-file string, or a TOML value) as the field's type."""
+    kind = kind if isinstance(kind, str) else kind.__name__
+    text = value.strip() if isinstance(value, str) else value
+    if kind == "bool":
+        if isinstance(text, bool):
+            return text
+        if isinstance(text, str) and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+    elif kind == "int":
+        if isinstance(text, int) and not isinstance(text, bool):
+            return text
+        if isinstance(text, str) and re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+    elif isinstance(text, str):
+        return text
+    raise ConfigError(f"broker config {camel_case(name)} = {value!r} is not a valid {kind}")
 
 
 def camel_case(snake: str) -> str:
+    """``broker_cluster_name`` → ``brokerClusterName``; the inverse of ``snake_case`` for
+    every config field (RocketMQ's acronyms and misspellings come from a table)."""
+    alias = _CAMEL_ALIASES.get(snake)
+    if alias is not None:
+        return alias
     head, *rest = snake.split("_")
-    return head + "".join(p.upper() if p in ("crc", "ip") else p.title() for p in rest)
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java properties: ``key=value``, ``key: value`` or ``key value``; ``#``/``!`` comments;
-    a trailing backslash continues the line; the last duplicate wins."""
+    """Java ``Properties.load`` syntax: ``key=value``, ``key: value`` or ``key value``;
+    ``#`` and ``!`` comment lines; a line ending in an odd number of backslashes continues
+    on the next (its leading whitespace dropped); ``\\t``, ``\\n``, ``\\uXXXX`` and ``\\x``
+    escapes. Keys and values are trimmed; a later duplicate wins."""
     out: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
+    logical: list[str] = []
+    for line in re.split(r"\r\n|\r|\n", text):
+        line = line.lstrip(" \t\f")
         if not logical and (not line or line[0] in "#!"):
             continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical += line[:-1]
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            logical.append(line[:-1])
             continue
-        logical += line
-        key, value = _split_property(logical)
+        logical.append(line)
+        key, value = _split_property("".join(logical))
         out[key] = value
-        logical = ""
+        logical = []
     if logical:
-        key, value = _split_property(logical)
+        key, value = _split_property("".join(logical))
         out[key] = value
     return out
 
 
 def _split_property(line: str) -> tuple[str, str]:
-    for i, ch in enumerate(line):
-        if ch in "=:" or ch.isspace():
-            rest = line[i:].lstrip()
-            if rest[:1] in ("=", ":"):
-                rest = rest[1:]
-            return line[:i], rest.strip()
-    return line, ""
+    i = 0
+    while i < len(line) and line[i] not in "=: \t\f":
+        i += 2 if line[i] == "\\" else 1
+    key, rest = line[:i], line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest.rstrip(" \t\f"))
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+
+    def one(m: re.Match[str]) -> str:
+        esc = m.group(1)
+        if esc[0] == "u":
+            if len(esc) != 5:
+                raise ConfigError(f"malformed \\uXXXX escape in properties line {text!r}")
+            return chr(int(esc[1:], 16))
+        return _ESCAPES.get(esc, esc)
+
+    # Two \u escapes may be a surrogate pair (Java writes characters above U+FFFF so).
+    joined = re.sub(r"\\(u[0-9a-fA-F]{0,4}|.)", one, text, flags=re.DOTALL)
+    return joined.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+
+
+def _escape(text: str) -> str:
+    """``text`` as a properties value that ``parse_properties`` (and Java) reads back
+    (surrounding whitespace aside: values are trimmed)."""
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch in "\t\n\r\f":
+            out.append("\\" + "tnrf"["\t\n\r\f".index(ch)])
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:  # Java reads conf files as ISO-8859-1, so anything else is escaped
+            units = ch.encode("utf-16-be", "surrogatepass")
+            out.extend(f"\\u{units[j]:02x}{units[j + 1]:02x}" for j in range(0, len(units), 2))
+    return "".join(out)
 
 
 def load_broker_config(path: str | os.PathLike[str]) -> BrokerConfig:
+    """Read a ``.toml`` file, or any other file as Java properties (RocketMQ's broker.conf).
+
+    TOML keys may sit at the top level or in a ``[broker]`` table; a ``[store]`` table holds
+    only store keys; a ``[tuning]`` table is kept as it is in ``BrokerConfig.tuning``.
+    """
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as exc:
-        raise ConfigError(f"cannot read broker config {path}: {exc.strerror}") from None
+        raise ConfigError(f"cannot read broker config {path}: {exc.strerror or exc}") from None
     if path.endswith(".toml"):
         try:
-            data = tomllib.loads(raw.decode())
+            data = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-        values: dict[str, Any] = {}
-        for key, value in data.items():
-            if key in ("broker", "store") and isinstance(value, dict):
-                values.update(value)
-            elif key == "tuning":
-                values["tuning"] = value
-            else:
-                values[key] = value
+            raise ConfigError(f"broker config {path} is not valid TOML: {exc}") from None
+        values = _toml_values(path, data)
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("latin-1")  # what Java's Properties.load reads
+        values = parse_properties(text)
+    try:
         return BrokerConfig.from_mapping(values)
-    return BrokerConfig.from_mapping(parse_properties(raw.decode("utf-8", "replace")))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _toml_values(path: str, data: dict[str, Any]) -> dict[str, Any]:
+    store_fields = {f.name for f in dataclasses.fields(MessageStoreConfig)}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "broker" and isinstance(value, dict):
+            values.update(value)
+        elif key == "store" and isinstance(value, dict):
+            for store_key in value:
+                if snake_case(store_key) not in store_fields:
+                    raise ConfigError(f"{path}: [store] has unknown store key {store_key!r}")
+            values.update(value)
+        elif key == "tuning" and isinstance(value, dict):
+            values["tuning"] = value
+        else:
+            values[key] = value
+    return values
 
 
 def to_properties(cfg: BrokerConfig) -> str:
-    """``cfg`` as broker.conf text: camelCase keys, values that differ from the defaults."""
-    lines = []
+    """``cfg`` as broker.conf text: camelCase keys, broker then store keys, only values
+    that differ from the defaults (``storeHost`` only when it is not ``brokerIP1:listenPort``).
+    ``tuning`` has no properties form and is left out."""
     default = BrokerConfig()
+    lines = ["# shmq broker config: RocketMQ broker.conf keys, defaults left out"]
     for f in dataclasses.fields(cfg):
-        if f.name in ("store", "tuning"):
-            continue
         value = getattr(cfg, f.name)
-        if value != getattr(default, f.name):
-            lines.append(f"{camel_case(f.name)}={_text(value)}")
+        if f.name not in _NOT_KEYS and value != getattr(default, f.name):
+            lines.append(f"{camel_case(f.name)}={_escape(_text(value))}")
     for f in dataclasses.fields(cfg.store):
         value = getattr(cfg.store, f.name)
-        if value != getattr(default.store, f.name):
-            lines.append(f"{camel_case(f.name)}={_text(value)}")
+        derived = f.name == "store_host" and value == cfg.derived_store_host
+        if not derived and value != getattr(default.store, f.name):
+            lines.append(f"{camel_case(f.name)}={_escape(_text(value))}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,76 +1,105 @@
 """Consumer offsets (RocketMQ's ``ConsumerOffsetManager``), kept in consumerOffset.json.
 
-The table maps ``topic@group`` to ``{queueId: next offset to consume}``.
+Committed offsets are what a consumer group resumes from after a restart or a rebalance, so
+they live on the broker, keyed ``topic@group`` → ``{queueId: next offset to consume}``, and
+are written in RocketMQ's file shape ``{"offsetTable":{"T@G":{0:12,1:7}}}`` (bare integer
+queue ids), so a RocketMQ broker's file loads here and the other way round.
 """
 
 from __future__ import annotations
 
 import os
-import threading
+from typing import Any
 
 from shmq.broker import json_file
 from shmq.errors import ConfigError
 
 SEPARATOR = "@"
+FILE_NAME = "consumerOffset.json"
 
 
-class ConsumerOffsetManager:
+class ConsumerOffsetManager(json_file.PersistedTable):
+    """Committed offsets per group, topic and queue; thread-safe."""
+
     def __init__(self, config_dir: str) -> None:
-        self.path = os.path.join(config_dir, "consumerOffset.json")
-        self._lock = threading.Lock()
-        self._table: dict[str, dict[int, int]] = {}
-        self.dirty = False
-        data = json_file.load(self.path)
-        if data:
-            for key, queues in data.get("offsetTable", {}).items():
-                self._table[key] = {int(q): int(o) for q, o in queues.items()}
+        self.path = os.path.join(config_dir, FILE_NAME)
+        super().__init__()
+        self._table: dict[str, dict[int, int]] = json_file.load(self.path, _parse) or {}
 
     @staticmethod
     def _key(group: str, topic: str) -> str:
-        for name, value in (("group", group), ("topic", topic)):
-            if SEPARATOR in value:
-                raise ConfigError(f"{name} {value!r} must not contain {SEPARATOR!r}")
+        for kind, name in (("group", group), ("topic", topic)):
+            if not name:
+                raise ConfigError(f"{kind} must not be empty")
+            if SEPARATOR in name:
+                raise ConfigError(f"{kind} {name!r} must not contain {SEPARATOR!r}")
         return f"{topic}{SEPARATOR}{group}"
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record ``offset`` as the next message ``group`` consumes from the queue."""
         key = self._key(group, topic)
         with self._lock:
             self._table.setdefault(key, {})[queue_id] = offset
-            self.dirty = True
+            self._dirty = True
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
-        """The committed next offset, or -1 when the group has none for this queue."""
+        """The committed next offset, or -1 when the group has none for this queue
+        (RocketMQ's QUERY_CONSUMER_OFFSET then answers QUERY_NOT_FOUND)."""
+        key = self._key(group, topic)
         with self._lock:
-            return self._table.get(self._key(group, topic), {}).get(queue_id, -1)
+            return self._table.get(key, {}).get(queue_id, -1)
 
     def offsets(self, group: str, topic: str) -> dict[int, int]:
+        """``{queue id: committed next offset}`` of the group on the topic."""
+        key = self._key(group, topic)
         with self._lock:
-            return dict(self._table.get(self._key(group, topic), {}))
+            return dict(self._table.get(key, {}))
 
     def groups_of_topic(self, topic: str) -> list[str]:
+        """The groups with an offset on ``topic``, sorted."""
         with self._lock:
-            return sorted(
-                k.split(SEPARATOR, 1)[1] for k in self._table if k.split(SEPARATOR)[0] == topic
-            )
+            return sorted(g for t, g in map(_split, self._table) if t == topic)
 
     def topics_of_group(self, group: str) -> list[str]:
+        """The topics ``group`` has offsets on, sorted."""
         with self._lock:
-            return sorted(
-                k.split(SEPARATOR, 1)[0] for k in self._table if k.split(SEPARATOR, 1)[1] == group
-            )
+            return sorted(t for t, g in map(_split, self._table) if g == group)
 
-    def remove_group(self, group: str) -> None:
+    def remove_group(self, group: str) -> bool:
+        """Forget every offset of ``group``; ``False`` when it had none."""
         with self._lock:
-            for key in [k for k in self._table if k.split(SEPARATOR, 1)[1] == group]:
+            keys = [k for k in self._table if _split(k)[1] == group]
+            for key in keys:
                 del self._table[key]
-            self.dirty = True
+            if keys:
+                self._dirty = True
+            return bool(keys)
 
-    def persist(self) -> None:
-        with self._lock:
-            table = {k: dict(v) for k, v in self._table.items()}
-            self.dirty = False
-        json_file.persist(self.path, json_file.dumps_fastjson({"offsetTable": table}))
+    def _snapshot(self) -> Any:
+        return {"offsetTable": self._table}
 
-    def persist_if_dirty(self) -> None:
-        if self.dirty:
-            self.persist()
+
+def _split(key: str) -> tuple[str, str]:
+    topic, _, group = key.partition(SEPARATOR)
+    return topic, group
+
+
+def _parse(text: str) -> dict[str, dict[int, int]]:
+    """consumerOffset.json → offset table; ``ValueError`` if malformed. Unknown top-level
+    fields (5.x ``dataVersion``, ``groupTopicMap``) are ignored."""
+    data: Any = json_file.loads_fastjson(text, int_keys=True)
+    table = data.get("offsetTable", {}) if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        raise ConfigError("consumerOffset.json has no offsetTable object")
+    out: dict[str, dict[int, int]] = {}
+    for key, queues in table.items():
+        if not isinstance(key, str) or SEPARATOR not in key or not isinstance(queues, dict):
+            raise ConfigError(f"offsetTable entry {key!r} is not 'topic@group': {{queue: offset}}")
+        if not all(_is_int(q) and _is_int(o) for q, o in queues.items()):
+            raise ConfigError(f"offsetTable entry {key!r} holds non-integer queues or offsets")
+        out[key] = dict(queues)
+    return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,10 @@ log = logging.getLogger(__name__)
 # A bare integer key in text that holds no string literal: "{" or "," then the digits, ":".
 _BARE_KEY = re.compile(r"([{,][ \t\r\n]*)(-?\d+)([ \t\r\n]*:)")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-# Bare keys are quoted with this prefix so the object hook can tell them from quoted keys.
+_KEY_END = re.compile(r"[ \t\r\n]*:")
+_INT = re.compile(r"-?[0-9]+")
+# Bare keys are quoted with a NUL prefix (escaped in the text) so the object hook can tell
+# them from quoted keys; a quoted key that starts with NUL gets a second one.
 _BARE_MARK = "\x00"
 
 
@@ -43,13 +47,13 @@ def dumps_fastjson(obj: Any) -> str:
 def _dump(obj: Any, depth: int, out: list[str]) -> None:
     inner = "\n" + "\t" * (depth + 1)
     if isinstance(obj, dict):
-        items = sorted(((_key_text(k), k, v) for k, v in obj.items() if v is not None),
-                       key=lambda item: _sort_key(item[1]))  # fmt: skip
+        kept = [(k, v) for k, v in obj.items() if v is not None]
+        items = [(_key_text(k), v) for k, v in sorted(kept, key=lambda kv: _sort_key(kv[0]))]
         if not items:
             out.append("{}")
             return
         out.append("{")
-        for i, (key, _, value) in enumerate(items):
+        for i, (key, value) in enumerate(items):
             out.append(("," if i else "") + inner + key + ":")
             _dump(value, depth + 1, out)
         out.append("\n" + "\t" * depth + "}")
@@ -84,13 +88,15 @@ def loads_fastjson(text: str, *, int_keys: bool = False) -> Any:
     Keys written bare (``{0:12}``) come back as ``int``; quoted keys stay ``str`` unless
     ``int_keys`` is true, which turns every key made only of digits into an ``int`` (for
     maps RocketMQ keys by number, such as queue ids, when another writer quoted them).
-    A quoted key that starts with a NUL character would be taken for a bare one.
     """
     out: list[str] = []
     last = 0
     for m in _STRING.finditer(text):  # bare keys are quoted only outside string literals
         out.append(_BARE_KEY.sub(_quote_key, text[last : m.start()]))
-        out.append(m.group(0))
+        literal = m.group(0)
+        if literal.startswith('"\\u0000') and _KEY_END.match(text, m.end()):
+            literal = '"\\u0000' + literal[1:]  # a quoted key starting with NUL: mark it too
+        out.append(literal)
         last = m.end()
     out.append(_BARE_KEY.sub(_quote_key, text[last:]))
 
@@ -101,13 +107,13 @@ def loads_fastjson(text: str, *, int_keys: bool = False) -> Any:
 
 
 def _quote_key(m: re.Match[str]) -> str:
-    return f'{m.group(1)}"{_BARE_MARK}{m.group(2)}"{m.group(3)}'
+    return f'{m.group(1)}"\\u0000{m.group(2)}"{m.group(3)}'
 
 
 def _parse_key(key: str, int_keys: bool) -> int | str:
     if key.startswith(_BARE_MARK):
-        return int(key[1:])
-    if int_keys and key.isascii() and key.lstrip("-").isdigit():
+        return key[1:] if key.startswith(_BARE_MARK, 1) else int(key[1:])
+    if int_keys and _INT.fullmatch(key):
         return int(key)
     return key
 
@@ -177,3 +183,40 @@ def load(path: str, parse: Callable[[str], Any] = loads_fastjson) -> Any | None:
             "repair or remove the files to start empty"
         )
     return None
+
+
+class PersistedTable:
+    """Base of RocketMQ's ConfigManagers here: a lock-protected table that remembers whether
+    it changed since it was last written. Subclasses set ``path`` and give ``_snapshot()``
+    (the JSON object to write, called under ``_lock``)."""
+
+    path: str
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._persist_lock = threading.Lock()
+        self._dirty = False
+
+    def _snapshot(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the table changed since it was last persisted."""
+        return self._dirty
+
+    def persist(self) -> None:
+        """Write the file (fastjson style; the previous content kept as ``.bak``)."""
+        with self._persist_lock:
+            with self._lock:
+                text = dumps_fastjson(self._snapshot())
+                self._dirty = False
+            try:
+                persist(self.path, text)
+            except BaseException:
+                self._dirty = True
+                raise
+
+    def persist_if_dirty(self) -> None:
+        if self._dirty:
+            self.persist()

@@ -94,6 +94,8 @@ class Broker:
                 auto_create=cfg.auto_create_topic_enable,
                 cluster_name=cfg.broker_cluster_name,
                 broker_name=cfg.broker_name,
+                cluster_topic_enable=cfg.cluster_topic_enable,
+                broker_topic_enable=cfg.broker_topic_enable,
             )
             self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
             self.publish_topics()

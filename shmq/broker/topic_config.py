@@ -1,11 +1,16 @@
-"""Topic configs (RocketMQ's ``TopicConfig`` / ``TopicConfigManager``), kept in topics.json."""
+"""Topic configs (RocketMQ's ``TopicConfig`` / ``TopicConfigManager``), kept in topics.json.
+
+The broker's topic table decides which topics accept sends and how many queues they have;
+it is persisted as RocketMQ's ``TopicConfigSerializeWrapper`` so the same JSON serves as
+``config/topics.json`` and as the body a broker registers with the name servers.
+"""
 
 from __future__ import annotations
 
 import os
-import threading
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from shmq.broker import json_file
@@ -14,21 +19,29 @@ from shmq.message import validate_topic
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
 MAX_QUEUE_NUMS = 1024
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 AUTO_CREATE_TOPIC_KEY = "TBW102"
-SYSTEM_SINGLE_QUEUE_TOPICS = ("SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT")
-_JSON_NAMES = {
-    "topic_name": "topicName",
-    "read_queue_nums": "readQueueNums",
-    "write_queue_nums": "writeQueueNums",
-    "perm": "perm",
-    "topic_filter_type": "topicFilterType",
-    "topic_sys_flag": "topicSysFlag",
-    "order": "order",
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+FILE_NAME = "topics.json"
+
+# field name → RocketMQ JSON key, and the JSON types each accepts.
+_JSON_KEYS: dict[str, tuple[str, type]] = {
+    "topic_name": ("topicName", str),
+    "read_queue_nums": ("readQueueNums", int),
+    "write_queue_nums": ("writeQueueNums", int),
+    "perm": ("perm", int),
+    "topic_filter_type": ("topicFilterType", str),
+    "topic_sys_flag": ("topicSysFlag", int),
+    "order": ("order", bool),
 }
+_KIND_NAMES = {int: "an integer", str: "a string", bool: "a boolean"}
 
 
 @dataclass(frozen=True)
 class TopicConfig:
+    """One topic's queues and permissions (RocketMQ's defaults: 16 queues, read + write)."""
+
     topic_name: str
     read_queue_nums: int = 16
     write_queue_nums: int = 16
@@ -43,11 +56,18 @@ class TopicConfig:
             value = getattr(self, name)
             if not 1 <= value <= MAX_QUEUE_NUMS:
                 raise ConfigError(
-                    f"{_JSON_NAMES[name]} {value} of topic {self.topic_name} is not in "
+                    f"{_JSON_KEYS[name][0]} {value} of topic {self.topic_name} is not in "
                     f"1..{MAX_QUEUE_NUMS}"
                 )
         if not 0 <= self.perm <= 15:
             raise ConfigError(f"perm {self.perm} of topic {self.topic_name} is not in 0..15")
+        if self.topic_filter_type not in TOPIC_FILTER_TYPES:
+            raise ConfigError(
+                f"topicFilterType {self.topic_filter_type!r} of topic {self.topic_name} is "
+                f"not one of {', '.join(TOPIC_FILTER_TYPES)}"
+            )
+        if self.topic_sys_flag < 0:
+            raise ConfigError(f"topicSysFlag {self.topic_sys_flag} of {self.topic_name} is < 0")
 
     @property
     def is_readable(self) -> bool:
@@ -58,16 +78,36 @@ class TopicConfig:
         return bool(self.perm & PERM_WRITE)
 
     def to_json(self) -> dict[str, Any]:
-        return {_JSON_NAMES[k]: v for k, v in asdict(self).items()}
+        """RocketMQ's JSON form: ``{"order":false,"perm":6,"readQueueNums":16,...}``."""
+        return {key: getattr(self, name) for name, (key, _) in _JSON_KEYS.items()}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TopicConfig:
-        back = {v: k for k, v in _JSON_NAMES.items()}
-        return cls(**{back[k]: v for k, v in data.items() if k in back})
+    def from_json(cls, data: Mapping[str, Any]) -> TopicConfig:
+        """Parse RocketMQ's JSON form; keys this version does not know (5.x ``attributes``)
+        are ignored, missing ones take the defaults. ``ConfigError`` for a bad value."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"a topic config is a {type(data).__name__}, not a JSON object")
+        values: dict[str, Any] = {}
+        for name, (key, kind) in _JSON_KEYS.items():
+            if key not in data:
+                continue
+            value = data[key]
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise ConfigError(f"topic config {key} = {value!r} is not {_KIND_NAMES[kind]}")
+            values[name] = value
+        if "topic_name" not in values:
+            raise ConfigError(f"topic config {dict(data)!r} has no topicName")
+        return cls(**values)
 
 
-class TopicConfigManager:
-    """The broker's topics, persisted to ``{config_dir}/topics.json`` in RocketMQ's shape."""
+class TopicConfigManager(json_file.PersistedTable):
+    """The broker's topics, persisted to ``{config_dir}/topics.json``; thread-safe.
+
+    RocketMQ's system topics are added when absent: ``SELF_TEST_TOPIC`` and
+    ``OFFSET_MOVED_EVENT``, ``TBW102`` (the auto-create template) when ``auto_create``,
+    and the cluster- and broker-name topics, readable and writable only when
+    ``cluster_topic_enable`` / ``broker_topic_enable`` (else inherit-only, as RocketMQ).
+    """
 
     def __init__(
         self,
@@ -77,35 +117,33 @@ class TopicConfigManager:
         auto_create: bool = True,
         cluster_name: str = "DefaultCluster",
         broker_name: str = "broker-a",
+        cluster_topic_enable: bool = True,
+        broker_topic_enable: bool = True,
     ) -> None:
-        self.path = os.path.join(config_dir, "topics.json")
+        self.path = os.path.join(config_dir, FILE_NAME)
         self.default_queue_nums = default_queue_nums
         self.auto_create = auto_create
-        self._lock = threading.Lock()
+        super().__init__()
         self._topics: dict[str, TopicConfig] = {}
-        self._version = {"counter": 0, "timestamp": int(time.time() * 1000)}
-        self.dirty = False
-        data = json_file.load(self.path)
-        if data:
-            for name, cfg in data.get("topicConfigTable", {}).items():
-                self._topics[name] = TopicConfig.from_json(cfg)
-            self._version = dict(data.get("dataVersion", self._version))
-        system = [TopicConfig(t, 1, 1) for t in SYSTEM_SINGLE_QUEUE_TOPICS]
-        system += [TopicConfig(n, 1, 1, PERM_READ | PERM_WRITE | PERM_INHERIT)
-                   for n in (cluster_name, broker_name)]  # fmt: skip
+        self._counter = 0
+        self._timestamp = _now_ms()
+        loaded = json_file.load(self.path, _parse_wrapper)
+        if loaded is not None:
+            self._topics, self._counter, self._timestamp = loaded
+        rw = PERM_READ | PERM_WRITE
+        system = [
+            TopicConfig(SELF_TEST_TOPIC, 1, 1),
+            TopicConfig(cluster_name, 1, 1, PERM_INHERIT | (rw if cluster_topic_enable else 0)),
+            TopicConfig(broker_name, 1, 1, PERM_INHERIT | (rw if broker_topic_enable else 0)),
+            TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
+        ]
         if auto_create:
-            system.append(
-                TopicConfig(
-                    AUTO_CREATE_TOPIC_KEY,
-                    default_queue_nums,
-                    default_queue_nums,
-                    PERM_READ | PERM_WRITE | PERM_INHERIT,
-                )
-            )
+            n = default_queue_nums
+            system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, n, n, rw | PERM_INHERIT))
         for cfg in system:
             if cfg.topic_name not in self._topics:
                 self._topics[cfg.topic_name] = cfg
-                self.dirty = True
+                self._dirty = True
 
     def get(self, topic: str) -> TopicConfig | None:
         with self._lock:
@@ -116,18 +154,30 @@ class TopicConfigManager:
             return dict(self._topics)
 
     def update(self, cfg: TopicConfig) -> None:
+        """Create the topic, or replace its config."""
         with self._lock:
             self._topics[cfg.topic_name] = cfg
             self._bump()
 
     def create_auto(self, topic: str) -> TopicConfig:
-        """The config an auto-created topic gets (not yet stored; pass it to ``update``)."""
-        if not self.auto_create:
-            raise ConfigError(f"topic {topic} does not exist and autoCreateTopicEnable is false")
-        n = self.default_queue_nums
-        return TopicConfig(topic, n, n, PERM_READ | PERM_WRITE)
+        """The topic's config, created with ``default_queue_nums`` queues (perm read + write)
+        when it does not exist; ``ConfigError`` then if auto-creation is off."""
+        with self._lock:
+            existing = self._topics.get(topic)
+            if existing is not None:
+                return existing
+            if not self.auto_create:
+                raise ConfigError(
+                    f"topic {topic} does not exist and autoCreateTopicEnable is false"
+                )
+            n = self.default_queue_nums
+            cfg = TopicConfig(topic, n, n, PERM_READ | PERM_WRITE)
+            self._topics[topic] = cfg
+            self._bump()
+            return cfg
 
     def delete(self, topic: str) -> bool:
+        """Remove the topic; ``False`` when there was none."""
         with self._lock:
             if self._topics.pop(topic, None) is None:
                 return False
@@ -135,30 +185,51 @@ class TopicConfigManager:
             return True
 
     def _bump(self) -> None:
-        self._version = {
-            "counter": int(self._version.get("counter", 0)) + 1,
-            "timestamp": int(time.time() * 1000),
-        }
-        self.dirty = True
+        self._counter += 1
+        self._timestamp = _now_ms()
+        self._dirty = True
 
     @property
     def data_version(self) -> dict[str, int]:
+        """RocketMQ's ``DataVersion``: the counter grows on every change."""
         with self._lock:
-            return dict(self._version)
+            return {"counter": self._counter, "timestamp": self._timestamp}
 
     def to_wrapper_json(self) -> dict[str, Any]:
         """RocketMQ's ``TopicConfigSerializeWrapper`` (also the REGISTER_BROKER body)."""
         with self._lock:
-            return {
-                "dataVersion": dict(self._version),
-                "topicConfigTable": {n: c.to_json() for n, c in sorted(self._topics.items())},
-            }
+            return self._wrapper()
 
-    def persist(self) -> None:
-        text = json_file.dumps_fastjson(self.to_wrapper_json())
-        json_file.persist(self.path, text)
-        self.dirty = False
+    def _wrapper(self) -> dict[str, Any]:
+        return {
+            "dataVersion": {"counter": self._counter, "timestamp": self._timestamp},
+            "topicConfigTable": {n: c.to_json() for n, c in sorted(self._topics.items())},
+        }
 
-    def persist_if_dirty(self) -> None:
-        if self.dirty:
-            self.persist()
+    def _snapshot(self) -> Any:
+        return self._wrapper()
+
+
+def _parse_wrapper(text: str) -> tuple[dict[str, TopicConfig], int, int]:
+    """topics.json → (table, data version counter, timestamp); ``ValueError`` if malformed."""
+    data = json_file.loads_fastjson(text)
+    if not isinstance(data, dict):
+        raise ConfigError("topics.json does not hold a JSON object")
+    table = data.get("topicConfigTable", {})
+    version = data.get("dataVersion", {})
+    if not isinstance(table, dict) or not isinstance(version, dict):
+        raise ConfigError("topicConfigTable and dataVersion must be JSON objects")
+    topics = {}
+    for name, raw in table.items():
+        cfg = TopicConfig.from_json(raw)
+        if cfg.topic_name != name:
+            raise ConfigError(f"topicConfigTable key {name!r} holds topic {cfg.topic_name!r}")
+        topics[name] = cfg
+    counter, timestamp = version.get("counter", 0), version.get("timestamp", _now_ms())
+    if not isinstance(counter, int) or not isinstance(timestamp, int):
+        raise ConfigError(f"dataVersion {version!r} does not hold integers")
+    return topics, counter, timestamp
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
