@@ -181,3 +181,35 @@ def test_sigkill_of_the_writer_agent_during_produce(tmp_path):
         assert missing == []
         assert max(stored.values()) == 1  # the journal keeps a restarted writer exactly-once
     assert shm_entries() - before == set()
+
+
+@pytest.mark.slow
+@pytest.mark.crash
+def test_sigkill_of_the_reput_agent_loses_and_repeats_nothing(tmp_path):
+    before = shm_entries()
+    with cluster(tmp_path, defaultTopicQueueNums=2) as c:
+        out = str(tmp_path / "p.jsonl")
+        producer = c.client("produce", "--count", "2000", "--pause", "0.0005", "--out", out,
+                            log="p.log")  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if os.path.exists(out) and len(read_json_lines(out)) >= 300:
+                break
+            time.sleep(0.05)
+        os.kill(c.runtime_info()["agents"]["reput"]["pid"], signal.SIGKILL)
+        producer.wait(180)
+        assert producer.returncode == 0
+        stop_file = tmp_path / "stop"
+        stop_file.touch()
+        wait_all([c.client("consume", "--stop-file", str(stop_file), "--out",
+                           str(tmp_path / "c.jsonl"), log="c.log")])  # fmt: skip
+        assert c.runtime_info()["agents"]["reput"]["restarts"] >= 1
+        sent = [row for row in read_json_lines(out) if "error" not in row]
+        got = read_json_lines(str(tmp_path / "c.jsonl"))
+        assert sorted(row["body"] for row in got) == sorted(row["body"] for row in sent)
+        per_queue = collections.defaultdict(list)
+        for row in got:
+            per_queue[row["queue"]].append(row["offset"])
+        for offsets in per_queue.values():
+            assert offsets == list(range(len(offsets)))
+    assert shm_entries() - before == set()
