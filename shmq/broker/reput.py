@@ -66,6 +66,8 @@ class Reput:
         self.least_pages = store.flush_consume_queue_least_pages
         self._last_flush = time.monotonic()
         self._consumer_sems: dict[tuple[int, int], object] = {}
+        self._consumers_version = -1
+        self._consumers: list[tuple[int, int, int]] = []
 
     def limit(self) -> int:
         write = cn.load(self.words, cn.WRITE_OFFSET)
@@ -118,15 +120,26 @@ class Reput:
             self.changed[:] = False
         return total or int(self.dispatched > before)
 
+    def _active_consumers(self) -> list[tuple[int, int, int]]:
+        """``[(slot, word base, gen)]`` of registered consumers, re-read only when the
+        registry changed (this runs after every dispatch pass)."""
+        rwords = self.registry.words
+        version = int(rwords[rg.VERSION])
+        if version != self._consumers_version:
+            self._consumers_version = version
+            self._consumers = [
+                (i, base, int(rwords[base + rg.GEN]))
+                for i in range(int(rwords[rg.CONSUMERS]))
+                if int(rwords[(base := rg.consumer_base(rwords, i)) + rg.STATE]) == rg.ACTIVE
+            ]
+        return self._consumers
+
     def _wake_consumers(self) -> None:
         rwords = self.registry.words
-        for i in range(int(rwords[rg.CONSUMERS])):
-            base = rg.consumer_base(rwords, i)
-            if int(rwords[base + rg.STATE]) != rg.ACTIVE or not rg.wants_wake(
-                rwords, base, self.changed
-            ):
+        for i, base, gen in self._active_consumers():
+            if not rg.wants_wake(rwords, base, self.changed):
                 continue
-            key = (i, int(rwords[base + rg.GEN]))
+            key = (i, gen)
             sem = self._consumer_sems.get(key)
             if sem is None:
                 try:
