@@ -21,6 +21,7 @@ import click
 
 from shmq.config import DEFAULT_STORE_ROOT
 from shmq.errors import ShmqError
+from shmq.ipc.segment import pid_alive
 
 RUNTIME_FILE = "shmq.json"
 LOG_FILE = "shmq.log"
@@ -85,7 +86,7 @@ def start(
     os.makedirs(store_dir, exist_ok=True)
     runtime = os.path.join(store_dir, RUNTIME_FILE)
     existing = _read_runtime(store_dir)
-    if existing and _alive(existing["pid"]):
+    if existing and pid_alive(existing["pid"]):
         raise ShmqError(f"shmq is already running for {store_dir} (pid {existing['pid']})")
     if daemon:
         _start_daemon(store_dir)
@@ -169,12 +170,12 @@ def stop(store_dir: str) -> None:
     """Stop what `shmq start --store DIR` started (clean shutdown, waits for it)."""
     store_dir = os.path.abspath(os.path.expanduser(store_dir))
     info = _read_runtime(store_dir)
-    if not info or not _alive(info["pid"]):
+    if not info or not pid_alive(info["pid"]):
         raise ShmqError(f"shmq is not running for {store_dir}")
     pid = info["pid"]
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while _alive(pid):
+    while pid_alive(pid):
         if time.monotonic() > deadline:
             raise ShmqError(f"shmq (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s")
         time.sleep(0.1)
@@ -249,16 +250,6 @@ def _read_runtime(store_dir: str) -> dict | None:
             return json.load(f)
     except (FileNotFoundError, ValueError):
         return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _level() -> int:

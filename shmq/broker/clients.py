@@ -8,7 +8,6 @@ slot changes)."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from shmq.broker.broker_config import BrokerConfig
 from shmq.errors import ShmqError
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
-from shmq.ipc.segment import Segment, create_semaphore, unlink_semaphore
+from shmq.ipc.segment import Segment, create_semaphore, pid_alive, unlink_semaphore
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +101,7 @@ class ClientSlots:
     def reap(self) -> None:
         """Release the slots of client processes that no longer exist."""
         for (kind, index), slot in list(self.slots.items()):
-            if not _alive(slot.pid):
+            if not pid_alive(slot.pid):
                 log.warning("%s pid %d of group %s is gone", kind, slot.pid, slot.group)
                 self.release(kind, index, slot.gen)
 
@@ -124,13 +123,3 @@ class ClientSlots:
                 )
             out.append(row)
         return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -158,14 +158,15 @@ def unlink_orphans() -> list[str]:
     prefixes = set()
     for entry in entries:
         m = re.match(r"(?:sem\.)?(shmq-(\d+)-[0-9a-f]+)", entry)
-        if m and not _pid_alive(int(m.group(2))):
+        if m and not pid_alive(int(m.group(2))):
             prefixes.add("/" + m.group(1))
     for prefix in prefixes:
         unlink_prefix(prefix)
     return sorted(prefixes)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (it may belong to another user)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

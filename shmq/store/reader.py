@@ -45,11 +45,6 @@ class MappedFiles:
             self._files[start] = mf
         return mf
 
-    def forget_before(self, offset: int) -> None:
-        """Unmap files wholly below ``offset`` (deleted by cleanup)."""
-        for start in [s for s in self._files if s + self.file_size <= offset]:
-            self._files.pop(start).close()
-
     def close(self) -> None:
         for mf in self._files.values():
             with contextlib.suppress(BufferError):

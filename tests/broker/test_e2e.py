@@ -32,6 +32,15 @@ def wait_all(procs, timeout: float = 120.0) -> None:
         assert proc.returncode == 0, f"client exited with {proc.returncode}"
 
 
+def wait_lines(path: str, count: int, timeout: float = 60.0) -> None:
+    """Until the client's output file has ``count`` lines (a produce loop well under way)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and len(read_json_lines(path)) >= count:
+            return
+        time.sleep(0.05)
+
+
 def stored_bodies(store: str, topic: str) -> collections.Counter:
     records, _ = walk_commitlog(os.path.join(store, "commitlog"))
     return collections.Counter(r["body"].decode() for r in records if r["topic"] == topic)
@@ -159,11 +168,7 @@ def test_sigkill_of_the_writer_agent_during_produce(tmp_path):
             out,
             log="p.log",
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if os.path.exists(out) and len(read_json_lines(out)) >= 500:
-                break
-            time.sleep(0.05)
+        wait_lines(out, 500)
         writer = c.runtime_info()["agents"]["writer"]["pid"]
         os.kill(writer, signal.SIGKILL)
         producer.wait(180)  # no hang: every send ends with a result or an error
@@ -191,11 +196,7 @@ def test_sigkill_of_the_reput_agent_loses_and_repeats_nothing(tmp_path):
         out = str(tmp_path / "p.jsonl")
         producer = c.client("produce", "--count", "2000", "--pause", "0.0005", "--out", out,
                             log="p.log")  # fmt: skip
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if os.path.exists(out) and len(read_json_lines(out)) >= 300:
-                break
-            time.sleep(0.05)
+        wait_lines(out, 300)
         os.kill(c.runtime_info()["agents"]["reput"]["pid"], signal.SIGKILL)
         producer.wait(180)
         assert producer.returncode == 0
