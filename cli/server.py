@@ -21,7 +21,7 @@ import click
 
 from shmq.config import DEFAULT_STORE_ROOT
 from shmq.errors import ShmqError
-from shmq.ipc.segment import pid_alive
+from shmq.ipc.procs import pid_alive
 
 RUNTIME_FILE = "shmq.json"
 LOG_FILE = "shmq.log"

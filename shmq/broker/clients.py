@@ -15,7 +15,8 @@ from shmq.broker.broker_config import BrokerConfig
 from shmq.errors import ShmqError
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
-from shmq.ipc.segment import Segment, create_semaphore, pid_alive, unlink_semaphore
+from shmq.ipc.procs import pid_alive
+from shmq.ipc.segment import Segment, create_semaphore, unlink_semaphore
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 
 import numpy as np
 
 from shmq.broker.agent import AgentEnv
 from shmq.codec import record as rec
+from shmq.config import MessageStoreConfig
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
@@ -24,15 +26,45 @@ from shmq.ipc.segment import Segment, fence, open_semaphore, post
 from shmq.store.commitlog import CommitLog
 from shmq.store.dispatch import Dispatcher
 from shmq.store.index_service import IndexService
+from shmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
 MAX_DISPATCH_BYTES = 4 << 20  # per pass, so consumers see progress during a backlog
 
 
+def warm_up() -> None:
+    """Run reput's path once on a scratch store (a read-only CommitLog scan, consume-queue
+    and index writes) so its numba kernels are compiled, or loaded from the cache, before the
+    broker serves anyone: a cold compile takes seconds, and consumers would wait for it."""
+    with tempfile.TemporaryDirectory(prefix="shmq-warm-up-") as tmp:
+        cfg = MessageStoreConfig(
+            store_path_root_dir=tmp,
+            mapped_file_size_commit_log=64 * 1024,
+            mapped_file_size_consume_queue=20 * 64,
+            max_hash_slot_num=16,
+            max_index_num=32,
+            preallocate_mapped_file_enable=False,
+        )
+        with MessageStore(cfg) as store:
+            store.put("WarmUp", 0, b"x", tags="t", keys=["k"])
+            end = store.max_physical_offset
+        commitlog = CommitLog(os.path.join(tmp, "commitlog"), 64 * 1024, readonly=True)
+        index = IndexService(os.path.join(tmp, "index2"), 16, 32, 64)
+        dispatcher = Dispatcher(os.path.join(tmp, "cq2"), cfg.consume_queue_file_size, index)
+        try:
+            for batch in commitlog.scan(0, end):
+                dispatcher.dispatch_batch(batch)
+        finally:
+            dispatcher.close()
+            index.close()
+            commitlog.close()
+
+
 class Reput:
     def __init__(self, env: AgentEnv) -> None:
         self.env = env
+        warm_up()
         store = env.config.store
         root = store.store_path_root_dir
         self.words = env.words

@@ -20,6 +20,7 @@ import numpy as np
 import posix_ipc
 
 from shmq.errors import ShmqError
+from shmq.ipc.procs import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -163,17 +164,6 @@ def unlink_orphans() -> list[str]:
     for prefix in prefixes:
         unlink_prefix(prefix)
     return sorted(prefixes)
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (it may belong to another user)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def unlink_prefix(prefix: str) -> int:
