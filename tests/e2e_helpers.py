@@ -78,20 +78,20 @@ def tail(proc: subprocess.Popen) -> str:
         return ""
 
 
-class Cluster:
-    """A namesrv and one broker (``broker.conf`` written from ``conf``) as subprocesses."""
+class BrokerProc:
+    """One broker of a cluster: its ``broker.conf``, store and (when running) process."""
 
-    def __init__(self, tmp: str, **conf: object) -> None:
+    def __init__(self, tmp: str, name: str, namesrv: str, **conf: object) -> None:
         self.tmp = tmp
-        self.namesrv_port = free_port()
-        self.namesrv = f"127.0.0.1:{self.namesrv_port}"
-        self.broker_port = free_port()
-        self.store = os.path.join(tmp, "store")
-        self.conf_path = os.path.join(tmp, "broker.conf")
+        self.name = name
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.store = os.path.join(tmp, "store" if name == "broker-a" else f"store-{name}")
+        self.conf_path = os.path.join(tmp, "broker.conf" if name == "broker-a" else f"{name}.conf")
         settings = {
-            "brokerName": "broker-a",
-            "namesrvAddr": self.namesrv,
-            "listenPort": self.broker_port,
+            "brokerName": name,
+            "namesrvAddr": namesrv,
+            "listenPort": self.port,
             "storePathRootDir": self.store,
             "mappedFileSizeCommitLog": 1 << 20,
             "mappedFileSizeConsumeQueue": 20 * 1024,
@@ -100,8 +100,58 @@ class Cluster:
         }
         with open(self.conf_path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in settings.items())
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "shmq_cli.main", "-v", "broker", "-c", self.conf_path]
+        log = "broker.log" if self.name == "broker-a" else f"{self.name}.log"
+        self.proc = spawn(cmd, os.path.join(self.tmp, log))
+        wait_port(self.port, self.proc)
+        return self.proc
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        code = stop(self.proc)
+        self.proc = None
+        return code
+
+
+class Cluster:
+    """A namesrv and brokers (``broker.conf`` written from ``conf``) as subprocesses; the
+    first broker, ``broker-a``, is started by ``cluster()``, more with ``add_broker``."""
+
+    def __init__(self, tmp: str, **conf: object) -> None:
+        self.tmp = tmp
+        self.conf = conf
+        self.namesrv_port = free_port()
+        self.namesrv = f"127.0.0.1:{self.namesrv_port}"
         self.procs: list[subprocess.Popen] = []
-        self.broker_proc: subprocess.Popen | None = None
+        self.brokers: dict[str, BrokerProc] = {}
+        self.main = self.add_broker("broker-a", start=False)
+
+    @property
+    def broker_port(self) -> int:
+        return self.main.port
+
+    @property
+    def store(self) -> str:
+        return self.main.store
+
+    @property
+    def conf_path(self) -> str:
+        return self.main.conf_path
+
+    @property
+    def broker_proc(self) -> subprocess.Popen | None:
+        return self.main.proc
+
+    def add_broker(self, name: str, *, start: bool = True, **conf: object) -> BrokerProc:
+        """Another broker of the same cluster, registered with the same namesrv."""
+        broker = BrokerProc(self.tmp, name, self.namesrv, **{**self.conf, **conf})
+        self.brokers[name] = broker
+        if start:
+            self.start_broker(name)
+        return broker
 
     def start_namesrv(self) -> None:
         cmd = [sys.executable, "-m", "shmq_cli.main", "namesrv", "--port", str(self.namesrv_port)]
@@ -109,23 +159,19 @@ class Cluster:
         self.procs.append(proc)
         wait_port(self.namesrv_port, proc)
 
-    def start_broker(self) -> None:
-        cmd = [sys.executable, "-m", "shmq_cli.main", "-v", "broker", "-c", self.conf_path]
-        self.broker_proc = spawn(cmd, os.path.join(self.tmp, "broker.log"))
-        self.procs.append(self.broker_proc)
-        wait_port(self.broker_port, self.broker_proc)
+    def start_broker(self, name: str = "broker-a") -> None:
+        self.procs.append(self.brokers[name].start())
 
-    def stop_broker(self) -> int:
-        assert self.broker_proc is not None
-        code = stop(self.broker_proc)
-        self.procs.remove(self.broker_proc)
-        self.broker_proc = None
-        return code
+    def stop_broker(self, name: str = "broker-a") -> int:
+        broker = self.brokers[name]
+        assert broker.proc is not None
+        self.procs.remove(broker.proc)
+        return broker.stop()
 
-    def runtime_info(self) -> dict:
+    def runtime_info(self, name: str = "broker-a") -> dict:
         with RemotingClient() as client:
             _, info = client.invoke_json(
-                f"127.0.0.1:{self.broker_port}", RequestCode.GET_BROKER_RUNTIME_INFO
+                self.brokers[name].address, RequestCode.GET_BROKER_RUNTIME_INFO
             )
         return info
 
