@@ -61,6 +61,8 @@ class BrokerConfig:
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1_000
     client_channel_max_idle_time_seconds: int = 120
+    # ms without a heartbeat before a client is dropped (RocketMQ: 120 s, fixed in code)
+    channel_expired_timeout: int = 120_000
     # shmq's own: producer rings (bytes, completion slots), slot tables, agent idling.
     ring_size: int = 4 << 20
     ring_slots: int = 65536
@@ -101,6 +103,7 @@ class BrokerConfig:
             "flush_consumer_offset_interval",
             "short_polling_time_mills",
             "client_channel_max_idle_time_seconds",
+            "channel_expired_timeout",
             "max_producers",
             "max_consumers",
             "max_queue_slots",

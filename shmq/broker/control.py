@@ -36,8 +36,8 @@ class ControlHandlers:
         self.maxima = qt.max_offsets(broker.queue_seg.buf)
         self._reader = None
         self._lock = threading.Lock()
+        self.consumers = broker.consumers
         # group -> {client id: (last heartbeat ms, connection id)}
-        self.consumers: dict[str, dict[str, tuple[int, int]]] = {}
         self.producers: dict[str, dict[str, tuple[int, int]]] = {}
 
     def register(self, server: RemotingServer) -> None:
@@ -65,6 +65,9 @@ class ControlHandlers:
         for code, handler in handlers.items():
             server.register(code, handler)
         server.on_disconnect(self._disconnected)
+        from shmq.broker.admin_handlers import AdminHandlers  # imports this module
+
+        AdminHandlers(self.broker, self).register(server)
 
     def close(self) -> None:
         self.client.close()
@@ -252,45 +255,40 @@ class ControlHandlers:
         client_id = str(data.get("clientID", ""))
         if not client_id:
             raise ResponseError(Rc.SYSTEM_ERROR, "HEART_BEAT without a clientID")
+        for entry in data.get("consumerDataSet", []):
+            if not entry.get("groupName"):
+                raise ResponseError(Rc.SYSTEM_ERROR, "HEART_BEAT consumer data without a group")
+            self.consumers.register(client_id, conn, entry)
         now = int(time.time() * 1000)
         with self._lock:
-            for entry in data.get("consumerDataSet", []):
-                self.consumers.setdefault(entry["groupName"], {})[client_id] = (now, conn.id)
             for entry in data.get("producerDataSet", []):
                 self.producers.setdefault(entry["groupName"], {})[client_id] = (now, conn.id)
         return RemotingCommand.response_to(request)
 
     def unregister_client(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         client_id = request.ext("clientID")
+        group = request.ext_fields.get("consumerGroup")
+        if group:
+            self.consumers.unregister(group, client_id)
+        group = request.ext_fields.get("producerGroup")
         with self._lock:
-            for table, field in (
-                (self.consumers, "consumerGroup"),
-                (self.producers, "producerGroup"),
-            ):
-                group = request.ext_fields.get(field)
-                if group and group in table:
-                    table[group].pop(client_id, None)
+            if group and group in self.producers:
+                self.producers[group].pop(client_id, None)
         return RemotingCommand.response_to(request)
 
     def consumer_list(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         group = request.ext("consumerGroup")
-        expire = self.broker.config.client_channel_max_idle_time_seconds * 1000
-        now = int(time.time() * 1000)
-        with self._lock:
-            members = self.consumers.get(group, {})
-            for cid in [c for c, (seen, _) in members.items() if now - seen > expire]:
-                del members[cid]
-            ids = sorted(members)
+        ids = self.consumers.client_ids(group)
         if not ids:
             raise ResponseError(Rc.SYSTEM_ERROR, f"the consumer group {group} has no consumer")
         return _json(request, {"consumerIdList": ids})
 
     def _disconnected(self, conn: Connection) -> None:
+        self.consumers.connection_closed(conn)
         with self._lock:
-            for table in (self.consumers, self.producers):
-                for members in table.values():
-                    for cid in [c for c, (_, cid_conn) in members.items() if cid_conn == conn.id]:
-                        del members[cid]
+            for members in self.producers.values():
+                for cid in [c for c, (_, cid_conn) in members.items() if cid_conn == conn.id]:
+                    del members[cid]
 
     def runtime_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         try:

@@ -25,7 +25,9 @@ from typing import Any
 from shmq.broker.agent import BrokerNames, run_agent
 from shmq.broker.broker_config import BrokerConfig
 from shmq.broker.clients import ClientSlots
+from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.subscription_groups import SubscriptionGroupManager
 from shmq.broker.topic_config import TopicConfig, TopicConfigManager
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
@@ -97,7 +99,9 @@ class Broker:
                 cluster_topic_enable=cfg.cluster_topic_enable,
                 broker_topic_enable=cfg.broker_topic_enable,
             )
+            self.subscription_groups = SubscriptionGroupManager(os.path.join(self.root, "config"))
             self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
+            self.consumers = ConsumerManager(cfg.channel_expired_timeout)
             self.publish_topics()
             self.clients = ClientSlots(cfg, self.names.prefix, self.registry)
             from shmq.broker.writer import warm_up
@@ -232,6 +236,7 @@ class Broker:
                 if now - last_reap >= 1.0:
                     last_reap = now
                     self.clients.reap()
+                    self.consumers.scan_expired()
                 if (now - last_persist) * 1000 >= self.config.flush_consumer_offset_interval:
                     last_persist = now
                     self.offsets.persist_if_dirty()
@@ -375,6 +380,7 @@ class Broker:
         if hasattr(self, "offsets"):
             self.offsets.persist()
             self.topics.persist()
+            self.subscription_groups.persist()
         if hasattr(self, "clients"):
             self.clients.close()
         for sem in self._sems:

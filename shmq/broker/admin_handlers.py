@@ -1,0 +1,316 @@
+"""The broker's admin requests (RocketMQ's ``AdminBrokerProcessor`` and ``Broker2Client``):
+topic and consume statistics, consumer connections, subscription groups, offset resets.
+
+What ``mqadmin topicStatus``, ``consumerProgress``, ``consumerConnection``,
+``updateSubGroup`` / ``deleteSubGroup`` and ``resetOffsetByTime`` ask a broker. Offsets and
+store lookups go through the control handlers (``ControlHandlers``: queue maxima, min
+offset, search by time, the store reader), so both answer from the same code.
+
+Bodies are RocketMQ's JSON shapes, except that maps RocketMQ keys by ``MessageQueue``
+(``TopicStatsTable``, ``ConsumeStats``, ``ResetOffsetBody``) are lists of entries that carry
+``topic``, ``brokerName`` and ``queueId``, since a JSON object key cannot be an object::
+
+    GET_TOPIC_STATS_INFO   {"offsetTable":[{"topic","brokerName","queueId","minOffset",
+                                            "maxOffset","lastUpdateTimestamp"}]}
+    GET_CONSUME_STATS      {"offsetTable":[{"topic","brokerName","queueId","brokerOffset",
+                                            "consumerOffset","lastTimestamp"}],
+                            "consumeTps":0.0,"diffTotal":n}
+    INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET
+                           {"offsetTable":[{"topic","brokerName","queueId","offset"}]}
+
+Unlike RocketMQ 4.9, a reset commits the new offsets on the broker itself before telling
+the group's online consumers, so it also works while the group is offline.
+
+``QUERY_MESSAGE_BY_TIME`` (shmq's own code) returns the messages of a topic stored within
+a time range (``shmq admin query-msg-by-time``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from shmq.broker.control import _json
+from shmq.broker.subscription_groups import SubscriptionGroupConfig
+from shmq.broker.topic_config import TopicConfig
+from shmq.errors import ResponseError
+from shmq.message import MessageExt, message_to_json
+from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.server import Connection, RemotingServer
+
+if TYPE_CHECKING:
+    from shmq.broker.control import ControlHandlers
+    from shmq.broker.supervisor import Broker
+
+log = logging.getLogger(__name__)
+
+Rc = ResponseCode
+
+DEFAULT_QUERY_NUM = 64
+MAX_QUERY_NUM = 1024  # messages one QUERY_MESSAGE_BY_TIME answers at most
+
+
+class AdminHandlers:
+    """Registered next to the control handlers; ``control`` answers the store lookups."""
+
+    def __init__(self, broker: Broker, control: ControlHandlers) -> None:
+        self.broker = broker
+        self.control = control
+        self.consumers = broker.consumers
+        self.groups = broker.subscription_groups
+
+    def register(self, server: RemotingServer) -> None:
+        handlers = {
+            RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
+            RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connection,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_sub_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_sub_groups,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_sub_group,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by_who,
+            RequestCode.QUERY_MESSAGE_BY_TIME: self.query_by_time,
+        }
+        for code, handler in handlers.items():
+            server.register(code, handler)
+
+    # -- store lookups (through the control handlers) ------------------------------------------
+
+    def _topic(self, topic: str) -> TopicConfig:
+        cfg = self.broker.topics.get(topic)
+        if cfg is None:
+            raise ResponseError(
+                Rc.TOPIC_NOT_EXIST,
+                f"topic {topic} does not exist on broker {self.broker.config.broker_name}",
+            )
+        return cfg
+
+    def _max(self, topic: str, queue_id: int) -> int:
+        return self.control._max(topic, queue_id)
+
+    def _min(self, topic: str, queue_id: int) -> int:
+        request = RemotingCommand.request(
+            RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": queue_id}
+        )
+        return int(self.control.min_offset(request, None).ext_fields["offset"])
+
+    def _offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (the max offset when none;
+        never below the min offset)."""
+        request = RemotingCommand.request(
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            {"topic": topic, "queueId": queue_id, "timestamp": timestamp_ms},
+        )
+        found = int(self.control.search_offset(request, None).ext_fields["offset"])
+        return max(found, self._min(topic, queue_id))
+
+    def _store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """The store time of the message at ``offset``; 0 when there is none."""
+        if offset < 0:
+            return 0
+        with self.control._lock:
+            stored = self.control._store_reader().store_timestamp(topic, queue_id, offset)
+        return stored or 0
+
+    def _read(self, topic: str, queue_id: int, offset: int, end: int) -> list[MessageExt]:
+        """The messages at queue offsets ``[offset, end)`` (end below the max offset)."""
+        out: list[MessageExt] = []
+        with self.control._lock:
+            reader = self.control._store_reader()
+            while offset < end:
+                msgs, next_offset = reader.read_queue(topic, queue_id, offset, end, end - offset)
+                out += msgs
+                if next_offset <= offset:
+                    break
+                offset = next_offset
+        return out
+
+    def _queue_entry(self, topic: str, queue_id: int, **values: Any) -> dict[str, Any]:
+        return {
+            "topic": topic,
+            "brokerName": self.broker.config.broker_name,
+            "queueId": queue_id,
+            **values,
+        }
+
+    # -- statistics -----------------------------------------------------------------------------
+
+    def topic_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """Per queue: min and max offset, and the store time of the last message."""
+        topic = request.ext("topic")
+        cfg = self._topic(topic)
+        table = []
+        for qid in range(cfg.write_queue_nums):
+            max_offset = self._max(topic, qid)
+            table.append(
+                self._queue_entry(
+                    topic,
+                    qid,
+                    minOffset=min(self._min(topic, qid), max_offset),
+                    maxOffset=max_offset,
+                    lastUpdateTimestamp=self._store_timestamp(topic, qid, max_offset - 1),
+                )
+            )
+        return _json(request, {"offsetTable": table})
+
+    def consume_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """Per queue of the group's topics (or of ``topic``): the broker's max offset, the
+        group's committed offset (0 when none, as RocketMQ) and the store time of the last
+        consumed message. A topic that online members do not subscribe is left out."""
+        group = request.ext("consumerGroup")
+        topic = request.ext_fields.get("topic")
+        topics = [topic] if topic else self.broker.offsets.topics_of_group(group)
+        info = self.consumers.group_info(group)
+        subscribed = set(info["subscriptionTable"]) if info else set()
+        table = []
+        for name in topics:
+            cfg = self.broker.topics.get(name)
+            if cfg is None or (subscribed and name not in subscribed):
+                continue
+            for qid in range(cfg.read_queue_nums):
+                consumer_offset = max(self.broker.offsets.query(group, name, qid), 0)
+                table.append(
+                    self._queue_entry(
+                        name,
+                        qid,
+                        brokerOffset=self._max(name, qid),
+                        consumerOffset=consumer_offset,
+                        lastTimestamp=self._store_timestamp(name, qid, consumer_offset - 1),
+                    )
+                )
+        diff = sum(e["brokerOffset"] - e["consumerOffset"] for e in table)
+        return _json(request, {"offsetTable": table, "consumeTps": 0.0, "diffTotal": diff})
+
+    def consumer_connection(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        group = request.ext("consumerGroup")
+        info = self.consumers.group_info(group)
+        if info is None:
+            raise ResponseError(
+                Rc.CONSUMER_NOT_ONLINE,
+                f"the consumer group [{group}] is not online on broker"
+                f" {self.broker.config.broker_name}",
+            )
+        return _json(request, info)
+
+    def consumed_by_who(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """The groups with offsets on the topic or online members subscribing it."""
+        topic = request.ext("topic")
+        groups = set(self.consumers.groups_of_topic(topic))
+        groups |= set(self.broker.offsets.groups_of_topic(topic))
+        return _json(request, {"groupList": sorted(groups)})
+
+    # -- subscription groups --------------------------------------------------------------------
+
+    def update_sub_group(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        data = request.json_body()
+        if data is None:
+            raise ResponseError(
+                Rc.SYSTEM_ERROR,
+                "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs a SubscriptionGroupConfig JSON body",
+            )
+        cfg = SubscriptionGroupConfig.from_json(data)
+        self.groups.update(cfg)
+        self.groups.persist()
+        log.info("subscription group %s updated: %s", cfg.group_name, cfg)
+        return RemotingCommand.response_to(request)
+
+    def all_sub_groups(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        return _json(request, self.groups.to_wrapper_json())
+
+    def delete_sub_group(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        group = request.ext("groupName")
+        if not self.groups.delete(group):
+            raise ResponseError(
+                Rc.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group {group} does not exist on broker"
+                f" {self.broker.config.broker_name}",
+            )
+        self.groups.persist()
+        if _bool(request.ext_fields.get("removeOffset")) and self.broker.offsets.remove_group(
+            group
+        ):
+            self.broker.offsets.persist()
+        log.info("subscription group %s deleted", group)
+        return RemotingCommand.response_to(request)
+
+    # -- offset reset ---------------------------------------------------------------------------
+
+    def reset_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """Move the group's offsets on the topic to the first message stored at or after
+        ``timestamp`` (-1: the max offset): always with ``isForce``, else only where that
+        is behind the committed offset. Commits them, tells the online members (oneway
+        RESET_CONSUMER_CLIENT_OFFSET) and answers the resulting offset table.
+        CONSUMER_NOT_ONLINE (as RocketMQ) when the group has neither offsets on the topic
+        here nor a member online."""
+        topic, group = request.ext("topic"), request.ext("group")
+        timestamp = request.ext_int("timestamp")
+        force = _bool(request.ext_fields.get("isForce"))
+        cfg = self._topic(topic)
+        offsets = self.broker.offsets
+        committed = offsets.offsets(group, topic)
+        if not committed and self.consumers.group_info(group) is None:
+            raise ResponseError(
+                Rc.CONSUMER_NOT_ONLINE,
+                f"the consumer group {group} has no offsets on topic {topic} and no consumer"
+                f" online on broker {self.broker.config.broker_name}: nothing to reset",
+            )
+        table = []
+        for qid in range(cfg.read_queue_nums):
+            target = (
+                self._max(topic, qid)
+                if timestamp == -1
+                else self._offset_by_time(topic, qid, timestamp)
+            )
+            current = committed.get(qid, -1)
+            if force or current < 0 or target < current:
+                offsets.commit(group, topic, qid, target)
+                current = target
+            table.append(self._queue_entry(topic, qid, offset=current))
+        offsets.persist()
+        body = RemotingCommand.body_json({"offsetTable": table})
+        notice = RemotingCommand.request(
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force},
+            body,
+            oneway=True,
+        )
+        told = self.consumers.tell(group, notice)
+        log.info(
+            "offsets of group %s on %s reset to %d (force %s): %s; %d consumer(s) told",
+            group, topic, timestamp, force, [e["offset"] for e in table], told,
+        )  # fmt: skip
+        return RemotingCommand.response_to(
+            request, ext_fields={"consumersNotified": told}, body=body
+        )
+
+    # -- query by time --------------------------------------------------------------------------
+
+    def query_by_time(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """Messages of ``topic`` stored in ``[beginTimestamp, endTimestamp]`` ms, the
+        earliest ``maxNum`` (at most ``MAX_QUERY_NUM``), ordered by store time."""
+        topic = request.ext("topic")
+        begin = _int_field(request, "beginTimestamp", 0)
+        end = _int_field(request, "endTimestamp", int(time.time() * 1000) + 1000)
+        max_num = max(1, min(_int_field(request, "maxNum", DEFAULT_QUERY_NUM), MAX_QUERY_NUM))
+        cfg = self._topic(topic)
+        found: list[MessageExt] = []
+        for qid in range(cfg.read_queue_nums):
+            low = self._offset_by_time(topic, qid, begin)
+            high = self._offset_by_time(topic, qid, end + 1)
+            found += self._read(topic, qid, low, min(high, low + max_num))
+        found = sorted(
+            (m for m in found if begin <= m.store_timestamp <= end),
+            key=lambda m: (m.store_timestamp, m.physical_offset),
+        )[:max_num]
+        return _json(request, {"messages": [message_to_json(m) for m in found]})
+
+
+def _bool(text: str | None) -> bool:
+    return text is not None and text.strip().lower() == "true"
+
+
+def _int_field(request: RemotingCommand, name: str, default: int) -> int:
+    if name not in request.ext_fields:
+        return default
+    return request.ext_int(name)

@@ -1,0 +1,167 @@
+"""A control-plane connection that the server may also speak on first.
+
+A consumer's connection to a broker carries its heartbeats and, in the other direction, the
+broker's oneway requests to it (``NOTIFY_CONSUMER_IDS_CHANGED``,
+``RESET_CONSUMER_CLIENT_OFFSET``). Those arrive at any time, so a reader thread owns the
+socket: responses complete the waiting request by ``opaque``; requests go to ``on_request``
+(called on the reader thread, so it must only note the event and return).
+
+A lost connection fails every waiting request; the next ``invoke`` reconnects, and
+``on_reconnect`` lets the owner re-announce itself (a heartbeat).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from shmq.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
+from shmq.remoting.client import parse_addr
+from shmq.remoting.protocol import (
+    MAX_FRAME_SIZE,
+    RemotingCommand,
+    check_response,
+    read_frame,
+    request_name,
+)
+
+log = logging.getLogger(__name__)
+
+
+class DuplexChannel:
+    """One connection to ``addr``; ``invoke`` may be called from any thread."""
+
+    def __init__(
+        self,
+        addr: str,
+        on_request: Callable[[RemotingCommand], None],
+        *,
+        connect_timeout: float = 3.0,
+        default_timeout: float = 3.0,
+        max_frame: int = MAX_FRAME_SIZE,
+    ) -> None:
+        self.addr = addr
+        self.host, self.port = parse_addr(addr)
+        self.on_request = on_request
+        self.connect_timeout = connect_timeout
+        self.default_timeout = default_timeout
+        self.max_frame = max_frame
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._pending: dict[int, Future] = {}
+        self._closed = False
+
+    def _connect(self) -> socket.socket:
+        with self._lock:
+            if self._closed:
+                raise RemotingConnectError(f"the channel to {self.addr} is closed")
+            if self._sock is not None:
+                return self._sock
+            try:
+                sock = socket.create_connection((self.host, self.port), self.connect_timeout)
+            except OSError as exc:
+                reason = exc.strerror or str(exc) or type(exc).__name__
+                raise RemotingConnectError(f"cannot connect to {self.addr}: {reason}") from exc
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(None)
+            self._sock = sock
+            threading.Thread(
+                target=self._read_loop, args=(sock,), name=f"shmq-duplex-{self.addr}", daemon=True
+            ).start()
+            return sock
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    def invoke(self, request: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+        """Send ``request`` and wait for its response (any code)."""
+        timeout = self.default_timeout if timeout is None else timeout
+        sock = self._connect()
+        future: Future = Future()
+        with self._lock:
+            self._pending[request.opaque] = future
+        try:
+            try:
+                with self._send_lock:
+                    sock.sendall(request.encode())
+            except OSError as exc:
+                self._drop(sock)
+                raise RemotingConnectError(
+                    f"cannot send {request_name(request.code)} to {self.addr}: {exc}"
+                ) from exc
+            try:
+                return future.result(timeout)
+            except FutureTimeout:
+                raise RemotingTimeoutError(
+                    f"no response from {self.addr} to {request_name(request.code)}"
+                    f" within {timeout:g} s"
+                ) from None
+        finally:
+            with self._lock:
+                self._pending.pop(request.opaque, None)
+
+    def invoke_json(
+        self,
+        code: int,
+        ext_fields: dict[str, Any] | None = None,
+        body_obj: Any = None,
+        timeout: float | None = None,
+    ) -> tuple[RemotingCommand, Any]:
+        """Like ``RemotingClient.invoke_json``: SUCCESS required, JSON body returned."""
+        body = b"" if body_obj is None else RemotingCommand.body_json(body_obj)
+        response = check_response(
+            self.invoke(RemotingCommand.request(code, ext_fields, body), timeout)
+        )
+        return response, response.json_body()
+
+    def _read_loop(self, sock: socket.socket) -> None:
+        try:
+            while True:
+                frame = read_frame(sock, self.max_frame)
+                if frame is None:
+                    break
+                if frame.is_response:
+                    with self._lock:
+                        future = self._pending.get(frame.opaque)
+                    if future is not None and not future.done():
+                        future.set_result(frame)
+                    continue
+                try:
+                    self.on_request(frame)
+                except Exception:
+                    log.exception("handling %s from %s failed", request_name(frame.code), self.addr)
+        except (OSError, RemotingError) as exc:
+            if not self._closed:
+                log.debug("connection to %s lost: %s", self.addr, exc)
+        finally:
+            self._drop(sock)
+
+    def _drop(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self._sock is sock:
+                self._sock = None
+            pending = list(self._pending.values())
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            sock.close()
+        for future in pending:
+            if not future.done():
+                future.set_exception(
+                    RemotingConnectError(f"connection to {self.addr} closed before the response")
+                )
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            sock = self._sock
+        if sock is not None:
+            self._drop(sock)
