@@ -67,32 +67,41 @@ class ScanBatch:
 
     def message(self, i: int, topic: str | None = None) -> MessageExt:
         """Decode record ``i`` into a ``MessageExt`` (bytes are copied out of the mapping)."""
-        (
-            _, size, _, body_crc, queue_id, flag, queue_offset, phys, sysflag, born_ts,
-            born_pos, store_ts, store_pos, reconsume, prep_tx, body, body_len, _, _,
-            props, props_len, _, _,
-        ) = self.rows[i].tolist()  # fmt: skip
-        buf = self.buf
-        born_len = 20 if sysflag & rec.SYSFLAG_BORNHOST_V6 else 8
-        store_len = 20 if sysflag & rec.SYSFLAG_STOREHOST_V6 else 8
-        return MessageExt(
-            topic if topic is not None else self.topic(i),
-            queue_id,
-            queue_offset,
-            phys,
-            buf[body : body + body_len].tobytes(),
-            buf[props : props + props_len].tobytes(),
-            born_ts,
-            store_ts,
-            buf[born_pos : born_pos + born_len].tobytes(),
-            buf[store_pos : store_pos + store_len].tobytes(),
-            sysflag,
-            flag,
-            body_crc,
-            size,
-            reconsume,
-            prep_tx,
-        )
+        return _message(self.rows[i].tolist(), memoryview(self.buf), topic or self.topic(i))
+
+    def messages(self, picked: np.ndarray, topic: str) -> list[MessageExt]:
+        """Records ``picked`` (indices into ``rows``) of ``topic`` as ``MessageExt``\\ s: the
+        reader's batch path, one ``tolist`` and one memoryview for the whole batch."""
+        mv = memoryview(self.buf)
+        return [_message(row, mv, topic) for row in self.rows[picked].tolist()]
+
+
+def _message(row: list[int], mv: memoryview, topic: str) -> MessageExt:
+    (
+        _, size, _, body_crc, queue_id, flag, queue_offset, phys, sysflag, born_ts,
+        born_pos, store_ts, store_pos, reconsume, prep_tx, body, body_len, _, _,
+        props, props_len, _, _,
+    ) = row  # fmt: skip
+    born_len = 20 if sysflag & rec.SYSFLAG_BORNHOST_V6 else 8
+    store_len = 20 if sysflag & rec.SYSFLAG_STOREHOST_V6 else 8
+    return MessageExt(
+        topic,
+        queue_id,
+        queue_offset,
+        phys,
+        bytes(mv[body : body + body_len]),
+        bytes(mv[props : props + props_len]),
+        born_ts,
+        store_ts,
+        bytes(mv[born_pos : born_pos + born_len]),
+        bytes(mv[store_pos : store_pos + store_len]),
+        sysflag,
+        flag,
+        body_crc,
+        size,
+        reconsume,
+        prep_tx,
+    )
 
 
 class CommitLog:

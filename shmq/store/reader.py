@@ -125,12 +125,8 @@ class StoreReader:
             rows = np.zeros((run_end - i, rec.N_COLS), dtype=np.int64)
             local = phys[i:run_end] - mf.file_from_offset
             n = rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows)
-            batch = ScanBatch(mf, rows[:n])
-            for r in range(n):
-                if int(rows[r, rec.R_SIZE]) == int(sizes[i + r]) and (
-                    int(rows[r, rec.R_QUEUE_ID]) == queue_id
-                ):
-                    messages.append(batch.message(r, topic))
+            ok = (rows[:n, rec.R_SIZE] == sizes[i : i + n]) & (rows[:n, rec.R_QUEUE_ID] == queue_id)
+            messages += ScanBatch(mf, rows[:n]).messages(np.flatnonzero(ok), topic)
             i += n if n == run_end - i else n + 1  # skip a unit with no valid record
         return messages
 
