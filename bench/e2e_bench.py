@@ -26,16 +26,16 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import shutil
-import signal
 import struct
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from embedded import embedded_broker
 
 TOPIC = "BenchE2E"
 BODY = 100
@@ -83,9 +83,9 @@ def producer_main(namesrv: str, mode: str, count: int, rate: float, ready, go, o
 
 
 def consumer_main(namesrv: str, count: int, ready, out) -> None:
-    from shmq.client.pull_consumer import PullConsumer
+    from shmq.client.queue_reader import QueueReader
 
-    with PullConsumer("bench-consumer", namesrv) as consumer:
+    with QueueReader("bench-consumer", namesrv) as consumer:
         queues = consumer.queues(TOPIC)
         offsets = {mq: consumer.max_offset(mq) for mq in queues}
         ready.set()
@@ -205,50 +205,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", dest="json_path")
     args = parser.parse_args()
-    import logging
-
-    from shmq.broker.broker_config import BrokerConfig
-    from shmq.broker.supervisor import Broker
-    from shmq.namesrv.server import NameServer
-
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # clean up in `finally`
     pipelined_n, sync_n, latency_n = (
         (100_000, 10_000, 5_000) if args.quick else (1_000_000, 100_000, 20_000)
     )
-    tmp = tempfile.mkdtemp(prefix="shmq-e2e-bench-")
-    namesrv = NameServer("127.0.0.1", 0)
-    namesrv.start()
-    cfg = BrokerConfig().replace(
-        namesrv_addr=namesrv.address,
-        listen_port=0,
-        store_path_root_dir=tmp,
-        mapped_file_size_commit_log=256 << 20,
-        default_topic_queue_nums=1,
-        ring_size=16 << 20,
-    )
-    broker = Broker(cfg, log_level=logging.WARNING)
     rows = []
-    try:
-        broker.start()
-        from shmq.remoting.client import RemotingClient
-        from shmq.remoting.protocol import RequestCode
-
-        with RemotingClient() as client:
-            client.invoke_json(
-                broker.address,
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {"topic": TOPIC, "readQueueNums": 1, "writeQueueNums": 1},
-            )
+    with embedded_broker(TOPIC) as namesrv:
         floor = semaphore_floor(2000 if args.quick else 10000)
         plan = [("pipelined", pipelined_n, 0.0), ("sync", sync_n, 0.0),
                 ("latency", latency_n, 10_000.0), ("latency", latency_n // 5, 1_000.0)]  # fmt: skip
         for mode, n, rate in plan:
             print(f"running {mode} ({n:,} messages)...", file=sys.stderr, flush=True)
-            rows.append(run(mode, namesrv.address, n, rate=rate))
-    finally:
-        broker.stop()
-        namesrv.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+            rows.append(run(mode, namesrv, n, rate=rate))
     report(rows, floor, args.json_path)
 
 

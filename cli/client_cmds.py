@@ -127,13 +127,13 @@ def consume(
     as_json: bool,
 ) -> None:
     """Read messages of a topic from every queue, committing offsets for the group."""
-    from shmq.client.pull_consumer import PullConsumer
+    from shmq.client.queue_reader import QueueReader
     from shmq.message import message_to_json
 
     summary = count is not None and count > SUMMARY_ABOVE and not as_json
     received = 0
     started = time.perf_counter()
-    with PullConsumer(group, namesrv) as consumer:
+    with QueueReader(group, namesrv) as consumer:
         queues = consumer.queues(topic)
         offsets = {}
         for mq in queues:

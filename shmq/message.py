@@ -25,6 +25,8 @@ from shmq.errors import (
 PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+MAX_DELAY_LEVEL = 18  # messageDelayLevel "1s 5s 10s 30s 1m ... 2h" has 18 levels
 KEY_SEPARATOR = " "
 MAX_TOPIC_LENGTH = 127
 MAX_PROPERTIES_LENGTH = 32767
@@ -222,6 +224,13 @@ class MessageExt:
     use, so reading many messages costs little more than copying their bodies. ``msg_id`` is
     the producer's unique key (``UNIQ_KEY``) when the message has one, else the offset
     message id, as RocketMQ clients show it.
+
+    Example, in a push consumer's listener::
+
+        def on_message(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeResult:
+            for msg in msgs:
+                print(msg.topic, msg.queue_id, msg.queue_offset, msg.tags, msg.keys, msg.body)
+            return ConsumeResult.CONSUME_SUCCESS
     """
 
     __slots__ = (
@@ -364,12 +373,17 @@ def message_to_json(msg: MessageExt) -> dict:
 class Message:
     """A message to send (RocketMQ's ``Message``).
 
+    ``delay_level`` (RocketMQ's ``DELAY`` property, 0 = deliver at once) asks the broker to
+    deliver the message after the level's delay: 1 → 1 s, 2 → 5 s, 3 → 10 s, 4 → 30 s,
+    5 → 1 min, … 18 → 2 h (``messageDelayLevel``).
+
     Example::
 
         Message("Orders", b"order 42 paid", tags="Paid", keys=["order-42"])
+        Message("Reminders", b"call back", delay_level=3)  # delivered after 10 s
     """
 
-    __slots__ = ("body", "flag", "keys", "properties", "tags", "topic")
+    __slots__ = ("_delay_level", "body", "flag", "keys", "properties", "tags", "topic")
 
     def __init__(
         self,
@@ -380,6 +394,7 @@ class Message:
         keys: str | Iterable[str] = (),
         properties: Mapping[str, str] | None = None,
         flag: int = 0,
+        delay_level: int = 0,
     ) -> None:
         validate_topic(topic)
         self.topic = topic
@@ -388,14 +403,38 @@ class Message:
         self.keys = [keys] if isinstance(keys, str) else list(keys)
         self.properties = dict(properties or {})
         self.flag = flag
+        self.delay_level = delay_level
+
+    @property
+    def delay_level(self) -> int:
+        """The delay level (``DELAY`` property): 0 for none, else 1..18."""
+        return self._delay_level
+
+    @delay_level.setter
+    def delay_level(self, level: int) -> None:
+        if isinstance(level, bool) or not isinstance(level, int):
+            raise InvalidMessageError(
+                f"delay_level must be an int in 0..{MAX_DELAY_LEVEL}, not {type(level).__name__}"
+            )
+        if not 0 <= level <= MAX_DELAY_LEVEL:
+            raise InvalidMessageError(
+                f"delay_level {level} is out of range: 0 (none) or 1..{MAX_DELAY_LEVEL} "
+                f"(maxDelayLevel)"
+            )
+        self._delay_level = level
 
     def encoded_properties(self, uniq_key: str | None = None) -> bytes:
-        system = {PROPERTY_UNIQ_KEY: uniq_key} if uniq_key else None
-        return build_properties(self.tags, self.keys, self.properties, system=system)
+        system = {}
+        if self._delay_level:
+            system[PROPERTY_DELAY_TIME_LEVEL] = str(self._delay_level)
+        if uniq_key:
+            system[PROPERTY_UNIQ_KEY] = uniq_key
+        return build_properties(self.tags, self.keys, self.properties, system=system or None)
 
     def __repr__(self) -> str:
+        delay = f", delay_level={self._delay_level}" if self._delay_level else ""
         return (
-            f"Message(topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, "
+            f"Message(topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}{delay}, "
             f"body={self.body[:32]!r})"
         )
 

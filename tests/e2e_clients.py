@@ -4,6 +4,8 @@
 per acknowledged send to ``--out``; errors are written as lines with ``"error"`` and the loop
 goes on. ``consume``: pulls the given queues until ``--expect`` messages arrived in total (or
 ``--stop-file`` exists and it is caught up), committing offsets, one JSON line per message.
+``push``: a ``PushConsumer`` of ``--group`` on ``--topic`` until SIGTERM (then a clean
+shutdown), one JSON line per message consumed and one per change of its queue assignment.
 """
 
 from __future__ import annotations
@@ -11,11 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 
 from shmq.client.producer import Producer
-from shmq.client.pull_consumer import PullConsumer
+from shmq.client.push_consumer import PushConsumer
+from shmq.client.queue_reader import QueueReader
+from shmq.client.types import ConsumeResult
 from shmq.message import Message
 
 
@@ -42,7 +48,7 @@ def produce(args: argparse.Namespace) -> None:
 def consume(args: argparse.Namespace) -> None:
     queue_ids = {int(q) for q in args.queues.split(",")}
     received = 0
-    with PullConsumer(args.group, args.namesrv) as consumer, open(args.out, "w") as out:
+    with QueueReader(args.group, args.namesrv) as consumer, open(args.out, "w") as out:
         queues = [mq for mq in consumer.queues(args.topic) if mq.queue_id in queue_ids]
         offsets = {mq: max(consumer.committed(mq), 0) for mq in queues}
         deadline = time.monotonic() + args.timeout
@@ -69,9 +75,53 @@ def consume(args: argparse.Namespace) -> None:
         out.flush()
 
 
+def push(args: argparse.Namespace) -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    lock = threading.Lock()
+    out = open(args.out, "w")  # noqa: SIM115 (closed below, after the consumer)
+
+    def write(row: dict) -> None:
+        with lock:
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+
+    def on_message(msgs, ctx):
+        for msg in msgs:
+            write({"queue": msg.queue_id, "offset": msg.queue_offset, "body": msg.body.decode(),
+                   "host": msg.store_host})  # fmt: skip
+        if args.pause:
+            time.sleep(args.pause)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        args.group,
+        args.namesrv,
+        listener=on_message,
+        message_model=args.model,
+        consume_from_where="FIRST_OFFSET",
+        rebalance_interval=args.rebalance_interval,
+        persist_consumer_offset_interval=args.persist_interval,
+        offset_store_dir=args.offset_dir or "~/.shmq_offsets",
+        instance_name=args.instance,
+    )
+    consumer.subscribe(args.topic, args.tags)
+    consumer.start()
+    assigned = None
+    try:
+        while not stop.wait(0.05):
+            now = [mq.queue_id for mq in consumer.assignment()]
+            if now != assigned:
+                assigned = now
+                write({"assignment": now, "clientId": consumer.instance.client_id})
+    finally:
+        consumer.shutdown()
+        out.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["produce", "consume"])
+    parser.add_argument("mode", choices=["produce", "consume", "push"])
     parser.add_argument("--namesrv", required=True)
     parser.add_argument("--topic", default="E2E")
     parser.add_argument("--out", required=True)
@@ -84,8 +134,14 @@ def main() -> None:
     parser.add_argument("--expect", type=int, default=0)
     parser.add_argument("--stop-file")
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--model", default="CLUSTERING")
+    parser.add_argument("--tags", default="*")
+    parser.add_argument("--rebalance-interval", type=float, default=20.0)
+    parser.add_argument("--persist-interval", type=float, default=5.0)
+    parser.add_argument("--offset-dir")
+    parser.add_argument("--instance", default="DEFAULT")
     args = parser.parse_args()
-    produce(args) if args.mode == "produce" else consume(args)
+    {"produce": produce, "consume": consume, "push": push}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -72,3 +72,27 @@ def test_parse_offset_msg_id_accepts_or_names_the_problem(text):
         assert repr(text)[:20] in str(exc) or "hex" in str(exc)
     else:
         assert len(text) in (32, 56) and ":" in host and isinstance(offset, int)
+
+
+def test_delay_level_is_the_delay_property():
+    from shmq.errors import InvalidMessageError
+    from shmq.message import Message
+
+    plain = Message("T", "x", tags="A")
+    assert plain.delay_level == 0
+    assert "DELAY" not in decode_properties(plain.encoded_properties("K"))
+    delayed = Message("T", "x", tags="A", delay_level=3)
+    props = decode_properties(delayed.encoded_properties("K"))
+    assert props == {"TAGS": "A", "DELAY": "3", "UNIQ_KEY": "K"}
+    assert "delay_level=3" in repr(delayed)
+    delayed.delay_level = 18  # the last of messageDelayLevel's 18 levels
+    assert decode_properties(delayed.encoded_properties())["DELAY"] == "18"
+    for bad in (19, -1):
+        with pytest.raises(InvalidMessageError, match=f"delay_level {bad} is out of range"):
+            Message("T", "x", delay_level=bad)
+    for bad in (True, "3", 2.0):
+        with pytest.raises(InvalidMessageError, match="must be an int"):
+            delayed.delay_level = bad  # type: ignore[assignment]
+    assert delayed.delay_level == 18
+    with pytest.raises(InvalidMessageError, match="reserved"):  # set delay_level instead
+        Message("T", "x", properties={"DELAY": "2"}).encoded_properties()

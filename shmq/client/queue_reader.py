@@ -1,9 +1,11 @@
-"""A simple pull consumer: reads a queue from an offset straight from the store's mapped
-files, long-polls on its own semaphore when caught up, and keeps offsets on the broker.
+"""The consumers' data path: read a queue from an offset straight from the store's mapped
+files, long-poll on the consumer's own semaphore when caught up, and keep offsets on the
+broker (RocketMQ's plain ``DefaultMQPullConsumer`` calls). ``PushConsumer`` and
+``PullConsumer`` are built on it; tools use it directly.
 
 Example::
 
-    with PullConsumer("OrderReaders", "127.0.0.1:9876") as consumer:
+    with QueueReader("OrderReaders", "127.0.0.1:9876") as consumer:
         for mq in consumer.queues("Orders"):
             offset = max(consumer.committed(mq), 0)
             result = consumer.pull(mq, offset, max_nums=32, timeout=1.0)
@@ -23,7 +25,7 @@ from shmq.client.types import MessageQueue, PullResult, PullStatus
 from shmq.errors import ClientError, ResponseError
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
-from shmq.ipc.segment import Segment, fence, open_semaphore, wait
+from shmq.ipc.segment import Segment, fence, open_semaphore, post, wait
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
 from shmq.store.reader import StoreReader
@@ -60,8 +62,10 @@ class _ConsumerLink:
         self.link.close()
 
 
-class PullConsumer:
-    """``spin_us``: how long a long-polling pull spins on the queue's max offset before
+class QueueReader:
+    """Reads queues of any topic for ``group`` (registered with each broker it reads).
+
+    ``spin_us``: how long a long-polling pull spins on the queue's max offset before
     parking on the consumer's semaphore."""
 
     def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", *, spin_us: int = 20) -> None:
@@ -208,6 +212,36 @@ class PullConsumer:
     def max_offset(self, mq: MessageQueue) -> int:
         return self._link(mq).max_offset(mq.topic, mq.queue_id)[1]
 
+    def min_offset(self, mq: MessageQueue) -> int:
+        """The smallest offset still stored in ``mq`` (above 0 after cleanup)."""
+        response, _ = self.client.invoke_json(
+            self.address(mq),
+            RequestCode.GET_MIN_OFFSET,
+            {"topic": mq.topic, "queueId": mq.queue_id},
+        )
+        return int(response.ext_fields["offset"])
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The offset of the first message of ``mq`` stored at or after ``timestamp_ms``
+        (the max offset when there is none)."""
+        response, _ = self.client.invoke_json(
+            self.address(mq),
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            {"topic": mq.topic, "queueId": mq.queue_id, "timestamp": timestamp_ms},
+        )
+        return int(response.ext_fields["offset"])
+
+    def address(self, mq: MessageQueue) -> str:
+        """The control address of the broker holding ``mq``."""
+        return self._link(mq).link.address
+
+    def wake(self) -> None:
+        """Wake a thread parked in ``pull`` or ``wait`` (shutdown, rebalance)."""
+        with self._lock:
+            links = list(self._links.values())
+        for link in links:
+            post(link.sem)
+
     def close(self) -> None:
         with self._lock:
             for link in self._links.values():
@@ -215,7 +249,7 @@ class PullConsumer:
             self._links.clear()
         self.client.close()
 
-    def __enter__(self) -> PullConsumer:
+    def __enter__(self) -> QueueReader:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -12,7 +12,14 @@ from shmq.message import MessageExt
 
 @dataclass(frozen=True, order=True)
 class MessageQueue:
-    """One queue of a topic on one broker."""
+    """One queue of a topic on one broker: a frozen, ordered value (sorted by topic, broker
+    name, queue id, as rebalancing needs).
+
+    Example::
+
+        mq = MessageQueue("Orders", "broker-a", 3)
+        consumer.seek(mq, 0)
+    """
 
     topic: str
     broker_name: str
@@ -34,6 +41,14 @@ class SendStatus(enum.Enum):
 
 @dataclass(frozen=True)
 class SendResult:
+    """The broker's answer to one sent message.
+
+    Example::
+
+        result = producer.send(Message("Orders", b"paid"))
+        print(result.send_status, result.msg_id, result.message_queue, result.queue_offset)
+    """
+
     send_status: SendStatus
     msg_id: str
     offset_msg_id: str
@@ -55,7 +70,13 @@ class SendResult:
 @dataclass(frozen=True)
 class BulkSendResult:
     """The outcome of ``Producer.send_bulk``: one queue, the messages' queue offsets and
-    CommitLog offsets in the order given."""
+    CommitLog offsets in the order given.
+
+    Example::
+
+        result = producer.send_bulk("Ticks", [b"a", b"b", b"c"])
+        print(result.message_queue, result.queue_offsets[0], len(result))
+    """
 
     send_status: SendStatus
     message_queue: MessageQueue
@@ -80,3 +101,48 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
+
+
+class MessageModel(enum.Enum):
+    """CLUSTERING: the group shares the queues, offsets on the broker. BROADCASTING: every
+    consumer of the group reads every queue, offsets in a local file."""
+
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeFromWhere(enum.Enum):
+    """Where a group with no stored offset starts in a queue (RocketMQ's names, without
+    the ``CONSUME_FROM_`` prefix)."""
+
+    LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+class ConsumeResult(enum.Enum):
+    """What a concurrent listener returns (RocketMQ's ``ConsumeConcurrentlyStatus``)."""
+
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+@dataclass
+class ConsumeContext:
+    """Passed to the listener with each batch (RocketMQ's
+    ``ConsumeConcurrentlyContext``). On CONSUME_SUCCESS, messages after ``ack_index`` are
+    still treated as failed, so a listener can acknowledge part of a batch.
+
+    Example::
+
+        def on_message(msgs, ctx):
+            for i, msg in enumerate(msgs):
+                if not handle(msg):
+                    ctx.ack_index = i - 1  # msgs[i:] are consumed again later
+                    break
+            return ConsumeResult.CONSUME_SUCCESS
+    """
+
+    message_queue: MessageQueue
+    ack_index: int
+    delay_level_when_next_consume: int = 0

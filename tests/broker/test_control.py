@@ -13,9 +13,9 @@ from e2e_helpers import shm_entries
 from shmq.broker.broker_config import BrokerConfig
 from shmq.broker.supervisor import Broker
 from shmq.client.producer import Producer
-from shmq.client.pull_consumer import PullConsumer
+from shmq.client.queue_reader import QueueReader
 from shmq.client.types import PullStatus, SendStatus
-from shmq.errors import NoRouteError, ResponseError, SendError
+from shmq.errors import MessageTooLargeError, NoRouteError, ResponseError, SendError
 from shmq.ipc import counters as cn
 from shmq.message import Message, parse_offset_msg_id
 from shmq.namesrv.server import NameServer
@@ -136,9 +136,13 @@ def test_rejections_name_the_reason(make_broker):
         )
         with pytest.raises(SendError, match="no broker accepts writes"):
             producer.send(Message("RO", "x"))
+        too_big = Message("RW", b"x" * (4 * 1024 * 1024 + 1))
+        with pytest.raises(MessageTooLargeError, match="maxMessageSize"):
+            producer.send(too_big)  # the client checks first
+    with Producer("pg", namesrv, max_message_size=8 << 20) as lenient:
         with pytest.raises(SendError, match="maxMessageSize"):
-            producer.send(Message("RW", b"x" * (4 * 1024 * 1024 + 1)))
-        assert producer.send(Message("RW", "ok")).queue_offset == 0  # the ring goes on
+            lenient.send(too_big)  # and the broker checks again
+        assert lenient.send(Message("RW", "ok")).queue_offset == 0  # the ring goes on
 
 
 def test_sync_flush_acknowledges_after_the_flush(make_broker):
@@ -151,7 +155,7 @@ def test_sync_flush_acknowledges_after_the_flush(make_broker):
     last = max(parse_offset_msg_id(r.offset_msg_id)[1] for r in results + batch)
     assert cn.load(words, cn.FLUSHED_OFFSET) > last
     assert cn.load(words, cn.FLUSHES) >= 1
-    with PullConsumer("g", namesrv) as consumer:
+    with QueueReader("g", namesrv) as consumer:
         offsets = dict.fromkeys(consumer.queues("S"), 0)
         total = 0
         deadline = time.monotonic() + 10
@@ -166,7 +170,7 @@ def test_sync_flush_acknowledges_after_the_flush(make_broker):
 
 def test_long_poll_wakes_on_a_new_message(make_broker):
     _, namesrv = make_broker(default_topic_queue_nums=1)
-    with Producer("pg", namesrv) as producer, PullConsumer("g", namesrv) as consumer:
+    with Producer("pg", namesrv) as producer, QueueReader("g", namesrv) as consumer:
         producer.send(Message("L", "first"))
         mq = consumer.queues("L")[0]
         assert consumer.pull(mq, 0, timeout=5.0).messages[0].body == b"first"
