@@ -1,0 +1,101 @@
+"""The messages of one queue between pull and consume (RocketMQ's ``ProcessQueue``).
+
+Messages go in ordered by queue offset and come out in any order, as consume threads finish.
+The offset a consumer may commit is the smallest one still inside (or the largest pulled plus
+one when it is empty): a crash then re-delivers what was in flight (at-least-once) and never
+skips a message that was not consumed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+
+from shmq.message import MessageExt
+
+
+class ProcessQueue:
+    """Thread-safe: the pull thread puts, consume threads remove."""
+
+    def __init__(self, next_offset: int) -> None:
+        self.next_offset = next_offset  # where the next pull starts
+        self.dropped = False
+        self.paused = False
+        self.last_pull = time.monotonic()
+        self.last_consume = time.monotonic()
+        self.next_pull_at = 0.0  # pull interval / flow-control back-off (monotonic)
+        self._msgs: dict[int, MessageExt] = {}
+        self._order: deque[int] = deque()  # offsets in put order, lazily trimmed
+        self._max = -1
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def put(self, msgs: Iterable[MessageExt]) -> None:
+        with self._lock:
+            for m in msgs:
+                if m.queue_offset in self._msgs:
+                    continue
+                self._msgs[m.queue_offset] = m
+                self._order.append(m.queue_offset)
+                self._size += len(m.body)
+                self._max = max(self._max, m.queue_offset)
+
+    def remove(self, msgs: Iterable[MessageExt]) -> int:
+        """Take consumed ``msgs`` out; returns the offset to commit now (-1 when nothing
+        was ever put)."""
+        with self._lock:
+            for m in msgs:
+                if self._msgs.pop(m.queue_offset, None) is not None:
+                    self._size -= len(m.body)
+            return self._commit_offset()
+
+    def _commit_offset(self) -> int:
+        order = self._order
+        while order and order[0] not in self._msgs:
+            order.popleft()
+        if order:
+            return order[0]
+        return self._max + 1 if self._max >= 0 else -1
+
+    def commit_offset(self) -> int:
+        with self._lock:
+            return self._commit_offset()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._msgs.clear()
+            self._order.clear()
+            self._size = 0
+
+    @property
+    def count(self) -> int:
+        return len(self._msgs)
+
+    @property
+    def size(self) -> int:
+        """Bytes of message bodies inside."""
+        return self._size
+
+    def span(self) -> int:
+        """Largest minus smallest offset inside (``consumeConcurrentlyMaxSpan`` checks it)."""
+        with self._lock:
+            if not self._msgs:
+                return 0
+            order = self._order
+            while order[-1] not in self._msgs:
+                order.pop()
+            return order[-1] - self._commit_offset()
+
+    def stats(self) -> dict[str, int | bool]:
+        with self._lock:
+            return {
+                "msgCount": len(self._msgs),
+                "msgSize": self._size,
+                "maxOffset": self._max,
+                "commitOffset": self._commit_offset(),
+                "nextOffset": self.next_offset,
+                "dropped": self.dropped,
+                "paused": self.paused,
+            }

@@ -1,0 +1,422 @@
+"""The push consumer: a listener called with messages as they arrive (RocketMQ's
+``DefaultMQPushConsumer`` with a concurrent listener).
+
+One pull thread reads the assigned queues straight from the store's mapped files into each
+queue's process queue, and hands batches of ``consume_message_batch_max_size`` to a pool of
+``consume_thread_max`` threads that call the listener. The committed offset of a queue is
+the smallest offset still in its process queue, so what was in flight when a consumer died
+is delivered again (at-least-once) and nothing is skipped.
+
+Example::
+
+    def on_message(msgs, ctx):
+        for msg in msgs:
+            print(msg.topic, msg.queue_offset, msg.body)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer = PushConsumer("OrderWorkers", "127.0.0.1:9876", listener=on_message)
+    consumer.subscribe("Orders", "Paid || Shipped")
+    consumer.start()
+    ...
+    consumer.shutdown()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from shmq.client.consumer_base import ConsumerBase, queues_of
+from shmq.client.process_queue import ProcessQueue
+from shmq.client.types import ConsumeContext, ConsumeResult, MessageModel, MessageQueue, PullStatus
+from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
+from shmq.message import MessageExt
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[list[MessageExt], ConsumeContext], ConsumeResult]
+
+FLOW_CONTROL_DELAY_S = 0.05  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
+EXCEPTION_DELAY_S = 3.0  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
+MIB = 1024 * 1024
+
+
+@dataclass(eq=False)
+class ConsumeRequest:
+    msgs: list[MessageExt]
+    pq: ProcessQueue
+    mq: MessageQueue
+    started: float = 0.0
+    abandoned: bool = False
+    seq: int = field(default_factory=itertools.count().__next__)
+
+
+def _check_range(name: str, value: int, low: int, high: int, allow_unset: bool = False) -> None:
+    if allow_unset and value == -1:
+        return
+    if not low <= value <= high:
+        unset = " or -1" if allow_unset else ""
+        raise ConfigError(f"{name} must be in [{low}, {high}]{unset}, not {value!r}")
+
+
+class PushConsumer(ConsumerBase):
+    """Consumes subscribed topics with a listener, in a consumer group.
+
+    Defaults are RocketMQ's (times in seconds here): ``consume_thread_min``/``max`` 20
+    (Python's pool starts threads on demand up to the max), ``consume_message_batch_max_size``
+    1, ``pull_batch_size`` 32, ``pull_interval`` 0, ``pull_threshold_for_queue`` 1000
+    messages, ``pull_threshold_size_for_queue`` 100 MiB, topic-level thresholds off (-1;
+    when set they are divided over the queues held), ``consume_concurrently_max_span`` 2000,
+    ``consume_timeout`` 15 minutes. A listener returns ``ConsumeResult.CONSUME_SUCCESS`` or
+    ``RECONSUME_LATER``; raising, returning anything else, or running past
+    ``consume_timeout`` counts as ``RECONSUME_LATER``: in clustering the messages are
+    consumed again after ``reconsume_delay`` (RocketMQ's local fallback; with the retry
+    topic they will go back to the broker), in broadcasting they are dropped with a log line,
+    as RocketMQ does.
+
+    Example::
+
+        with PushConsumer("Telemetry", listener=lambda msgs, ctx: ConsumeResult.CONSUME_SUCCESS
+                          ) as consumer:
+            consumer.subscribe("Metrics")
+            consumer.start()
+            time.sleep(60)
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        listener: Listener | None = None,
+        consume_thread_min: int = 20,
+        consume_thread_max: int = 20,
+        consume_message_batch_max_size: int = 1,
+        pull_batch_size: int = 32,
+        pull_interval: float = 0.0,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue: int = 100,
+        pull_threshold_for_topic: int = -1,
+        pull_threshold_size_for_topic: int = -1,
+        consume_concurrently_max_span: int = 2000,
+        consume_timeout: float = 15 * 60.0,
+        reconsume_delay: float = 5.0,
+        await_termination: float = 10.0,
+        **options,
+    ) -> None:
+        super().__init__(group, namesrv, **options)
+        _check_range("consume_thread_min", consume_thread_min, 1, 1000)
+        _check_range("consume_thread_max", consume_thread_max, consume_thread_min, 1000)
+        _check_range("consume_message_batch_max_size", consume_message_batch_max_size, 1, 1024)
+        _check_range("pull_batch_size", pull_batch_size, 1, 1024)
+        _check_range("pull_threshold_for_queue", pull_threshold_for_queue, 1, 65535)
+        _check_range("pull_threshold_size_for_queue", pull_threshold_size_for_queue, 1, 1024)
+        _check_range("pull_threshold_for_topic", pull_threshold_for_topic, 1, 6553500, True)
+        _check_range("pull_threshold_size_for_topic", pull_threshold_size_for_topic, 1, 102400,
+                     True)  # fmt: skip
+        _check_range("consume_concurrently_max_span", consume_concurrently_max_span, 1, 65535)
+        if pull_interval < 0 or consume_timeout <= 0 or reconsume_delay < 0:
+            raise ConfigError("pull_interval and reconsume_delay must be >= 0, consume_timeout > 0")
+        self.listener = listener
+        self.consume_thread_min = consume_thread_min
+        self.consume_thread_max = consume_thread_max
+        self.batch_max = consume_message_batch_max_size
+        self.pull_batch_size = pull_batch_size
+        self.pull_interval = pull_interval
+        self.threshold_queue = pull_threshold_for_queue
+        self.threshold_size_queue = pull_threshold_size_for_queue
+        self.threshold_topic = pull_threshold_for_topic
+        self.threshold_size_topic = pull_threshold_size_for_topic
+        self.max_span = consume_concurrently_max_span
+        self.consume_timeout = consume_timeout
+        self.reconsume_delay = reconsume_delay
+        self.await_termination = await_termination
+        self._table: dict[MessageQueue, ProcessQueue] = {}
+        self._running: dict[int, ConsumeRequest] = {}
+        self._later: list[tuple[float, int, ConsumeRequest]] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._puller: threading.Thread | None = None
+        self._idle = threading.Event()
+        self.counters = {"consumed": 0, "failed": 0, "flowControlled": 0, "pulled": 0}
+
+    def register_message_listener(self, listener: Listener) -> None:
+        """RocketMQ's ``registerMessageListener``: ``listener(msgs, ctx) -> ConsumeResult``."""
+        self.listener = listener
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Join the group, take this consumer's queues and start consuming."""
+        if self.listener is None:
+            raise ClientError("register a message listener before start()")
+        if not self.subscriptions():
+            raise ClientError("subscribe to at least one topic before start()")
+        self._pool = ThreadPoolExecutor(
+            self.consume_thread_max, thread_name_prefix=f"shmq-consume-{self.group}"
+        )
+        self._start_base(f"shmq-push-service-{self.group}")
+        self._puller = threading.Thread(
+            target=self._pull_loop, name=f"shmq-pull-{self.group}", daemon=True
+        )
+        self._puller.start()
+
+    def shutdown(self) -> None:
+        """Stop pulling, let running listeners finish (up to ``await_termination``),
+        persist offsets and leave the group (the others rebalance at once)."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._started:
+            return
+        self._stop.set()
+        self.instance.reader.wake()
+        if self._puller is not None:
+            self._puller.join(10)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + self.await_termination
+        while self._running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self._running:
+            log.warning("consumer %s: %d listener calls still running at shutdown", self.group,
+                        len(self._running))  # fmt: skip
+        self._stop_base()
+
+    close = shutdown
+
+    # -- rebalance ---------------------------------------------------------------------------------
+
+    def _assigned_topics(self) -> set[str]:
+        with self._lock:
+            return {mq.topic for mq in self._table}
+
+    def _apply_assignment(self, topic: str, queues: set[MessageQueue]) -> None:
+        with self._lock:
+            current = queues_of(topic, self._table)
+        removed, added = current - queues, queues - current
+        for mq in sorted(removed):
+            with self._lock:
+                pq = self._table.pop(mq)
+            pq.dropped = True
+            self._release(mq)
+        for mq in sorted(added):
+            self.offsets.remove(mq)  # RocketMQ's removeDirtyOffset
+            try:
+                offset = self.rebalance.start_offset(mq)
+            except (RemotingError, ShmqError) as exc:
+                log.warning("consumer %s: cannot start %s: %s", self.group, mq, exc)
+                continue
+            with self._lock:
+                self._table[mq] = ProcessQueue(offset)
+        if removed or added:
+            log.info("consumer %s (%s) rebalanced %s: now %s", self.group,
+                     self.instance.client_id, topic,
+                     [mq.queue_id for mq in sorted(queues_of(topic, self._table))])  # fmt: skip
+            self.instance.reader.wake()
+
+    def _reset_offsets(self, topic: str, table: dict[MessageQueue, int]) -> None:
+        """RocketMQ's ``resetOffset``: drop the topic's process queues, store the new
+        offsets, and let the next rebalance start there."""
+        with self._lock:
+            doomed = [mq for mq in self._table if mq.topic == topic]
+            for mq in doomed:
+                self._table.pop(mq).dropped = True
+        for mq, offset in table.items():
+            self.offsets.update(mq, offset)
+        self.offsets.persist(table)
+        self._rebalance_now.set()
+
+    def assignment(self) -> list[MessageQueue]:
+        """The queues this consumer holds now."""
+        with self._lock:
+            return sorted(self._table)
+
+    def stats(self) -> dict:
+        """Counters and each held queue's process-queue state (count, size, offsets)."""
+        with self._lock:
+            table = dict(self._table)
+        return {
+            **self.counters,
+            "clientId": self.instance.client_id if self.instance else None,
+            "queues": {str(mq): pq.stats() for mq, pq in sorted(table.items())},
+        }
+
+    # -- pulling ----------------------------------------------------------------------------------
+
+    def _limits(self, topic: str) -> tuple[int, int]:
+        """(count, bytes) a process queue of ``topic`` may hold."""
+        count, size = self.threshold_queue, self.threshold_size_queue * MIB
+        if self.threshold_topic != -1 or self.threshold_size_topic != -1:
+            with self._lock:
+                n = max(1, len(queues_of(topic, self._table)))
+            if self.threshold_topic != -1:
+                count = max(1, self.threshold_topic // n)
+            if self.threshold_size_topic != -1:
+                size = max(1, self.threshold_size_topic // n) * MIB
+        return count, size
+
+    def _pull_loop(self) -> None:
+        reader = self.instance.reader
+        while not self._stop.is_set():
+            with self._lock:
+                table = list(self._table.items())
+            now = time.monotonic()
+            next_due = now + 1.0
+            progressed = False
+            waiting = {}
+            for mq, pq in table:
+                if pq.dropped or pq.paused:
+                    continue
+                if now < pq.next_pull_at:
+                    next_due = min(next_due, pq.next_pull_at)
+                    continue
+                count_limit, size_limit = self._limits(mq.topic)
+                room = count_limit - pq.count
+                if room <= 0 or pq.size > size_limit or pq.span() > self.max_span:
+                    self.counters["flowControlled"] += 1
+                    pq.next_pull_at = now + FLOW_CONTROL_DELAY_S
+                    next_due = min(next_due, pq.next_pull_at)
+                    continue
+                try:
+                    got = self._pull_once(mq, pq, min(room, self.pull_batch_size))
+                except (RemotingError, ShmqError) as exc:
+                    log.warning("consumer %s: pull of %s failed: %s", self.group, mq, exc)
+                    pq.next_pull_at = now + EXCEPTION_DELAY_S
+                    continue
+                if got:
+                    progressed = True
+                    if self.pull_interval:
+                        pq.next_pull_at = now + self.pull_interval
+                        next_due = min(next_due, pq.next_pull_at)
+                else:
+                    waiting[mq] = pq.next_offset
+            if progressed or self._stop.is_set():
+                continue
+            timeout = max(0.0, next_due - time.monotonic())
+            if waiting:
+                try:
+                    reader.wait(waiting, timeout)
+                except (RemotingError, ShmqError) as exc:
+                    log.warning("consumer %s: wait failed: %s", self.group, exc)
+                    self._stop.wait(min(timeout, EXCEPTION_DELAY_S))
+            else:
+                self._idle.wait(min(timeout, 0.05))
+
+    def _pull_once(self, mq: MessageQueue, pq: ProcessQueue, max_nums: int) -> int:
+        sub = self._subs.get(mq.topic)
+        if sub is None:
+            return 0
+        reader = self.instance.reader
+        offset = pq.next_offset
+        result = reader.pull(mq, offset, max_nums, sub.expression, 0.0)
+        pq.last_pull = time.monotonic()
+        if result.pull_status is PullStatus.FOUND:
+            msgs = [m for m in result.messages if sub.matches(m)]
+            pq.next_offset = result.next_begin_offset
+            if msgs:
+                pq.put(msgs)
+                self.counters["pulled"] += len(msgs)
+                for i in range(0, len(msgs), self.batch_max):
+                    self._submit(ConsumeRequest(msgs[i : i + self.batch_max], pq, mq))
+            return len(msgs)
+        if result.pull_status is PullStatus.OFFSET_ILLEGAL or (
+            result.pull_status is PullStatus.NO_MATCHED_MSG
+            and result.next_begin_offset == offset
+            and offset < result.max_offset
+        ):
+            fixed = self.rebalance.correct(mq, offset)
+            if fixed != offset:
+                pq.next_offset = fixed
+                self.offsets.update(mq, fixed)
+                self.offsets.persist([mq])
+            return 0
+        pq.next_offset = result.next_begin_offset
+        if pq.count == 0 and pq.next_offset > offset:
+            # filtered-out messages: nothing in flight, so the offset may move past them
+            self.offsets.update(mq, pq.next_offset, increase_only=True)
+        return 0
+
+    # -- consuming --------------------------------------------------------------------------------
+
+    def _submit(self, request: ConsumeRequest) -> None:
+        with contextlib.suppress(RuntimeError):  # the pool is shut down
+            self._pool.submit(self._consume, request)
+
+    def _consume(self, request: ConsumeRequest) -> None:
+        pq, msgs = request.pq, request.msgs
+        if pq.dropped or self._stop.is_set():
+            return
+        ctx = ConsumeContext(request.mq, ack_index=len(msgs) - 1)
+        request.started = time.monotonic()
+        self._running[request.seq] = request
+        try:
+            status = self.listener(msgs, ctx)
+        except Exception as exc:
+            log.warning("consumer %s: listener raised on %d message(s) of %s at offset %d: %r;"
+                        " consuming them later", self.group, len(msgs), request.mq,
+                        msgs[0].queue_offset, exc, exc_info=True)  # fmt: skip
+            status = ConsumeResult.RECONSUME_LATER
+        finally:
+            self._running.pop(request.seq, None)
+            pq.last_consume = time.monotonic()
+        if request.abandoned:
+            return
+        if not isinstance(status, ConsumeResult):
+            log.warning("consumer %s: listener returned %r, not a ConsumeResult; treated as"
+                        " RECONSUME_LATER", self.group, status)  # fmt: skip
+            status = ConsumeResult.RECONSUME_LATER
+        self._finish(request, status, ctx)
+
+    def _finish(self, request: ConsumeRequest, status: ConsumeResult, ctx: ConsumeContext) -> None:
+        msgs = request.msgs
+        ack = min(ctx.ack_index, len(msgs) - 1) if status is ConsumeResult.CONSUME_SUCCESS else -1
+        done, failed = msgs[: ack + 1], msgs[ack + 1 :]
+        self.counters["consumed"] += len(done)
+        self.counters["failed"] += len(failed)
+        if failed and self.message_model is MessageModel.BROADCASTING:
+            log.warning("consumer %s: broadcasting, dropping %d failed message(s) of %s",
+                        self.group, len(failed), request.mq)  # fmt: skip
+            done, failed = msgs, []
+        if failed:
+            self._consume_later(ConsumeRequest(failed, request.pq, request.mq))
+        offset = request.pq.remove(done)
+        if offset >= 0 and not request.pq.dropped:
+            self.offsets.update(request.mq, offset, increase_only=True)
+
+    def _consume_later(self, request: ConsumeRequest) -> None:
+        for m in request.msgs:
+            m.reconsume_times += 1
+        with self._lock:
+            due = time.monotonic() + self.reconsume_delay
+            heapq.heappush(self._later, (due, request.seq, request))
+
+    def _next_tick(self) -> float:
+        with self._lock:
+            due = self._later[0][0] if self._later else time.monotonic() + 1.0
+        return min(due, time.monotonic() + 1.0)
+
+    def _tick(self, now: float) -> None:
+        """Resubmit failed messages whose delay is over; give up on listener calls that
+        ran past ``consume_timeout`` and consume their messages again."""
+        ready = []
+        with self._lock:
+            while self._later and self._later[0][0] <= now:
+                ready.append(heapq.heappop(self._later)[2])
+        for request in ready:
+            if not request.pq.dropped:
+                self._submit(request)
+        for request in list(self._running.values()):
+            if not request.abandoned and now - request.started > self.consume_timeout:
+                request.abandoned = True
+                log.warning("consumer %s: listener ran %.0f s (consume_timeout %g s) on %d"
+                            " message(s) of %s; consuming them again", self.group,
+                            now - request.started, self.consume_timeout, len(request.msgs),
+                            request.mq)  # fmt: skip
+                self.counters["failed"] += len(request.msgs)
+                self._consume_later(ConsumeRequest(request.msgs, request.pq, request.mq))

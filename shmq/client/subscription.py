@@ -1,0 +1,56 @@
+"""A consumer's subscription to one topic (RocketMQ's ``SubscriptionData``).
+
+The expression is ``*`` (everything) or ``TagA || TagB``. The consume queue keeps each
+message's tag hash, so the reader skips other tags without touching the CommitLog; since two
+tags can share a hash, the client then compares the tag strings too.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shmq.codec import java_hash
+from shmq.errors import InvalidMessageError
+from shmq.message import MessageExt, validate_topic
+from shmq.store.results import parse_tag_filter
+
+
+@dataclass(frozen=True)
+class Subscription:
+    topic: str
+    expression: str = "*"
+    codes: np.ndarray | None = field(default=None, compare=False, repr=False)
+    tags: frozenset[str] | None = None
+    version: int = 0
+
+    @classmethod
+    def parse(cls, topic: str, expression: str | None = "*") -> Subscription:
+        validate_topic(topic)
+        if expression is not None and not isinstance(expression, str):
+            raise InvalidMessageError(f"tag expression {expression!r} is not a string")
+        expression = "*" if expression is None or not expression.strip() else expression.strip()
+        codes = parse_tag_filter(expression)
+        tags = None
+        if codes is not None:
+            tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
+        return cls(topic, expression, codes, tags, time.time_ns() // 1_000_000)
+
+    def matches(self, msg: MessageExt) -> bool:
+        """The client-side check after the hash filter: the tag string itself."""
+        return self.tags is None or msg.tags in self.tags
+
+    def to_json(self) -> dict:
+        """As the broker's consumer registry shows it (``SubscriptionData``)."""
+        tags = sorted(self.tags) if self.tags is not None else []
+        return {
+            "topic": self.topic,
+            "subString": self.expression,
+            "tagsSet": tags,
+            "codeSet": [java_hash(t) for t in tags],
+            "subVersion": self.version,
+            "classFilterMode": False,
+            "expressionType": "TAG",
+        }

@@ -1,0 +1,52 @@
+"""One namesrv + broker for the client tests of a module (each test uses its own topics and
+groups), and helpers to create topics and produce."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from e2e_helpers import cluster, shm_entries
+from shmq.client.queue_reader import QueueReader
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    before = shm_entries()
+    with cluster(tmp_path_factory.mktemp("cluster"), defaultTopicQueueNums=4) as c:
+        yield c
+    assert shm_entries() - before == set()
+
+
+def create_topic(c, topic: str, queues: int = 8, broker_name: str = "broker-a") -> None:
+    """Create ``topic`` and wait until the namesrv routes it."""
+    with RemotingClient() as client:
+        client.invoke_json(
+            c.brokers[broker_name].address,
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues},
+        )
+    with QueueReader("probe", c.namesrv) as reader:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                found = {mq.broker_name for mq in reader.queues(topic)}
+                if broker_name in found:
+                    return
+            except Exception:
+                pass
+            reader.routes.invalidate(topic)
+            time.sleep(0.05)
+    raise AssertionError(f"no route for {topic}")
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,256 @@
+"""PushConsumer against a real broker: delivery, filtering, failures, flow control,
+rebalance on membership change, broadcasting, where a new group starts."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+import pytest
+from conftest import create_topic, wait_for
+
+from shmq.client.producer import Producer
+from shmq.client.push_consumer import PushConsumer
+from shmq.client.types import ConsumeResult, MessageQueue
+from shmq.errors import ClientError, ConfigError
+from shmq.message import Message
+
+OK = ConsumeResult.CONSUME_SUCCESS
+
+
+class Sink:
+    """A listener that records what it got (thread-safe)."""
+
+    def __init__(self, pause: float = 0.0) -> None:
+        self.got: list = []
+        self.lock = threading.Lock()
+        self.pause = pause
+
+    def __call__(self, msgs, ctx):
+        if self.pause:
+            time.sleep(self.pause)
+        with self.lock:
+            self.got += [
+                (m.queue_id, m.queue_offset, m.body.decode(), m.reconsume_times) for m in msgs
+            ]
+        return OK
+
+    def bodies(self) -> collections.Counter:
+        with self.lock:
+            return collections.Counter(b for _, _, b, _ in self.got)
+
+
+def produce(c, topic: str, n: int, tags=lambda i: None, prefix: str = "m") -> list[str]:
+    bodies = [f"{prefix}{i}" for i in range(n)]
+    with Producer("test-producer", c.namesrv) as producer:
+        for i, b in enumerate(bodies):
+            producer.send(Message(topic, b, tags=tags(i)))
+    return bodies
+
+
+def consumer(c, group: str, topic: str, listener, expression: str = "*", **kw) -> PushConsumer:
+    kw.setdefault("consume_from_where", "FIRST_OFFSET")
+    pc = PushConsumer(group, c.namesrv, listener=listener, **kw)
+    pc.subscribe(topic, expression)
+    return pc
+
+
+def test_every_message_once_and_offsets_committed(broker):
+    create_topic(broker, "PushAll", 8)
+    bodies = produce(broker, "PushAll", 200)
+    sink = Sink()
+    with consumer(broker, "g-all", "PushAll", sink, consume_message_batch_max_size=4) as pc:
+        pc.start()
+        assert len(pc.assignment()) == 8
+        wait_for(lambda: sum(sink.bodies().values()) >= 200, what="200 messages")
+        time.sleep(0.2)
+    assert sink.bodies() == collections.Counter(bodies)
+    per_queue = collections.defaultdict(list)
+    for q, off, _, _ in sink.got:
+        per_queue[q].append(off)
+    with PushConsumer("g-all", broker.namesrv, listener=sink) as again:
+        again.subscribe("PushAll")
+        again.start()
+        for mq in again.assignment():
+            assert again.offsets.read(mq, from_store=True) == max(per_queue[mq.queue_id]) + 1
+
+
+def test_tag_filter(broker):
+    create_topic(broker, "PushTags", 4)
+    produce(broker, "PushTags", 60, tags=lambda i: "ABC"[i % 3])
+    sink = Sink()
+    with consumer(broker, "g-tags", "PushTags", sink, "A || C") as pc:
+        pc.start()
+        wait_for(lambda: sum(sink.bodies().values()) >= 40, what="40 tagged messages")
+        time.sleep(0.3)
+    assert sorted(int(b[1:]) for b in sink.bodies()) == [i for i in range(60) if i % 3 != 1]
+
+
+def test_listener_that_raises_or_returns_none_is_retried_and_consumer_goes_on(broker, caplog):
+    create_topic(broker, "PushFail", 2)
+    produce(broker, "PushFail", 20)
+    failures = {"m3": 2, "m7": 1}
+    sink = Sink()
+
+    def listener(msgs, ctx):
+        body = msgs[0].body.decode()
+        if failures.get(body, 0) > 0:
+            failures[body] -= 1
+            if body == "m3":
+                raise RuntimeError(f"cannot handle {body}")
+            return None
+        return sink(msgs, ctx)
+
+    with consumer(broker, "g-fail", "PushFail", listener, reconsume_delay=0.05) as pc:
+        pc.start()
+        wait_for(lambda: len(sink.bodies()) == 20, what="all 20, failures included")
+        stats = pc.stats()
+    assert stats["failed"] == 3
+    got = {b: r for _, _, b, r in sink.got}
+    assert got["m3"] == 2 and got["m7"] == 1 and got["m0"] == 0
+    assert "cannot handle m3" in caplog.text
+    assert "not a ConsumeResult" in caplog.text
+
+
+def test_listener_that_hangs_hits_consume_timeout(broker, caplog):
+    create_topic(broker, "PushHang", 1)
+    produce(broker, "PushHang", 5)
+    release = threading.Event()
+    sink = Sink()
+    hung = []
+
+    def listener(msgs, ctx):
+        if msgs[0].body == b"m0" and not hung:
+            hung.append(True)
+            release.wait(30)
+            return OK
+        return sink(msgs, ctx)
+
+    try:
+        with consumer(
+            broker, "g-hang", "PushHang", listener, consume_timeout=0.5, reconsume_delay=0.0
+        ) as pc:
+            pc.start()
+            wait_for(lambda: len(sink.bodies()) == 5, what="m0 consumed again after the timeout")
+            mq = pc.assignment()[0]
+            wait_for(lambda: pc.offsets.read(mq) == 5, what="offset past m0")
+            release.set()
+    finally:
+        release.set()
+    assert "consume_timeout" in caplog.text
+
+
+def test_flow_control_keeps_process_queue_under_threshold(broker):
+    create_topic(broker, "PushSlow", 1)
+    produce(broker, "PushSlow", 120)
+    sink = Sink(pause=0.005)
+    seen = []
+    with consumer(
+        broker,
+        "g-slow",
+        "PushSlow",
+        sink,
+        pull_threshold_for_queue=10,
+        consume_thread_max=2,
+        consume_thread_min=1,
+    ) as pc:
+        pc.start()
+        while sum(sink.bodies().values()) < 120:
+            seen += [q["msgCount"] for q in pc.stats()["queues"].values()]
+            time.sleep(0.002)
+        assert pc.stats()["flowControlled"] > 0
+    assert max(seen) <= 10 and max(seen) >= 5
+
+
+def test_membership_change_rebalances_at_once(broker):
+    """Two members split 8 queues; when one leaves the other takes all of them long before
+    the periodic rebalance (60 s here), and nothing is lost across the change."""
+    create_topic(broker, "PushGroup", 8)
+    produce(broker, "PushGroup", 80, prefix="a")
+    a_sink, b_sink = Sink(), Sink()
+    a = consumer(broker, "g-group", "PushGroup", a_sink, rebalance_interval=60)
+    b = consumer(broker, "g-group", "PushGroup", b_sink, rebalance_interval=60)
+    try:
+        a.start()
+        assert len(a.assignment()) == 8
+        b.start()
+        wait_for(lambda: len(a.assignment()) == 4 and len(b.assignment()) == 4, 10, "a 4/4 split")
+        assert set(a.assignment()).isdisjoint(b.assignment())
+        wait_for(lambda: sum(a_sink.bodies().values()) + sum(b_sink.bodies().values()) >= 80)
+        b.shutdown()
+        wait_for(lambda: len(a.assignment()) == 8, 10, "a to take b's queues")
+        produce(broker, "PushGroup", 80, prefix="b")
+        wait_for(lambda: all(f"b{i}" in a_sink.bodies() for i in range(80)), what="second batch")
+    finally:
+        b.shutdown()
+        a.shutdown()
+    everything = a_sink.bodies() + b_sink.bodies()
+    assert set(everything) == {f"a{i}" for i in range(80)} | {f"b{i}" for i in range(80)}
+
+
+def test_broadcasting_delivers_everything_to_each_and_keeps_local_offsets(broker, tmp_path):
+    create_topic(broker, "PushBcast", 4)
+    bodies = produce(broker, "PushBcast", 40)
+    sinks = [Sink(), Sink()]
+    members = [
+        consumer(
+            broker,
+            "g-bcast",
+            "PushBcast",
+            s,
+            message_model="BROADCASTING",
+            offset_store_dir=str(tmp_path),
+            instance_name=f"i{n}",
+        )
+        for n, s in enumerate(sinks)
+    ]
+    try:
+        for m in members:
+            m.start()
+        for s in sinks:
+            wait_for(lambda s=s: sum(s.bodies().values()) >= 40, what="every message to each")
+    finally:
+        for m in members:
+            m.shutdown()
+    for s in sinks:
+        assert s.bodies() == collections.Counter(bodies)
+    assert (tmp_path / "i0" / "g-bcast" / "offsets.json").exists()
+
+
+def test_consume_from_where_for_a_new_group(broker):
+    create_topic(broker, "PushWhere", 1)
+    produce(broker, "PushWhere", 10)
+    mq = MessageQueue("PushWhere", "broker-a", 0)
+    for where, expected in (("LAST_OFFSET", 0), ("FIRST_OFFSET", 0)):
+        with consumer(
+            broker, f"g-where-{where}", "PushWhere", Sink(), consume_from_where=where
+        ) as pc:
+            pc.start()
+            # LAST_OFFSET on a queue whose min offset is 0: RocketMQ 4.9 starts at 0 too
+            assert pc.rebalance.start_offset(mq) == expected
+    future = time.strftime("%Y%m%d%H%M%S", time.localtime(time.time() + 3600))
+    with consumer(
+        broker,
+        "g-where-ts",
+        "PushWhere",
+        Sink(),
+        consume_from_where="TIMESTAMP",
+        consume_timestamp=future,
+    ) as pc:
+        pc.start()
+        assert pc.rebalance.start_offset(mq) == 10
+
+
+def test_bad_configuration_is_refused(broker):
+    with pytest.raises(ConfigError, match="pull_threshold_for_queue"):
+        PushConsumer("g", broker.namesrv, pull_threshold_for_queue=0)
+    with pytest.raises(ConfigError, match="message_model"):
+        PushConsumer("g", broker.namesrv, message_model="SOMETIMES")
+    with pytest.raises(ConfigError, match="consumer group"):
+        PushConsumer("bad group!", broker.namesrv)
+    with pytest.raises(ConfigError, match="consume_timestamp"):
+        PushConsumer("g", broker.namesrv, consume_timestamp="yesterday")
+    pc = PushConsumer("g", broker.namesrv)
+    with pytest.raises(ClientError, match="listener"):
+        pc.start()
