@@ -25,6 +25,7 @@ from shmq.errors import ShmqError
 
 # Command name -> "module:attribute". Later issues add their command groups here.
 COMMANDS: dict[str, str] = {
+    "admin": "shmq_cli.admin:admin",
     "broker": "shmq_cli.server:broker",
     "consume": "shmq_cli.client_cmds:consume",
     "namesrv": "shmq_cli.namesrv:namesrv",

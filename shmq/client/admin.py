@@ -1,0 +1,676 @@
+"""Cluster administration (RocketMQ's ``DefaultMQAdminExt``): what ``shmq admin`` runs.
+
+Topics, routes, queue and consume statistics, consumer connections, message queries,
+offset resets, subscription groups and broker status, over the control plane: the namesrv
+for routes and cluster membership, each broker for its own part. Results are plain lists and
+dicts (messages in ``message_to_json``'s shape, the body base64-encoded) or the small frozen
+dataclasses below, each with ``to_json()`` giving RocketMQ's field names.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+from types import TracebackType
+from typing import Any
+
+from shmq.client.route import split_addrs
+from shmq.client.types import MessageQueue
+from shmq.errors import (
+    ClientError,
+    ConfigError,
+    InvalidMessageIdError,
+    NoRouteError,
+    RemotingConnectError,
+    RemotingError,
+    ResponseError,
+)
+from shmq.message import parse_offset_msg_id
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode, ResponseCode
+
+Rc = ResponseCode
+
+MASTER_ID = "0"
+DEFAULT_QUERY_NUM = 64
+
+# update_sub_group's settings → RocketMQ's SubscriptionGroupConfig JSON keys.
+SUB_GROUP_SETTINGS = {
+    "consume_enable": "consumeEnable",
+    "consume_from_min_enable": "consumeFromMinEnable",
+    "consume_broadcast_enable": "consumeBroadcastEnable",
+    "retry_queue_nums": "retryQueueNums",
+    "retry_max_times": "retryMaxTimes",
+    "broker_id": "brokerId",
+    "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
+    "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable",
+}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+class _Json:
+    def to_json(self) -> dict[str, Any]:
+        """The fields under RocketMQ's (camelCase) names."""
+        return {_camel(f.name): getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class QueueStatus(_Json):
+    """One queue of ``topic_status`` (RocketMQ's ``TopicOffset``)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int  # store time of the queue's last message, 0 when empty
+
+    @property
+    def message_queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
+
+@dataclass(frozen=True)
+class QueueProgress(_Json):
+    """One queue of ``consumer_progress`` (RocketMQ's ``OffsetWrapper``)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int  # the queue's max offset
+    consumer_offset: int  # the group's committed offset (0 when none, as RocketMQ)
+    last_timestamp: int  # store time of the last consumed message, 0 when none
+
+    @property
+    def diff(self) -> int:
+        """The lag: messages stored but not yet consumed."""
+        return self.broker_offset - self.consumer_offset
+
+    @property
+    def message_queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "diff": self.diff}
+
+
+@dataclass(frozen=True)
+class ConsumerProgress(_Json):
+    """A group's progress over every broker (RocketMQ's ``ConsumeStats``)."""
+
+    group: str
+    queues: tuple[QueueProgress, ...]
+    consume_tps: float = 0.0
+
+    @property
+    def diff_total(self) -> int:
+        """The total lag over all queues."""
+        return sum(q.diff for q in self.queues)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "queues": [q.to_json() for q in self.queues],
+            "consumeTps": self.consume_tps,
+            "diffTotal": self.diff_total,
+        }
+
+
+class Admin:
+    """Administers the brokers registered with the namesrv(s) ``namesrv`` (``;``-separated).
+
+    Calls that touch several brokers go to the master of every broker name involved: the
+    brokers of the topic's route, or those of ``cluster`` (when the namesrv knows a single
+    cluster, that one by default), or just ``broker`` (a name or a ``host:port`` address).
+    Failures raise shmq's exceptions (``NoRouteError``, ``ResponseError`` with the broker's
+    code, ``ClientError``, ``RemotingError``), their messages naming the topic, group or
+    broker.
+
+    Example::
+
+        with Admin("127.0.0.1:9876") as admin:
+            admin.update_topic("Orders", read_queue_nums=4, write_queue_nums=4)
+            for q in admin.topic_status("Orders"):
+                print(q.broker_name, q.queue_id, q.min_offset, q.max_offset)
+            progress = admin.consumer_progress("OrderReaders", "Orders")
+            print("lag", progress.diff_total)
+            admin.reset_offset("OrderReaders", "Orders", int(time.time() * 1000) - 3600_000)
+    """
+
+    def __init__(self, namesrv: str = "127.0.0.1:9876", *, timeout: float = 5.0) -> None:
+        self.namesrv_addrs = split_addrs(namesrv)
+        self.client = RemotingClient(connect_timeout=min(3.0, timeout), default_timeout=timeout)
+        self._store_hosts: dict[str, str] = {}  # broker address → its storeHost
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def _namesrv(self, code: int, ext_fields: dict[str, Any] | None = None) -> Any:
+        """The first namesrv's answer (the next one is asked when one cannot be reached)."""
+        last: Exception | None = None
+        for addr in self.namesrv_addrs:
+            try:
+                return self.client.invoke_json(addr, code, ext_fields)[1]
+            except ResponseError:
+                raise
+            except RemotingError as exc:
+                last = exc
+        raise RemotingConnectError(f"no namesrv of {';'.join(self.namesrv_addrs)} answered: {last}")
+
+    def _call(
+        self,
+        broker: tuple[str, str],
+        code: int,
+        ext_fields: dict[str, Any] | None = None,
+        body: Any = None,
+    ) -> tuple[Any, Any]:
+        """A request to ``(broker name, address)``: (response, JSON body); a
+        ``ResponseError`` names the broker."""
+        name, addr = broker
+        try:
+            return self.client.invoke_json(addr, code, ext_fields, body)
+        except ResponseError as exc:
+            if name in exc.remark:
+                raise
+            raise ResponseError(exc.code, f"broker {name} ({addr}): {exc.remark}") from None
+
+    # -- brokers --------------------------------------------------------------------------------
+
+    def cluster_info(self) -> dict[str, Any]:
+        """The namesrv's ``ClusterInfo``: ``{"brokerAddrTable": {name: {"cluster",
+        "brokerName", "brokerAddrs": {id: addr}}}, "clusterAddrTable": {cluster: [names]}}``."""
+        return self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO) or {}
+
+    def _masters(self, cluster: str | None = None) -> list[tuple[str, str]]:
+        """``(broker name, master address)`` of ``cluster``'s brokers (every cluster's when
+        None), sorted by name."""
+        info = self.cluster_info()
+        clusters = info.get("clusterAddrTable", {})
+        if cluster is not None and cluster not in clusters:
+            known = ", ".join(sorted(clusters)) or "none"
+            raise ClientError(
+                f"cluster {cluster} is not registered with namesrv"
+                f" {';'.join(self.namesrv_addrs)} (clusters: {known})"
+            )
+        names = clusters[cluster] if cluster is not None else info.get("brokerAddrTable", {})
+        out = []
+        for name in sorted(names):
+            addr = info.get("brokerAddrTable", {}).get(name, {}).get("brokerAddrs", {})
+            if MASTER_ID in addr:
+                out.append((name, addr[MASTER_ID]))
+        return out
+
+    def _broker(self, broker: str) -> tuple[str, str]:
+        """``(name, address)`` of a broker given by name or by ``host:port``."""
+        info = self.cluster_info().get("brokerAddrTable", {})
+        for name, data in info.items():
+            addrs = data.get("brokerAddrs", {})
+            if broker == name and MASTER_ID in addrs:
+                return name, addrs[MASTER_ID]
+            if broker in addrs.values():
+                return name, broker
+        if ":" in broker:
+            return broker, broker  # not registered, but an address: ask it directly
+        raise ClientError(
+            f"broker {broker} is not registered with namesrv {';'.join(self.namesrv_addrs)}"
+        )
+
+    def _targets(self, broker: str | None, cluster: str | None) -> list[tuple[str, str]]:
+        if broker is not None:
+            return [self._broker(broker)]
+        if cluster is None:
+            clusters = sorted(self.cluster_info().get("clusterAddrTable", {}))
+            if len(clusters) > 1:
+                raise ClientError(
+                    f"namesrv {';'.join(self.namesrv_addrs)} knows several clusters"
+                    f" ({', '.join(clusters)}): give a cluster or a broker"
+                )
+        masters = self._masters(cluster)
+        if not masters:
+            raise ClientError(
+                f"no broker is registered with namesrv {';'.join(self.namesrv_addrs)}"
+                + (f" in cluster {cluster}" if cluster else "")
+            )
+        return masters
+
+    def _topic_brokers(self, topic: str) -> list[tuple[str, str]]:
+        """``(name, master address)`` of the brokers serving ``topic``."""
+        route = self.topic_route(topic)
+        masters = {
+            b["brokerName"]: b["brokerAddrs"][MASTER_ID]
+            for b in route.get("brokerDatas", [])
+            if MASTER_ID in b.get("brokerAddrs", {})
+        }
+        out = [
+            (q["brokerName"], masters[q["brokerName"]])
+            for q in route.get("queueDatas", [])
+            if q["brokerName"] in masters
+        ]
+        if not out:
+            raise NoRouteError(f"No route info of this topic: {topic} (no master serves it)")
+        return sorted(out)
+
+    def cluster_list(self) -> list[dict[str, Any]]:
+        """Every registered broker address: ``cluster``, ``brokerName``, ``brokerId``,
+        ``address`` and ``status`` (its runtime info), or ``error`` when it does not
+        answer."""
+        info = self.cluster_info()
+        cluster_of = {
+            name: cluster
+            for cluster, names in info.get("clusterAddrTable", {}).items()
+            for name in names
+        }
+        out = []
+        for name, data in sorted(info.get("brokerAddrTable", {}).items()):
+            for broker_id, addr in sorted(data.get("brokerAddrs", {}).items(), key=_id_order):
+                entry: dict[str, Any] = {
+                    "cluster": cluster_of.get(name, data.get("cluster", "")),
+                    "brokerName": name,
+                    "brokerId": int(broker_id),
+                    "address": addr,
+                }
+                try:
+                    entry["status"] = self._call((name, addr), RequestCode.GET_BROKER_RUNTIME_INFO)[
+                        1
+                    ]
+                except RemotingError as exc:
+                    entry["status"], entry["error"] = None, str(exc)
+                out.append(entry)
+        return out
+
+    def broker_status(self, broker: str) -> dict[str, Any]:
+        """A broker's runtime info (``shmq status``'s numbers), by name or address."""
+        return self._call(self._broker(broker), RequestCode.GET_BROKER_RUNTIME_INFO)[1]
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    def update_topic(
+        self,
+        topic: str,
+        *,
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = 6,
+        broker: str | None = None,
+        cluster: str | None = None,
+    ) -> list[str]:
+        """Create or change ``topic`` on ``broker``, or on every broker of ``cluster``;
+        the names of the brokers changed. Each broker registers the change with the
+        namesrv before it answers."""
+        fields_ = {
+            "topic": topic,
+            "readQueueNums": read_queue_nums,
+            "writeQueueNums": write_queue_nums,
+            "perm": perm,
+        }
+        targets = self._targets(broker, cluster)
+        for target in targets:
+            self._call(target, RequestCode.UPDATE_AND_CREATE_TOPIC, fields_)
+        return [name for name, _ in targets]
+
+    def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
+        """Delete ``topic`` from the brokers of ``cluster`` (default: those serving it)
+        and from every namesrv; the names of the brokers that had it."""
+        targets = self._masters(cluster) if cluster is not None else self._topic_brokers(topic)
+        deleted = []
+        for target in targets:
+            try:
+                self._call(target, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+                deleted.append(target[0])
+            except ResponseError as exc:
+                if exc.code != Rc.TOPIC_NOT_EXIST:
+                    raise
+        if not deleted:
+            where = f"cluster {cluster}" if cluster is not None else "its brokers"
+            raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist on {where}")
+        failed = []
+        for addr in self.namesrv_addrs:
+            try:
+                self.client.invoke_json(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
+            except RemotingError as exc:
+                failed.append(exc)
+        if len(failed) == len(self.namesrv_addrs):
+            raise RemotingConnectError(
+                f"topic {topic} deleted on {', '.join(deleted)}, but no namesrv of"
+                f" {';'.join(self.namesrv_addrs)} took the deletion: {failed[-1]}"
+            )
+        return deleted
+
+    def topic_list(self) -> list[str]:
+        """Every topic the namesrv routes (system topics included), sorted."""
+        body = self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) or {}
+        return sorted(body.get("topicList", []))
+
+    def topic_route(self, topic: str) -> dict[str, Any]:
+        """The namesrv's ``TopicRouteData``: ``queueDatas`` (per broker: queue counts,
+        perm) and ``brokerDatas`` (per broker: cluster and addresses by id)."""
+        try:
+            return self._namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        except ResponseError as exc:
+            if exc.code == Rc.TOPIC_NOT_EXIST:
+                raise NoRouteError(
+                    f"No route info of this topic: {topic} (namesrv {';'.join(self.namesrv_addrs)})"
+                ) from None
+            raise
+
+    def topic_status(self, topic: str) -> list[QueueStatus]:
+        """Min and max offset and last store time of every queue of ``topic``, sorted by
+        broker and queue."""
+        out = []
+        for target in self._topic_brokers(topic):
+            body = self._call(target, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})[1]
+            out += [
+                QueueStatus(
+                    e["topic"],
+                    e["brokerName"],
+                    e["queueId"],
+                    e["minOffset"],
+                    e["maxOffset"],
+                    e["lastUpdateTimestamp"],
+                )
+                for e in body["offsetTable"]
+            ]
+        return sorted(out, key=lambda q: (q.broker_name, q.queue_id))
+
+    def topic_consume_by_who(self, topic: str) -> list[str]:
+        """The groups that have offsets on ``topic`` or online members subscribing it."""
+        groups: set[str] = set()
+        for target in self._topic_brokers(topic):
+            body = self._call(target, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})[1]
+            groups |= set(body.get("groupList", []))
+        return sorted(groups)
+
+    # -- consumers ------------------------------------------------------------------------------
+
+    def consumer_progress(self, group: str, topic: str | None = None) -> ConsumerProgress:
+        """Per queue: broker offset, committed offset and lag, over every broker (of
+        ``topic``'s route when given). ``ClientError`` when the group has no offsets."""
+        targets = self._topic_brokers(topic) if topic is not None else self._masters()
+        fields_ = {"consumerGroup": group, "topic": topic}
+        queues = []
+        tps = 0.0
+        for target in targets:
+            body = self._call(target, RequestCode.GET_CONSUME_STATS, fields_)[1]
+            tps += float(body.get("consumeTps", 0.0))
+            queues += [
+                QueueProgress(
+                    e["topic"],
+                    e["brokerName"],
+                    e["queueId"],
+                    e["brokerOffset"],
+                    e["consumerOffset"],
+                    e["lastTimestamp"],
+                )
+                for e in body["offsetTable"]
+            ]
+        if not queues:
+            on = f" on topic {topic}" if topic is not None else ""
+            raise ClientError(
+                f"no consume stats of group {group}{on}: it has committed no offset"
+                " (maybe it consumed nothing yet)"
+            )
+        queues.sort(key=lambda q: (q.topic, q.broker_name, q.queue_id))
+        return ConsumerProgress(group, tuple(queues), tps)
+
+    def consumer_connection(self, group: str) -> dict[str, Any]:
+        """The group's online members over every broker (RocketMQ's
+        ``ConsumerConnection``: ``connectionSet``, ``subscriptionTable``, ``consumeType``,
+        ``messageModel``, ``consumeFromWhere``). ``ResponseError`` CONSUMER_NOT_ONLINE when
+        none is online."""
+        merged: dict[str, Any] | None = None
+        clients: dict[str, dict[str, Any]] = {}
+        for target in self._masters():
+            try:
+                body = self._call(
+                    target, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
+                )[1]
+            except ResponseError as exc:
+                if exc.code == Rc.CONSUMER_NOT_ONLINE:
+                    continue
+                raise
+            if merged is None:
+                merged = {**body, "subscriptionTable": {}}
+            merged["subscriptionTable"].update(body.get("subscriptionTable", {}))
+            for conn in body.get("connectionSet", []):
+                clients.setdefault(conn["clientId"], conn)
+        if merged is None:
+            raise ResponseError(
+                Rc.CONSUMER_NOT_ONLINE, f"the consumer group {group} is not online on any broker"
+            )
+        merged["connectionSet"] = [clients[c] for c in sorted(clients)]
+        return merged
+
+    def reset_offset(
+        self, group: str, topic: str, timestamp_ms: int, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        """Move ``group``'s offsets on ``topic`` to the first message stored at or after
+        ``timestamp_ms`` (-1: the end of each queue); without ``force`` only queues whose
+        committed offset is beyond that move. The brokers commit the offsets and tell the
+        group's online consumers. Returns the resulting offset of every queue (of the
+        brokers where the group has offsets or members; ``ResponseError``
+        CONSUMER_NOT_ONLINE when it has them nowhere)."""
+        table: dict[MessageQueue, int] = {}
+        fields_ = {"topic": topic, "group": group, "timestamp": timestamp_ms, "isForce": force}
+        unknown: ResponseError | None = None
+        for target in self._topic_brokers(topic):
+            try:
+                body = self._call(target, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields_)[1]
+            except ResponseError as exc:
+                if exc.code != Rc.CONSUMER_NOT_ONLINE:
+                    raise
+                unknown = exc  # the group never consumed there: nothing to move
+                continue
+            for e in body["offsetTable"]:
+                table[MessageQueue(e["topic"], e["brokerName"], e["queueId"])] = e["offset"]
+        if not table and unknown is not None:
+            raise unknown
+        return dict(sorted(table.items()))
+
+    # -- messages -------------------------------------------------------------------------------
+
+    def _by_store_host(self, store_host: str) -> tuple[str, str] | None:
+        """The broker whose messages carry ``store_host`` (its address, or the storeHost
+        it reports)."""
+        masters = self._masters()
+        for name, addr in masters:
+            if addr == store_host:
+                return name, addr
+        for name, addr in masters:
+            if addr not in self._store_hosts:
+                try:
+                    info = self._call((name, addr), RequestCode.GET_STORE_INFO)[1]
+                except RemotingError:
+                    continue
+                self._store_hosts[addr] = info.get("storeHost", "")
+            if self._store_hosts[addr] == store_host:
+                return name, addr
+        return None
+
+    def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> dict[str, Any]:
+        """The message with offset message id ``msg_id`` (store host + CommitLog offset),
+        read from the broker at that store host. When ``msg_id`` is a unique key (the
+        client's msg id) instead, give ``topic``: it is then looked up as one, as mqadmin
+        does."""
+        try:
+            host, offset = parse_offset_msg_id(msg_id)
+        except InvalidMessageIdError:
+            if topic is None:
+                raise
+            return self.query_msg_by_unique_key(topic, msg_id)
+        target = self._by_store_host(host)
+        if target is not None:
+            try:
+                return self._call(target, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})[1]
+            except ResponseError:
+                if topic is None:
+                    raise
+        if topic is not None:
+            return self.query_msg_by_unique_key(topic, msg_id)
+        raise ClientError(
+            f"message id {msg_id}: no broker stores messages at {host} (offset {offset});"
+            " if it is a unique key (client msg id), give its topic"
+        )
+
+    def _query_index(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list:
+        found = []
+        fields_ = {
+            "topic": topic,
+            "key": key,
+            "maxNum": max_num,
+            "beginTimestamp": begin,
+            "endTimestamp": end,
+        }
+        for target in self._topic_brokers(topic):
+            try:
+                found += self._call(target, RequestCode.QUERY_MESSAGE, fields_)[1]["messages"]
+            except ResponseError as exc:
+                if exc.code != Rc.QUERY_NOT_FOUND:
+                    raise
+        return sorted(found, key=_store_order)
+
+    def query_msg_by_key(
+        self,
+        topic: str,
+        key: str,
+        max_num: int = DEFAULT_QUERY_NUM,
+        begin: int = 0,
+        end: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest ``max_num`` messages of ``topic`` with ``key`` among their keys,
+        stored in ``[begin, end]`` ms (end: now), oldest first; [] when none."""
+        end = _now_ms() + 1000 if end is None else end
+        found = [
+            m
+            for m in self._query_index(topic, key, max_num, begin, end)
+            if key in m["keys"] and begin <= m["storeTimestamp"] <= end  # the index has seconds
+        ]
+        return found[-max_num:]
+
+    def query_msg_by_unique_key(self, topic: str, msg_id: str) -> dict[str, Any]:
+        """The message of ``topic`` whose unique key (``UNIQ_KEY``, the msg id a producer's
+        ``send`` returns) is ``msg_id``; the first stored when it was stored again."""
+        found = [
+            m
+            for m in self._query_index(topic, msg_id, 32, 0, _now_ms() + 1000)
+            if m["properties"].get("UNIQ_KEY") == msg_id
+        ]
+        if not found:
+            raise ClientError(f"no message of topic {topic} has the unique key {msg_id}")
+        return found[0]
+
+    def query_msg_by_time(
+        self, topic: str, begin: int, end: int | None = None, max_num: int = DEFAULT_QUERY_NUM
+    ) -> list[dict[str, Any]]:
+        """The first ``max_num`` messages of ``topic`` stored in ``[begin, end]`` ms (end:
+        now), by store time."""
+        end = _now_ms() + 1000 if end is None else end
+        fields_ = {"topic": topic, "beginTimestamp": begin, "endTimestamp": end, "maxNum": max_num}
+        found = []
+        for target in self._topic_brokers(topic):
+            found += self._call(target, RequestCode.QUERY_MESSAGE_BY_TIME, fields_)[1]["messages"]
+        return sorted(found, key=_store_order)[:max_num]
+
+    # -- subscription groups --------------------------------------------------------------------
+
+    def _sub_groups(self, target: tuple[str, str]) -> dict[str, dict[str, Any]]:
+        body = self._call(target, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)[1]
+        return body.get("subscriptionGroupTable", {})
+
+    def update_sub_group(
+        self,
+        group: str,
+        *,
+        broker: str | None = None,
+        cluster: str | None = None,
+        **settings: Any,
+    ) -> dict[str, dict[str, Any]]:
+        """Create ``group``'s subscription group, or change the given ``settings``
+        (``consume_enable``, ``consume_from_min_enable``, ``consume_broadcast_enable``,
+        ``retry_queue_nums``, ``retry_max_times``, ``broker_id``,
+        ``which_broker_when_consume_slowly``, ``notify_consumer_ids_changed_enable``) on
+        ``broker`` or every broker of ``cluster``. Returns broker name → the config."""
+        unknown = sorted(set(settings) - set(SUB_GROUP_SETTINGS))
+        if unknown:
+            raise ConfigError(
+                f"unknown subscription group setting(s) {', '.join(unknown)};"
+                f" known: {', '.join(SUB_GROUP_SETTINGS)}"
+            )
+        changes = {SUB_GROUP_SETTINGS[k]: v for k, v in settings.items() if v is not None}
+        out = {}
+        for target in self._targets(broker, cluster):
+            config = {
+                **self._sub_groups(target).get(group, {"groupName": group}),
+                **changes,
+            }
+            self._call(target, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config)
+            out[target[0]] = self._sub_groups(target).get(group, config)
+        return out
+
+    def examine_sub_group(
+        self, group: str, *, broker: str | None = None, cluster: str | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Broker name → ``group``'s subscription group config, where it exists."""
+        out = {}
+        for target in self._targets(broker, cluster):
+            config = self._sub_groups(target).get(group)
+            if config is not None:
+                out[target[0]] = config
+        if not out:
+            raise ResponseError(
+                Rc.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group {group} does not exist"
+            )
+        return out
+
+    def delete_sub_group(
+        self,
+        group: str,
+        *,
+        broker: str | None = None,
+        cluster: str | None = None,
+        remove_offset: bool = False,
+    ) -> list[str]:
+        """Delete ``group``'s subscription group (and with ``remove_offset`` its committed
+        offsets) on ``broker`` or every broker of ``cluster``; the brokers that had it."""
+        deleted = []
+        fields_ = {"groupName": group, "removeOffset": remove_offset}
+        for target in self._targets(broker, cluster):
+            try:
+                self._call(target, RequestCode.DELETE_SUBSCRIPTIONGROUP, fields_)
+                deleted.append(target[0])
+            except ResponseError as exc:
+                if exc.code != Rc.SUBSCRIPTION_GROUP_NOT_EXIST:
+                    raise
+        if not deleted:
+            raise ResponseError(
+                Rc.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group {group} does not exist"
+            )
+        return deleted
+
+
+def _store_order(msg: dict[str, Any]) -> tuple[int, str, int]:
+    return msg["storeTimestamp"], msg.get("storeHost", ""), msg["commitLogOffset"]
+
+
+def _id_order(item: tuple[str, str]) -> int:
+    return int(item[0])
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,191 @@
+"""``shmq admin`` against a real namesrv and broker: --json output of every command, the
+tables, timestamps, and failures as one ``error:`` line with exit status 1."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import time
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from e2e_helpers import cluster, env, shm_entries
+from shmq.client.producer import Producer
+from shmq.client.queue_reader import QueueReader
+from shmq.message import Message
+from shmq_cli.admin import parse_timestamp
+from shmq_cli.main import cli
+
+
+@pytest.fixture(scope="module")
+def c(tmp_path_factory):
+    before = shm_entries()
+    with cluster(tmp_path_factory.mktemp("cli-admin"), defaultTopicQueueNums=2) as running:
+        pid = running.main.proc.pid
+        yield running
+    # only the broker's own segments (named after its pid): other runs may hold theirs
+    assert {e for e in shm_entries() - before if f"shmq-{pid}-" in e} == set()
+
+
+def admin(c, *args: str, ok: bool = True):
+    """``shmq admin ARGS -n NAMESRV``; with ``ok``, require exit status 0."""
+    result = CliRunner().invoke(cli, ["admin", *args, "-n", c.namesrv])
+    if ok:
+        assert result.exit_code == 0, (result.output, result.stderr, result.exception)
+    return result
+
+
+def admin_json(c, *args: str):
+    return json.loads(admin(c, *args, "--json").stdout)
+
+
+def wait_until(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_topics_messages_progress_and_reset(c):
+    created = admin_json(c, "update-topic", "-t", "CliAdm", "-r", "2", "-w", "2")
+    assert created == {"topic": "CliAdm", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6,
+                       "brokers": ["broker-a"]}  # fmt: skip
+    text = admin(c, "update-topic", "-t", "CliAdm", "-r", "2", "-w", "2", "-b", "broker-a")
+    assert "topic CliAdm created or updated on broker-a" in text.stdout
+    assert "CliAdm" in admin_json(c, "topic-list")
+    assert "CliAdm" in admin(c, "topic-list").stdout.split()
+    route = admin_json(c, "topic-route", "-t", "CliAdm")
+    assert [q["readQueueNums"] for q in route["queueDatas"]] == [2]
+    assert "broker-a" in admin(c, "topic-route", "-t", "CliAdm").stdout
+
+    with Producer("cli-admin-p", c.namesrv) as producer:
+        sent = [producer.send(Message("CliAdm", f"body-{i}", keys=[f"k{i}"])) for i in range(6)]
+    wait_until(
+        lambda: sum(q["maxOffset"] for q in admin_json(c, "topic-status", "-t", "CliAdm")) == 6
+    )
+    assert "max offset" in admin(c, "topic-status", "-t", "CliAdm").stdout
+
+    msg = admin_json(c, "query-msg-by-id", "-i", sent[1].offset_msg_id)
+    assert msg["msgId"] == sent[1].msg_id and msg["keys"] == ["k1"]
+    table = admin(c, "query-msg-by-id", "-i", sent[1].offset_msg_id).stdout
+    assert "body-1" in table and "Store Host" in table
+    unique = admin_json(c, "query-msg-by-unique-key", "-t", "CliAdm", "-i", sent[2].msg_id)
+    assert unique["offsetMsgId"] == sent[2].offset_msg_id
+    wait_until(lambda: len(admin_json(c, "query-msg-by-key", "-t", "CliAdm", "-k", "k4")) == 1)
+    assert "body-4" in admin(c, "query-msg-by-key", "-t", "CliAdm", "-k", "k4").stdout
+    assert len(admin_json(c, "query-msg-by-time", "-t", "CliAdm", "-b", "0")) == 6
+    assert len(admin_json(c, "query-msg-by-time", "-t", "CliAdm", "-b", "0", "--max-num", "2")) == 2
+    assert admin_json(c, "query-msg-by-time", "-t", "CliAdm", "-b", "now", "-e", "now") == []
+
+    with QueueReader("cli-admin-g", c.namesrv) as reader:
+        mq = reader.queues("CliAdm")[0]
+        reader.commit(mq, 1)
+    progress = admin_json(c, "consumer-progress", "-g", "cli-admin-g", "-t", "CliAdm")
+    assert progress["diffTotal"] == 5 and len(progress["queues"]) == 2
+    out = admin(c, "consumer-progress", "-g", "cli-admin-g").stdout
+    assert "Diff Total: 5" in out and "CliAdm" in out
+
+    reset = admin_json(c, "reset-offset-by-time", "-g", "cli-admin-g", "-t", "CliAdm", "-s", "now")
+    assert sum(e["offset"] for e in reset) == 6
+    assert admin_json(c, "consumer-progress", "-g", "cli-admin-g")["diffTotal"] == 0
+    text = admin(c, "reset-offset-by-time", "-g", "cli-admin-g", "-t", "CliAdm", "-s", "0")
+    assert "reset to 0" in text.stdout
+    assert admin_json(c, "consumer-progress", "-g", "cli-admin-g")["diffTotal"] == 6
+
+    assert admin_json(c, "delete-topic", "-t", "CliAdm") == {
+        "topic": "CliAdm",
+        "brokers": ["broker-a"],
+    }
+    assert "CliAdm" not in admin_json(c, "topic-list")
+
+
+def test_brokers_and_subscription_groups(c):
+    [entry] = admin_json(c, "cluster-list")
+    assert (entry["cluster"], entry["brokerName"], entry["address"]) == (
+        "DefaultCluster",
+        "broker-a",
+        c.main.address,
+    )
+    assert "broker-a" in admin(c, "cluster-list").stdout
+    status = admin_json(c, "broker-status", "-b", c.main.address)
+    assert status["broker"] == "broker-a" and "write_offset" in status
+    assert "write_offset" in admin(c, "broker-status", "-b", "broker-a").stdout
+
+    configs = admin_json(c, "update-sub-group", "-g", "cli-sub", "-r", "3", "-s", "false")
+    assert configs["broker-a"]["retryMaxTimes"] == 3
+    assert configs["broker-a"]["consumeEnable"] is False
+    assert "retryMaxTimes" in admin(c, "update-sub-group", "-g", "cli-sub", "-q", "2").stdout
+    assert admin_json(c, "delete-sub-group", "-g", "cli-sub") == {
+        "group": "cli-sub",
+        "brokers": ["broker-a"],
+    }
+    again = admin(c, "delete-sub-group", "-g", "cli-sub", ok=False)
+    assert again.exit_code == 1
+    assert again.stderr.strip() == (
+        "error: subscription group cli-sub does not exist (response code 26)"
+    )
+
+
+def test_errors_are_one_line_with_exit_status_1(c):
+    result = admin(c, "consumer-connection", "-g", "cli-nobody", ok=False)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "error: the consumer group cli-nobody is not online on any broker (response code 206)"
+    ]
+    bad_time = admin(c, "reset-offset-by-time", "-g", "g", "-t", "T", "-s", "yesterday", ok=False)
+    assert bad_time.exit_code == 2 and "is not a timestamp" in bad_time.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "shmq_cli.main", "admin", "topic-route", "-t", "Nope", "--json",
+         "-n", c.namesrv],
+        capture_output=True, text=True, env=env(), timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        f"error: No route info of this topic: Nope (namesrv {c.namesrv})"
+    ]
+    down = CliRunner().invoke(cli, ["admin", "topic-list", "-n", "127.0.0.1:1"])
+    assert down.exit_code == 1
+    assert down.stderr.startswith("error: no namesrv of 127.0.0.1:1 answered: cannot connect")
+
+
+def test_timestamps():
+    now = int(time.time() * 1000)
+    assert abs(parse_timestamp("now") - now) < 5000
+    assert parse_timestamp("1700000000123") == 1700000000123
+    assert parse_timestamp("-1") == -1
+    local = dt.datetime(2024, 5, 1, 12, 30, 15)
+    assert parse_timestamp("20240501123015") == int(local.timestamp() * 1000)
+    assert parse_timestamp("2024-05-01#12:30:15:250") == int(local.timestamp() * 1000) + 250
+    assert parse_timestamp("2024-05-01T12:30:15") == int(local.timestamp() * 1000)
+    assert parse_timestamp("2024-05-01T12:30:15+00:00") == 1714566615000
+    with pytest.raises(click.BadParameter, match="'tomorrow' is not a timestamp"):
+        parse_timestamp("tomorrow")
+
+
+def test_admin_help_is_light_and_listed():
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0 and "admin" in result.output
+    commands = CliRunner().invoke(cli, ["admin", "--help"]).output
+    names = """update-topic delete-topic topic-list topic-route topic-status consumer-progress
+        consumer-connection query-msg-by-id query-msg-by-key query-msg-by-unique-key
+        query-msg-by-time reset-offset-by-time cluster-list broker-status update-sub-group
+        delete-sub-group"""
+    for name in names.split():
+        assert name in commands
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from shmq_cli.main import cli\n"
+        "for args in (['admin', '--help'], ['admin', 'consumer-progress', '--help']):\n"
+        "    r = CliRunner().invoke(cli, args)\n"
+        "    assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'numpy')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env()
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
