@@ -1,7 +1,130 @@
 """shmq: Apache RocketMQ's design as a multiprocess shared-memory message broker for one host.
 
-The client API (producers, consumers) arrives with its own issue; the storage engine is in
-``shmq.store``.
+The public API is what this module exports; everything else is internal. Names are loaded
+on first use, so ``import shmq`` stays cheap (the CLI and tools import it).
+
+Example::
+
+    import shmq
+
+    with shmq.Producer("Orders-P", "127.0.0.1:9876") as producer:
+        producer.send(shmq.Message("Orders", b"order 42 paid", tags="Paid"))
+
+    def on_message(msgs, ctx):
+        for msg in msgs:
+            print(msg.queue_offset, msg.body)
+        return shmq.ConsumeResult.CONSUME_SUCCESS
+
+    consumer = shmq.PushConsumer("Orders-C", "127.0.0.1:9876", listener=on_message)
+    consumer.subscribe("Orders", "Paid")
+    consumer.start()
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Producer": "shmq.client.producer",
+    "PushConsumer": "shmq.client.push_consumer",
+    "PullConsumer": "shmq.client.pull_consumer",
+    "Admin": "shmq.client.admin",
+    "Message": "shmq.message",
+    "MessageExt": "shmq.message",
+    "MessageQueue": "shmq.client.types",
+    "SendResult": "shmq.client.types",
+    "SendStatus": "shmq.client.types",
+    "BulkSendResult": "shmq.client.types",
+    "MessageModel": "shmq.client.types",
+    "ConsumeFromWhere": "shmq.client.types",
+    "ConsumeResult": "shmq.client.types",
+    "ConsumeContext": "shmq.client.types",
+    "allocation_strategy": "shmq.client.allocate",
+    "AllocateMessageQueueStrategy": "shmq.client.allocate",
+    "ShmqError": "shmq.errors",
+    "ConfigError": "shmq.errors",
+    "ClientError": "shmq.errors",
+    "SendError": "shmq.errors",
+    "SendTimeoutError": "shmq.errors",
+    "NoRouteError": "shmq.errors",
+    "InvalidMessageError": "shmq.errors",
+    "MessageTooLargeError": "shmq.errors",
+    "RemotingError": "shmq.errors",
+    "ResponseError": "shmq.errors",
+}
+
+__all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
+    "Admin",
+    "AllocateMessageQueueStrategy",
+    "BulkSendResult",
+    "ClientError",
+    "ConfigError",
+    "ConsumeContext",
+    "ConsumeFromWhere",
+    "ConsumeResult",
+    "InvalidMessageError",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "MessageTooLargeError",
+    "NoRouteError",
+    "Producer",
+    "PullConsumer",
+    "PushConsumer",
+    "RemotingError",
+    "ResponseError",
+    "SendError",
+    "SendResult",
+    "SendStatus",
+    "SendTimeoutError",
+    "ShmqError",
+    "allocation_strategy",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shmq' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from shmq.client.admin import Admin
+    from shmq.client.allocate import AllocateMessageQueueStrategy, allocation_strategy
+    from shmq.client.producer import Producer
+    from shmq.client.pull_consumer import PullConsumer
+    from shmq.client.push_consumer import PushConsumer
+    from shmq.client.types import (
+        BulkSendResult,
+        ConsumeContext,
+        ConsumeFromWhere,
+        ConsumeResult,
+        MessageModel,
+        MessageQueue,
+        SendResult,
+        SendStatus,
+    )
+    from shmq.errors import (
+        ClientError,
+        ConfigError,
+        InvalidMessageError,
+        MessageTooLargeError,
+        NoRouteError,
+        RemotingError,
+        ResponseError,
+        SendError,
+        SendTimeoutError,
+        ShmqError,
+    )
+    from shmq.message import Message, MessageExt
