@@ -32,27 +32,35 @@ class ProcessQueue:
         self._size = 0
         self._lock = threading.Lock()
 
-    def put(self, msgs: Iterable[MessageExt]) -> None:
+    def put(self, msgs: list[MessageExt]) -> None:
+        """Add a pulled batch (ascending offsets): whole-batch dict and deque operations,
+        since a push consumer puts up to ``pull_batch_size`` messages at a time."""
+        offsets = [m.queue_offset for m in msgs]
         with self._lock:
-            for m in msgs:
-                if m.queue_offset in self._msgs:
-                    continue
-                self._msgs[m.queue_offset] = m
-                self._order.append(m.queue_offset)
-                self._size += len(m.body)
-                self._max = max(self._max, m.queue_offset)
+            if not self._msgs.keys().isdisjoint(offsets):  # a batch seen before (rare)
+                fresh = [m for m in msgs if m.queue_offset not in self._msgs]
+                offsets = [m.queue_offset for m in fresh]
+                msgs = fresh
+            if not msgs:
+                return
+            self._msgs.update(zip(offsets, msgs, strict=True))
+            self._order.extend(offsets)
+            self._size += sum([len(m.body) for m in msgs])
+            self._max = max(self._max, max(offsets))
 
     def remove(self, msgs: Iterable[MessageExt]) -> int:
         """Take consumed ``msgs`` out; returns the offset to commit now (-1 when nothing
         was ever put)."""
         with self._lock:
-            for m in msgs:
-                if self._msgs.pop(m.queue_offset, None) is not None:
-                    self._size -= len(m.body)
+            pop = self._msgs.pop
+            gone = [pop(m.queue_offset, None) for m in msgs]
+            self._size -= sum([len(m.body) for m in gone if m is not None])
             return self._commit_offset()
 
     def _commit_offset(self) -> int:
         order = self._order
+        if not self._msgs:
+            order.clear()
         while order and order[0] not in self._msgs:
             order.popleft()
         if order:

@@ -212,7 +212,7 @@ class PullConsumer(ConsumerBase):
         with self._lock:
             if self._positions.get(mq) == offset:  # not moved by seek/reset meanwhile
                 self._positions[mq] = next_offset
-        return [m for m in result.messages if sub.matches(m)]
+        return sub.filter(result.messages)
 
     # -- positions and offsets -------------------------------------------------------------------
 

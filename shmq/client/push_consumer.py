@@ -317,7 +317,7 @@ class PushConsumer(ConsumerBase):
         result = reader.pull(mq, offset, max_nums, sub.expression, 0.0)
         pq.last_pull = time.monotonic()
         if result.pull_status is PullStatus.FOUND:
-            msgs = [m for m in result.messages if sub.matches(m)]
+            msgs = sub.filter(result.messages)
             pq.next_offset = result.next_begin_offset
             if msgs:
                 pq.put(msgs)

@@ -38,9 +38,12 @@ class Subscription:
             tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
         return cls(topic, expression, codes, tags, time.time_ns() // 1_000_000)
 
-    def matches(self, msg: MessageExt) -> bool:
-        """The client-side check after the hash filter: the tag string itself."""
-        return self.tags is None or msg.tags in self.tags
+    def filter(self, msgs: list[MessageExt]) -> list[MessageExt]:
+        """``msgs`` whose tag is in the expression: the client-side string check after the
+        consume queue's hash filter (the list itself when the expression is ``*``)."""
+        if self.tags is None:
+            return msgs
+        return [m for m in msgs if m.tags in self.tags]
 
     def to_json(self) -> dict:
         """As the broker's consumer registry shows it (``SubscriptionData``)."""
