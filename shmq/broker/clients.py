@@ -41,6 +41,7 @@ class ClientSlots:
         self.lock = threading.Lock()
         self.slots: dict[tuple[str, int], ClientSlot] = {}
         self._gen = 0
+        self._closed = False  # set by close(): a request still in flight gets no slot
 
     def register_producer(self, pid: int, group: str) -> ClientSlot:
         cfg = self.config
@@ -75,6 +76,8 @@ class ClientSlots:
             return slot
 
     def _free_index(self, kind: str, capacity: int) -> int:
+        if self._closed:
+            raise ShmqError("the broker is stopping: no new client slots")
         for i in range(capacity):
             if (kind, i) not in self.slots:
                 return i
@@ -107,6 +110,8 @@ class ClientSlots:
                 self.release(kind, index, slot.gen)
 
     def close(self) -> None:
+        with self.lock:
+            self._closed = True
         for (kind, index), slot in list(self.slots.items()):
             self.release(kind, index, slot.gen)
 

@@ -19,12 +19,15 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from shmq.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+E = TypeVar("E")  # an entry of a VersionedTable: has to_json()
 
 # A bare integer key in text that holds no string literal: "{" or "," then the digits, ":".
 _BARE_KEY = re.compile(r"([{,][ \t\r\n]*)(-?\d+)([ \t\r\n]*:)")
@@ -220,3 +223,109 @@ class PersistedTable:
     def persist_if_dirty(self) -> None:
         if self._dirty:
             self.persist()
+
+
+class VersionedTable(PersistedTable, Generic[E]):
+    """A ``PersistedTable`` of named entries with RocketMQ's ``DataVersion``, written as
+    ``{"dataVersion": {"counter", "timestamp"}, <table_key>: {name: entry}}`` (topics.json,
+    subscriptionGroup.json). Subclasses set ``path`` and call ``_load``; ``name_of`` gives
+    an entry's name, ``kind`` what an entry is in messages ("topic")."""
+
+    def __init__(self, table_key: str, kind: str, name_of: Callable[[E], str]) -> None:
+        super().__init__()
+        self.table_key, self.kind, self.name_of = table_key, kind, name_of
+        self._entries: dict[str, E] = {}
+        self._counter = 0
+        self._timestamp = now_ms()
+
+    def _load(self, parse_entry: Callable[[Any], E]) -> None:
+        """Read the file (or its ``.bak``); ``ConfigError`` when it is malformed: unknown
+        top-level fields (5.x ``forbiddenTable``) are ignored."""
+        name_of = self.name_of
+
+        def parse(text: str) -> tuple[dict[str, E], int, int]:
+            file_name = os.path.basename(self.path)
+            data = loads_fastjson(text)
+            if not isinstance(data, dict):
+                raise ConfigError(f"{file_name} does not hold a JSON object")
+            table = data.get(self.table_key, {})
+            version = data.get("dataVersion", {})
+            if not isinstance(table, dict) or not isinstance(version, dict):
+                raise ConfigError(f"{self.table_key} and dataVersion must be JSON objects")
+            entries = {}
+            for name, raw in table.items():
+                entry = parse_entry(raw)
+                if name_of(entry) != name:
+                    raise ConfigError(
+                        f"{self.table_key} key {name!r} holds {self.kind} {name_of(entry)!r}"
+                    )
+                entries[name] = entry
+            counter, timestamp = version.get("counter", 0), version.get("timestamp", now_ms())
+            if not _is_int(counter) or not _is_int(timestamp):
+                raise ConfigError(f"dataVersion {version!r} does not hold integers")
+            return entries, counter, timestamp
+
+        loaded = load(self.path, parse)
+        if loaded is not None:
+            self._entries, self._counter, self._timestamp = loaded
+
+    def get(self, name: str) -> E | None:
+        with self._lock:
+            return self._entries.get(name)
+
+    def all(self) -> dict[str, E]:
+        with self._lock:
+            return dict(self._entries)
+
+    def update(self, entry: E) -> None:
+        """Create the entry, or replace the one of the same name."""
+        with self._lock:
+            self._entries[self.name_of(entry)] = entry
+            self._bump()
+
+    def delete(self, name: str) -> bool:
+        """Remove the entry; ``False`` when there was none."""
+        with self._lock:
+            if self._entries.pop(name, None) is None:
+                return False
+            self._bump()
+            return True
+
+    def _add_missing(self, entries: list[E]) -> None:
+        """Add built-in entries (system topics, groups) the file does not have."""
+        for entry in entries:
+            if self.name_of(entry) not in self._entries:
+                self._entries[self.name_of(entry)] = entry
+                self._dirty = True
+
+    def _bump(self) -> None:
+        """Count a change (under ``_lock``)."""
+        self._counter += 1
+        self._timestamp = now_ms()
+        self._dirty = True
+
+    @property
+    def data_version(self) -> dict[str, int]:
+        """RocketMQ's ``DataVersion``: the counter grows on every change."""
+        with self._lock:
+            return {"counter": self._counter, "timestamp": self._timestamp}
+
+    def to_wrapper_json(self) -> dict[str, Any]:
+        """The file's JSON (also what the broker sends: REGISTER_BROKER's topic wrapper,
+        GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body)."""
+        with self._lock:
+            return self._snapshot()
+
+    def _snapshot(self) -> Any:
+        return {
+            "dataVersion": {"counter": self._counter, "timestamp": self._timestamp},
+            self.table_key: {n: e.to_json() for n, e in sorted(self._entries.items())},
+        }
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -144,97 +143,16 @@ class SubscriptionGroupConfig:
         return replace(self, **{names[k]: v for k, v in changes.items()})
 
 
-class SubscriptionGroupManager(json_file.PersistedTable):
+class SubscriptionGroupManager(json_file.VersionedTable[SubscriptionGroupConfig]):
     """The broker's subscription groups, persisted to ``{config_dir}/subscriptionGroup.json``;
     thread-safe. RocketMQ's system groups are added when absent."""
 
     def __init__(self, config_dir: str) -> None:
         self.path = os.path.join(config_dir, FILE_NAME)
-        super().__init__()
-        self._groups: dict[str, SubscriptionGroupConfig] = {}
-        self._counter = 0
-        self._timestamp = _now_ms()
-        loaded = json_file.load(self.path, _parse_wrapper)
-        if loaded is not None:
-            self._groups, self._counter, self._timestamp = loaded
-        for name in SYSTEM_GROUPS:
-            if name not in self._groups:
-                self._groups[name] = SubscriptionGroupConfig(name)
-                self._dirty = True
-
-    def get(self, group: str) -> SubscriptionGroupConfig | None:
-        with self._lock:
-            return self._groups.get(group)
-
-    def all(self) -> dict[str, SubscriptionGroupConfig]:
-        with self._lock:
-            return dict(self._groups)
-
-    def update(self, cfg: SubscriptionGroupConfig) -> None:
-        """Create the group, or replace its config."""
-        with self._lock:
-            self._groups[cfg.group_name] = cfg
-            self._bump()
-
-    def delete(self, group: str) -> bool:
-        """Remove the group; ``False`` when there was none."""
-        with self._lock:
-            if self._groups.pop(group, None) is None:
-                return False
-            self._bump()
-            return True
-
-    def _bump(self) -> None:
-        self._counter += 1
-        self._timestamp = _now_ms()
-        self._dirty = True
-
-    @property
-    def data_version(self) -> dict[str, int]:
-        """RocketMQ's ``DataVersion``: the counter grows on every change."""
-        with self._lock:
-            return {"counter": self._counter, "timestamp": self._timestamp}
-
-    def to_wrapper_json(self) -> dict[str, Any]:
-        """The file's JSON (also GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body)."""
-        with self._lock:
-            return self._snapshot()
-
-    def _snapshot(self) -> Any:
-        return {
-            "dataVersion": {"counter": self._counter, "timestamp": self._timestamp},
-            "subscriptionGroupTable": {
-                name: cfg.to_json() for name, cfg in sorted(self._groups.items())
-            },
-        }
+        super().__init__("subscriptionGroupTable", "group", _group_name)
+        self._load(SubscriptionGroupConfig.from_json)
+        self._add_missing([SubscriptionGroupConfig(name) for name in SYSTEM_GROUPS])
 
 
-def _parse_wrapper(text: str) -> tuple[dict[str, SubscriptionGroupConfig], int, int]:
-    """subscriptionGroup.json → (table, data version counter, timestamp); ``ValueError``
-    (``ConfigError``) if malformed. Unknown top-level fields (5.x ``forbiddenTable``) are
-    ignored."""
-    data = json_file.loads_fastjson(text)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{FILE_NAME} does not hold a JSON object")
-    table = data.get("subscriptionGroupTable", {})
-    version = data.get("dataVersion", {})
-    if not isinstance(table, dict) or not isinstance(version, dict):
-        raise ConfigError("subscriptionGroupTable and dataVersion must be JSON objects")
-    groups = {}
-    for name, raw in table.items():
-        cfg = SubscriptionGroupConfig.from_json(raw)
-        if cfg.group_name != name:
-            raise ConfigError(f"subscriptionGroupTable key {name!r} holds group {cfg.group_name!r}")
-        groups[name] = cfg
-    counter, timestamp = version.get("counter", 0), version.get("timestamp", _now_ms())
-    if not _is_int(counter) or not _is_int(timestamp):
-        raise ConfigError(f"dataVersion {version!r} does not hold integers")
-    return groups, counter, timestamp
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def _group_name(cfg: SubscriptionGroupConfig) -> str:
+    return cfg.group_name

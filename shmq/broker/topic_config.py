@@ -8,7 +8,6 @@ it is persisted as RocketMQ's ``TopicConfigSerializeWrapper`` so the same JSON s
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -100,7 +99,7 @@ class TopicConfig:
         return cls(**values)
 
 
-class TopicConfigManager(json_file.PersistedTable):
+class TopicConfigManager(json_file.VersionedTable[TopicConfig]):
     """The broker's topics, persisted to ``{config_dir}/topics.json``; thread-safe.
 
     RocketMQ's system topics are added when absent: ``SELF_TEST_TOPIC`` and
@@ -123,13 +122,8 @@ class TopicConfigManager(json_file.PersistedTable):
         self.path = os.path.join(config_dir, FILE_NAME)
         self.default_queue_nums = default_queue_nums
         self.auto_create = auto_create
-        super().__init__()
-        self._topics: dict[str, TopicConfig] = {}
-        self._counter = 0
-        self._timestamp = _now_ms()
-        loaded = json_file.load(self.path, _parse_wrapper)
-        if loaded is not None:
-            self._topics, self._counter, self._timestamp = loaded
+        super().__init__("topicConfigTable", "topic", _topic_name)
+        self._load(TopicConfig.from_json)
         rw = PERM_READ | PERM_WRITE
         system = [
             TopicConfig(SELF_TEST_TOPIC, 1, 1),
@@ -140,30 +134,13 @@ class TopicConfigManager(json_file.PersistedTable):
         if auto_create:
             n = default_queue_nums
             system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, n, n, rw | PERM_INHERIT))
-        for cfg in system:
-            if cfg.topic_name not in self._topics:
-                self._topics[cfg.topic_name] = cfg
-                self._dirty = True
-
-    def get(self, topic: str) -> TopicConfig | None:
-        with self._lock:
-            return self._topics.get(topic)
-
-    def all(self) -> dict[str, TopicConfig]:
-        with self._lock:
-            return dict(self._topics)
-
-    def update(self, cfg: TopicConfig) -> None:
-        """Create the topic, or replace its config."""
-        with self._lock:
-            self._topics[cfg.topic_name] = cfg
-            self._bump()
+        self._add_missing(system)
 
     def create_auto(self, topic: str) -> TopicConfig:
         """The topic's config, created with ``default_queue_nums`` queues (perm read + write)
         when it does not exist; ``ConfigError`` then if auto-creation is off."""
         with self._lock:
-            existing = self._topics.get(topic)
+            existing = self._entries.get(topic)
             if existing is not None:
                 return existing
             if not self.auto_create:
@@ -172,64 +149,10 @@ class TopicConfigManager(json_file.PersistedTable):
                 )
             n = self.default_queue_nums
             cfg = TopicConfig(topic, n, n, PERM_READ | PERM_WRITE)
-            self._topics[topic] = cfg
+            self._entries[topic] = cfg
             self._bump()
             return cfg
 
-    def delete(self, topic: str) -> bool:
-        """Remove the topic; ``False`` when there was none."""
-        with self._lock:
-            if self._topics.pop(topic, None) is None:
-                return False
-            self._bump()
-            return True
 
-    def _bump(self) -> None:
-        self._counter += 1
-        self._timestamp = _now_ms()
-        self._dirty = True
-
-    @property
-    def data_version(self) -> dict[str, int]:
-        """RocketMQ's ``DataVersion``: the counter grows on every change."""
-        with self._lock:
-            return {"counter": self._counter, "timestamp": self._timestamp}
-
-    def to_wrapper_json(self) -> dict[str, Any]:
-        """RocketMQ's ``TopicConfigSerializeWrapper`` (also the REGISTER_BROKER body)."""
-        with self._lock:
-            return self._wrapper()
-
-    def _wrapper(self) -> dict[str, Any]:
-        return {
-            "dataVersion": {"counter": self._counter, "timestamp": self._timestamp},
-            "topicConfigTable": {n: c.to_json() for n, c in sorted(self._topics.items())},
-        }
-
-    def _snapshot(self) -> Any:
-        return self._wrapper()
-
-
-def _parse_wrapper(text: str) -> tuple[dict[str, TopicConfig], int, int]:
-    """topics.json → (table, data version counter, timestamp); ``ValueError`` if malformed."""
-    data = json_file.loads_fastjson(text)
-    if not isinstance(data, dict):
-        raise ConfigError("topics.json does not hold a JSON object")
-    table = data.get("topicConfigTable", {})
-    version = data.get("dataVersion", {})
-    if not isinstance(table, dict) or not isinstance(version, dict):
-        raise ConfigError("topicConfigTable and dataVersion must be JSON objects")
-    topics = {}
-    for name, raw in table.items():
-        cfg = TopicConfig.from_json(raw)
-        if cfg.topic_name != name:
-            raise ConfigError(f"topicConfigTable key {name!r} holds topic {cfg.topic_name!r}")
-        topics[name] = cfg
-    counter, timestamp = version.get("counter", 0), version.get("timestamp", _now_ms())
-    if not isinstance(counter, int) or not isinstance(timestamp, int):
-        raise ConfigError(f"dataVersion {version!r} does not hold integers")
-    return topics, counter, timestamp
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def _topic_name(cfg: TopicConfig) -> str:
+    return cfg.topic_name
