@@ -24,7 +24,7 @@ from shmq.client.rebalance import (
 )
 from shmq.client.subscription import Subscription
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
-from shmq.errors import ClientError, ConfigError, ShmqError
+from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import validate_topic
 
 log = logging.getLogger(__name__)
@@ -223,9 +223,44 @@ class ConsumerBase:
             self._apply_assignment(topic, set())
 
     def _assigned_topics(self) -> set[str]:
-        raise NotImplementedError
+        with self._lock:
+            return {mq.topic for mq in self._holdings()}
 
     def _apply_assignment(self, topic: str, queues: set[MessageQueue]) -> None:
+        """Drop the queues of ``topic`` no longer allocated here and start the new ones
+        from the group's stored offset (or ``consume_from_where``)."""
+        with self._lock:
+            current = queues_of(topic, self._holdings())
+        removed, added = current - queues, queues - current
+        for mq in sorted(removed):
+            self._drop(mq)
+            self._release(mq)
+        for mq in sorted(added):
+            self.offsets.remove(mq)  # RocketMQ's removeDirtyOffset
+            try:
+                offset = self.rebalance.start_offset(mq)
+            except (RemotingError, ShmqError) as exc:
+                log.warning("consumer %s: cannot start %s: %s", self.group, mq, exc)
+                continue
+            with self._lock:
+                self._hold(mq, offset)
+        if removed or added:
+            with self._lock:
+                now = sorted(mq.queue_id for mq in queues_of(topic, self._holdings()))
+            log.info("consumer %s (%s) rebalanced %s: now %s", self.group,
+                     self.instance.client_id, topic, now)  # fmt: skip
+            self.instance.reader.wake()
+
+    def _holdings(self) -> Iterable[MessageQueue]:
+        """The queues this consumer reads now (call with ``_lock`` held)."""
+        raise NotImplementedError
+
+    def _hold(self, mq: MessageQueue, offset: int) -> None:
+        """Start reading ``mq`` at ``offset`` (called with ``_lock`` held)."""
+        raise NotImplementedError
+
+    def _drop(self, mq: MessageQueue) -> None:
+        """Stop reading ``mq`` (a rebalance took it away)."""
         raise NotImplementedError
 
     def _reset_offsets(self, topic: str, table: dict[MessageQueue, int]) -> None:

@@ -61,6 +61,7 @@ from shmq.errors import (
 )
 from shmq.ipc import counters as cn
 from shmq.ipc import ring
+from shmq.ipc.procs import pid_alive
 from shmq.message import (
     Message,
     body_arrays,
@@ -114,18 +115,6 @@ def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, _AttemptError):
         return exc.retryable
     return isinstance(exc, SendTimeoutError | RemotingError)
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _settle(future: Future, result: Any = None, exc: BaseException | None = None) -> None:
@@ -268,7 +257,7 @@ class _Link:
             return "the broker is stopping"
         if check_pid:
             pid = int(self.counters[cn.SUPERVISOR_PID])
-            if not _pid_alive(pid):
+            if pid > 0 and not pid_alive(pid):
                 return f"the broker process {pid} is gone"
         return None
 

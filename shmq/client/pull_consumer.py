@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from shmq.client.consumer_base import ConsumerBase, queues_of
 from shmq.client.subscription import Subscription
 from shmq.client.types import MessageQueue, PullStatus
-from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
+from shmq.errors import ClientError, ConfigError
 from shmq.message import MessageExt
 
 log = logging.getLogger(__name__)
@@ -129,30 +129,17 @@ class PullConsumer(ConsumerBase):
         """Every readable queue of ``topic``."""
         return self._reader().queues(topic)
 
-    def _assigned_topics(self) -> set[str]:
-        with self._lock:
-            return {mq.topic for mq in self._positions}
+    def _holdings(self) -> Iterable[MessageQueue]:
+        return self._positions
 
-    def _apply_assignment(self, topic: str, queues: set[MessageQueue]) -> None:
+    def _hold(self, mq: MessageQueue, offset: int) -> None:
+        self._positions[mq] = offset
+
+    def _drop(self, mq: MessageQueue) -> None:
+        if self.auto_commit:
+            self._commit_one(mq)
         with self._lock:
-            current = queues_of(topic, self._positions)
-        for mq in sorted(current - queues):
-            if self.auto_commit:
-                self._commit_one(mq)
-            with self._lock:
-                self._positions.pop(mq, None)
-            self._release(mq)
-        for mq in sorted(queues - current):
-            self.offsets.remove(mq)
-            try:
-                offset = self.rebalance.start_offset(mq)
-            except (RemotingError, ShmqError) as exc:
-                log.warning("consumer %s: cannot start %s: %s", self.group, mq, exc)
-                continue
-            with self._lock:
-                self._positions[mq] = offset
-        if current != queues:
-            self._reader().wake()
+            self._positions.pop(mq, None)
 
     def _reset_offsets(self, topic: str, table: dict[MessageQueue, int]) -> None:
         with self._lock:

@@ -29,7 +29,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -192,33 +192,16 @@ class PushConsumer(ConsumerBase):
 
     # -- rebalance ---------------------------------------------------------------------------------
 
-    def _assigned_topics(self) -> set[str]:
-        with self._lock:
-            return {mq.topic for mq in self._table}
+    def _holdings(self) -> Iterable[MessageQueue]:
+        return self._table
 
-    def _apply_assignment(self, topic: str, queues: set[MessageQueue]) -> None:
+    def _hold(self, mq: MessageQueue, offset: int) -> None:
+        self._table[mq] = ProcessQueue(offset)
+
+    def _drop(self, mq: MessageQueue) -> None:
         with self._lock:
-            current = queues_of(topic, self._table)
-        removed, added = current - queues, queues - current
-        for mq in sorted(removed):
-            with self._lock:
-                pq = self._table.pop(mq)
-            pq.dropped = True
-            self._release(mq)
-        for mq in sorted(added):
-            self.offsets.remove(mq)  # RocketMQ's removeDirtyOffset
-            try:
-                offset = self.rebalance.start_offset(mq)
-            except (RemotingError, ShmqError) as exc:
-                log.warning("consumer %s: cannot start %s: %s", self.group, mq, exc)
-                continue
-            with self._lock:
-                self._table[mq] = ProcessQueue(offset)
-        if removed or added:
-            log.info("consumer %s (%s) rebalanced %s: now %s", self.group,
-                     self.instance.client_id, topic,
-                     [mq.queue_id for mq in sorted(queues_of(topic, self._table))])  # fmt: skip
-            self.instance.reader.wake()
+            pq = self._table.pop(mq)
+        pq.dropped = True
 
     def _reset_offsets(self, topic: str, table: dict[MessageQueue, int]) -> None:
         """RocketMQ's ``resetOffset``: drop the topic's process queues, store the new
