@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "status": "shmq_cli.server:status",
     "stop": "shmq_cli.server:stop",
     "store-demo": "shmq_cli.store_demo:store_demo",
+    "tune": "shmq_cli.tune:tune",
 }
 
 _LOGGERS = ("shmq", "shmq_cli")

@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from shmq.broker.broker_config import BrokerConfig
+from shmq.broker.tuning import TuningConfig, apply_runtime
 from shmq.ipc import counters as cn
 from shmq.ipc.idle import IdleConfig, IdleStrategy
 from shmq.ipc.segment import Segment, open_semaphore
@@ -118,6 +119,8 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     env = AgentEnv(kind, config, names, counters, PARKED_WORDS[kind])
     factories = {"writer": writer.Writer, "reput": reput.Reput, "flush": flush.Flush}
     agent = factories[kind](env)
+    for line in apply_runtime(TuningConfig.from_mapping(config.tuning), kind, [counters.mm]):
+        log.info("tuning: %s", line)
     words = counters.words
     sem = open_semaphore(names.agent_sem(kind))
     idle = getattr(agent, "idle", None) or IdleStrategy(

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 
 from shmq.broker.broker_config import BrokerConfig
+from shmq.broker.tuning import TuningConfig, pretouch
 from shmq.errors import ShmqError
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
@@ -42,6 +43,7 @@ class ClientSlots:
         self.slots: dict[tuple[str, int], ClientSlot] = {}
         self._gen = 0
         self._closed = False  # set by close(): a request still in flight gets no slot
+        self.pretouch = TuningConfig.from_mapping(config.tuning).pretouch
 
     def register_producer(self, pid: int, group: str) -> ClientSlot:
         cfg = self.config
@@ -53,6 +55,8 @@ class ClientSlots:
             segment = Segment.create(name, ring.segment_size(cfg.ring_size, cfg.ring_slots))
             try:
                 ring.init(segment.words, cfg.ring_size, cfg.ring_slots)
+                if self.pretouch:  # [tuning] pretouch: the producer's first sends fault nothing
+                    pretouch(segment.mm)
                 sem_name = rg.producer_sem_name(self.prefix, index, gen)
                 create_semaphore(sem_name).close()
             except BaseException:

@@ -29,6 +29,7 @@ from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.subscription_groups import SubscriptionGroupManager
 from shmq.broker.topic_config import TopicConfig, TopicConfigManager
+from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
@@ -58,7 +59,7 @@ class Broker:
     """One broker process group. ``start()`` returns once agents and the control server run."""
 
     def __init__(self, config: BrokerConfig, *, log_level: int | None = None) -> None:
-        self.config = config
+        self.config, self.tuning = prepare_tuning(config)  # [tuning] validated, folded in
         self.root = config.store.store_path_root_dir
         self.log_level = log_level if log_level is not None else logging.getLogger().level
         self.names = BrokerNames(new_prefix())
@@ -78,6 +79,8 @@ class Broker:
         from shmq.store.message_store import MessageStore
 
         cfg = self.config
+        for line in set_environment(self.tuning):  # before numba is imported and agents spawn
+            log.info("tuning: %s", line)
         os.makedirs(self.root, exist_ok=True)
         for prefix in unlink_orphans():
             log.warning("removed shared memory %s* left by a broker that died", prefix)
@@ -115,6 +118,8 @@ class Broker:
             self._register_all()  # before start() returns, so clients find the routes
             self._spawn_thread("namesrv-register", self._register_loop)
             cn.publish(self.counters.words, cn.STATE, cn.STATE_RUNNING)
+            for line in apply_runtime(self.tuning, "supervisor", [s.mm for s in self._segments]):
+                log.info("tuning: %s", line)
         except BaseException:
             self.stop()
             raise
