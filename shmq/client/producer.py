@@ -443,27 +443,31 @@ class Producer:
         info = self._publish_info(batch.topic)
         if selector is not None or sharding_key is not None:
             mq = self._select_by(info, messages[0], selector, arg, sharding_key)
-            return self._send_selected(info, mq, lambda broker, q: self._attempt(broker, q, batch))
+            return self._send_selected(info, mq, lambda b, q, d: self._attempt(b, q, batch, d))
         return self._send_with_retries(
-            batch.topic, lambda broker, q: self._attempt(broker, q, batch), _status_of_list
+            batch.topic, lambda b, q, d: self._attempt(b, q, batch, d), _status_of_list
         )
 
     def _send_with_retries(self, topic: str, attempt, status_of) -> Any:
         """RocketMQ's ``sendDefaultImpl``: up to 1 + retries attempts, each on a queue of
-        another broker than the last failed one where possible."""
+        another broker than the last failed one where possible, all within one
+        ``send_timeout``: a send that timed out is not sent again (it may have been stored)."""
         total = 1 + self.retry_times_when_send_failed
+        deadline = time.monotonic() + self.send_timeout
         last_broker: str | None = None
         last_exc: BaseException | None = None
         last_result = None
         tried: list[str] = []
         for i in range(total):
+            if i and time.monotonic() >= deadline:
+                break
             info = self._publish_info(topic)
             mq = self._select(info, last_broker)
             broker = info.brokers[mq.broker_name]
             tried.append(mq.broker_name)
             started = time.monotonic()
             try:
-                result = attempt(broker, mq)
+                result = attempt(broker, mq, deadline)
             except ShmqError as exc:
                 self._update_fault(mq.broker_name, started, isolation=True)
                 if not _retryable(exc):
@@ -501,7 +505,7 @@ class Producer:
         """One attempt on the chosen queue (RocketMQ's ``sendSelectImpl``: no retry)."""
         started = time.monotonic()
         try:
-            result = attempt(info.brokers[mq.broker_name], mq)
+            result = attempt(info.brokers[mq.broker_name], mq, started + self.send_timeout)
         except ShmqError as exc:
             self._update_fault(mq.broker_name, started, isolation=True)
             self._invalidate(mq.topic)
@@ -513,10 +517,12 @@ class Producer:
         self._update_fault(mq.broker_name, started, isolation=False)
         return result
 
-    def _attempt(self, broker: BrokerQueues, mq: MessageQueue, batch: _Batch) -> list[SendResult]:
+    def _attempt(
+        self, broker: BrokerQueues, mq: MessageQueue, batch: _Batch, deadline: float
+    ) -> list[SendResult]:
         """One sync attempt: append the batch to ``broker``'s ring, wait for the answers
-        (and in SYNC_FLUSH for the flush); raises ``_AttemptError`` / ``SendTimeoutError``."""
-        deadline = time.monotonic() + self.send_timeout
+        (and in SYNC_FLUSH for the flush) until ``deadline``; raises ``_AttemptError`` /
+        ``SendTimeoutError``."""
         link, first, sizes = self._append(broker, mq, batch, deadline, hold=True)
         try:
             rows = self._wait_rows(link, mq, first, batch.n, deadline)
@@ -698,7 +704,7 @@ class Producer:
             raise ClientError("the producer is closed")
         bulk = _Batch.bulk(topic, data, offsets, build_properties(tags))
         return self._send_with_retries(
-            topic, lambda broker, mq: self._attempt_bulk(broker, mq, bulk), _status_of_bulk
+            topic, lambda b, q, d: self._attempt_bulk(b, q, bulk, d), _status_of_bulk
         )
 
     def _check_bulk_sizes(self, topic: str, offsets: np.ndarray) -> None:
@@ -719,8 +725,9 @@ class Producer:
                 f"(maxMessageSize)"
             )
 
-    def _attempt_bulk(self, broker: BrokerQueues, mq: MessageQueue, bulk: _Batch) -> BulkSendResult:
-        deadline = time.monotonic() + self.send_timeout
+    def _attempt_bulk(
+        self, broker: BrokerQueues, mq: MessageQueue, bulk: _Batch, deadline: float
+    ) -> BulkSendResult:
         link, first, sizes = self._append(broker, mq, bulk, deadline, hold=True)
         try:
             rows = self._wait_rows(link, mq, first, bulk.n, deadline)

@@ -479,7 +479,7 @@ def scripted(producer: Producer, outcome) -> list[str]:
     """Replace the attempt: ``outcome(broker_name, call_no)`` returns a SendStatus or raises."""
     calls: list[str] = []
 
-    def attempt(broker, mq, batch):
+    def attempt(broker, mq, batch, deadline):
         calls.append(mq.broker_name)
         status = outcome(mq.broker_name, len(calls))
         return [SendResult(status, u, "00", mq, 0) for u in batch.uniq]
@@ -523,6 +523,18 @@ def test_retries_are_bounded_and_the_error_names_topic_and_brokers():
         with pytest.raises(SendError, match=r"1 attempt\(s\)"):
             producer.send(Message("U", "x"))
         assert len(calls) == 1
+
+
+def test_a_send_that_used_up_send_timeout_is_not_sent_again():
+    def slow_timeout(broker, _n):
+        time.sleep(0.25)  # the attempt waited the whole send_timeout: it may be stored
+        raise SendTimeoutError(f"{broker} did not answer")
+
+    with fake_producer(send_timeout=0.2) as producer:
+        calls = scripted(producer, slow_timeout)
+        with pytest.raises(SendTimeoutError, match=r"1 attempt\(s\)"):
+            producer.send(Message("U", "x"))
+        assert len(calls) == 1  # RocketMQ's sendDefaultImpl: one timeout budget for all
 
 
 def test_only_retryable_failures_are_retried():
