@@ -1,0 +1,144 @@
+"""Spark batch read of a shmq topic against Spark's Parquet reader, in local[2].
+
+    python bench/spark_bench.py --quick        # 200,000 messages (CI)
+    python bench/spark_bench.py                # 1,000,000 messages of 100 bytes
+    python bench/spark_bench.py --json out.json
+
+Messages are appended to a temporary store with ``MessageStore.put_batch`` (no broker
+processes compete for the two cores while Spark reads), spread over ``--queues`` queues.
+The same rows, read once through the shmq source, are written as Parquet; then each
+source is read whole into Spark's ``noop`` sink (every column materialised, nothing
+written), ``--runs`` times after a warm-up, and the best run counts. The goal of issue 5:
+>= 1,000,000 rows/s and >= 0.5x the Parquet baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def fill_store(path: str, rows: int, queues: int, body_size: int) -> None:
+    import numpy as np
+
+    from shmq.store import MessageStore
+
+    per = -(-rows // queues)
+    with MessageStore.open(path, mapped_file_size_commit_log=256 << 20) as store:
+        left = rows
+        for q in range(queues):
+            n = min(per, left)
+            left -= n
+            for a in range(0, n, 50_000):
+                k = min(50_000, n - a)
+                data = np.frombuffer(os.urandom(k * body_size), dtype=np.uint8)
+                offsets = np.arange(k + 1, dtype=np.int64) * body_size
+                store.put_batch("SparkBench", q, (data, offsets), tags="bench")
+        store.dispatch()
+
+
+def timed(df, runs: int) -> list[float]:
+    df.write.format("noop").mode("overwrite").save()  # warm-up: workers, numba cache, pages
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        df.write.format("noop").mode("overwrite").save()
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="200,000 messages")
+    parser.add_argument("--rows", type=int, default=None)
+    parser.add_argument("--queues", type=int, default=4)
+    parser.add_argument("--body", type=int, default=100, help="body bytes")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    rows = args.rows or (200_000 if args.quick else 1_000_000)
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
+    sys.path.insert(0, ROOT)
+    from pyspark.sql import SparkSession
+
+    import shmq.spark
+
+    tmp = tempfile.mkdtemp(prefix="shmq-spark-bench-")
+    spark = None
+    try:
+        t = time.perf_counter()
+        fill_store(os.path.join(tmp, "store"), rows, args.queues, args.body)
+        fill_s = time.perf_counter() - t
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("shmq-spark-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.local.dir", os.path.join(tmp, "spark"))
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        shmq.spark.register(spark)
+        shmq_df = (
+            spark.read.format("shmq")
+            .option("store", os.path.join(tmp, "store"))
+            .option("topic", "SparkBench")
+            .load()
+        )
+        parquet_path = os.path.join(tmp, "parquet")
+        shmq_df.write.parquet(parquet_path)
+        parquet_df = spark.read.parquet(parquet_path)
+        assert parquet_df.count() == rows
+        load_before = load_average()
+        shmq_times = timed(shmq_df, args.runs)
+        parquet_times = timed(parquet_df, args.runs)
+        load_after = load_average()
+    finally:
+        if spark is not None:
+            spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    shmq_rate = rows / min(shmq_times)
+    parquet_rate = rows / min(parquet_times)
+    result = {
+        "rows": rows,
+        "body_bytes": args.body,
+        "queues": args.queues,
+        "fill_seconds": round(fill_s, 2),
+        "shmq_seconds": [round(x, 3) for x in shmq_times],
+        "parquet_seconds": [round(x, 3) for x in parquet_times],
+        "shmq_rows_per_s": round(shmq_rate),
+        "parquet_rows_per_s": round(parquet_rate),
+        "ratio": round(shmq_rate / parquet_rate, 3),
+        "load_average": {"before": load_before, "after": load_after},
+        "cpus": os.cpu_count(),
+    }
+    print(f"rows {rows:,} x {args.body} B in {args.queues} queues, local[2], best of {args.runs}")
+    print(f"  shmq    batch read: {shmq_rate:>12,.0f} rows/s  runs {result['shmq_seconds']} s")
+    print(
+        f"  parquet batch read: {parquet_rate:>12,.0f} rows/s  runs {result['parquet_seconds']} s"
+    )
+    print(f"  ratio shmq/parquet: {result['ratio']:.2f} (goal >= 0.5; goal rate >= 1,000,000/s)")
+    print(f"  load average before/after: {load_before} / {load_after} on {os.cpu_count()} CPUs")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""The driver's view of a store: which (topic, queue)s exist and their min and max offsets.
+
+Spark plans on the driver and reads on executors of the same host, so planning needs the
+store's location and, per queue, the offsets that bound what can be read:
+
+* with ``namesrv``, the broker is found through the name server and asked once for its
+  store (``GET_STORE_INFO``: path, file sizes, shared segment names); max offsets then come
+  from the broker's shared queue table, which reput publishes after the consume-queue units
+  are written: no socket hop per trigger, and never a unit that is half written;
+* with ``store`` alone (a broker's ``storePathRootDir``, live or not), max offsets are the
+  valid units of each queue's last consume-queue file; the last unit is checked against
+  the CommitLog record it points to, so a unit that reput is writing right now is not
+  counted yet.
+
+Min offsets always come from the files: the first consume-queue unit whose record is
+still in the CommitLog (cleanup deletes CommitLog files first and consume-queue files only
+when they are wholly below the CommitLog's new start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from shmq.codec import record as rec
+from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, count_valid_units
+from shmq.errors import ConfigError, ShmqError, StoreError
+from shmq.spark.options import ReadOptions
+from shmq.store.mapped_file import MappedFile
+from shmq.store.reader import StoreReader
+
+DEFAULT_COMMITLOG_FILE_SIZE = 1 << 30
+DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_UNIT_SIZE
+BLANK_UNIT_SIZE = 0x7FFFFFFF  # the units that pad a queue whose first files were cleaned
+MASTER_ID = "0"
+
+
+class DataLossError(StoreError):
+    """Offsets a query needs are gone (cleanup deleted them, or the queue was reset)."""
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """Where a store is and its file sizes: all an executor needs to read it."""
+
+    root: str
+    commitlog_file_size: int
+    cq_file_size: int
+
+    def reader(self) -> StoreReader:
+        return StoreReader(self.root, self.commitlog_file_size, self.cq_file_size)
+
+    def cq_dir(self, topic: str, queue_id: int) -> str:
+        return os.path.join(self.root, "consumequeue", topic, str(queue_id))
+
+
+def _store_files(directory: str) -> list[str]:
+    """The 20-digit store file names of ``directory``, oldest first."""
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(n for n in names if len(n) == 20 and n.isdigit())
+
+
+def _first_file_size(directory: str, depth: int) -> int | None:
+    """The size of some store file ``depth`` directories below ``directory``."""
+    if depth == 0:
+        for name in _store_files(directory):
+            with contextlib.suppress(OSError):
+                return os.path.getsize(os.path.join(directory, name))
+        return None
+    try:
+        children = sorted(os.listdir(directory))
+    except OSError:
+        return None
+    for child in children:
+        size = _first_file_size(os.path.join(directory, child), depth - 1)
+        if size:
+            return size
+    return None
+
+
+def layout_from_dir(root: str) -> StoreLayout:
+    """A store's layout read from its files: file sizes are those of the files present."""
+    root = os.path.abspath(root)
+    if not os.path.isdir(os.path.join(root, "commitlog")):
+        raise ConfigError(
+            f"option store: {root} is not a shmq store (no commitlog directory); give the "
+            "broker's storePathRootDir"
+        )
+    return StoreLayout(
+        root,
+        _first_file_size(os.path.join(root, "commitlog"), 0) or DEFAULT_COMMITLOG_FILE_SIZE,
+        _first_file_size(os.path.join(root, "consumequeue"), 2) or DEFAULT_CQ_FILE_SIZE,
+    )
+
+
+class _QueueTable:
+    """The broker's shared queue table (directory + max offsets), attached read-only."""
+
+    def __init__(self, name: str) -> None:
+        from shmq.ipc import queue_table as qt
+        from shmq.ipc.segment import Segment
+
+        self.segment = Segment.attach(name)
+        self.directory = qt.QueueDirectory(self.segment.buf, self.segment.words)
+        self.maxima = qt.max_offsets(self.segment.buf)
+
+    def queues(self) -> list[tuple[str, int]]:
+        self.directory.refresh()
+        return [(t.decode(), q) for (t, q) in self.directory.slots]
+
+    def max_offset(self, topic: str, queue_id: int) -> int | None:
+        slot = self.directory.slot(topic.encode(), queue_id)
+        return int(self.maxima[slot]) if slot >= 0 else None
+
+    def close(self) -> None:
+        self.maxima = None
+        self.segment.close()
+
+
+def _broker_store_info(namesrv: str, broker: str | None) -> dict:
+    """Ask the name server for the master brokers and the chosen one for its store."""
+    from shmq.client.admin import Admin
+    from shmq.remoting.protocol import RequestCode
+
+    with Admin(namesrv) as admin:
+        table = admin.cluster_info().get("brokerAddrTable", {})
+        masters = {
+            name: data["brokerAddrs"][MASTER_ID]
+            for name, data in table.items()
+            if MASTER_ID in data.get("brokerAddrs", {})
+        }
+        if broker is not None:
+            if broker not in masters:
+                known = ", ".join(sorted(masters)) or "none"
+                raise ConfigError(
+                    f"option broker: no master broker {broker!r} is registered with namesrv "
+                    f"{namesrv} (masters: {known})"
+                )
+            masters = {broker: masters[broker]}
+        if not masters:
+            raise ConfigError(f"option namesrv: no master broker is registered with {namesrv}")
+        if len(masters) > 1:
+            raise ConfigError(
+                f"option namesrv: {namesrv} knows several master brokers "
+                f"({', '.join(sorted(masters))}); choose one with option broker (one query "
+                "reads one broker's store)"
+            )
+        address = next(iter(masters.values()))
+        _, info = admin.client.invoke_json(address, RequestCode.GET_STORE_INFO)
+    return info
+
+
+class Catalog:
+    """Queues and offsets of the store a query reads (driver only: holds mappings)."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self.table: _QueueTable | None = None
+        if opts.store is not None:
+            self.layout = layout_from_dir(opts.store)
+        else:
+            assert opts.namesrv is not None
+            info = _broker_store_info(opts.namesrv, opts.broker)
+            self.layout = StoreLayout(
+                info["storePathRootDir"],
+                int(info["mappedFileSizeCommitLog"]),
+                int(info["consumeQueueFileSize"]),
+            )
+            try:
+                self.table = _QueueTable(info["queues"])
+            except ShmqError as exc:
+                raise ConfigError(
+                    f"option namesrv: broker {info.get('brokerName')} is not on this host or "
+                    f"its shared memory is gone ({exc}); Spark must run on the broker's host"
+                ) from None
+        self.reader = self.layout.reader()
+
+    # -- queues ------------------------------------------------------------------------------
+
+    def queues(self) -> list[tuple[str, int]]:
+        """The subscribed (topic, queue id)s that exist now, sorted."""
+        found: set[tuple[str, int]] = set()
+        cq_root = os.path.join(self.layout.root, "consumequeue")
+        topics = self.opts.topics
+        if topics is None:
+            try:
+                topics = tuple(t for t in os.listdir(cq_root) if self.opts.matches(t))
+            except FileNotFoundError:
+                topics = ()
+        for topic in topics:
+            try:
+                names = os.listdir(os.path.join(cq_root, topic))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            found.update((topic, int(q)) for q in names if q.isdigit())
+        if self.table is not None:
+            found.update(q for q in self.table.queues() if self.opts.matches(q[0]))
+        return sorted(found)
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """The next offset to be written: everything below it can be read."""
+        if self.table is not None:
+            published = self.table.max_offset(topic, queue_id)
+            if published is not None:
+                return published
+        return self._file_max_offset(topic, queue_id)
+
+    def _file_max_offset(self, topic: str, queue_id: int) -> int:
+        names = _store_files(self.layout.cq_dir(topic, queue_id))
+        if not names:
+            return 0
+        size = self.layout.cq_file_size
+        try:
+            mf = MappedFile(os.path.join(self.layout.cq_dir(topic, queue_id), names[-1]), size,
+                            readonly=True)  # fmt: skip
+        except (OSError, StoreError):
+            return int(names[-1]) // CQ_UNIT_SIZE  # being created: nothing in it yet
+        try:
+            first = mf.file_from_offset // CQ_UNIT_SIZE
+            end = first + int(count_valid_units(mf.buf, 0, size // CQ_UNIT_SIZE))
+            # Reput may be writing the last unit(s) right now: count a unit only once the
+            # record it points to checks out (reput writes units of a batch in order).
+            for _ in range(4):
+                if end <= first or self._unit_complete(mf.buf, end - 1 - first, topic,
+                                                       queue_id, end - 1):  # fmt: skip
+                    break
+                end -= 1
+            return end
+        finally:
+            with contextlib.suppress(BufferError):
+                mf.close()
+
+    def _unit_complete(
+        self, buf: np.ndarray, index: int, topic: str, queue_id: int, offset: int
+    ) -> bool:
+        unit = np.frombuffer(buf, CQ_UNIT_DTYPE, count=1, offset=index * CQ_UNIT_SIZE)[0]
+        phys, size = int(unit["offset"]), int(unit["size"])
+        if size == BLANK_UNIT_SIZE:
+            return True
+        mf = self.reader.commitlog.file_at(phys)
+        if mf is None:
+            return True  # cleaned: nothing to check it against, and nothing to read
+        rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
+        local = np.array([phys - mf.file_from_offset], dtype=np.int64)
+        if rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows) != 1:
+            return False
+        row = rows[0]
+        return (
+            int(row[rec.R_SIZE]) == size
+            and int(row[rec.R_QUEUE_ID]) == queue_id
+            and int(row[rec.R_QUEUE_OFFSET]) == offset
+        )
+
+    def commitlog_min(self) -> int:
+        names = _store_files(os.path.join(self.layout.root, "commitlog"))
+        return int(names[0]) if names else 0
+
+    def min_offset(self, topic: str, queue_id: int, max_offset: int | None = None) -> int:
+        """The first offset whose message is still stored (``max_offset`` when none is)."""
+        high = self.max_offset(topic, queue_id) if max_offset is None else max_offset
+        names = _store_files(self.layout.cq_dir(topic, queue_id))
+        if not names:
+            return high
+        cl_min = self.commitlog_min()
+        for name in names:
+            start = int(name) // CQ_UNIT_SIZE
+            if start >= high:
+                break
+            units, _ = self.reader.units(topic, queue_id, start, high)
+            if units.size == 0:
+                continue  # deleted under us: look at the next file
+            alive = np.flatnonzero(
+                (units["offset"] >= cl_min)
+                & (units["size"] != BLANK_UNIT_SIZE)
+                & (units["size"] > 0)
+            )
+            if alive.size:
+                return start + int(alive[0])
+        return high
+
+    def offset_by_time(
+        self, topic: str, queue_id: int, timestamp_ms: int, low: int, high: int
+    ) -> int:
+        """The first offset in ``[low, high)`` stored at or after ``timestamp_ms``."""
+        return self.reader.offset_by_time(topic, queue_id, timestamp_ms, low, high)
+
+    def refresh(self) -> None:
+        """Forget mappings of files that cleanup may have deleted since the last plan."""
+        self.reader.close()
+        self.reader = self.layout.reader()
+
+    def close(self) -> None:
+        self.reader.close()
+        if self.table is not None:
+            self.table.close()
+            self.table = None

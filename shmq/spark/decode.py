@@ -1,0 +1,301 @@
+"""Decode CommitLog records straight into Arrow columns, a batch at a time.
+
+``rec.parse_at`` (the codec's kernel) decodes the headers of a whole run of records into an
+int64 table; the kernels here then pull the property values (tags, keys, unique key, all
+pairs) and copy bodies and strings into contiguous buffers, from which Arrow arrays are made
+without a Python call per row. Spark takes the resulting ``RecordBatch``\\ es as they are,
+so their types must equal the Arrow form of the source's schema exactly (``int32`` for INT,
+``timestamp[us, tz=UTC]``, ``list<element: string>``, a map with a non-null key).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+from shmq.codec import record as rec
+
+_SPACE = 32
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+
+# Columns of the property table filled by ``scan_properties``.
+P_TAGS, P_KEYS, P_UNIQ = 0, 2, 4  # each: start, length (-1: absent)
+N_PROPS = 6
+
+KEYS_TYPE = pa.list_(pa.field("element", pa.string()))
+PROPERTIES_TYPE = pa.map_(pa.field("key", pa.string(), nullable=False), pa.string())
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+
+BASE_FIELDS = [
+    ("topic", pa.string()),
+    ("queueId", pa.int32()),
+    ("queueOffset", pa.int64()),
+    ("commitLogOffset", pa.int64()),
+    ("msgId", pa.string()),
+    ("keys", KEYS_TYPE),
+    ("tags", pa.string()),
+    ("body", pa.binary()),
+    ("bornTimestamp", TIMESTAMP_TYPE),
+    ("storeTimestamp", TIMESTAMP_TYPE),
+    ("reconsumeTimes", pa.int32()),
+]
+
+
+def arrow_schema(include_properties: bool) -> pa.Schema:
+    fields = [*BASE_FIELDS, ("properties", PROPERTIES_TYPE)] if include_properties else BASE_FIELDS
+    return pa.schema([pa.field(n, t) for n, t in fields])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is(buf, s, e, name):
+    if e - s != name.shape[0]:
+        return False
+    for k in range(name.shape[0]):  # noqa: SIM110 (an explicit loop compiles to tight code)
+        if buf[s + k] != name[k]:
+            return False
+    return True
+
+
+_TAGS = np.frombuffer(b"TAGS", dtype=np.uint8)
+_KEYS = np.frombuffer(b"KEYS", dtype=np.uint8)
+_UNIQ = np.frombuffer(b"UNIQ_KEY", dtype=np.uint8)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pair_at(buf, s, end):
+    """The end of the property pair starting at ``s`` (its 0x02, or ``end``) and the
+    position of its 0x01 separator (``stop`` when there is none)."""
+    stop = s
+    while stop < end and buf[stop] != 2:
+        stop += 1
+    sep = s
+    while sep < stop and buf[sep] != 1:
+        sep += 1
+    return stop, sep
+
+
+@njit(cache=True, nogil=True)
+def scan_properties(buf, rows, tags_name, keys_name, uniq_name, out):
+    """Spans of the TAGS, KEYS and UNIQ_KEY values of each row's properties (start, length;
+    length -1 when absent). Pairs follow ``message.decode_properties``: a pair needs a
+    non-empty name and value, and a later pair of the same name wins."""
+    for i in range(rows.shape[0]):
+        for c in range(0, N_PROPS, 2):
+            out[i, c] = 0
+            out[i, c + 1] = -1
+        s = rows[i, rec.R_PROPS_START]
+        end = s + rows[i, rec.R_PROPS_LEN]
+        while s < end:
+            stop, sep = _pair_at(buf, s, end)
+            if s < sep < stop - 1:
+                col = -1
+                if _is(buf, s, sep, tags_name):
+                    col = P_TAGS
+                elif _is(buf, s, sep, keys_name):
+                    col = P_KEYS
+                elif _is(buf, s, sep, uniq_name):
+                    col = P_UNIQ
+                if col >= 0:
+                    out[i, col] = sep + 1
+                    out[i, col + 1] = stop - sep - 1
+            s = stop + 1
+
+
+@njit(cache=True, nogil=True)
+def gather(buf, starts, lengths):
+    """Copy spans (length -1: null, copied as empty) into one buffer with int32 offsets."""
+    n = starts.shape[0]
+    offsets = np.empty(n + 1, dtype=np.int32)
+    total = 0
+    offsets[0] = 0
+    for i in range(n):
+        if lengths[i] > 0:
+            total += lengths[i]
+        offsets[i + 1] = total
+    data = np.empty(total, dtype=np.uint8)
+    for i in range(n):
+        d = np.int64(offsets[i])
+        s = starts[i]
+        for k in range(offsets[i + 1] - offsets[i]):
+            data[d + k] = buf[s + k]
+    return data, offsets
+
+
+@njit(cache=True, nogil=True)
+def message_ids(buf, rows, props, hexdigits):
+    """Each row's message id as RocketMQ clients show it: the producer's UNIQ_KEY when the
+    message has one, else the offset message id (store host + physical offset in hex)."""
+    n = rows.shape[0]
+    offsets = np.empty(n + 1, dtype=np.int32)
+    offsets[0] = 0
+    total = 0
+    for i in range(n):
+        if props[i, P_UNIQ + 1] > 0:
+            total += props[i, P_UNIQ + 1]
+        elif rows[i, rec.R_SYSFLAG] & rec.SYSFLAG_STOREHOST_V6:
+            total += 56
+        else:
+            total += 32
+        offsets[i + 1] = total
+    data = np.empty(total, dtype=np.uint8)
+    for i in range(n):
+        d = np.int64(offsets[i])
+        length = props[i, P_UNIQ + 1]
+        if length > 0:
+            s = props[i, P_UNIQ]
+            for k in range(length):
+                data[d + k] = buf[s + k]
+            continue
+        host = rows[i, rec.R_STORE_HOST]
+        nhost = (offsets[i + 1] - offsets[i]) // 2 - 8
+        for k in range(nhost):
+            b = buf[host + k]
+            data[d] = hexdigits[b >> 4]
+            data[d + 1] = hexdigits[b & 15]
+            d += 2
+        phys = rows[i, rec.R_PHYS_OFFSET]
+        for k in range(15, -1, -1):
+            data[d + k] = hexdigits[phys & 15]
+            phys >>= 4
+    return data, offsets
+
+
+@njit(cache=True, nogil=True)
+def split_keys(buf, props):
+    """KEYS values split on spaces (empty pieces dropped, as ``MessageExt.keys``): list
+    offsets per row, string offsets and bytes."""
+    n = props.shape[0]
+    list_offsets = np.empty(n + 1, dtype=np.int32)
+    list_offsets[0] = 0
+    count = 0
+    nbytes = 0
+    for i in range(n):
+        s = props[i, P_KEYS]
+        e = s + props[i, P_KEYS + 1]
+        inside = False
+        for p in range(s, e):
+            if buf[p] == _SPACE:
+                inside = False
+            else:
+                nbytes += 1
+                if not inside:
+                    count += 1
+                    inside = True
+        list_offsets[i + 1] = count
+    str_offsets = np.empty(count + 1, dtype=np.int32)
+    str_offsets[0] = 0
+    data = np.empty(nbytes, dtype=np.uint8)
+    j = 0
+    d = 0
+    for i in range(n):
+        s = props[i, P_KEYS]
+        e = s + props[i, P_KEYS + 1]
+        inside = False
+        for p in range(s, e):
+            if buf[p] == _SPACE:
+                if inside:
+                    j += 1
+                    str_offsets[j] = d
+                inside = False
+            else:
+                data[d] = buf[p]
+                d += 1
+                inside = True
+        if inside:
+            j += 1
+            str_offsets[j] = d
+    return list_offsets, str_offsets, data
+
+
+@njit(cache=True, nogil=True)
+def property_pairs(buf, rows):
+    """Every (name, value) pair of each row's properties, by ``decode_properties``' rules
+    (duplicate names are kept in order; Spark sees the map as stored)."""
+    n = rows.shape[0]
+    map_offsets = np.empty(n + 1, dtype=np.int32)
+    map_offsets[0] = 0
+    count = 0
+    for i in range(n):
+        s = rows[i, rec.R_PROPS_START]
+        end = s + rows[i, rec.R_PROPS_LEN]
+        while s < end:
+            stop, sep = _pair_at(buf, s, end)
+            if s < sep < stop - 1:
+                count += 1
+            s = stop + 1
+        map_offsets[i + 1] = count
+    spans = np.empty((count, 4), dtype=np.int64)
+    j = 0
+    for i in range(n):
+        s = rows[i, rec.R_PROPS_START]
+        end = s + rows[i, rec.R_PROPS_LEN]
+        while s < end:
+            stop, sep = _pair_at(buf, s, end)
+            if s < sep < stop - 1:
+                spans[j, 0] = s
+                spans[j, 1] = sep - s
+                spans[j, 2] = sep + 1
+                spans[j, 3] = stop - sep - 1
+                j += 1
+            s = stop + 1
+    return map_offsets, spans
+
+
+def _strings(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    n = offsets.shape[0] - 1
+    mask = (
+        None
+        if valid is None or valid.all()
+        else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    )
+    return pa.Array.from_buffers(pa.string(), n, [mask, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _binary(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    n = offsets.shape[0] - 1
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _fixed(values: np.ndarray, type_: pa.DataType) -> pa.Array:
+    return pa.Array.from_buffers(type_, values.shape[0], [None, pa.py_buffer(values)])
+
+
+def record_batch(
+    buf: np.ndarray, rows: np.ndarray, topic: str, schema: pa.Schema
+) -> pa.RecordBatch:
+    """The Arrow form of decoded ``rows`` (all of one topic) whose positions are in ``buf``."""
+    n = rows.shape[0]
+    props = np.empty((n, N_PROPS), dtype=np.int64)
+    scan_properties(buf, rows, _TAGS, _KEYS, _UNIQ, props)
+    raw_topic = np.frombuffer(topic.encode(), dtype=np.uint8)
+    topic_data = np.tile(raw_topic, n)
+    topic_offsets = (np.arange(n + 1, dtype=np.int64) * raw_topic.shape[0]).astype(np.int32)
+    ids_data, ids_offsets = message_ids(buf, rows, props, _HEX)
+    list_offsets, key_offsets, key_data = split_keys(buf, props)
+    keys = pa.ListArray.from_arrays(
+        pa.array(list_offsets), _strings(key_data, key_offsets), type=KEYS_TYPE
+    )
+    tags_data, tags_offsets = gather(buf, props[:, P_TAGS], props[:, P_TAGS + 1])
+    body_data, body_offsets = gather(buf, rows[:, rec.R_BODY_START], rows[:, rec.R_BODY_LEN])
+    columns = [
+        _strings(topic_data, topic_offsets),
+        _fixed(rows[:, rec.R_QUEUE_ID].astype(np.int32), pa.int32()),
+        _fixed(np.ascontiguousarray(rows[:, rec.R_QUEUE_OFFSET]), pa.int64()),
+        _fixed(np.ascontiguousarray(rows[:, rec.R_PHYS_OFFSET]), pa.int64()),
+        _strings(ids_data, ids_offsets),
+        keys,
+        _strings(tags_data, tags_offsets, props[:, P_TAGS + 1] >= 0),
+        _binary(body_data, body_offsets),
+        _fixed(rows[:, rec.R_BORN_TS] * 1000, TIMESTAMP_TYPE),
+        _fixed(rows[:, rec.R_STORE_TS] * 1000, TIMESTAMP_TYPE),
+        _fixed(rows[:, rec.R_RECONSUME].astype(np.int32), pa.int32()),
+    ]
+    if len(schema) > len(columns):
+        map_offsets, spans = property_pairs(buf, rows)
+        names = _strings(*gather(buf, spans[:, 0], spans[:, 1]))
+        values = _strings(*gather(buf, spans[:, 2], spans[:, 3]))
+        columns.append(
+            pa.MapArray.from_arrays(pa.array(map_offsets), names, values, type=PROPERTIES_TYPE)
+        )
+    return pa.RecordBatch.from_arrays(columns, schema=schema)

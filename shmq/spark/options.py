@@ -1,0 +1,364 @@
+"""Options of the ``shmq`` Spark data source, parsed once and checked up front.
+
+Spark hands a data source its options as strings with case-insensitive names. Everything is
+checked on the driver before a job starts, so a typo or an impossible value fails the query
+at once with a ``ConfigError`` that names the option and the bad value, instead of failing
+later inside an executor. Nothing here imports pyspark: the parsers are plain functions that
+the tests fuzz.
+
+Offsets follow Spark's Kafka source: ``"earliest"``, ``"latest"``, or a JSON object
+``{"Topic": {"0": 12, "1": -2}}`` per queue, where -2 means earliest and -1 latest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from shmq.errors import ConfigError
+from shmq.message import validate_topic
+
+EARLIEST = -2
+LATEST = -1
+
+# {topic: {queue id: offset}}; offsets may be EARLIEST / LATEST in user input.
+Offsets = dict[str, dict[int, int]]
+OffsetSpec = Literal["earliest", "latest"] | Offsets
+
+READ_OPTIONS = frozenset(
+    {
+        "store",
+        "path",
+        "namesrv",
+        "broker",
+        "topic",
+        "topics",
+        "topicpattern",
+        "startingoffsets",
+        "endingoffsets",
+        "startingtimestamp",
+        "maxoffsetspertrigger",
+        "failondataloss",
+        "tags",
+        "includeproperties",
+        "maxrowsperpartition",
+        "minpartitions",
+    }
+)
+WRITE_OPTIONS = frozenset({"namesrv", "topic", "producergroup", "sendtimeout", "writebatchsize"})
+# Names Spark itself may put among a source's options.
+_SPARK_OWNED = frozenset({"path", "checkpointlocation", "queryname"})
+
+DEFAULT_MAX_ROWS_PER_PARTITION = 1_000_000
+DEFAULT_PRODUCER_GROUP = "shmq-spark-writer"
+DEFAULT_WRITE_BATCH_SIZE = 4096
+MAX_QUEUE_ID = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The checked read options (see the module docstring and the README for meanings)."""
+
+    store: str | None
+    namesrv: str | None
+    broker: str | None
+    topics: tuple[str, ...] | None
+    topic_pattern: str | None
+    starting: OffsetSpec
+    ending: OffsetSpec
+    starting_timestamp: int | None
+    max_offsets_per_trigger: int | None
+    fail_on_data_loss: bool
+    tags: frozenset[str] | None
+    include_properties: bool
+    max_rows_per_partition: int
+    min_partitions: int | None
+
+    def matches(self, topic: str) -> bool:
+        """Whether ``topic`` is subscribed (by name, or fully matching the pattern)."""
+        if self.topics is not None:
+            return topic in self.topics
+        assert self.topic_pattern is not None
+        return re.fullmatch(self.topic_pattern, topic) is not None
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    namesrv: str
+    topic: str | None
+    producer_group: str
+    send_timeout: float
+    write_batch_size: int
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"option name {key!r} is not a string")
+        out[key.lower()] = value
+    return out
+
+
+def _check_known(options: dict[str, str], known: frozenset[str], what: str) -> None:
+    for key in options:
+        if key not in known and key not in _SPARK_OWNED and "." not in key:
+            raise ConfigError(
+                f"unknown {what} option {key!r} for format shmq; known options: "
+                + ", ".join(sorted(known))
+            )
+
+
+def parse_bool(value: str | None, option: str, default: bool) -> bool:
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise ConfigError(f"option {option} must be true or false, not {value!r}")
+
+
+def parse_int(
+    value: str | None, option: str, *, minimum: int, maximum: int = (1 << 63) - 1
+) -> int | None:
+    """An integer option in ``[minimum, maximum]``, or None when absent."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not re.fullmatch(r"[+-]?\d{1,19}", text):
+        raise ConfigError(f"option {option} must be an integer, not {value!r}")
+    number = int(text)
+    if not minimum <= number <= maximum:
+        raise ConfigError(f"option {option} must be in [{minimum}, {maximum}], not {number}")
+    return number
+
+
+def parse_tags(expression: str | None) -> frozenset[str] | None:
+    """RocketMQ's tag expression ``"A || B"``; ``None``, ``""`` and ``"*"`` mean all tags."""
+    if expression is None or expression.strip() in ("", "*"):
+        return None
+    tags = frozenset(t.strip() for t in expression.split("||"))
+    if "" in tags or "*" in tags:
+        raise ConfigError(
+            f"option tags {expression!r} is not a tag expression: tags separated by '||' "
+            "(each non-empty), or '*' alone for all tags"
+        )
+    for tag in tags:
+        if "\x01" in tag or "\x02" in tag:
+            raise ConfigError(f"option tags: tag {tag!r} contains a property separator")
+    return tags
+
+
+def parse_offsets(
+    text: str | None,
+    option: str,
+    *,
+    default: Literal["earliest", "latest"],
+    allow_earliest: bool = True,
+    allow_latest: bool = True,
+) -> OffsetSpec:
+    """``"earliest"`` / ``"latest"`` / a per-queue JSON object, checked for shape and range.
+
+    The JSON may leave queues (and topics) out: they take the default of the option
+    (earliest for starting offsets, latest for ending ones).
+    """
+    if text is None:
+        return default
+    stripped = str(text).strip()
+    if stripped.lower() in ("earliest", "latest"):
+        word = stripped.lower()
+        if (word == "earliest" and not allow_earliest) or (word == "latest" and not allow_latest):
+            raise ConfigError(f"option {option}: {word!r} is not allowed here")
+        return word  # type: ignore[return-value]
+    try:
+        data = json.loads(stripped)
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(
+            f"option {option} must be 'earliest', 'latest' or JSON like "
+            f'{{"Topic": {{"0": 12, "1": -2}}}}, not {text!r} ({exc})'
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"option {option}: the JSON must be an object of topics, not {text!r}")
+    out: Offsets = {}
+    for topic, queues in data.items():
+        try:
+            validate_topic(topic)
+        except Exception as exc:
+            raise ConfigError(f"option {option}: {exc}") from None
+        if not isinstance(queues, dict):
+            raise ConfigError(
+                f"option {option}: topic {topic!r} must map to an object of queue ids, "
+                f"not {queues!r}"
+            )
+        per: dict[int, int] = {}
+        for qid, offset in queues.items():
+            if not re.fullmatch(r"\d{1,10}", qid) or int(qid) > MAX_QUEUE_ID:
+                raise ConfigError(
+                    f"option {option}: queue id {qid!r} of topic {topic} must be an integer "
+                    f"in [0, {MAX_QUEUE_ID}]"
+                )
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise ConfigError(
+                    f"option {option}: offset {offset!r} of {topic} queue {qid} must be an integer"
+                )
+            if offset < EARLIEST or offset >= 1 << 63:
+                raise ConfigError(
+                    f"option {option}: offset {offset} of {topic} queue {qid} must be >= 0, "
+                    "or -2 (earliest) or -1 (latest)"
+                )
+            if offset == EARLIEST and not allow_earliest:
+                raise ConfigError(f"option {option}: -2 (earliest) is not allowed here")
+            if offset == LATEST and not allow_latest:
+                raise ConfigError(f"option {option}: -1 (latest) is not allowed here")
+            per[int(qid)] = offset
+        out[topic] = per
+    return out
+
+
+def offsets_to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
+    """The JSON form Spark checkpoints: string queue ids, sorted, so equal offsets compare
+    equal as JSON text."""
+    return {t: {str(q): int(o) for q, o in sorted(qs.items())} for t, qs in sorted(offsets.items())}
+
+
+def offsets_from_json(data: object, what: str = "offset") -> Offsets:
+    """Read back an offset dict that Spark kept in a checkpoint (or passed between calls)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} {data!r} is not a JSON object of topics")
+    out: Offsets = {}
+    for topic, queues in data.items():
+        if not isinstance(topic, str) or not isinstance(queues, dict):
+            raise ConfigError(f"{what} {data!r}: topic {topic!r} must map to an object")
+        per: dict[int, int] = {}
+        for qid, offset in queues.items():
+            if not re.fullmatch(r"\d{1,10}", str(qid)) or isinstance(offset, bool):
+                raise ConfigError(f"{what} {data!r}: bad queue id {qid!r}")
+            if not isinstance(offset, int) or offset < 0:
+                raise ConfigError(f"{what} {data!r}: bad offset {offset!r} of queue {qid}")
+            per[int(qid)] = offset
+        out[topic] = per
+    return out
+
+
+def _subscription(opts: dict[str, str]) -> tuple[tuple[str, ...] | None, str | None]:
+    given = [k for k in ("topic", "topics", "topicpattern") if opts.get(k) not in (None, "")]
+    if len(given) != 1:
+        raise ConfigError(
+            "give exactly one of the options topic, topics (comma-separated) or topicPattern "
+            f"(a regular expression); got {', '.join(given) or 'none'}"
+        )
+    key = given[0]
+    if key == "topicpattern":
+        pattern = opts[key]
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"option topicPattern {pattern!r} is not a regex: {exc}") from None
+        return None, pattern
+    names = [t.strip() for t in opts[key].split(",")] if key == "topics" else [opts[key].strip()]
+    for name in names:
+        try:
+            validate_topic(name)
+        except Exception as exc:
+            raise ConfigError(f"option {key}: {exc}") from None
+    return tuple(dict.fromkeys(names)), None
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Check every read option; ``streaming`` selects the stream defaults (start at latest,
+    no ending offsets) as Spark's Kafka source does."""
+    opts = _lower(options)
+    _check_known(opts, READ_OPTIONS, "read")
+    store = opts.get("store") or opts.get("path") or None
+    namesrv = opts.get("namesrv") or None
+    if store is None and namesrv is None:
+        raise ConfigError(
+            "give option store (the broker's storePathRootDir, on this host) or namesrv "
+            "(host:port of the name server, to find the broker's store)"
+        )
+    topics, pattern = _subscription(opts)
+    starting = parse_offsets(
+        opts.get("startingoffsets"),
+        "startingOffsets",
+        default="latest" if streaming else "earliest",
+        allow_latest=streaming,
+    )
+    if streaming:
+        if "endingoffsets" in opts:
+            raise ConfigError("option endingOffsets is for batch queries only")
+        ending: OffsetSpec = "latest"
+    else:
+        ending = parse_offsets(
+            opts.get("endingoffsets"), "endingOffsets", default="latest", allow_earliest=False
+        )
+        if "maxoffsetspertrigger" in opts:
+            raise ConfigError("option maxOffsetsPerTrigger is for streaming queries only")
+    for spec, name in ((starting, "startingOffsets"), (ending, "endingOffsets")):
+        if isinstance(spec, dict) and topics is not None:
+            extra = sorted(set(spec) - set(topics))
+            if extra:
+                raise ConfigError(
+                    f"option {name} names topics that are not subscribed: {', '.join(extra)}"
+                )
+    return ReadOptions(
+        store=store,
+        namesrv=namesrv,
+        broker=opts.get("broker") or None,
+        topics=topics,
+        topic_pattern=pattern,
+        starting=starting,
+        ending=ending,
+        starting_timestamp=parse_int(opts.get("startingtimestamp"), "startingTimestamp", minimum=0),
+        max_offsets_per_trigger=parse_int(
+            opts.get("maxoffsetspertrigger"), "maxOffsetsPerTrigger", minimum=1
+        ),
+        fail_on_data_loss=parse_bool(opts.get("failondataloss"), "failOnDataLoss", True),
+        tags=parse_tags(opts.get("tags")),
+        include_properties=parse_bool(opts.get("includeproperties"), "includeProperties", False),
+        max_rows_per_partition=parse_int(
+            opts.get("maxrowsperpartition"), "maxRowsPerPartition", minimum=1
+        )
+        or DEFAULT_MAX_ROWS_PER_PARTITION,
+        min_partitions=parse_int(
+            opts.get("minpartitions"), "minPartitions", minimum=1, maximum=1 << 20
+        ),
+    )
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    """Check the write options: writes go through a producer, so ``namesrv`` is needed."""
+    opts = _lower(options)
+    _check_known(opts, WRITE_OPTIONS, "write")
+    namesrv = opts.get("namesrv")
+    if not namesrv:
+        raise ConfigError("writing needs option namesrv (host:port of the name server)")
+    topic = opts.get("topic") or None
+    if topic is not None:
+        try:
+            validate_topic(topic)
+        except Exception as exc:
+            raise ConfigError(f"option topic: {exc}") from None
+    timeout = opts.get("sendtimeout")
+    send_timeout = 3.0
+    if timeout is not None:
+        try:
+            send_timeout = float(timeout)
+        except ValueError:
+            raise ConfigError(f"option sendTimeout must be seconds, not {timeout!r}") from None
+        if not 0 < send_timeout <= 3600:
+            raise ConfigError(f"option sendTimeout must be in (0, 3600] seconds, not {timeout!r}")
+    return WriteOptions(
+        namesrv=namesrv,
+        topic=topic,
+        producer_group=opts.get("producergroup") or DEFAULT_PRODUCER_GROUP,
+        send_timeout=send_timeout,
+        write_batch_size=parse_int(
+            opts.get("writebatchsize"), "writeBatchSize", minimum=1, maximum=1 << 20
+        )
+        or DEFAULT_WRITE_BATCH_SIZE,
+    )

@@ -1,0 +1,222 @@
+"""Spark readers of the ``shmq`` source: batch and Structured Streaming.
+
+Planning (``partitions``, offsets) runs in Spark's Python planner processes on the driver
+and uses a ``Catalog`` of the store; reading runs on executors, which get only picklable
+``ShmqPartition``\\ s and a ``ScanSpec`` and map the store's files themselves. Readers keep
+no open file on ``self`` when Spark pickles them (``__getstate__`` drops the catalog).
+
+Streaming offsets are JSON ``{"Topic": {"queueId": nextOffset}}``; Spark checkpoints them,
+and a restarted query plans the same ranges from them, so each message is read exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from shmq.spark import planning
+from shmq.spark.catalog import Catalog, DataLossError, StoreLayout
+from shmq.spark.options import (
+    EARLIEST,
+    LATEST,
+    ReadOptions,
+    offsets_from_json,
+    offsets_to_json,
+)
+from shmq.spark.planning import Queue, QueueRange
+from shmq.spark.scan import ScanSpec, read_range
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShmqPartition(InputPartition):
+    """One Spark input partition: offsets ``[start, end)`` of one queue, and where the
+    store is (the executor's reader was pickled before planning, so it cannot know)."""
+
+    topic: str
+    queue_id: int
+    start: int
+    end: int
+    layout: StoreLayout
+
+
+def _partitions(ranges: list[QueueRange], layout: StoreLayout) -> list[InputPartition]:
+    return [ShmqPartition(r.topic, r.queue_id, r.start, r.end, layout) for r in ranges]
+
+
+class _CatalogUser:
+    """Readers open the catalog lazily on the driver and never pickle it."""
+
+    opts: ReadOptions
+    _catalog: Catalog | None
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = Catalog(self.opts)
+        return self._catalog
+
+    def _bounds(self) -> dict[Queue, tuple[int, int]]:
+        """(min, max) offset of every subscribed queue now."""
+        cat = self.catalog
+        cat.refresh()
+        out = {}
+        for topic, qid in cat.queues():
+            high = cat.max_offset(topic, qid)
+            out[(topic, qid)] = (cat.min_offset(topic, qid, high), high)
+        return out
+
+    def _by_time(self, bounds: dict[Queue, tuple[int, int]]):
+        ts = self.opts.starting_timestamp
+        if ts is None:
+            return None
+
+        def first_at(queue: Queue) -> int:
+            low, high = bounds[queue]
+            return self.catalog.offset_by_time(queue[0], queue[1], ts, low, high)
+
+        return first_at
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_catalog"] = None
+        return state
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Runs on an executor: decode the partition's range from the store's files."""
+        if not isinstance(partition, ShmqPartition):
+            return  # Spark's placeholder partition when there is nothing to read
+        opts = self.opts
+        spec = ScanSpec(partition.layout, opts.tags, opts.include_properties,
+                        opts.fail_on_data_loss)  # fmt: skip
+        yield from read_range(
+            spec, partition.topic, partition.queue_id, partition.start, partition.end
+        )
+
+
+class ShmqBatchReader(_CatalogUser, DataSourceReader):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self._catalog = None
+
+    def partitions(self) -> Sequence[InputPartition]:
+        opts = self.opts
+        try:
+            bounds = self._bounds()
+            starts = planning.resolve(
+                opts.starting, bounds, default=EARLIEST, by_time=self._by_time(bounds)
+            )
+            ends = planning.resolve(opts.ending, bounds, default=LATEST, by_time=None)
+            explicit = (
+                [q for q, o in planning.flatten(opts.starting).items() if o >= 0]
+                if isinstance(opts.starting, dict) and opts.starting_timestamp is None
+                else []
+            )
+            ranges = planning.batch_ranges(starts, ends, bounds, opts.fail_on_data_loss, explicit)
+            layout = self.catalog.layout
+        finally:
+            if self._catalog is not None:
+                self._catalog.close()
+                self._catalog = None
+        return _partitions(
+            planning.split(ranges, opts.max_rows_per_partition, opts.min_partitions), layout
+        )
+
+
+class ShmqStreamReader(_CatalogUser, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader. ``maxOffsetsPerTrigger`` becomes Spark's ``ReadMaxRows``, shared
+    over queues in proportion to their lag; ``Trigger.AvailableNow`` stops at the maxima seen
+    when the query started. Queues that appear later are read from offset 0 (a queue whose
+    first offsets were already cleaned then counts as data loss, as in Kafka's source)."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self._catalog = None
+        self._target: dict[Queue, int] | None = None
+        self._latest: dict[str, dict[str, int]] | None = None
+
+    def initialOffset(self) -> dict:
+        bounds = self._bounds()
+        start = planning.resolve(
+            self.opts.starting, bounds, default=EARLIEST, by_time=self._by_time(bounds)
+        )
+        if isinstance(self.opts.starting, dict) and self.opts.starting_timestamp is None:
+            for queue, offset in planning.flatten(self.opts.starting).items():
+                if queue in bounds and offset >= 0:
+                    planning.check_start(
+                        queue, offset, bounds[queue][0], self.opts.fail_on_data_loss
+                    )
+        return offsets_to_json(planning.nest(start))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_offsets_per_trigger
+        return ReadMaxRows(n) if n is not None else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {q: high for q, (_, high) in self._bounds().items()}
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = planning.flatten(offsets_from_json(start, "start offset"))
+        latest = {q: high for q, (_, high) in self._bounds().items()}
+        for queue, offset in begin.items():
+            have = latest.get(queue)
+            if have is None:
+                latest[queue] = offset  # no longer listed (topic deleted): stay put
+            elif have < offset:
+                message = (
+                    f"{queue[0]} queue {queue[1]}: its max offset {have} is below the "
+                    f"query's offset {offset} (the queue was deleted or reset)"
+                )
+                if self.opts.fail_on_data_loss:
+                    raise DataLossError(message + "; set failOnDataLoss=false to wait instead")
+                log.warning("%s; waiting until it passes %d", message, offset)
+                latest[queue] = offset
+        self._latest = offsets_to_json(planning.nest(latest))
+        if self._target is not None:
+            latest = {q: min(o, self._target.get(q, begin.get(q, 0))) for q, o in latest.items()}
+            latest = {q: max(o, begin.get(q, 0)) for q, o in latest.items()}
+        if isinstance(limit, ReadMaxRows):
+            latest = planning.cap(begin, latest, limit.max_rows)
+        return offsets_to_json(planning.nest(latest))
+
+    def reportLatestOffset(self) -> dict | None:
+        return self._latest
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin = planning.flatten(offsets_from_json(start, "start offset"))
+        stop = planning.flatten(offsets_from_json(end, "end offset"))
+        cat = self.catalog
+        cat.refresh()
+        ranges = []
+        for queue in sorted(stop):
+            first, last = begin.get(queue, 0), stop[queue]
+            if last <= first:
+                continue
+            low = cat.min_offset(queue[0], queue[1], last)
+            first = planning.check_start(queue, first, low, self.opts.fail_on_data_loss)
+            if last > first:
+                ranges.append(QueueRange(queue[0], queue[1], first, last))
+        return _partitions(
+            planning.split(ranges, self.opts.max_rows_per_partition, self.opts.min_partitions),
+            cat.layout,
+        )
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the store keeps messages until its own retention expires."""
+
+    def stop(self) -> None:
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None

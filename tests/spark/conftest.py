@@ -1,0 +1,82 @@
+"""One local[2] SparkSession for every Spark test (start-up costs seconds), a namesrv and
+broker for the session, and small direct stores for the cleanup tests.
+
+Spark's Python workers must import shmq: they run ``PYSPARK_PYTHON`` (this interpreter) with
+this checkout on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("pyspark", minversion="4.2")
+pytest.importorskip("pyarrow")
+
+from e2e_helpers import ROOT, cluster, shm_entries
+from shmq.client.admin import Admin
+from shmq.client.queue_reader import QueueReader
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
+    from pyspark.sql import SparkSession
+
+    import shmq.spark
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("shmq-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    shmq.spark.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    """A namesrv and a broker (1 MiB CommitLog files, 1024-unit consume-queue files)."""
+    before = shm_entries()
+    with cluster(tmp_path_factory.mktemp("cluster"), defaultTopicQueueNums=4) as c:
+        yield c
+    assert shm_entries() - before == set()
+
+
+@pytest.fixture(scope="session")
+def make_topic(broker):
+    """``make_topic(name, queues)`` creates a topic and waits for its route."""
+
+    def make(topic: str, queues: int = 4) -> str:
+        _create_topic(broker, topic, queues)
+        return topic
+
+    return make
+
+
+def _create_topic(c, topic: str, queues: int) -> None:
+    with Admin(c.namesrv) as admin:
+        admin.update_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+    with QueueReader("probe", c.namesrv) as reader:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if len(reader.queues(topic)) == queues:
+                    return
+            except Exception:  # no route yet
+                pass
+            reader.routes.invalidate(topic)
+            time.sleep(0.05)
+    raise AssertionError(f"no route for {topic}")
