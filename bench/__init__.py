@@ -1,1 +1,2 @@
-"""Benchmarks, run as scripts from the checkout (``python bench/store_bench.py --quick``)."""
+"""Benchmarks, run from the checkout: ``python -m bench`` compares shmq with the alternatives
+(``bench.run``); the others are scripts (``python bench/store_bench.py --quick``)."""

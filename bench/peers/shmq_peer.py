@@ -1,0 +1,186 @@
+"""shmq itself: an embedded namesrv and broker (agents in their own processes, store on disk
+in a temporary directory), ASYNC_FLUSH for W1–W4 (RocketMQ's default: durable once in the
+CommitLog file, flushed within ``flushIntervalCommitLog``), SYNC_FLUSH for W5 (a send is
+acknowledged only after the flush agent's group commit reached it).
+
+Producers use either the single-message API (``send_async``: one call per message, many in
+flight; ``send``: one call per message, waiting for its answer) or the bulk path
+(``send_bulk`` of a uint8 buffer and int64 boundaries, encoded by one kernel call). The
+consumer always uses the fastest public consumer path, ``QueueReader.pull`` (reads the
+store's mapped files directly, up to 1,024 messages per call, long-polls when caught up).
+For W5 the row also reports messages per fsync: messages stored ÷ flushes, from the
+broker's runtime stats over the case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from bench.peers.base import Endpoint, Peer, Receiver, Sender
+from bench.workloads import Api, Case, Workload
+
+BROKER = "broker-a"
+BULK = Api("send_bulk", batched=True, batch=4096)
+# one call per message runs at ~10,000–30,000 msg/s here (see the README's bench section):
+# fewer messages keep the run within its time budget; the row reports the count
+SEND_ASYNC = Api("send_async", cap=200_000)
+SEND = Api("send", cap=20_000)
+SETTLE_EVERY = 65536  # send_async futures collected before waiting for their answers
+MAX_PULL = 1024
+
+
+class ShmqPeer(Peer):
+    system = "shmq"
+    module = __name__
+    durable = True
+    apis = (SEND_ASYNC, BULK)
+    warmup_messages = 1  # one per producer, see _Sender.warm_up
+
+    def unavailable(self) -> str | None:
+        try:
+            import shmq.client.producer  # noqa: F401
+        except ImportError as exc:
+            return f"shmq cannot be imported ({exc})"
+        return None
+
+    def skip_reason(self, workload: Workload, quick: bool) -> str | None:
+        return None
+
+    def apis_for(self, workload: Workload) -> tuple[Api, ...]:
+        """Throughput: ``send_async`` and ``send_bulk``. Latency: ``send_async``, ``send``
+        (waits for each answer) and ``send_oneway`` (no answer at all) paced, and
+        ``send_bulk`` of whatever is due. W5: ``send`` (eight synchronous producers, the
+        classic RocketMQ sync send), ``send_async`` and ``send_bulk`` of 1,024, which put
+        more messages into each group commit."""
+        if workload.latency:
+            return (SEND_ASYNC, SEND, Api("send_oneway"), BULK)
+        if workload.sync:
+            return (SEND, SEND_ASYNC, Api("send_bulk", batched=True, batch=1024))
+        return self.apis
+
+    @contextlib.contextmanager
+    def server(self, flavor: str) -> Iterator[Endpoint]:
+        from bench.embedded import embedded_broker
+
+        flush = "SYNC_FLUSH" if flavor == "sync" else "ASYNC_FLUSH"
+        with embedded_broker("BenchWarmup", 1, flush_disk_type=flush) as namesrv:
+            yield {"namesrv": namesrv, "flush": flush}
+
+    def prepare(self, endpoint: Endpoint, case: Case) -> Endpoint:
+        from shmq.client.admin import Admin
+
+        queues = case.workload.producers
+        topic = f"Bench_{case.name}"
+        with Admin(endpoint["namesrv"]) as admin:
+            admin.update_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+            before = admin.broker_status(BROKER)
+        return {**endpoint, "topic": topic, "before": _flush_counts(before)}
+
+    def finish(self, endpoint: Endpoint, case_endpoint: Endpoint, case: Case) -> dict[str, Any]:
+        from shmq.client.admin import Admin
+
+        if endpoint["flush"] != "SYNC_FLUSH":
+            return {}
+        with Admin(endpoint["namesrv"]) as admin:
+            after = _flush_counts(admin.broker_status(BROKER))
+        msgs, flushes = (a - b for a, b in zip(after, case_endpoint["before"], strict=True))
+        return {"msgs_per_fsync": msgs / flushes if flushes else None}
+
+
+def _flush_counts(stats: dict[str, Any]) -> tuple[int, int]:
+    return int(stats["msgs_in"]), int(stats["flushes"])
+
+
+class _Sender(Sender):
+    def __init__(self, namesrv: str, topic: str, api: str) -> None:
+        from shmq.client.producer import Producer
+        from shmq.message import Message
+
+        self.producer = Producer(f"bench-producer-{os.getpid()}", namesrv)
+        self.topic, self.message, self.api = topic, Message, api
+        self.futures: list[Any] = []
+        if api == "send":
+            self.send = self._send_sync
+        elif api == "send_oneway":
+            self.send = self._send_oneway
+
+    def warm_up(self, body: bytes) -> None:
+        """One message through the API under test: connects the ring and loads that API's
+        numba kernels (a first call costs ~0.3 s) before the clock starts."""
+        if self.api == "send_bulk":
+            self.send_prepared(self.prepare([body]))
+        elif self.api == "send_async":
+            self.producer.send_async(self.message(self.topic, body)).result(60)
+        elif self.api == "send_oneway":
+            self._send_oneway(body)
+        else:
+            self.producer.send(self.message(self.topic, body))
+
+    def _send_oneway(self, body: bytes) -> None:
+        self.producer.send_oneway(self.message(self.topic, body))
+
+    def _send_sync(self, body: bytes) -> None:
+        self.producer.send(self.message(self.topic, body))
+
+    def send(self, body: bytes) -> None:
+        self.futures.append(self.producer.send_async(self.message(self.topic, body)))
+        if len(self.futures) >= SETTLE_EVERY:
+            self.flush()
+
+    def prepare(self, bodies: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        data = np.frombuffer(b"".join(bodies), dtype=np.uint8)
+        offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in bodies], out=offsets[1:])
+        return data, offsets
+
+    def send_prepared(self, batch: tuple[np.ndarray, np.ndarray]) -> None:
+        self.producer.send_bulk(self.topic, batch)
+
+    def flush(self) -> None:
+        for f in self.futures:
+            f.result(60)
+        self.futures.clear()
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+class _Receiver(Receiver):
+    def __init__(self, namesrv: str, topic: str, bodies: bool) -> None:
+        from shmq.client.queue_reader import QueueReader
+
+        self.bodies = bodies  # only latency runs look inside; the others count MessageExts
+        self.reader = QueueReader(f"bench-consumer-{os.getpid()}", namesrv)
+        self.queues = self.reader.queues(topic)
+        self.offsets = {mq: self.reader.max_offset(mq) for mq in self.queues}
+
+    def recv(self, timeout: float) -> Sequence[bytes]:
+        pull, offsets, out = self.reader.pull, self.offsets, []
+        if len(self.queues) == 1:  # long-poll the one queue
+            mq = self.queues[0]
+            result = pull(mq, offsets[mq], MAX_PULL, timeout=timeout)
+            offsets[mq] = result.next_begin_offset
+            return [m.body for m in result.messages] if self.bodies else result.messages
+        for mq in self.queues:
+            result = pull(mq, offsets[mq], MAX_PULL)
+            offsets[mq] = result.next_begin_offset
+            out += [m.body for m in result.messages] if self.bodies else result.messages
+        if not out:
+            self.reader.wait(offsets, timeout)
+        return out
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def open_sender(endpoint: Endpoint, case: Case, index: int) -> Sender:
+    return _Sender(endpoint["namesrv"], endpoint["topic"], case.api.label)
+
+
+def open_receiver(endpoint: Endpoint, case: Case) -> Receiver:
+    return _Receiver(endpoint["namesrv"], endpoint["topic"], case.workload.latency)

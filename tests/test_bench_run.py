@@ -1,0 +1,68 @@
+"""``python -m bench --quick`` runs end to end on a tiny subset and writes rows of the
+documented shape; a system that cannot run is a skipped row with its reason, never a number.
+(Speeds are printed, never asserted: the machine is shared.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS = {
+    "workload", "system", "api", "durable", "messages", "msgs_per_s", "mb_per_s",
+    "p50_us", "p99_us", "p999_us", "skipped", "msgs_per_fsync",
+}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_bench_quick_w1_writes_rows_and_charts(tmp_path: Path) -> None:
+    argv = ["--quick", "--workloads", "W1,W5", "--systems", "shmq,multiprocessing.Queue"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "bench", *argv, "--out", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    ) as proc:
+        stdout, stderr = proc.communicate(timeout=280)
+    assert proc.returncode == 0, stdout + stderr
+    # the embedded broker lives in the bench's process: its segments are named after it
+    assert not [n for n in os.listdir("/dev/shm") if f"shmq-{proc.pid}-" in n]
+    (path,) = tmp_path.glob("*-quick.json")
+    rows = json.loads(path.read_text())
+    assert all(set(r) == KEYS for r in rows), rows
+    measured = [r for r in rows if r["skipped"] is None]
+    assert {(r["workload"], r["system"]) for r in measured} >= {
+        ("W1", "shmq"),
+        ("W1", "multiprocessing.Queue"),
+        ("W5", "shmq"),
+    }
+    for r in measured:
+        assert r["messages"] > 0 and r["msgs_per_s"] > 0 and r["mb_per_s"] > 0, r
+    # multiprocessing.Queue keeps nothing on disk: W5 (SYNC_FLUSH) is skipped, with why
+    skipped = [r for r in rows if r["workload"] == "W5" and r["system"] != "shmq"]
+    assert skipped and all("durable" in r["skipped"] for r in skipped), skipped
+    assert all(r["msgs_per_s"] is None for r in skipped)
+    assert any(r["msgs_per_fsync"] for r in rows if r["workload"] == "W5"), rows
+    if importlib.util.find_spec("matplotlib") is not None:
+        charts = sorted(p.name.split("-quick-")[1] for p in tmp_path.glob("*.png"))
+        assert charts == ["W1.png", "W5.png"]
+    assert "shmq bulk ÷" in stdout
+
+
+def test_missing_peer_is_skipped_with_its_reason(monkeypatch) -> None:
+    from bench.peers.redis_streams import RedisStreamsPeer
+    from bench.run import run_peer
+    from bench.workloads import WORKLOADS
+
+    monkeypatch.setattr("bench.peers.redis_streams.find_program", lambda *_: None)
+    rows = run_peer(RedisStreamsPeer(), [WORKLOADS["W1"]], quick=True)
+    assert rows and all("redis-server not found" in r["skipped"] for r in rows)
+    assert all(r["msgs_per_s"] is None for r in rows)
