@@ -34,6 +34,7 @@ _EXPORTS = {
     "Admin": "shmq.client.admin",
     "Message": "shmq.message",
     "MessageExt": "shmq.message",
+    "MessageBatch": "shmq.message",
     "MessageQueue": "shmq.client.types",
     "SendResult": "shmq.client.types",
     "SendStatus": "shmq.client.types",
@@ -67,6 +68,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "ConsumeResult",
     "InvalidMessageError",
     "Message",
+    "MessageBatch",
     "MessageExt",
     "MessageModel",
     "MessageQueue",
@@ -127,4 +129,4 @@ if TYPE_CHECKING:
         SendTimeoutError,
         ShmqError,
     )
-    from shmq.message import Message, MessageExt
+    from shmq.message import Message, MessageBatch, MessageExt

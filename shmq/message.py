@@ -7,6 +7,7 @@ only when it has a non-empty name and value, as RocketMQ's ``string2messagePrope
 from __future__ import annotations
 
 import base64
+import itertools
 import re
 import socket
 from collections.abc import Iterable, Mapping, Sequence
@@ -215,6 +216,56 @@ def parse_offset_msg_id(msg_id: str) -> tuple[str, int]:
     except ValueError:
         raise InvalidMessageIdError(f"message id {msg_id!r} is not hexadecimal") from None
     return host_text(raw[:-8]), int.from_bytes(raw[-8:], "big", signed=True)
+
+
+class MessageBatch:
+    """Consecutive messages of one queue as columns, without a ``MessageExt`` per message
+    (what ``QueueReader.pull_bulk`` returns; the consume side of ``Producer.send_bulk``):
+    ``bodies`` (uint8, back to back, a copy out of the store) with ``body_offsets`` (n + 1
+    int64 boundaries), ``queue_offsets`` and ``store_timestamps`` (int64, ms).
+
+    Example::
+
+        result = reader.pull_bulk(mq, offset, max_nums=4096)
+        batch = result.batch
+        print(len(batch), batch.body(0), batch.queue_offsets[-1])
+        lengths = np.diff(batch.body_offsets)  # numpy all the way, no per-message object
+    """
+
+    __slots__ = ("bodies", "body_offsets", "queue_id", "queue_offsets", "store_timestamps",
+                 "topic")  # fmt: skip
+
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        bodies: np.ndarray,
+        body_offsets: np.ndarray,
+        queue_offsets: np.ndarray,
+        store_timestamps: np.ndarray,
+    ) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.bodies = bodies
+        self.body_offsets = body_offsets
+        self.queue_offsets = queue_offsets
+        self.store_timestamps = store_timestamps
+
+    def __len__(self) -> int:
+        return self.queue_offsets.shape[0]
+
+    def body(self, i: int) -> bytes:
+        return self.bodies[self.body_offsets[i] : self.body_offsets[i + 1]].tobytes()
+
+    def __iter__(self):
+        """The bodies, as ``bytes``."""
+        data = self.bodies.tobytes()
+        ends = self.body_offsets.tolist()
+        return (data[a:b] for a, b in itertools.pairwise(ends))
+
+    def __repr__(self) -> str:
+        first = int(self.queue_offsets[0]) if len(self) else None
+        return f"MessageBatch({self.topic}, queue {self.queue_id}, {len(self)} from {first})"
 
 
 class MessageExt:

@@ -6,8 +6,10 @@ acknowledged only after the flush agent's group commit reached it).
 Producers use either the single-message API (``send_async``: one call per message, many in
 flight; ``send``: one call per message, waiting for its answer) or the bulk path
 (``send_bulk`` of a uint8 buffer and int64 boundaries, encoded by one kernel call). The
-consumer always uses the fastest public consumer path, ``QueueReader.pull`` (reads the
-store's mapped files directly, up to 1,024 messages per call, long-polls when caught up).
+consumer reads the store's mapped files directly and long-polls when caught up, with the
+API that matches the producer's: ``QueueReader.pull`` (a ``MessageExt`` per message, up to
+1,024 per call) for the single-message APIs, ``QueueReader.pull_bulk`` (one
+``MessageBatch`` of up to 16,384: bodies in one buffer) for ``send_bulk``.
 For W5 the row also reports messages per fsync: messages stored ÷ flushes, from the
 broker's runtime stats over the case.
 """
@@ -17,12 +19,15 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bench.peers.base import Endpoint, Peer, Receiver, Sender
 from bench.workloads import Api, Case, Workload
+
+if TYPE_CHECKING:
+    from shmq.client.types import MessageQueue
 
 BROKER = "broker-a"
 BULK = Api("send_bulk", batched=True, batch=4096)
@@ -32,6 +37,7 @@ SEND_ASYNC = Api("send_async", cap=200_000)
 SEND = Api("send", cap=20_000)
 SETTLE_EVERY = 65536  # send_async futures collected before waiting for their answers
 MAX_PULL = 1024
+MAX_BULK_PULL = 16384
 
 
 class ShmqPeer(Peer):
@@ -151,28 +157,36 @@ class _Sender(Sender):
 
 
 class _Receiver(Receiver):
-    def __init__(self, namesrv: str, topic: str, bodies: bool) -> None:
+    def __init__(self, namesrv: str, topic: str, bodies: bool, bulk: bool) -> None:
         from shmq.client.queue_reader import QueueReader
 
-        self.bodies = bodies  # only latency runs look inside; the others count MessageExts
+        self.bodies = bodies  # only latency runs look inside; the others count messages
+        self.bulk = bulk
         self.reader = QueueReader(f"bench-consumer-{os.getpid()}", namesrv)
         self.queues = self.reader.queues(topic)
         self.offsets = {mq: self.reader.max_offset(mq) for mq in self.queues}
 
     def recv(self, timeout: float) -> Sequence[bytes]:
-        pull, offsets, out = self.reader.pull, self.offsets, []
+        offsets, out = self.offsets, []
         if len(self.queues) == 1:  # long-poll the one queue
-            mq = self.queues[0]
-            result = pull(mq, offsets[mq], MAX_PULL, timeout=timeout)
-            offsets[mq] = result.next_begin_offset
-            return [m.body for m in result.messages] if self.bodies else result.messages
+            return self._pull(self.queues[0], timeout)
         for mq in self.queues:
-            result = pull(mq, offsets[mq], MAX_PULL)
-            offsets[mq] = result.next_begin_offset
-            out += [m.body for m in result.messages] if self.bodies else result.messages
+            out += self._pull(mq, 0.0)
         if not out:
             self.reader.wait(offsets, timeout)
         return out
+
+    def _pull(self, mq: MessageQueue, timeout: float) -> Sequence[bytes]:
+        """What arrived on ``mq``: a ``MessageBatch`` (it iterates as bodies) or a list."""
+        if self.bulk:
+            result = self.reader.pull_bulk(mq, self.offsets[mq], MAX_BULK_PULL, timeout=timeout)
+            self.offsets[mq] = result.next_begin_offset
+            if result.batch is None:
+                return []
+            return list(result.batch) if self.bodies else result.batch
+        result = self.reader.pull(mq, self.offsets[mq], MAX_PULL, timeout=timeout)
+        self.offsets[mq] = result.next_begin_offset
+        return [m.body for m in result.messages] if self.bodies else result.messages
 
     def close(self) -> None:
         self.reader.close()
@@ -183,4 +197,6 @@ def open_sender(endpoint: Endpoint, case: Case, index: int) -> Sender:
 
 
 def open_receiver(endpoint: Endpoint, case: Case) -> Receiver:
-    return _Receiver(endpoint["namesrv"], endpoint["topic"], case.workload.latency)
+    return _Receiver(
+        endpoint["namesrv"], endpoint["topic"], case.workload.latency, case.api.batched
+    )

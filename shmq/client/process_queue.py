@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 
-from shmq.message import MessageExt
+from shmq.message import MessageBatch, MessageExt
 
 
 class ProcessQueue:
@@ -26,9 +26,11 @@ class ProcessQueue:
         self.last_pull = time.monotonic()
         self.last_consume = time.monotonic()
         self.next_pull_at = 0.0  # pull interval / flow-control back-off (monotonic)
-        self._msgs: dict[int, MessageExt] = {}
+        # first queue offset -> a message, or a whole MessageBatch of a bulk consumer
+        self._msgs: dict[int, MessageExt | MessageBatch] = {}
         self._order: deque[int] = deque()  # offsets in put order, lazily trimmed
         self._max = -1
+        self._count = 0
         self._size = 0
         self._lock = threading.Lock()
 
@@ -45,16 +47,38 @@ class ProcessQueue:
                 return
             self._msgs.update(zip(offsets, msgs, strict=True))
             self._order.extend(offsets)
+            self._count += len(msgs)
             self._size += sum([len(m.body) for m in msgs])
             self._max = max(self._max, max(offsets))
+
+    def put_batch(self, batch: MessageBatch) -> None:
+        """Add a bulk consumer's batch as one entry (consumed, or not, as a whole)."""
+        first = int(batch.queue_offsets[0])
+        with self._lock:
+            if first in self._msgs:
+                return
+            self._msgs[first] = batch
+            self._order.append(first)
+            self._count += len(batch)
+            self._size += batch.bodies.nbytes
+            self._max = max(self._max, int(batch.queue_offsets[-1]))
+
+    def remove_batch(self, batch: MessageBatch) -> int:
+        """Take a consumed batch out; returns the offset to commit now."""
+        with self._lock:
+            if self._msgs.pop(int(batch.queue_offsets[0]), None) is not None:
+                self._count -= len(batch)
+                self._size -= batch.bodies.nbytes
+            return self._commit_offset()
 
     def remove(self, msgs: Iterable[MessageExt]) -> int:
         """Take consumed ``msgs`` out; returns the offset to commit now (-1 when nothing
         was ever put)."""
         with self._lock:
             pop = self._msgs.pop
-            gone = [pop(m.queue_offset, None) for m in msgs]
-            self._size -= sum([len(m.body) for m in gone if m is not None])
+            gone = [m for m in [pop(m.queue_offset, None) for m in msgs] if m is not None]
+            self._count -= len(gone)
+            self._size -= sum([len(m.body) for m in gone])
             return self._commit_offset()
 
     def _commit_offset(self) -> int:
@@ -75,11 +99,13 @@ class ProcessQueue:
         with self._lock:
             self._msgs.clear()
             self._order.clear()
+            self._count = 0
             self._size = 0
 
     @property
     def count(self) -> int:
-        return len(self._msgs)
+        """Messages inside."""
+        return self._count
 
     @property
     def size(self) -> int:
@@ -94,12 +120,14 @@ class ProcessQueue:
             order = self._order
             while order[-1] not in self._msgs:
                 order.pop()
-            return order[-1] - self._commit_offset()
+            last = self._msgs[order[-1]]
+            top = last.queue_offset if isinstance(last, MessageExt) else int(last.queue_offsets[-1])
+            return top - self._commit_offset()
 
     def stats(self) -> dict[str, int | bool]:
         with self._lock:
             return {
-                "msgCount": len(self._msgs),
+                "msgCount": self._count,
                 "msgSize": self._size,
                 "maxOffset": self._max,
                 "commitOffset": self._commit_offset(),

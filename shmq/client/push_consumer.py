@@ -35,13 +35,14 @@ from dataclasses import dataclass, field
 
 from shmq.client.consumer_base import ConsumerBase, queues_of
 from shmq.client.process_queue import ProcessQueue
+from shmq.client.queue_reader import MAX_BULK_PULL, MAX_PULL
 from shmq.client.types import ConsumeContext, ConsumeResult, MessageModel, MessageQueue, PullStatus
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
-from shmq.message import MessageExt
+from shmq.message import MessageBatch, MessageExt
 
 log = logging.getLogger(__name__)
 
-Listener = Callable[[list[MessageExt], ConsumeContext], ConsumeResult]
+Listener = Callable[[list[MessageExt] | MessageBatch, ConsumeContext], ConsumeResult]
 
 FLOW_CONTROL_DELAY_S = 0.05  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
 EXCEPTION_DELAY_S = 3.0  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
@@ -50,7 +51,7 @@ MIB = 1024 * 1024
 
 @dataclass(eq=False)
 class ConsumeRequest:
-    msgs: list[MessageExt]
+    msgs: list[MessageExt] | MessageBatch
     pq: ProcessQueue
     mq: MessageQueue
     started: float = 0.0
@@ -81,6 +82,10 @@ class PushConsumer(ConsumerBase):
     topic they will go back to the broker), in broadcasting they are dropped with a log line,
     as RocketMQ does.
 
+    ``bulk=True`` is the consume side of ``Producer.send_bulk``: the listener gets one
+    ``MessageBatch`` per pull (up to ``pull_batch_size``, which may then be up to 65,536)
+    instead of a list of ``MessageExt``, and its result applies to the whole batch.
+
     Example::
 
         with PushConsumer("Telemetry", listener=lambda msgs, ctx: ConsumeResult.CONSUME_SUCCESS
@@ -109,13 +114,14 @@ class PushConsumer(ConsumerBase):
         consume_timeout: float = 15 * 60.0,
         reconsume_delay: float = 5.0,
         await_termination: float = 10.0,
+        bulk: bool = False,
         **options,
     ) -> None:
         super().__init__(group, namesrv, **options)
         _check_range("consume_thread_min", consume_thread_min, 1, 1000)
         _check_range("consume_thread_max", consume_thread_max, consume_thread_min, 1000)
         _check_range("consume_message_batch_max_size", consume_message_batch_max_size, 1, 1024)
-        _check_range("pull_batch_size", pull_batch_size, 1, 1024)
+        _check_range("pull_batch_size", pull_batch_size, 1, MAX_BULK_PULL if bulk else MAX_PULL)
         _check_range("pull_threshold_for_queue", pull_threshold_for_queue, 1, 65535)
         _check_range("pull_threshold_size_for_queue", pull_threshold_size_for_queue, 1, 1024)
         _check_range("pull_threshold_for_topic", pull_threshold_for_topic, 1, 6553500, True)
@@ -129,6 +135,7 @@ class PushConsumer(ConsumerBase):
         self.consume_thread_max = consume_thread_max
         self.batch_max = consume_message_batch_max_size
         self.pull_batch_size = pull_batch_size
+        self.bulk = bulk
         self.pull_interval = pull_interval
         self.threshold_queue = pull_threshold_for_queue
         self.threshold_size_queue = pull_threshold_size_for_queue
@@ -297,8 +304,17 @@ class PushConsumer(ConsumerBase):
             return 0
         reader = self.instance.reader
         offset = pq.next_offset
-        result = reader.pull(mq, offset, max_nums, sub.expression, 0.0)
+        if self.bulk:
+            result = reader.pull_bulk(mq, offset, max_nums, sub.expression, 0.0)
+        else:
+            result = reader.pull(mq, offset, max_nums, sub.expression, 0.0)
         pq.last_pull = time.monotonic()
+        if result.batch is not None:
+            pq.next_offset = result.next_begin_offset
+            pq.put_batch(result.batch)
+            self.counters["pulled"] += len(result.batch)
+            self._submit(ConsumeRequest(result.batch, pq, mq))
+            return len(result.batch)
         if result.pull_status is PullStatus.FOUND:
             msgs = sub.filter(result.messages)
             pq.next_offset = result.next_begin_offset
@@ -343,7 +359,7 @@ class PushConsumer(ConsumerBase):
         except Exception as exc:
             log.warning("consumer %s: listener raised on %d message(s) of %s at offset %d: %r;"
                         " consuming them later", self.group, len(msgs), request.mq,
-                        msgs[0].queue_offset, exc, exc_info=True)  # fmt: skip
+                        _first_offset(msgs), exc, exc_info=True)  # fmt: skip
             status = ConsumeResult.RECONSUME_LATER
         finally:
             self._running.pop(request.seq, None)
@@ -358,8 +374,12 @@ class PushConsumer(ConsumerBase):
 
     def _finish(self, request: ConsumeRequest, status: ConsumeResult, ctx: ConsumeContext) -> None:
         msgs = request.msgs
-        ack = min(ctx.ack_index, len(msgs) - 1) if status is ConsumeResult.CONSUME_SUCCESS else -1
-        done, failed = msgs[: ack + 1], msgs[ack + 1 :]
+        ok = status is ConsumeResult.CONSUME_SUCCESS
+        if isinstance(msgs, MessageBatch):  # a bulk listener's result covers the batch
+            done, failed = (msgs, []) if ok else ([], msgs)
+        else:
+            ack = min(ctx.ack_index, len(msgs) - 1) if ok else -1
+            done, failed = msgs[: ack + 1], msgs[ack + 1 :]
         self.counters["consumed"] += len(done)
         self.counters["failed"] += len(failed)
         if failed and self.message_model is MessageModel.BROADCASTING:
@@ -368,13 +388,17 @@ class PushConsumer(ConsumerBase):
             done, failed = msgs, []
         if failed:
             self._consume_later(ConsumeRequest(failed, request.pq, request.mq))
-        offset = request.pq.remove(done)
+        if isinstance(done, MessageBatch):
+            offset = request.pq.remove_batch(done)
+        else:
+            offset = request.pq.remove(done)
         if offset >= 0 and not request.pq.dropped:
             self.offsets.update(request.mq, offset, increase_only=True)
 
     def _consume_later(self, request: ConsumeRequest) -> None:
-        for m in request.msgs:
-            m.reconsume_times += 1
+        if not isinstance(request.msgs, MessageBatch):  # a batch has no per-message count
+            for m in request.msgs:
+                m.reconsume_times += 1
         with self._lock:
             due = time.monotonic() + self.reconsume_delay
             heapq.heappush(self._later, (due, request.seq, request))
@@ -403,3 +427,7 @@ class PushConsumer(ConsumerBase):
                             request.mq)  # fmt: skip
                 self.counters["failed"] += len(request.msgs)
                 self._consume_later(ConsumeRequest(request.msgs, request.pq, request.mq))
+
+
+def _first_offset(msgs: list[MessageExt] | MessageBatch) -> int:
+    return int(msgs.queue_offsets[0]) if isinstance(msgs, MessageBatch) else msgs[0].queue_offset

@@ -32,6 +32,7 @@ from shmq.store.reader import StoreReader
 from shmq.store.results import parse_tag_filter
 
 MAX_PULL = 1024
+MAX_BULK_PULL = 65536
 
 
 class _ConsumerLink:
@@ -107,27 +108,60 @@ class QueueReader:
         expression: str | None = "*",
         timeout: float = 0.0,
     ) -> PullResult:
-        """Up to ``max_nums`` messages from ``offset``; when none is there yet, wait up to
-        ``timeout`` seconds for one (long polling). Tag filtering as RocketMQ: hash in the
-        consume queue, then the tag string here."""
+        """Up to ``max_nums`` (≤ 1,024) messages from ``offset``; when none is there yet,
+        wait up to ``timeout`` seconds for one (long polling). Tag filtering as RocketMQ:
+        hash in the consume queue, then the tag string here."""
+        return self._pull(mq, offset, min(max_nums, MAX_PULL), expression, timeout, False)
+
+    def pull_bulk(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 4096,
+        expression: str | None = "*",
+        timeout: float = 0.0,
+    ) -> PullResult:
+        """``pull`` for bulk traffic (the consume side of ``Producer.send_bulk``): up to
+        ``max_nums`` (≤ 65,536) messages as one ``MessageBatch`` in ``result.batch``
+        (``result.messages`` stays empty), their bodies gathered by one kernel call."""
+        return self._pull(mq, offset, min(max_nums, MAX_BULK_PULL), expression, timeout, True)
+
+    def _pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int,
+        expression: str | None,
+        timeout: float,
+        bulk: bool,
+    ) -> PullResult:
         link = self._link(mq)
         codes = parse_tag_filter(expression)
-        tags = None if codes is None else {t.strip() for t in expression.split("||")}
+        tags = None if codes is None else frozenset(t.strip() for t in expression.split("||"))
         deadline = time.monotonic() + timeout
-        max_nums = max(1, min(max_nums, MAX_PULL))
+        max_nums = max(1, max_nums)
+        reader = link.reader
         while True:
             slot, max_offset = link.max_offset(mq.topic, mq.queue_id)
             if offset > max_offset or offset < 0:
                 return PullResult(PullStatus.OFFSET_ILLEGAL, max(0, min(offset, max_offset)), 0,
                                   max_offset)  # fmt: skip
             if offset < max_offset:
-                msgs, next_offset = link.reader.read_queue(
-                    mq.topic, mq.queue_id, offset, max_offset, max_nums, codes
-                )
-                if tags is not None:
-                    msgs = [m for m in msgs if m.tags in tags]
-                if msgs:
-                    return PullResult(PullStatus.FOUND, next_offset, 0, max_offset, msgs)
+                if bulk:
+                    batch, next_offset = reader.read_queue_bulk(
+                        mq.topic, mq.queue_id, offset, max_offset, max_nums, codes, tags
+                    )
+                    if len(batch):
+                        return PullResult(PullStatus.FOUND, next_offset, 0, max_offset,
+                                          batch=batch)  # fmt: skip
+                else:
+                    msgs, next_offset = reader.read_queue(
+                        mq.topic, mq.queue_id, offset, max_offset, max_nums, codes
+                    )
+                    if tags is not None:
+                        msgs = [m for m in msgs if m.tags in tags]
+                    if msgs:
+                        return PullResult(PullStatus.FOUND, next_offset, 0, max_offset, msgs)
                 if next_offset > offset:
                     offset = next_offset
                     continue

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shmq.message import MessageExt
+from shmq.message import MessageBatch, MessageExt
 
 
 @dataclass(frozen=True, order=True)
@@ -101,6 +101,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
+    batch: MessageBatch | None = None  # what pull_bulk found
 
 
 class MessageModel(enum.Enum):

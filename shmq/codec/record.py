@@ -586,3 +586,18 @@ def batch_sizes(body_offs, topic_len, props_offs, max_body, sizes):
         j = 0 if shared_props else i
         sizes[i] = extra + body_len + props_offs[j + 1] - props_offs[j]
     return -1
+
+
+@njit(cache=True, nogil=True)
+def gather_bodies(buf, rows, picked, out, out_offs, k):
+    """Copy the bodies of ``rows[picked]`` back to back into ``out`` from ``out_offs[k]``,
+    filling ``out_offs[k + 1:]`` (the consume side of a bulk send); returns the new ``k``."""
+    d = out_offs[k]
+    for i in range(picked.shape[0]):
+        r = picked[i]
+        n = rows[r, R_BODY_LEN]
+        _copy(out, d, buf, rows[r, R_BODY_START], n)
+        d += n
+        k += 1
+        out_offs[k] = d
+    return k

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 
 import numpy as np
 
 from shmq.codec import record as rec
 from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, match_tags
 from shmq.errors import CorruptStoreError
-from shmq.message import MessageExt
+from shmq.message import PROPERTY_TAGS, MessageBatch, MessageExt, decode_properties
 from shmq.store.commitlog import ScanBatch
 from shmq.store.mapped_file import MappedFile, offset_to_file_name
 
@@ -95,10 +96,65 @@ class StoreReader:
         """Messages from queue offset ``offset`` (below the published ``max_offset``), at
         most ``max_count``, only those whose tag hash is in ``tag_codes`` when given.
         Returns them and the next offset to read."""
+        phys, sizes, next_offset = self._pick(
+            topic, queue_id, offset, max_offset, max_count, tag_codes
+        )
+        messages: list[MessageExt] = []
+        for mf, rows, ok in self._records(phys, sizes, queue_id):
+            messages += ScanBatch(mf, rows).messages(ok, topic)
+        return messages, next_offset
+
+    def read_queue_bulk(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_offset: int,
+        max_count: int,
+        tag_codes: np.ndarray | None = None,
+        tags: frozenset[str] | None = None,
+    ) -> tuple[MessageBatch, int]:
+        """``read_queue`` as one ``MessageBatch``: the bodies copied by one kernel call per
+        CommitLog file, no object per message. ``tags``: keep only messages whose tag is
+        one of these (the string check after the hash filter)."""
+        phys, sizes, next_offset = self._pick(
+            topic, queue_id, offset, max_offset, max_count, tag_codes
+        )
+        bodies = np.empty(int(sizes.sum()), dtype=np.uint8)  # bodies are within the sizes
+        body_offs = np.zeros(phys.shape[0] + 1, dtype=np.int64)
+        queue_offs, store_ts = [], []
+        k = 0
+        for mf, rows, ok in self._records(phys, sizes, queue_id):
+            if tags is not None:
+                ok = ok[[_tags(mf.buf, rows[r]) in tags for r in ok.tolist()]]
+            k = rec.gather_bodies(mf.buf, rows, ok, bodies, body_offs, k)
+            queue_offs.append(rows[ok, rec.R_QUEUE_OFFSET])
+            store_ts.append(rows[ok, rec.R_STORE_TS])
+        empty = np.empty(0, dtype=np.int64)
+        batch = MessageBatch(
+            topic,
+            queue_id,
+            bodies[: body_offs[k]],
+            body_offs[: k + 1],
+            np.concatenate(queue_offs) if queue_offs else empty,
+            np.concatenate(store_ts) if store_ts else empty,
+        )
+        return batch, next_offset
+
+    def _pick(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_offset: int,
+        max_count: int,
+        tag_codes: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """CommitLog offsets and sizes of the units to read, and the next queue offset."""
         end = min(max_offset, offset + (MAX_FILTER_SCAN if tag_codes is not None else max_count))
         units, first = self.units(topic, queue_id, offset, end)
         if units.size == 0:
-            return [], offset
+            return np.empty(0, np.int64), np.empty(0, np.int64), offset
         mf = self._queue(topic, queue_id).file_at(offset * CQ_UNIT_SIZE)
         picked = np.arange(units.size)
         if tag_codes is not None:
@@ -108,13 +164,14 @@ class StoreReader:
         next_offset = offset + (int(picked[-1]) + 1 if picked.size == max_count else units.size)
         phys = units["offset"][picked].astype(np.int64)
         sizes = units["size"][picked].astype(np.int64)
-        messages = self._messages(phys, sizes, topic, queue_id)
-        return messages, next_offset
+        return phys, sizes, next_offset
 
-    def _messages(
-        self, phys: np.ndarray, sizes: np.ndarray, topic: str, queue_id: int
-    ) -> list[MessageExt]:
-        messages: list[MessageExt] = []
+    def _records(
+        self, phys: np.ndarray, sizes: np.ndarray, queue_id: int
+    ) -> Iterator[tuple[MappedFile, np.ndarray, np.ndarray]]:
+        """The records at ``phys`` decoded one CommitLog file at a time: ``(file, rows,
+        indices of the rows that match their unit)``; units whose file is gone (cleanup) or
+        that hold no valid record are skipped."""
         i = 0
         while i < phys.shape[0]:
             mf = self.commitlog.file_at(int(phys[i]))
@@ -126,9 +183,8 @@ class StoreReader:
             local = phys[i:run_end] - mf.file_from_offset
             n = rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows)
             ok = (rows[:n, rec.R_SIZE] == sizes[i : i + n]) & (rows[:n, rec.R_QUEUE_ID] == queue_id)
-            messages += ScanBatch(mf, rows[:n]).messages(np.flatnonzero(ok), topic)
+            yield mf, rows[:n], np.flatnonzero(ok)
             i += n if n == run_end - i else n + 1  # skip a unit with no valid record
-        return messages
 
     def view(self, physical_offset: int) -> MessageExt | None:
         """The message at ``physical_offset`` (CRC-checked), or None."""
@@ -168,3 +224,10 @@ class StoreReader:
         for files in self._queues.values():
             files.close()
         self._queues.clear()
+
+
+def _tags(buf: np.ndarray, row: np.ndarray) -> str | None:
+    start = int(row[rec.R_PROPS_START])
+    return decode_properties(buf[start : start + int(row[rec.R_PROPS_LEN])].tobytes()).get(
+        PROPERTY_TAGS
+    )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
 from shmq.client.process_queue import ProcessQueue
-from shmq.message import MessageExt
+from shmq.message import MessageBatch, MessageExt
 
 
 def msg(offset: int, body: bytes = b"x") -> MessageExt:
@@ -48,3 +49,22 @@ def test_commit_never_skips_an_unconsumed_message(case):
         assert committed == expected
     assert pq.count == len(outstanding) and pq.size == 2 * len(outstanding)
     assert pq.span() == (max(outstanding) - min(outstanding) if outstanding else 0)
+
+
+def batch(first: int, n: int) -> MessageBatch:
+    offsets = np.arange(first, first + n, dtype=np.int64)
+    bodies = np.zeros(2 * n, dtype=np.uint8)
+    return MessageBatch("T", 0, bodies, np.arange(n + 1, dtype=np.int64) * 2, offsets, offsets)
+
+
+def test_bulk_batches_are_one_entry_each_and_commit_in_order():
+    pq = ProcessQueue(0)
+    a, b = batch(0, 100), batch(100, 50)
+    pq.put_batch(a)
+    pq.put_batch(b)
+    pq.put_batch(a)  # pulled again: ignored
+    assert (pq.count, pq.size, pq.span()) == (150, 300, 149)
+    assert pq.remove_batch(b) == 0  # the first batch is still being consumed
+    assert (pq.count, pq.span()) == (100, 99)
+    assert pq.remove_batch(a) == 150
+    assert (pq.count, pq.size, pq.commit_offset()) == (0, 0, 150)

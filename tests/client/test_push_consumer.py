@@ -14,7 +14,7 @@ from shmq.client.producer import Producer
 from shmq.client.push_consumer import PushConsumer
 from shmq.client.types import ConsumeResult, MessageQueue
 from shmq.errors import ClientError, ConfigError
-from shmq.message import Message
+from shmq.message import Message, MessageBatch
 
 OK = ConsumeResult.CONSUME_SUCCESS
 
@@ -254,3 +254,39 @@ def test_bad_configuration_is_refused(broker):
     pc = PushConsumer("g", broker.namesrv)
     with pytest.raises(ClientError, match="listener"):
         pc.start()
+
+
+def test_bulk_listener_gets_batches_and_a_failed_batch_comes_again(broker):
+    create_topic(broker, "PushBulk", 2)
+    with Producer("test-producer", broker.namesrv) as producer:
+        for q in range(2):  # send_bulk picks one queue per call, round robin
+            producer.send_bulk("PushBulk", [f"q{q}-{i}".encode() for i in range(300)])
+    got: list = []
+    failed_once: set = set()
+    lock = threading.Lock()
+
+    def on_batch(batch, ctx):
+        assert isinstance(batch, MessageBatch)
+        first = (batch.queue_id, int(batch.queue_offsets[0]))
+        with lock:
+            if first not in failed_once:  # every batch fails once, then succeeds
+                failed_once.add(first)
+                return ConsumeResult.RECONSUME_LATER
+            offsets = batch.queue_offsets.tolist()
+            got.extend(zip([batch.queue_id] * len(batch), offsets, batch, strict=True))
+        return OK
+
+    with consumer(broker, "g-bulk", "PushBulk", on_batch, bulk=True, pull_batch_size=5000,
+                  reconsume_delay=0.05) as pc:  # fmt: skip
+        pc.start()
+        wait_for(lambda: len(got) >= 600, what="600 messages in batches")
+        time.sleep(0.2)
+        assert pc.stats()["failed"] >= 600 // 300
+        for mq in pc.assignment():
+            wait_for(lambda mq=mq: pc.offsets.read(mq) == 300, what="offsets at the end")
+    assert sorted(b for _, _, b in got) == sorted(
+        f"q{q}-{i}".encode() for q in range(2) for i in range(300)
+    )
+    assert sorted((q, o) for q, o, _ in got) == [(q, o) for q in range(2) for o in range(300)]
+    with pytest.raises(ConfigError, match="pull_batch_size"):
+        PushConsumer("g-bulk2", broker.namesrv, pull_batch_size=5000)  # only with bulk=True
