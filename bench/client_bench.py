@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from embedded import embedded_broker
+from embedded import embedded_broker, gather_results
 
 TOPIC = "BenchClient"
 BODY = 100
@@ -120,22 +120,7 @@ def run(namesrv: str, api: str, count: int) -> dict:
     c_ready.wait(120)
     time.sleep(0.5)
     go.set()
-    results = {}
-    deadline = time.monotonic() + 600
-    while len(results) < 2:
-        if time.monotonic() > deadline or any(
-            p.exitcode not in (None, 0) for p in (producer, consumer)
-        ):
-            producer.kill()
-            consumer.kill()
-            raise RuntimeError(f"{api}: a client process failed or timed out")
-        try:
-            key, value = out.get(timeout=0.5)
-        except Exception:
-            continue
-        results[key] = value
-    producer.join(30)
-    consumer.join(30)
+    results = gather_results(out, [producer, consumer], api)
     start, produced = results["producer"]
     received, last = results["consumer"]
     elapsed = max(last, produced) - start

@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from embedded import embedded_broker
+from embedded import embedded_broker, gather_results
 
 TOPIC = "BenchE2E"
 BODY = 100
@@ -168,22 +168,7 @@ def run(mode: str, namesrv: str, count: int, rate: float = 0.0) -> dict:
     p_ready.wait(120)
     start = time.perf_counter()
     go.set()
-    results = {}
-    deadline = time.monotonic() + 600
-    while len(results) < 2:
-        if time.monotonic() > deadline or any(
-            p.exitcode not in (None, 0) for p in (producer, consumer)
-        ):
-            producer.kill()
-            consumer.kill()
-            raise RuntimeError(f"{mode}: a client process failed or timed out")
-        try:
-            key, value = out.get(timeout=0.5)
-        except Exception:
-            continue
-        results[key] = value
-    producer.join(30)
-    consumer.join(30)
+    results = gather_results(out, [producer, consumer], mode)
     _, last, latencies = results["consumer"]
     elapsed = max(last - start, results["producer"])
     row = {"mode": mode, "messages": count, "rate": rate, "producer_s": results["producer"]}

@@ -1,14 +1,17 @@
-"""A namesrv and a broker in the benchmark's own process (the broker's agents are still
-separate processes), with a store in a temporary directory removed afterwards."""
+"""Shared by the client benchmarks: a namesrv and a broker in the benchmark's own process
+(the broker's agents are still separate processes) with a store in a temporary directory
+removed afterwards, and the collection of the producer's and consumer's results."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import shutil
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 
 
@@ -48,3 +51,23 @@ def embedded_broker(topic: str, queues: int = 1, **config) -> Iterator[str]:
         broker.stop()
         namesrv.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def gather_results(out, procs: list, label: str, timeout: float = 600.0) -> dict:
+    """``{key: value}`` from the ``(key, value)`` pairs each of ``procs`` puts on the queue
+    ``out``; kills them all and raises when one fails or ``timeout`` passes."""
+    results: dict = {}
+    deadline = time.monotonic() + timeout
+    while len(results) < len(procs):
+        if time.monotonic() > deadline or any(p.exitcode not in (None, 0) for p in procs):
+            for p in procs:
+                p.kill()
+            raise RuntimeError(f"{label}: a client process failed or timed out")
+        try:
+            key, value = out.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        results[key] = value
+    for p in procs:
+        p.join(30)
+    return results

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,11 @@ def test_missing_peer_is_skipped_with_its_reason(monkeypatch) -> None:
     from bench.run import run_peer
     from bench.workloads import WORKLOADS
 
+    monkeypatch.setitem(sys.modules, "redis", types.ModuleType("redis"))  # the client is there
     monkeypatch.setattr("bench.peers.redis_streams.find_program", lambda *_: None)
     rows = run_peer(RedisStreamsPeer(), [WORKLOADS["W1"]], quick=True)
     assert rows and all("redis-server not found" in r["skipped"] for r in rows)
     assert all(r["msgs_per_s"] is None for r in rows)
+    monkeypatch.setitem(sys.modules, "redis", None)  # the client is not installed
+    rows = run_peer(RedisStreamsPeer(), [WORKLOADS["W1"]], quick=True)
+    assert rows and all("redis client is not installed" in r["skipped"] for r in rows)
