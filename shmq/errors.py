@@ -55,6 +55,11 @@ class CorruptStoreError(StoreError):
     """A store file has the wrong size or shape and cannot be used safely."""
 
 
+class DiskFullError(StoreError):
+    """A store file could not be given real disk blocks (``posix_fallocate`` failed with
+    ENOSPC or EDQUOT): nothing is written through a mapping that would fault with SIGBUS."""
+
+
 class FlushError(StoreError):
     """msync/fsync failed: data is not known to be durable."""
 

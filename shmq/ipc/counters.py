@@ -12,7 +12,11 @@ processes write them::
     4     ha          CONFIRMED_OFFSET  (reserved for the HA issue)
     5     writer      TOPIC_REQUEST_SEQ  TOPIC_REQUEST_LEN  then 128 bytes of topic name (5-7)
     8     supervisor  TOPIC_REQUEST_DONE
-    9..   one line per agent kind: HEARTBEAT_MS  PID  RESTARTS  STOP (the agent writes the
+    9     several     store status, one word per owner (rare writes): DISK_FULL (cleaner:
+                      disk used over diskMaxUsedSpaceRatio's 90 % rule), DISK_USED_PERMILLE
+                      (cleaner), ALLOC_FAILED (writer: a new CommitLog file could not be
+                      allocated), FLUSH_FAILED (flush: an fsync failed; sticky until restart)
+    10..  one line per agent kind: HEARTBEAT_MS  PID  RESTARTS  STOP (the agent writes the
                       first two, the supervisor the others; all are rare writes)
 
 A counter is published (stored) only after the data it covers is written; x86-64 keeps
@@ -41,9 +45,10 @@ TOPIC_REQUEST_SEQ, TOPIC_REQUEST_LEN = 5 * W, 5 * W + 1
 TOPIC_REQUEST_NAME = (5 * W + 2) * 8  # byte offset of the 128-byte name
 TOPIC_NAME_MAX = 127
 TOPIC_REQUEST_DONE = 8 * W
+DISK_FULL, DISK_USED_PERMILLE, ALLOC_FAILED, FLUSH_FAILED = range(9 * W, 9 * W + 4)
 
-AGENT_KINDS = ("writer", "reput", "flush", "ha")
-AGENT_LINE0 = 9
+AGENT_KINDS = ("writer", "reput", "flush", "cleaner", "ha")
+AGENT_LINE0 = 10
 HEARTBEAT_MS, PID, RESTARTS, STOP = 0, 1, 2, 3
 SIZE = (AGENT_LINE0 + len(AGENT_KINDS)) * CACHE_LINE
 
@@ -56,6 +61,18 @@ assert SIZE % CACHE_LINE == 0
 
 def agent_word(kind: str, field: int) -> int:
     return (AGENT_LINE0 + AGENT_KINDS.index(kind)) * W + field
+
+
+def refuse_reason(words: np.ndarray) -> str:
+    """Why the broker refuses puts now (``""`` when it accepts them): the store status words
+    read as the SERVICE_NOT_AVAILABLE remark a client sees."""
+    if words[FLUSH_FAILED]:
+        return "a flush to disk failed; restart the broker (recovery re-reads the disk)"
+    if words[ALLOC_FAILED]:
+        return "no disk space for a new CommitLog file"
+    if words[DISK_FULL]:
+        return f"disk is {int(words[DISK_USED_PERMILLE]) / 10:.1f} % full (over 90 %)"
+    return ""
 
 
 def init(words: np.ndarray, supervisor_pid: int, now_ms: int) -> None:
