@@ -15,7 +15,9 @@ processes write them::
     9     several     store status, one word per owner (rare writes): DISK_FULL (cleaner:
                       disk used over diskMaxUsedSpaceRatio's 90 % rule), DISK_USED_PERMILLE
                       (cleaner), ALLOC_FAILED (writer: a new CommitLog file could not be
-                      allocated), FLUSH_FAILED (flush: an fsync failed; sticky until restart)
+                      allocated), FLUSH_FAILED (flush: an fsync failed; sticky until restart),
+                      MIN_PHYSICAL_OFFSET (cleaner: the CommitLog's first byte after its last
+                      deletion; readers unmap files below it)
     10..  one line per agent kind: HEARTBEAT_MS  PID  RESTARTS  STOP (the agent writes the
                       first two, the supervisor the others; all are rare writes)
 
@@ -45,7 +47,9 @@ TOPIC_REQUEST_SEQ, TOPIC_REQUEST_LEN = 5 * W, 5 * W + 1
 TOPIC_REQUEST_NAME = (5 * W + 2) * 8  # byte offset of the 128-byte name
 TOPIC_NAME_MAX = 127
 TOPIC_REQUEST_DONE = 8 * W
-DISK_FULL, DISK_USED_PERMILLE, ALLOC_FAILED, FLUSH_FAILED = range(9 * W, 9 * W + 4)
+DISK_FULL, DISK_USED_PERMILLE, ALLOC_FAILED, FLUSH_FAILED, MIN_PHYSICAL_OFFSET = range(
+    9 * W, 9 * W + 5
+)
 
 AGENT_KINDS = ("writer", "reput", "flush", "cleaner", "ha")
 AGENT_LINE0 = 10
