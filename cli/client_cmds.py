@@ -135,13 +135,12 @@ def consume(
     started = time.perf_counter()
     with QueueReader(group, namesrv) as consumer:
         queues = consumer.queues(topic)
-        offsets = {}
+        offsets, committed_at = {}, {}
         for mq in queues:
-            committed = consumer.committed(mq)
+            committed_at[mq] = committed = consumer.committed(mq)
             offsets[mq] = committed if committed >= 0 else (
                 0 if from_where == "first" else consumer.max_offset(mq)
             )  # fmt: skip
-        committed_at = dict(offsets)
         last_message = time.monotonic()
         try:
             while count is None or received < count:
@@ -167,7 +166,7 @@ def consume(
                 if idle >= timeout:
                     break
                 consumer.wait(offsets, min(1.0, timeout - idle))
-        finally:
+        finally:  # every queue's position, read or not: a later run resumes there
             for mq, offset in offsets.items():
                 if offset != committed_at[mq]:
                     consumer.commit(mq, offset)

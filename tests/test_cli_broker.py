@@ -78,6 +78,16 @@ def test_start_produce_consume_status_stop(tmp_path):
         )
         assert got.returncode == 0, got.stderr
         assert "received 5001 messages" in got.stdout
+        # a group resumed with the default --from last still gets what its first run,
+        # which stopped after 100 messages of the first queues, did not read
+        part = shmq("consume", "-n", namesrv, "--topic", "Demo", "--group", "resume",
+                    "--from", "first", "--count", "100")  # fmt: skip
+        assert part.returncode == 0, part.stderr
+        rest = shmq("consume", "-n", namesrv, "--topic", "Demo", "--group", "resume",
+                    "--count", "4901", "--json", "--timeout", "10")  # fmt: skip
+        assert rest.returncode == 0, rest.stderr
+        rows = [json.loads(line) for line in rest.stdout.splitlines()]
+        assert len({(r["queueId"], r["queueOffset"]) for r in rows}) == 4901
         tagged = shmq(
             "consume",
             "-n",
