@@ -76,7 +76,13 @@ class ClientSlots:
             create_semaphore(sem_name).close()
             slot = ClientSlot("consumer", index, self._gen, pid, group, None, sem_name)
             self.slots[("consumer", index)] = slot
-            rg.set_slot(self.words, rg.consumer_base(self.words, index), rg.ACTIVE, pid, self._gen)
+            rg.set_slot(
+                self.words,
+                rg.consumer_base(self.config.max_producers, index),
+                rg.ACTIVE,
+                pid,
+                self._gen,
+            )
             return slot
 
     def _free_index(self, kind: str, capacity: int) -> int:
@@ -97,7 +103,7 @@ class ClientSlots:
             base = (
                 rg.producer_base(index)
                 if kind == "producer"
-                else rg.consumer_base(self.words, index)
+                else rg.consumer_base(self.config.max_producers, index)
             )
             rg.set_slot(self.words, base, rg.FREE, 0, 0)
             if slot.segment is not None:
@@ -105,6 +111,22 @@ class ClientSlots:
             unlink_semaphore(slot.sem_name)
             log.info("%s %s (pid %d) released slot %d", kind, slot.group, slot.pid, index)
             return True
+
+    def fence_producer(self, index: int, gen: int) -> bool:
+        """Mark producer slot ``index`` (generation ``gen``) FENCED: the writer stops reading
+        its ring and the producer's sends fail, naming why; the slot is released as usual
+        when the producer unregisters or dies."""
+        with self.lock:
+            slot = self.slots.get(("producer", index))
+            if slot is None or slot.gen != gen:
+                return False
+            rg.set_slot(self.words, rg.producer_base(index), rg.FENCED, slot.pid, gen)
+            return True
+
+    def _fence_reason(self, slot: ClientSlot) -> str | None:
+        if int(self.words[rg.producer_base(slot.index) + rg.STATE]) == rg.FENCED:
+            return ring.FENCES[ring.FENCE_CRASH]
+        return ring.load_fence(slot.segment.words)
 
     def reap(self) -> None:
         """Release the slots of client processes that no longer exist."""
@@ -130,6 +152,7 @@ class ClientSlots:
                     used_bytes=int(w[ring.TAIL]) - int(w[ring.HEAD]),
                     records=int(w[ring.SEQ_TAIL]),
                     answered=int(w[ring.SEQ_HEAD]),
+                    fenced=self._fence_reason(slot) or "",
                 )
             out.append(row)
         return out

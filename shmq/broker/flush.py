@@ -18,7 +18,7 @@ from shmq.broker.agent import AgentEnv
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc.idle import IdleConfig, IdleStrategy
-from shmq.ipc.segment import Segment, fence, open_semaphore, post
+from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore, post
 from shmq.store.checkpoint import Checkpoint
 from shmq.store.mapped_file import PAGE_SIZE, offset_to_file_name
 
@@ -42,6 +42,7 @@ class Flush:
         self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
         self._fds: dict[int, int] = {}
         self._producer_sems: dict[tuple[int, int], object] = {}
+        self._registry_version = -1
         self._last_thorough = time.monotonic()
         self._last_checkpoint = 0.0
         if not self.sync:
@@ -100,7 +101,12 @@ class Flush:
 
     def _wake_producers(self, flushed: int) -> None:
         words = self.registry.words
-        for slot, gen, _ in rg.active_producers(words):
+        active = rg.active_producers(words, self.env.config.max_producers)
+        version = int(words[rg.VERSION])
+        if version != self._registry_version:  # a producer left: drop its semaphore
+            self._registry_version = version
+            close_gone(self._producer_sems, {(slot, gen) for slot, gen, _ in active})
+        for slot, gen, _ in active:
             base = rg.producer_base(slot)
             want = int(words[base + rg.WAIT_FLUSH_OFFSET])
             if not words[base + rg.WAITING] or not 0 < want <= flushed:

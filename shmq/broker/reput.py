@@ -22,7 +22,7 @@ from shmq.config import MessageStoreConfig
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
-from shmq.ipc.segment import Segment, fence, open_semaphore, post
+from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore, post
 from shmq.store.commitlog import CommitLog
 from shmq.store.dispatch import Dispatcher
 from shmq.store.index_service import IndexService
@@ -154,16 +154,20 @@ class Reput:
 
     def _active_consumers(self) -> list[tuple[int, int, int]]:
         """``[(slot, word base, gen)]`` of registered consumers, re-read only when the
-        registry changed (this runs after every dispatch pass)."""
+        registry changed (this runs after every dispatch pass); the semaphores of consumers
+        that left are closed then, so the cache never outgrows the registered clients."""
         rwords = self.registry.words
         version = int(rwords[rg.VERSION])
         if version != self._consumers_version:
             self._consumers_version = version
+            cfg = self.env.config
             self._consumers = [
                 (i, base, int(rwords[base + rg.GEN]))
-                for i in range(int(rwords[rg.CONSUMERS]))
-                if int(rwords[(base := rg.consumer_base(rwords, i)) + rg.STATE]) == rg.ACTIVE
+                for i in range(cfg.max_consumers)
+                if int(rwords[(base := rg.consumer_base(cfg.max_producers, i)) + rg.STATE])
+                == rg.ACTIVE
             ]
+            close_gone(self._consumer_sems, {(i, gen) for i, _, gen in self._consumers})
         return self._consumers
 
     def _wake_consumers(self) -> None:

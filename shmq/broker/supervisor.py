@@ -67,6 +67,8 @@ class Broker:
         self._sems: list[Any] = []
         self._procs: dict[str, Any] = {}
         self._restarts: dict[str, list[float]] = {k: [] for k in AGENTS}
+        self._ring_deaths: dict[tuple[int, int], list[float]] = {}
+        self.stop_reason = ""  # why the broker stopped itself (empty: asked to stop)
         self._stop = threading.Event()
         self._stopped = False
         self._threads: list[threading.Thread] = []
@@ -272,13 +274,35 @@ class Broker:
             self._restarts[kind] = recent
             words = self.counters.words
             cn.publish(words, cn.agent_word(kind, cn.RESTARTS), len(recent))
+            log.error("%s agent (pid %s) died with exit code %s", kind, proc.pid, code)
+            if kind == "writer":
+                self._blame_ring(now)
             if len(recent) > self.config.agent_restart_max:
-                log.critical("%s agent died %d times in a minute: stopping", kind, len(recent))
+                self.stop_reason = (
+                    f"the {kind} agent died {len(recent)} times within a minute (last exit code "
+                    f"{code}) and no client input could be blamed (agentRestartMax "
+                    f"{self.config.agent_restart_max})"
+                )
+                log.critical("stopping the broker: %s", self.stop_reason)
                 self._stop.set()
                 return
-            log.error("%s agent (pid %s) died with exit code %s: restarting", kind, proc.pid, code)
             proc.join(0)
             self._start_agent(kind)
+
+    def _blame_ring(self, now: float) -> None:
+        """The writer died while reading a producer's ring: the second time within a minute
+        for the same ring, fence that ring (its producer's sends fail, naming why), so one
+        producer's bytes cannot keep the writer, and every other producer, down."""
+        words = self.counters.words
+        slot, gen = cn.load(words, cn.WRITER_RING) - 1, cn.load(words, cn.WRITER_RING_GEN)
+        cn.publish(words, cn.WRITER_RING, 0)
+        if slot < 0:
+            return
+        deaths = [t for t in self._ring_deaths.get((slot, gen), []) if now - t < 60] + [now]
+        self._ring_deaths = {(slot, gen): deaths}  # only the latest ring matters
+        if len(deaths) >= 2 and self.clients.fence_producer(slot, gen):
+            log.error("producer ring %d.%d fenced: the writer died twice reading it", slot, gen)
+            self._restarts["writer"] = self._restarts["writer"][:-2]  # those were its fault
 
     def _register_loop(self) -> None:
         period = self.config.register_name_server_period / 1000
@@ -361,6 +385,7 @@ class Broker:
             "flush_errors": cn.load(words, cn.FLUSH_ERRORS),
             "agents": agents,
             "clients": self.clients.stats(),
+            "stop_reason": self.stop_reason,
         }
 
     # -- stop -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import numpy as np
 from shmq.broker.agent import AgentEnv
 from shmq.codec import record as rec
 from shmq.config import parse_host
+from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
@@ -60,6 +61,14 @@ def warm_up() -> None:
     rec.write_blank(dst, 0, 8)
 
 
+class RingFenced(ShmqError):
+    """A ring's words break the ring's rules; ``code`` is the ``ring.FENCE_*`` value."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(ring.FENCES[code])
+        self.code = code
+
+
 class RingView:
     """The writer's handle on one producer ring."""
 
@@ -67,7 +76,12 @@ class RingView:
         self.slot, self.gen = slot, gen
         self.segment = Segment.attach(rg.ring_name(names_prefix, slot, gen))
         self.words = self.segment.words
-        self.capacity, self.slots = ring.geometry(self.words)
+        try:
+            self.capacity, self.slots = ring.geometry(self.words, self.segment.size)
+        except ShmqError:
+            ring.publish_fence(self.words, ring.FENCE_GEOMETRY)
+            self.segment.close()
+            raise RingFenced(ring.FENCE_GEOMETRY) from None
         self.data = ring.data(self.segment.buf, self.capacity)
         self.completions = ring.completions(self.segment.buf, self.capacity, self.slots)
         self.head, self.seq = ring.resume_point(self.words, published_woff)
@@ -109,6 +123,7 @@ class Writer:
         self._requested: tuple[bytes, int] | None = None
         self._slot_pools: dict[tuple[bytes, int], np.ndarray] = {}
         self.rings: dict[int, RingView] = {}
+        self.fenced: set[tuple[int, int]] = set()  # (slot, gen) of rings no longer read
         self._registry_version = -1
         self.rows = np.zeros((MAX_ROWS, rec.N_COLS), dtype=np.int64)
         self.out = np.zeros((MAX_ROWS, 2), dtype=np.int64)
@@ -153,18 +168,30 @@ class Writer:
         if version == self._registry_version:
             return
         self._registry_version = version
-        live = {slot: (gen, state) for slot, gen, state in rg.active_producers(self.registry.words)}
+        producers = self.env.config.max_producers
+        live = {
+            slot: (gen, state)
+            for slot, gen, state in rg.active_producers(self.registry.words, producers)
+        }
+        self.fenced &= {(slot, gen) for slot, (gen, _) in live.items()}
         for slot, view in list(self.rings.items()):
-            gen_state = live.get(slot)
-            if gen_state is None or gen_state[0] != view.gen:
+            gen, state = live.get(slot, (None, rg.FREE))
+            if gen == view.gen and state == rg.FENCED:  # fenced by the supervisor
+                self.fenced.add((slot, gen))
+                self.rings.pop(slot).close()
+            elif gen != view.gen:
                 self._drain_ring(view)
                 self.rings.pop(slot).close()
         for slot, (gen, state) in live.items():
-            if slot not in self.rings and state == rg.ACTIVE:
-                try:
-                    self.rings[slot] = RingView(slot, gen, self.env.names.prefix, self.write_offset)
-                except Exception as exc:  # the producer went away while we attached
-                    log.warning("cannot attach ring %d.%d: %s", slot, gen, exc)
+            if slot in self.rings or state != rg.ACTIVE or (slot, gen) in self.fenced:
+                continue
+            try:
+                self.rings[slot] = RingView(slot, gen, self.env.names.prefix, self.write_offset)
+            except RingFenced as exc:
+                self._log_fence(slot, gen, exc.code)
+                self.fenced.add((slot, gen))
+            except Exception as exc:  # the producer went away while we attached
+                log.warning("cannot attach ring %d.%d: %s", slot, gen, exc)
 
     def _refresh_topics(self) -> None:
         words = self.topics_seg.words
@@ -182,33 +209,64 @@ class Writer:
         self._refresh_rings()
         self._refresh_topics()
         work = 0
-        for view in self.rings.values():
+        for view in list(self.rings.values()):
             work += self._drain_ring(view)
         return work
 
     def _drain_ring(self, view: RingView) -> int:
-        tail, _ = ring.load_tail(view.words)
-        done = 0
-        while view.head < tail:
-            n = self._drain_once(view, tail)
-            if n <= 0:
-                break
-            done += n
-        return done
+        """Append what the ring published. The writer's counters name the ring while it is
+        read, so the supervisor can fence it if the writer dies on its bytes."""
+        words = self.words
+        words[cn.WRITER_RING_GEN] = view.gen
+        words[cn.WRITER_RING] = view.slot + 1
+        try:
+            tail, seq_tail = ring.load_tail(view.words)
+            why = ring.fence_reason(view.head, view.seq, tail, seq_tail, view.capacity, view.slots)
+            if why:
+                self._fence(view, why)
+                return 1
+            done = 0
+            while view.head < tail:
+                n = self._drain_once(view, tail, seq_tail)
+                if n <= 0:
+                    break
+                done += n
+            return done
+        finally:
+            words[cn.WRITER_RING] = 0
 
-    def _drain_once(self, view: RingView, tail: int) -> int:
+    def _fence(self, view: RingView, code: int) -> None:
+        """Stop reading ``view``'s ring for good: the producer's sends fail naming ``code``
+        (it may register again for a new ring); no other ring is affected."""
+        self._log_fence(view.slot, view.gen, code)
+        ring.publish_fence(view.words, code)
+        fence()
+        post(view.sem)
+        self.fenced.add((view.slot, view.gen))
+        if self.rings.get(view.slot) is view:
+            del self.rings[view.slot]
+        view.close()
+
+    def _log_fence(self, slot: int, gen: int, code: int) -> None:
+        log.error("producer ring %d.%d fenced: %s", slot, gen, ring.FENCES[code])
+        cn.publish(self.words, cn.REJECTED, int(self.words[cn.REJECTED]) + 1)
+
+    def _drain_once(self, view: RingView, tail: int, seq_tail: int) -> int:
         cap = view.capacity
         local = view.head & (cap - 1)
         base = view.head - local
         limit = min(cap, local + (tail - view.head))
         rows = self.rows
         n, _, code = rec.parse_records(view.data, local, limit, base, True, rows)
+        if n > seq_tail - view.seq:  # more records than the producer says it published
+            self._fence(view, ring.FENCE_SEQ)
+            return 0
         if n == 0:
             if code == rec.PARSE_BLANK:
                 view.head = base + cap
                 ring.publish_head(view.words, view.head, view.seq)
                 return 1
-            self._reject_rest(view, tail, rec.PARSE_REASONS[code])
+            self._reject_rest(view, tail, seq_tail, rec.PARSE_REASONS[code])
             return 1
         n, kept = self._check(view.data, rows[:n])
         if n == 0:
@@ -317,10 +375,10 @@ class Writer:
 
     # -- replies ----------------------------------------------------------------------------
 
-    def _reject_rest(self, view: RingView, tail: int, why: str) -> None:
+    def _reject_rest(self, view: RingView, tail: int, seq_tail: int, why: str) -> None:
         """The ring holds bytes that are not a valid record: a broken producer. Answer every
-        outstanding record with a rejection and skip to the tail."""
-        _, seq_tail = ring.load_tail(view.words)
+        outstanding record (at most one ring of slots: ``fence_reason`` checked) with a
+        rejection and skip to the tail."""
         log.error(
             "producer ring %d: %s at ring offset %d; %d record(s) rejected",
             view.slot, why, view.head, seq_tail - view.seq,
@@ -338,7 +396,7 @@ class Writer:
     def drain(self) -> None:
         """Clean stop: write what every ring has published (bounded by one pass each)."""
         self._refresh_topics()
-        for view in self.rings.values():
+        for view in list(self.rings.values()):
             self._drain_ring(view)
 
     def close(self) -> None:

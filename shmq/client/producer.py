@@ -252,9 +252,13 @@ class _Link:
         self.flush_timeout = broker.info.get("syncFlushTimeout", 5000) / 1000
 
     def gone_reason(self, check_pid: bool) -> str | None:
-        """Why the broker can no longer answer (stopping, or its process is gone)."""
+        """Why the broker can no longer answer (stopping, its process is gone, or it fenced
+        this ring; a retired link registers again, with a new ring)."""
         if int(self.counters[cn.STATE]) == cn.STATE_STOPPING:
             return "the broker is stopping"
+        fenced = self.ring.fence_reason()
+        if fenced:
+            return f"the broker fenced this producer's ring: {fenced}"
         if check_pid:
             pid = int(self.counters[cn.SUPERVISOR_PID])
             if pid > 0 and not pid_alive(pid):

@@ -49,7 +49,7 @@ class _ConsumerLink:
         )
         self.sem = open_semaphore(info["sem"])
         self.reg = self.link.registry.words
-        self.base = rg.consumer_base(self.reg, info["slot"])
+        self.base = rg.consumer_base(int(self.reg[rg.PRODUCERS]), info["slot"])
 
     def max_offset(self, topic: str, queue_id: int) -> tuple[int, int]:
         slot = self.directory.slot(topic.encode(), queue_id)

@@ -140,6 +140,13 @@ class RingProducer:
 
     # -- answers ----------------------------------------------------------------------------
 
+    def fence_reason(self) -> str | None:
+        """Why the broker stopped reading this ring (the writer's FENCED word, or the
+        supervisor's fence of this registry slot), or None."""
+        if int(self.registry[self.reg_base + rg.STATE]) == rg.FENCED:
+            return ring.FENCES[ring.FENCE_CRASH]
+        return ring.load_fence(self.words)
+
     def answered(self, seq: int) -> bool:
         return ring.load_seq_head(self.words) > seq
 

@@ -30,7 +30,7 @@ WAITING, WAIT_FLUSH_OFFSET = W, W + 1  # producer line B
 N_WATCH = W + 1  # consumer line B
 WATCH = W + 2
 MAX_WATCH = 2 * W - 2
-FREE, ACTIVE, CLOSING = 0, 1, 2
+FREE, ACTIVE, CLOSING, FENCED = 0, 1, 2, 3  # FENCED: the writer no longer reads the ring
 
 assert WATCH + MAX_WATCH == CONSUMER_SLOT // 8
 
@@ -50,8 +50,10 @@ def producer_base(i: int) -> int:
     return (HEADER + i * PRODUCER_SLOT) // 8
 
 
-def consumer_base(words: np.ndarray, i: int) -> int:
-    return (HEADER + int(words[PRODUCERS]) * PRODUCER_SLOT + i * CONSUMER_SLOT) // 8
+def consumer_base(producers: int, i: int) -> int:
+    """Word index of consumer slot ``i`` after ``producers`` producer slots. Agents pass
+    their configured count, never the PRODUCERS word: every client can write this segment."""
+    return (HEADER + producers * PRODUCER_SLOT + i * CONSUMER_SLOT) // 8
 
 
 def producer_sem_name(prefix: str, i: int, gen: int) -> str:
@@ -75,10 +77,10 @@ def set_slot(words: np.ndarray, base: int, state: int, pid: int, gen: int) -> No
     words[VERSION] += 1
 
 
-def active_producers(words: np.ndarray) -> list[tuple[int, int, int]]:
-    """``[(slot, gen, state)]`` of producer slots in use."""
+def active_producers(words: np.ndarray, producers: int) -> list[tuple[int, int, int]]:
+    """``[(slot, gen, state)]`` of the first ``producers`` slots that are in use."""
     out = []
-    for i in range(int(words[PRODUCERS])):
+    for i in range(producers):
         base = producer_base(i)
         state = int(words[base + STATE])
         if state != FREE:

@@ -9,10 +9,17 @@ answers each record in the completion area, indexed by record sequence number::
     byte 0     line 0  fixed    MAGIC  CAPACITY  SLOTS
     byte 64    line 1  producer TAIL (bytes published)  SEQ_TAIL (records published)
     byte 128   line 2  writer   HEAD (bytes consumed)   SEQ_HEAD (records answered)
+                                FENCED (a FENCE_* code once the writer stopped serving the ring)
     byte 192   line 3  writer   COMMIT_HEAD  COMMIT_SEQ  COMMIT_WOFF  (append journal)
     byte 256   data     CAPACITY bytes (a power of two)
     then       completions  SLOTS x 32 bytes: STATUS|REASON<<16|QUEUE_ID<<32, QUEUE_OFFSET,
                             PHYSICAL_OFFSET, STORE_TIMESTAMP
+
+The whole segment is writable by the producer, so the writer trusts none of it: the geometry
+is checked against the segment's real size once, at attach, and every pass checks that TAIL
+and SEQ_TAIL describe at most one ring of bytes and of completion slots ahead of what it
+consumed. A ring that breaks a rule is fenced: the writer answers nothing more from it, sets
+FENCED and wakes the producer, whose sends then fail naming the rule; other rings go on.
 
 The journal makes a restarted writer exactly-once: before publishing the CommitLog write
 offset that covers a ring's records, the writer notes where the ring will stand after them;
@@ -30,7 +37,7 @@ W = CACHE_LINE // 8
 MAGIC_VALUE = 0x53484D51_52494E01  # "SHMQRIN" v1
 MAGIC, CAPACITY, SLOTS = 0, 1, 2
 TAIL, SEQ_TAIL = W, W + 1
-HEAD, SEQ_HEAD = 2 * W, 2 * W + 1
+HEAD, SEQ_HEAD, FENCED = 2 * W, 2 * W + 1, 2 * W + 2
 COMMIT_HEAD, COMMIT_SEQ, COMMIT_WOFF = 3 * W, 3 * W + 1, 3 * W + 2
 DATA = 4 * CACHE_LINE
 COMPLETION_SIZE = 32
@@ -60,6 +67,19 @@ REASONS = {
     REASON_CORRUPT: "the producer ring holds bytes that are not a valid record",
 }
 
+# FENCED values: why the writer stopped serving a ring
+FENCE_NONE = 0
+FENCE_GEOMETRY = 1
+FENCE_TAIL = 2
+FENCE_SEQ = 3
+FENCE_CRASH = 4
+FENCES = {
+    FENCE_GEOMETRY: "its MAGIC, CAPACITY or SLOTS word does not match the segment",
+    FENCE_TAIL: "TAIL is behind HEAD or more than one ring ahead of it",
+    FENCE_SEQ: "SEQ_TAIL does not match the records published",
+    FENCE_CRASH: "the writer agent died twice while reading it",
+}
+
 assert DATA % CACHE_LINE == 0 and COMMIT_WOFF < DATA // 8
 
 
@@ -82,11 +102,20 @@ def init(words: np.ndarray, capacity: int, slots: int) -> None:
     words[MAGIC] = MAGIC_VALUE
 
 
-def geometry(words: np.ndarray) -> tuple[int, int]:
-    """``(capacity, slots)`` of an initialised ring."""
+def geometry(words: np.ndarray, segment_bytes: int | None = None) -> tuple[int, int]:
+    """``(capacity, slots)`` of an initialised ring; with ``segment_bytes`` (the writer's
+    check of a segment it does not trust), also that they describe a ring of that size."""
     if int(words[MAGIC]) != MAGIC_VALUE:
         raise ShmqError("producer ring has the wrong magic (not initialised by a broker)")
-    return int(words[CAPACITY]), int(words[SLOTS])
+    capacity, slots = int(words[CAPACITY]), int(words[SLOTS])
+    if segment_bytes is not None:
+        check_geometry(capacity, slots)
+        if segment_size(capacity, slots) > segment_bytes:
+            raise ShmqError(
+                f"producer ring of {capacity} bytes and {slots} slots does not fit its "
+                f"segment of {segment_bytes} bytes"
+            )
+    return capacity, slots
 
 
 def data(buf: np.ndarray, capacity: int) -> np.ndarray:
@@ -139,6 +168,26 @@ def load_tail(words: np.ndarray) -> tuple[int, int]:
     return int(words[TAIL]), int(words[SEQ_TAIL])
 
 
+def fence_reason(head: int, seq: int, tail: int, seq_tail: int, capacity: int, slots: int) -> int:
+    """Writer: ``FENCE_NONE`` when ``(tail, seq_tail)`` as published by the producer can
+    follow the writer's own ``(head, seq)``, else the rule they break."""
+    if not head <= tail <= head + capacity:
+        return FENCE_TAIL
+    if not seq <= seq_tail <= seq + slots:
+        return FENCE_SEQ
+    return FENCE_NONE
+
+
+def publish_fence(words: np.ndarray, reason: int) -> None:
+    words[FENCED] = reason
+
+
+def load_fence(words: np.ndarray) -> str | None:
+    """Producer: why the writer fenced this ring, or None while it serves it."""
+    code = int(words[FENCED])
+    return FENCES.get(code, f"fence code {code}") if code else None
+
+
 def write_journal(words: np.ndarray, head: int, seq: int, write_offset: int) -> None:
     words[COMMIT_HEAD] = head
     words[COMMIT_SEQ] = seq
@@ -156,6 +205,7 @@ def resume_point(words: np.ndarray, published_write_offset: int) -> tuple[int, i
     append it describes was published, else the published head."""
     head, seq = int(words[HEAD]), int(words[SEQ_HEAD])
     woff = int(words[COMMIT_WOFF])
-    if 0 < woff <= published_write_offset and int(words[COMMIT_HEAD]) > head:
-        head, seq = int(words[COMMIT_HEAD]), int(words[COMMIT_SEQ])
+    journal_head, journal_seq = int(words[COMMIT_HEAD]), int(words[COMMIT_SEQ])
+    if 0 < woff <= published_write_offset and journal_head > head and journal_seq >= seq:
+        head, seq = journal_head, journal_seq
     return head, seq

@@ -113,6 +113,13 @@ def open_semaphore(name: str) -> posix_ipc.Semaphore:
         raise ShmqError(f"semaphore {name}: {exc}") from None
 
 
+def close_gone(cache: dict, live: set) -> None:
+    """Close and drop the semaphores of ``cache`` whose key is not in ``live`` (agents cache
+    one per client; a client that left must not keep its entry forever)."""
+    for key in [k for k in cache if k not in live]:
+        cache.pop(key).close()
+
+
 def unlink_semaphore(name: str) -> None:
     with contextlib.suppress(posix_ipc.ExistentialError):
         posix_ipc.unlink_semaphore(name)

@@ -89,7 +89,7 @@ def test_queue_table_directory_and_maxima(prefix):
 def test_registry_watch(prefix):
     seg = Segment.create(prefix + ".r", rg.segment_size(2, 2))
     rg.init(seg.words, 2, 2)
-    base = rg.consumer_base(seg.words, 1)
+    base = rg.consumer_base(2, 1)
     rg.set_slot(seg.words, base, rg.ACTIVE, os.getpid(), 5)
     changed = np.zeros(8, dtype=np.bool_)
     changed[3] = True
@@ -102,7 +102,9 @@ def test_registry_watch(prefix):
     rg.set_watch(seg.words, base, None)
     assert rg.wants_wake(seg.words, base, np.zeros(8, dtype=np.bool_) | changed)
     rg.set_slot(seg.words, rg.producer_base(0), rg.ACTIVE, 1, 9)
-    assert rg.active_producers(seg.words) == [(0, 9, rg.ACTIVE)]
+    assert rg.active_producers(seg.words, 2) == [(0, 9, rg.ACTIVE)]
+    seg.words[rg.PRODUCERS] = 1 << 40  # a client scribbled the count: agents ignore it
+    assert rg.active_producers(seg.words, 2) == [(0, 9, rg.ACTIVE)]
     seg.destroy()
 
 

@@ -1,0 +1,180 @@
+"""A producer ring is written by its producer, so anything in it may be wrong: absurd
+sequence numbers, a tail that runs ahead, garbage records, scribbled journal words. At worst
+that producer's ring is fenced; the writer keeps running and every other producer keeps
+sending. The broker runs as a real process; the bad producer is a real Producer whose ring
+words the test overwrites."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from e2e_helpers import cluster, shm_entries
+from shmq.client.producer import Producer
+from shmq.client.types import SendStatus
+from shmq.errors import ShmqError
+from shmq.ipc import counters as cn
+from shmq.ipc import ring
+from shmq.message import Message
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode
+
+TOPIC = "Hostile"
+
+
+@pytest.fixture(scope="module")
+def c(tmp_path_factory):
+    before = shm_entries()
+    with cluster(tmp_path_factory.mktemp("hostile")) as c:
+        with RemotingClient() as client:
+            client.invoke_json(
+                c.main.address,
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {"topic": TOPIC, "readQueueNums": 2, "writeQueueNums": 2},
+            )
+        yield c
+    assert shm_entries() - before == set()
+
+
+@pytest.fixture(scope="module")
+def good(c):
+    with Producer("good", c.namesrv, send_timeout=10) as producer:
+        yield producer
+
+
+def ring_of(producer: Producer):
+    """The RingProducer of ``producer``'s link to the only broker (after one send)."""
+    [link] = producer._links.values()
+    return link.ring
+
+
+def writer_state(c) -> tuple[int, int]:
+    writer = c.runtime_info()["agents"]["writer"]
+    return writer["pid"], writer["restarts"]
+
+
+def settle(rp, timeout: float = 5.0) -> None:
+    """Until the writer consumed what the ring published, or fenced it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if rp.words[ring.FENCED] or int(rp.words[ring.HEAD]) == int(rp.words[ring.TAIL]):
+            return
+        time.sleep(0.01)
+
+
+def assert_others_unharmed(c, good: Producer, writer_before: tuple[int, int]) -> None:
+    assert good.send(Message(TOPIC, b"still fine")).send_status is SendStatus.SEND_OK
+    assert writer_state(c) == writer_before, "the writer agent died"
+    assert c.broker_proc.poll() is None
+
+
+def test_an_absurd_seq_tail_fences_only_that_ring(c, good):
+    good.send(Message(TOPIC, b"warm"))
+    before = writer_state(c)
+    with Producer("bad", c.namesrv, send_timeout=10) as bad:
+        assert bad.send(Message(TOPIC, b"mine")).send_status is SendStatus.SEND_OK
+        rp = ring_of(bad)
+        local = int(rp.words[ring.TAIL]) & (rp.capacity - 1)
+        rp.data[local : local + 64] = 0xAB  # not a record
+        rp.words[ring.SEQ_TAIL] = 1 << 60
+        rp.words[ring.TAIL] = int(rp.words[ring.TAIL]) + 64
+        settle(rp)
+        assert int(rp.words[ring.FENCED]) == ring.FENCE_SEQ
+        assert rp.fence_reason() == ring.FENCES[ring.FENCE_SEQ]
+        assert_others_unharmed(c, good, before)
+        # the fenced producer registers again, with a new ring, and sends
+        assert bad.send(Message(TOPIC, b"again")).send_status is SendStatus.SEND_OK
+        assert ring_of(bad) is not rp
+
+
+def test_a_tail_beyond_one_ring_is_fenced(c, good):
+    good.send(Message(TOPIC, b"warm"))
+    before = writer_state(c)
+    with Producer("bad-tail", c.namesrv, send_timeout=10) as bad:
+        bad.send(Message(TOPIC, b"mine"))
+        rp = ring_of(bad)
+        rp.words[ring.SEQ_TAIL] = int(rp.words[ring.SEQ_TAIL]) + 1
+        rp.words[ring.TAIL] = int(rp.words[ring.HEAD]) + 8 * rp.capacity
+        settle(rp)
+        assert int(rp.words[ring.FENCED]) == ring.FENCE_TAIL
+        assert_others_unharmed(c, good, before)
+
+
+WORDS = (ring.TAIL, ring.SEQ_TAIL, ring.HEAD, ring.SEQ_HEAD, ring.COMMIT_HEAD, ring.COMMIT_SEQ,
+         ring.COMMIT_WOFF)  # fmt: skip
+word_values = st.one_of(
+    st.integers(-(1 << 63), (1 << 63) - 1),
+    st.integers(-4, 1 << 20),
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    writes=st.lists(st.tuples(st.sampled_from(WORDS), word_values), min_size=1, max_size=4),
+    garbage=st.binary(min_size=0, max_size=512),
+)
+def test_any_ring_words_never_stop_the_broker_nor_another_producer(c, good, writes, garbage):
+    good.send(Message(TOPIC, b"warm"))
+    before = writer_state(c)
+    with Producer("fuzzed", c.namesrv, send_timeout=5) as bad:
+        bad.send(Message(TOPIC, b"mine"))
+        rp = ring_of(bad)
+        local = int(rp.words[ring.TAIL]) & (rp.capacity - 1)
+        n = min(len(garbage), rp.capacity - local)
+        rp.data[local : local + n] = np.frombuffer(garbage[:n], dtype=np.uint8)
+        for word, value in writes:
+            rp.words[word] = value
+        settle(rp, timeout=2.0)
+        assert_others_unharmed(c, good, before)
+        try:  # its own sends succeed (a new ring if fenced) or fail with a clear error
+            bad.send(Message(TOPIC, b"after"))
+        except ShmqError as exc:
+            assert str(exc)
+
+
+def test_the_writer_checks_a_ring_geometry_against_its_segment():
+    words = np.zeros(ring.DATA // 8, dtype=np.int64)
+    ring.init(words, 1 << 16, 16)
+    size = ring.segment_size(1 << 16, 16)
+    assert ring.geometry(words, size) == (1 << 16, 16)
+    words[ring.CAPACITY] = 1 << 40  # larger than the segment: reading it would be out of bounds
+    with pytest.raises(ShmqError, match="does not fit its segment"):
+        ring.geometry(words, size)
+    words[ring.CAPACITY] = (1 << 16) + 1
+    with pytest.raises(ShmqError, match="power of two"):
+        ring.geometry(words, size)
+
+
+def test_a_writer_that_dies_twice_on_one_ring_gets_that_ring_fenced(c, good):
+    """The writer names the ring it reads in the counters; when it dies there twice within a
+    minute the supervisor fences that ring rather than let it take the writer down again.
+    (The test names the ring itself, then kills the parked writer with SIGKILL.)"""
+    good.send(Message(TOPIC, b"warm"))
+    with Producer("doomed", c.namesrv, send_timeout=10) as bad:
+        bad.send(Message(TOPIC, b"mine"))
+        [link] = bad._links.values()
+        slot, gen = link.broker.info["slot"], link.broker.info["gen"]
+        rp, words = link.ring, link.broker.counters.words
+        for _ in range(2):
+            pid, _ = writer_state(c)
+            words[cn.WRITER_RING_GEN] = gen
+            words[cn.WRITER_RING] = slot + 1
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while writer_state(c)[0] in (pid, None, 0):
+                assert time.monotonic() < deadline, "the writer was not restarted"
+                time.sleep(0.05)
+        assert rp.fence_reason() == ring.FENCES[ring.FENCE_CRASH]
+        assert good.send(Message(TOPIC, b"others go on")).send_status is SendStatus.SEND_OK
+        assert bad.send(Message(TOPIC, b"new ring")).send_status is SendStatus.SEND_OK
+        assert c.broker_proc.poll() is None
