@@ -19,6 +19,7 @@ import time
 
 import click
 
+from shmq import files
 from shmq.config import DEFAULT_STORE_ROOT
 from shmq.errors import ShmqError
 from shmq.ipc.procs import pid_alive
@@ -83,7 +84,7 @@ def start(
 ) -> None:
     """Start a namesrv and a broker on this host (foreground, or --daemon)."""
     store_dir = os.path.abspath(os.path.expanduser(store_dir))
-    os.makedirs(store_dir, exist_ok=True)
+    files.makedirs(store_dir)
     runtime = os.path.join(store_dir, RUNTIME_FILE)
     existing = _read_runtime(store_dir)
     if existing and pid_alive(existing["pid"]):
@@ -120,7 +121,7 @@ def start(
         "store": store_dir,
         "started": int(time.time() * 1000),
     }
-    with open(runtime + ".tmp", "w") as f:
+    with os.fdopen(files.create(runtime + ".tmp", os.O_WRONLY | os.O_TRUNC), "w") as f:
         json.dump(info, f)
     os.replace(runtime + ".tmp", runtime)
     click.echo(f"shmq started: namesrv {namesrv.address}, broker {b.address}, store {store_dir}")
@@ -139,7 +140,7 @@ def _start_daemon(store_dir: str) -> None:
         args += ["-m", "shmq_cli.main"]
     argv = [a for a in sys.argv[1:] if a != "--daemon"]
     log_path = os.path.join(store_dir, LOG_FILE)
-    with open(log_path, "ab") as log_file:
+    with os.fdopen(files.create(log_path, os.O_WRONLY | os.O_APPEND), "ab") as log_file:
         proc = subprocess.Popen(
             args + argv,
             stdin=subprocess.DEVNULL,

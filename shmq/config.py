@@ -52,6 +52,7 @@ class MessageStoreConfig:
     max_transfer_count_on_message_in_memory: int = 32
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     store_host: str = "127.0.0.1:10911"
+    store_file_mode: str = "0600"  # shmq's: octal mode of store files (dirs get +x per r)
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in FLUSH_DISK_TYPES:
@@ -82,6 +83,19 @@ class MessageStoreConfig:
                     f"deleteWhen {self.delete_when!r} must be hours 0-23 split by ';'"
                 )
         parse_host(self.store_host)
+        mode = str(self.store_file_mode).strip()
+        if not re.fullmatch(r"0?[0-7]{3}", mode) or int(mode, 8) & 0o600 != 0o600:
+            raise ConfigError(
+                f"storeFileMode {self.store_file_mode!r} must be an octal mode like 0600 or "
+                "0640 that lets the owner read and write"
+            )
+        if int(mode, 8) & 0o111:
+            raise ConfigError(f"storeFileMode {mode} gives execute permission to store files")
+
+    @property
+    def file_mode(self) -> int:
+        """``store_file_mode`` as a number (directories add an execute bit per read bit)."""
+        return int(str(self.store_file_mode).strip(), 8)
 
     @property
     def consume_queue_file_size(self) -> int:

@@ -138,4 +138,8 @@ def test_start_produce_consume_status_stop(tmp_path):
         stopped = shmq("stop", "--store", store)
     assert stopped.returncode == 0, stopped.stderr
     assert not os.path.exists(os.path.join(store, "abort"))
+    for path, _dirs, names in os.walk(store):  # private: topics, offsets, messages, the log
+        assert os.stat(path).st_mode & 0o777 == 0o700, path
+        for name in names:
+            assert os.stat(os.path.join(path, name)).st_mode & 0o777 == 0o600, (path, name)
     assert shm_entries() - before == set()

@@ -20,6 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
+from shmq import files
 from shmq.broker.broker_config import BrokerConfig
 from shmq.broker.tuning import TuningConfig, apply_runtime
 from shmq.ipc import counters as cn
@@ -114,6 +115,7 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     _die_with_parent()
     supervisor = os.getppid()
     names = BrokerNames(prefix)
+    files.set_file_mode(config.store.file_mode)  # what this agent creates is private too
     counters = Segment.attach(names.counters)
     cn.check(counters.words)
     env = AgentEnv(kind, config, names, counters, PARKED_WORDS[kind])

@@ -17,12 +17,12 @@ import json
 import logging
 import os
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from shmq import files
 from shmq.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -125,34 +125,28 @@ def persist(path: str, text: str) -> None:
     """Write ``text`` to ``path``: ``path.tmp`` first, the old content to ``path.bak``, then
     an atomic replace; everything fsynced, and no ``.tmp`` left behind on failure."""
     directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
+    files.makedirs(directory)
     tmp = path + ".tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_synced(tmp, text.encode("utf-8"))
         if os.path.exists(path):
-            shutil.copyfile(path, path + ".bak")
-            _fsync_file(path + ".bak")
+            with open(path, "rb") as f:
+                _write_synced(path + ".bak", f.read())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    files.fsync_dir(directory)
 
 
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _write_synced(path: str, data: bytes) -> None:
+    """Replace ``path``'s content with ``data`` (the store's file mode), fsynced."""
+    fd = files.create(path, os.O_WRONLY | os.O_TRUNC)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def load(path: str, parse: Callable[[str], Any] = loads_fastjson) -> Any | None:

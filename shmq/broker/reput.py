@@ -19,6 +19,7 @@ import numpy as np
 from shmq.broker.agent import AgentEnv
 from shmq.codec import record as rec
 from shmq.config import MessageStoreConfig
+from shmq.errors import DiskFullError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
@@ -29,6 +30,7 @@ from shmq.store.index_service import IndexService
 from shmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
+DISK_FULL_RETRY_S = 1.0
 
 MAX_DISPATCH_BYTES = 4 << 20  # per pass, so consumers see progress during a backlog
 
@@ -100,6 +102,7 @@ class Reput:
         self._consumer_sems: dict[tuple[int, int], object] = {}
         self._consumers_version = -1
         self._consumers: list[tuple[int, int, int]] = []
+        self._disk_full_until = 0.0
 
     def limit(self) -> int:
         write = cn.load(self.words, cn.WRITE_OFFSET)
@@ -108,10 +111,23 @@ class Reput:
         return write
 
     def has_work(self) -> bool:
-        return self.limit() > self.dispatched
+        return self.limit() > self.dispatched and time.monotonic() >= self._disk_full_until
 
     def do_work(self) -> int:
-        work = self._dispatch(self.limit())
+        if time.monotonic() < self._disk_full_until:
+            return 0
+        try:
+            work = self._dispatch(self.limit())
+        except DiskFullError as exc:
+            # a consume-queue or index file has no room: nothing is lost (the CommitLog holds
+            # the records and dispatch is idempotent), consumers wait; retry in a second
+            if not self._disk_full_until:
+                log.error("reput paused: %s", exc)
+            self._disk_full_until = time.monotonic() + DISK_FULL_RETRY_S
+            return 0
+        if self._disk_full_until:
+            log.warning("reput resumed: disk space is back")
+            self._disk_full_until = 0.0
         now = time.monotonic()
         if (now - self._last_flush) * 1000 >= self.flush_interval_ms:
             self._last_flush = now

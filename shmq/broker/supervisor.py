@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any
 
+from shmq import files
 from shmq.broker.agent import BrokerNames, run_agent
 from shmq.broker.broker_config import BrokerConfig
 from shmq.broker.clients import ClientSlots
@@ -69,6 +70,7 @@ class Broker:
         self._restarts: dict[str, list[float]] = {k: [] for k in AGENTS}
         self._ring_deaths: dict[tuple[int, int], list[float]] = {}
         self.stop_reason = ""  # why the broker stopped itself (empty: asked to stop)
+        self._persist_failing = False
         self._stop = threading.Event()
         self._stopped = False
         self._threads: list[threading.Thread] = []
@@ -83,7 +85,8 @@ class Broker:
         cfg = self.config
         for line in set_environment(self.tuning):  # before numba is imported and agents spawn
             log.info("tuning: %s", line)
-        os.makedirs(self.root, exist_ok=True)
+        files.set_file_mode(cfg.store.file_mode)
+        files.makedirs(self.root)
         for prefix in unlink_orphans():
             log.warning("removed shared memory %s* left by a broker that died", prefix)
         store = MessageStore(cfg.store)
@@ -246,9 +249,22 @@ class Broker:
                     self.consumers.scan_expired()
                 if (now - last_persist) * 1000 >= self.config.flush_consumer_offset_interval:
                     last_persist = now
-                    self.offsets.persist_if_dirty()
+                    self._persist_offsets()
             except Exception:
                 log.exception("housekeeping failed")
+
+    def _persist_offsets(self) -> None:
+        """Persist consumer offsets when they changed; a full disk is logged once (the
+        offsets stay dirty in memory and are written once space is back)."""
+        try:
+            self.offsets.persist_if_dirty()
+        except OSError as exc:
+            if not self._persist_failing:
+                log.error("cannot persist consumer offsets (retrying every %d ms): %s",
+                          self.config.flush_consumer_offset_interval, exc)  # fmt: skip
+            self._persist_failing = True
+            return
+        self._persist_failing = False
 
     def _answer_topic_request(self) -> None:
         words = self.counters.words
@@ -408,9 +424,11 @@ class Broker:
         for t in self._threads:
             t.join(2)
         if hasattr(self, "offsets"):
-            self.offsets.persist()
-            self.topics.persist()
-            self.subscription_groups.persist()
+            for table in (self.offsets, self.topics, self.subscription_groups):
+                try:
+                    table.persist()
+                except OSError as exc:  # a full disk: the last persisted copy stays
+                    log.error("cannot persist %s: %s", type(table).__name__, exc)
         if hasattr(self, "clients"):
             self.clients.close()
         for sem in self._sems:

@@ -19,7 +19,7 @@ import numpy as np
 from shmq.broker.agent import AgentEnv
 from shmq.codec import record as rec
 from shmq.config import parse_host
-from shmq.errors import ShmqError
+from shmq.errors import DiskFullError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 PERM_WRITE = 2
 MAX_ROWS = 4096
+ALLOC_RETRY_S = 1.0  # a full disk: how often the writer tries to allocate a file again
 _BAD_SYSFLAG = rec.SYSFLAG_STOREHOST_V6 | rec.SYSFLAG_TRANSACTION_MASK
 _NO_SLOTS = np.zeros(1, dtype=np.int64)
 
@@ -124,6 +125,7 @@ class Writer:
         self._slot_pools: dict[tuple[bytes, int], np.ndarray] = {}
         self.rings: dict[int, RingView] = {}
         self.fenced: set[tuple[int, int]] = set()  # (slot, gen) of rings no longer read
+        self._alloc_retry_at = 0.0
         self._registry_version = -1
         self.rows = np.zeros((MAX_ROWS, rec.N_COLS), dtype=np.int64)
         self.out = np.zeros((MAX_ROWS, 2), dtype=np.int64)
@@ -275,8 +277,25 @@ class Writer:
         now = time.time_ns() // 1_000_000
         out = self.out[:n]
         out[:] = -1
-        if kept:
-            self.commitlog.append_records(view.data, rows, keep, qslots, self.next_qoff, now, out)
+        if kept and self._store_refuses():
+            kept = 0
+        elif kept:
+            try:
+                self.commitlog.append_records(
+                    view.data, rows, keep, qslots, self.next_qoff, now, out
+                )
+                if self.words[cn.ALLOC_FAILED]:
+                    log.warning("CommitLog files can be allocated again: puts accepted")
+                    cn.publish(self.words, cn.ALLOC_FAILED, 0)
+            except DiskFullError as exc:
+                self._allocation_failed(exc)
+                kept = 0
+        if not kept:
+            keep[:] = False
+            self.reasons[:n] = np.where(
+                self.reasons[:n] == ring.REASON_NONE, ring.REASON_SERVICE_NOT_AVAILABLE,
+                self.reasons[:n],
+            )  # fmt: skip
         rec.write_completions(
             view.completions, view.seq, rows, keep, self.reasons[:n], out, ring.SEND_OK,
             ring.REJECTED, now,
@@ -301,6 +320,23 @@ class Writer:
         if self.sync_flush and words[cn.FLUSH_PARKED]:
             post(self.flush_sem)
         return n
+
+    def _store_refuses(self) -> bool:
+        """Whether puts are refused now (disk over 90 % per the cleaner, a failed fsync, or a
+        CommitLog file that could not be allocated less than a second ago: the next try
+        comes after that second)."""
+        words = self.words
+        if words[cn.DISK_FULL] or words[cn.FLUSH_FAILED]:
+            return True
+        return bool(words[cn.ALLOC_FAILED]) and time.monotonic() < self._alloc_retry_at
+
+    def _allocation_failed(self, exc: DiskFullError) -> None:
+        """A new CommitLog file could not get disk blocks: refuse puts (producers see
+        SERVICE_NOT_AVAILABLE and the reason), keep serving everything else, retry in 1 s."""
+        if not self.words[cn.ALLOC_FAILED]:
+            log.error("puts refused until disk space is back: %s", exc)
+        cn.publish(self.words, cn.ALLOC_FAILED, 1)
+        self._alloc_retry_at = time.monotonic() + ALLOC_RETRY_S
 
     def _check(self, data: np.ndarray, rows: np.ndarray) -> tuple[int, int]:
         """Validate against the topic table, filling ``keep``, ``reasons`` and ``qslots``;

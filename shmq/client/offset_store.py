@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from shmq import files
 from shmq.client.types import MessageQueue
 from shmq.errors import ConfigError, RemotingError
 
@@ -151,9 +152,9 @@ class LocalFileOffsetStore(OffsetStore):
             ]
         }  # fmt: skip
         with self._file_lock:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            files.makedirs(os.path.dirname(self.path))
             tmp = self.path + ".tmp"
-            with open(tmp, "w") as f:
+            with os.fdopen(files.create(tmp, os.O_WRONLY | os.O_TRUNC), "w") as f:
                 json.dump(body, f)
                 f.flush()
                 os.fsync(f.fileno())

@@ -265,6 +265,14 @@ class _Link:
                 return f"the broker process {pid} is gone"
         return None
 
+    def reason_text(self, reason: int) -> str:
+        """A rejection's reason as the user reads it; SERVICE_NOT_AVAILABLE says why (a
+        full disk, a failed flush) from the broker's store status words."""
+        text = ring.REASONS.get(reason, f"reason {reason}")
+        if reason == ring.REASON_SERVICE_NOT_AVAILABLE:
+            return f"SERVICE_NOT_AVAILABLE: {cn.refuse_reason(self.counters) or text}"
+        return text
+
     def unused(self) -> bool:
         """Retired, still open, and no send uses it (call with ``lock`` held)."""
         return self.retired and not self.closed and self.users <= 0 and not self.pending
@@ -669,7 +677,7 @@ class Producer:
         n, bad = rows.shape[0], int(rejected.sum())
         k = int(np.argmax(rejected))
         reason = (int(rows[k, 0]) >> 16) & 0xFFFF
-        text = ring.REASONS.get(reason, f"reason {reason}")
+        text = link.reason_text(reason)
         what = "the message" if n == 1 else f"{bad} of {n} messages"
         stored = "" if bad == n else f" ({n - bad} were stored)"
         raise _AttemptError(
@@ -950,7 +958,7 @@ class Producer:
                 reason = (row[0] >> 16) & 0xFFFF
                 exc = _AttemptError(
                     f"broker {broker_name} rejected the message to topic "
-                    f"{entry.mq.topic}: {ring.REASONS.get(reason, f'reason {reason}')}",
+                    f"{entry.mq.topic}: {link.reason_text(reason)}",
                     retryable=reason in RETRYABLE_REASONS,
                     reason=reason,
                 )

@@ -11,6 +11,9 @@ import mmap
 import os
 import struct
 
+from shmq import files
+from shmq.store.mapped_file import allocate
+
 CHECKPOINT_SIZE = 4096
 _FIELDS = struct.Struct(">qqq")
 
@@ -18,10 +21,10 @@ _FIELDS = struct.Struct(">qqq")
 class Checkpoint:
     def __init__(self, path: str) -> None:
         self.path = path
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = files.create(path, os.O_RDWR)
         try:
             if os.fstat(fd).st_size != CHECKPOINT_SIZE:
-                os.ftruncate(fd, CHECKPOINT_SIZE)
+                allocate(fd, CHECKPOINT_SIZE, path)  # real blocks: never a SIGBUS when full
             self._mm = mmap.mmap(fd, CHECKPOINT_SIZE)
         finally:
             os.close(fd)

@@ -200,8 +200,19 @@ class CommitLog:
         """Append records already encoded elsewhere (a producer ring ``src``, validated into
         ``rows`` by ``parse_records``), those with ``keep`` set, stamping queue offsets from
         ``next_qoff[qslots[i]]``, physical offsets, the store timestamp and this store's host.
-        ``out[i]`` gets ``(queue offset, physical offset)``."""
+        ``out[i]`` gets ``(queue offset, physical offset)``.
+
+        Every file the records need is created before the first byte is copied, so a full
+        disk (``DiskFullError``) leaves the CommitLog, ``next_qoff`` and ``out`` untouched."""
         n = rows.shape[0]
+        if not n:
+            return
+        span = int(rows[-1, rec.R_POS] + rows[-1, rec.R_SIZE] - rows[0, rec.R_POS])
+        last = self.queue.last_file()
+        if last is None or last.wrote_position + span + rec.MIN_BLANK > last.size:
+            sizes = rows[:, rec.R_SIZE][keep]  # they may roll: create the files first
+            if sizes.size:
+                self._prepare_room(int(sizes.sum()), int(sizes.max()))
         done = 0
         while done < n:
             mf = self._writable_file()
@@ -271,10 +282,24 @@ class CommitLog:
         mf = self._writable_file()
         room = mf.size - mf.wrote_position
         if size + rec.MIN_BLANK > room:
+            self.queue.prepare(mf.file_end_offset)  # DiskFullError before the blank
             rec.write_blank(mf.buf, mf.wrote_position, room)
             mf.wrote_position = mf.size
             mf = self._writable_file()
         return mf
+
+    def _prepare_room(self, total: int, largest: int) -> None:
+        """Create the files that ``total`` bytes of records (none over ``largest``) may roll
+        into: each file loses less than ``largest + MIN_BLANK`` bytes at its end."""
+        last = self.queue.last_file()
+        start = 0 if last is None else last.file_from_offset
+        free = 0 if last is None else last.size - last.wrote_position
+        if last is None or last.is_full or total + rec.MIN_BLANK > free:
+            usable = max(1, self.file_size - largest - rec.MIN_BLANK)
+            need = total - max(0, free - largest - rec.MIN_BLANK)
+            files = 1 + max(0, need) // usable + (0 if last is None else 1)
+            for k in range(1 if last is not None else 0, files):
+                self.queue.prepare(start + k * self.file_size)
 
     def _writable_file(self) -> MappedFile:
         mf = self.queue.last_file()

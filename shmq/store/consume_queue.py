@@ -29,8 +29,8 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.file_size = file_size
         self.units_per_file = file_size // CQ_UNIT_SIZE
-        self.queue = MappedFileQueue(
-            os.path.join(root, topic, str(queue_id)), file_size, readonly=readonly
+        self.queue = MappedFileQueue(  # sparse, as RocketMQ's: blocks come as units do
+            os.path.join(root, topic, str(queue_id)), file_size, readonly=readonly, sparse=True
         )
         self.min_logic_offset = 0  # in units
         self.max_physic_offset = -1  # offset + size of the last unit written
@@ -129,6 +129,7 @@ class ConsumeQueue:
             local = unit - mf.file_from_offset // CQ_UNIT_SIZE
             count = min(n - written, self.units_per_file - local)
             end = written + count
+            mf.reserve((local + count) * CQ_UNIT_SIZE)  # DiskFullError before any byte
             put_units(
                 mf.buf,
                 local,
@@ -153,6 +154,7 @@ class ConsumeQueue:
         the file holding it and pad it with blank units ``(0, Integer.MAX_VALUE, 0)``."""
         mf = self._file_for(first)
         local = first - mf.file_from_offset // CQ_UNIT_SIZE
+        mf.reserve(local * CQ_UNIT_SIZE)
         put_units(
             mf.buf,
             0,

@@ -20,8 +20,10 @@ import time
 import numpy as np
 from numba import njit
 
+from shmq import files
 from shmq.codec.record import get_i32, get_i64, put_i32, put_i64
 from shmq.errors import CorruptStoreError
+from shmq.store.mapped_file import allocate, reserve_blocks
 
 HEADER_SIZE = 40
 SLOT_SIZE = 4
@@ -108,11 +110,18 @@ class IndexFile:
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         size = index_file_size(hash_slot_num, index_num)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._entries_at = HEADER_SIZE + hash_slot_num * SLOT_SIZE
+        self._reserved = size  # an existing file: its blocks were reserved as it grew
+        fd = files.create(path, os.O_RDWR)
         try:
             actual = os.fstat(fd).st_size
             if actual == 0:
-                os.ftruncate(fd, size)  # sparse: most slots and entries stay untouched
+                # header and hash slots get blocks now (slots are written anywhere); entries,
+                # written in order, get them ahead of use (``put_key``): a full disk is a
+                # DiskFullError, never a SIGBUS
+                os.ftruncate(fd, size)
+                allocate(fd, self._entries_at, path)
+                self._reserved = self._entries_at
             elif actual != size:
                 raise CorruptStoreError(
                     f"{path} is {actual} bytes; an index file with {hash_slot_num} slots and "
@@ -169,6 +178,9 @@ class IndexFile:
         return self.index_count >= self.index_num
 
     def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        end = self._entries_at + (self.index_count + 1) * ENTRY_SIZE
+        if end > self._reserved:
+            self._reserved = reserve_blocks(self.path, self._reserved, end, self.buf.shape[0])
         return bool(
             put_key(
                 self.buf, self.hash_slot_num, self.index_num, key_hash, phy_offset, store_timestamp

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from shmq import files
 from shmq.codec.jhash import java_hash
 from shmq.store.index_file import IndexFile, index_file_name
 
@@ -77,7 +78,7 @@ class IndexService:
 
     def _roll(self) -> IndexFile:
         previous = self.files[-1] if self.files else None
-        os.makedirs(self.index_dir, exist_ok=True)
+        files.makedirs(self.index_dir)
         stamp = int(time.time() * 1000)
         while os.path.exists(os.path.join(self.index_dir, index_file_name(stamp))):
             stamp += 1  # two files in one millisecond must still get distinct names

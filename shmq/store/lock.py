@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 
+from shmq import files
 from shmq.errors import StoreLockedError
 
 
@@ -19,7 +20,7 @@ class StoreLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = files.create(self.path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -30,8 +31,8 @@ class StoreLock:
                 f"store {os.path.dirname(self.path)} is locked by another process (pid {pid}); "
                 "stop it or use another store directory"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"lock {os.getpid()}\n".encode(), 0)
+        # same length every time, no truncate: rewriting the page needs no new disk block
+        os.pwrite(fd, f"lock {os.getpid():<10}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:
@@ -49,22 +50,14 @@ class AbortMarker:
         return os.path.exists(self.path)
 
     def create(self) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = files.create(self.path, os.O_WRONLY)
         os.fsync(fd)
         os.close(fd)
-        _fsync_dir(os.path.dirname(self.path))
+        files.fsync_dir(os.path.dirname(self.path))
 
     def remove(self) -> None:
         try:
             os.unlink(self.path)
         except FileNotFoundError:
             return
-        _fsync_dir(os.path.dirname(self.path))
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        files.fsync_dir(os.path.dirname(self.path))

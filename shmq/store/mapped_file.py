@@ -1,5 +1,10 @@
 """One fixed-size store file, created at full size and mapped whole.
 
+A CommitLog file gets real disk blocks when it is created (``posix_fallocate``), so a full
+disk fails there, as ``DiskFullError``, and never as SIGBUS on a later write through the
+mapping. A sparse file (consume queues, as RocketMQ's) is created with holes and gets its
+blocks in 1 MiB steps ahead of the writer by ``reserve``, with the same guarantee.
+
 A file is named by the global offset of its first byte, zero-padded to 20 digits (RocketMQ's
 ``UtilAll.offset2FileName``). ``buf`` is a numpy uint8 view of the whole mapping, which the
 numba kernels read and write directly. The owner tracks the write position; the mapped file
@@ -11,17 +16,21 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import logging
 import mmap
 import os
+import shutil
 
 import numpy as np
 
-from shmq.errors import CorruptStoreError
+from shmq import files
+from shmq.errors import CorruptStoreError, DiskFullError
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = mmap.PAGESIZE
+RESERVE_STEP = 1 << 20
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
@@ -38,7 +47,9 @@ def file_name_to_offset(name: str) -> int:
 class MappedFile:
     """A store file of exactly ``size`` bytes, mapped read-write (or read-only)."""
 
-    def __init__(self, path: str, size: int, *, readonly: bool = False) -> None:
+    def __init__(
+        self, path: str, size: int, *, readonly: bool = False, sparse: bool = False
+    ) -> None:
         self.path = path
         self.size = size
         self.file_from_offset = file_name_to_offset(os.path.basename(path))
@@ -46,12 +57,15 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self._locked = False
-        flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
-        fd = os.open(path, flags, 0o644)
+        self._reserved = 0 if sparse else size  # bytes known to have disk blocks
+        fd = os.open(path, os.O_RDONLY) if readonly else files.create(path, os.O_RDWR)
         try:
             actual = os.fstat(fd).st_size
             if actual == 0 and not readonly:
-                _allocate(fd, size)
+                if sparse:
+                    os.ftruncate(fd, size)
+                else:
+                    allocate(fd, size, path)
             elif actual != size:
                 raise CorruptStoreError(
                     f"{path} is {actual} bytes; a store file here must be exactly {size} bytes"
@@ -73,6 +87,11 @@ class MappedFile:
     @property
     def last_modified(self) -> float:
         return os.stat(self.path).st_mtime
+
+    def reserve(self, end: int) -> None:
+        """Make sure bytes ``[0, end)`` have disk blocks (a sparse file gets them up to the
+        next ``RESERVE_STEP``); raises ``DiskFullError`` when the disk has no room."""
+        self._reserved = reserve_blocks(self.path, self._reserved, end, self.size)
 
     def flush(self, start: int, end: int) -> None:
         """msync ``[start, end)`` of this file to disk (start rounded down to a page)."""
@@ -127,10 +146,36 @@ class MappedFile:
         return f"MappedFile({self.path!r}, wrote={self.wrote_position}, size={self.size})"
 
 
-def _allocate(fd: int, size: int) -> None:
-    """Give the file its full size with real blocks where the filesystem allows it, so a full
-    disk fails here instead of as SIGBUS on a later write through the mapping."""
+def reserve_blocks(path: str, reserved: int, end: int, size: int) -> int:
+    """Give the file at ``path``, whose first ``reserved`` bytes have disk blocks, blocks up
+    to ``end`` rounded up to ``RESERVE_STEP`` (at most ``size``); returns the new reserved
+    end. ``DiskFullError`` when the disk has no room."""
+    if end <= reserved:
+        return reserved
+    upto = min(size, -(-end // RESERVE_STEP) * RESERVE_STEP)
+    fd = os.open(path, os.O_RDWR)
     try:
-        os.posix_fallocate(fd, 0, size)
-    except OSError:
+        allocate(fd, upto, path, start=reserved, new=False)
+    finally:
+        os.close(fd)
+    return upto
+
+
+def allocate(fd: int, size: int, path: str, *, start: int = 0, new: bool = True) -> None:
+    """Give bytes ``[start, size)`` of the file real blocks, so a full disk fails here
+    instead of as SIGBUS on a later write through the mapping. A ``new`` file that cannot
+    get them is removed. Where the filesystem has no ``fallocate``, the file stays sparse."""
+    try:
+        os.posix_fallocate(fd, start, size - start)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            free = shutil.disk_usage(os.path.dirname(path) or ".").free
+            if new:
+                os.unlink(path)
+            raise DiskFullError(
+                f"no disk space for {path}: {size - start} bytes needed, {free} free"
+            ) from None
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        log.warning("%s: no fallocate on this filesystem (%s); the file stays sparse", path, exc)
         os.ftruncate(fd, size)

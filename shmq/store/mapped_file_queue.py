@@ -7,13 +7,15 @@ RocketMQ's ``AllocateMappedFileService``, so a roll never waits for the disk.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from shmq import files
 from shmq.codec.record import dirty_end
-from shmq.errors import CorruptStoreError
+from shmq.errors import CorruptStoreError, DiskFullError
 from shmq.store.mapped_file import PAGE_SIZE, MappedFile, file_name_to_offset, offset_to_file_name
 
 log = logging.getLogger(__name__)
@@ -31,11 +33,14 @@ class MappedFileQueue:
         preallocate: bool = False,
         warm: bool = False,
         mlock: bool = False,
+        sparse: bool = False,
     ) -> None:
         self.directory = directory
         self.file_size = file_size
         self.readonly = readonly
+        self.sparse = sparse
         self.files: list[MappedFile] = []
+        self._ready: dict[int, MappedFile] = {}  # created by prepare(), not yet in use
         self.flushed_where = 0
         self._warm = warm
         self._mlock = mlock
@@ -68,7 +73,7 @@ class MappedFileQueue:
                     f"{self.directory}: file {offset_to_file_name(expected)} is missing "
                     f"before {name}"
                 )
-            mf = MappedFile(path, self.file_size, readonly=self.readonly)
+            mf = MappedFile(path, self.file_size, readonly=self.readonly, sparse=self.sparse)
             mf.wrote_position = mf.flushed_position = self.file_size
             self.files.append(mf)
             expected = start + self.file_size
@@ -116,17 +121,30 @@ class MappedFileQueue:
     # -- writing ---------------------------------------------------------------------------
 
     def new_file(self, start: int) -> MappedFile:
-        """Create (or take the pre-allocated) file starting at ``start`` and append it."""
-        with self._lock:
-            future = self._ahead.pop(start, None)
-        mf = future.result() if future is not None else self._create(start)
+        """Create (or take the prepared or pre-allocated) file starting at ``start`` and
+        append it; ``DiskFullError`` when the disk has no room for it."""
+        mf = self.prepare(start)
+        del self._ready[start]
         self.files.append(mf)
         self._allocate_ahead(start + self.file_size)
         return mf
 
+    def prepare(self, start: int) -> MappedFile:
+        """Make sure the file starting at ``start`` exists, without using it yet, so a writer
+        can learn that the disk is full before it writes anything that needs the file."""
+        mf = self._ready.get(start)
+        if mf is None:
+            with self._lock:
+                future = self._ahead.pop(start, None)
+            mf = future.result() if future is not None else self._create(start)
+            self._ready[start] = mf
+        return mf
+
     def _create(self, start: int) -> MappedFile:
-        os.makedirs(self.directory, exist_ok=True)
-        mf = MappedFile(os.path.join(self.directory, offset_to_file_name(start)), self.file_size)
+        files.makedirs(self.directory)
+        path = os.path.join(self.directory, offset_to_file_name(start))
+        mf = MappedFile(path, self.file_size, sparse=self.sparse)
+        files.fsync_dir(self.directory)  # the new name survives a crash of the machine
         if self._warm:
             mf.warm(lock=self._mlock)
         return mf
@@ -194,8 +212,12 @@ class MappedFileQueue:
         if self._allocator is not None:
             self._allocator.shutdown(wait=True)
             for future in self._ahead.values():
-                future.result().close()
+                with contextlib.suppress(DiskFullError):
+                    future.result().close()
             self._ahead.clear()
+        for mf in self._ready.values():
+            mf.close()
+        self._ready.clear()
         for mf in self.files:
             mf.close()
         self.files.clear()

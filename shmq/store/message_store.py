@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from shmq import files
 from shmq.codec import record as rec
 from shmq.codec.consume_queue import CQ_UNIT_SIZE, match_tags
 from shmq.codec.crc32 import body_crc_batch
@@ -77,7 +78,8 @@ class MessageStore:
         self.root = root
         self._lock = threading.Lock()
         self._closed = False
-        os.makedirs(root, exist_ok=True)
+        files.set_file_mode(config.file_mode)
+        files.makedirs(root)
         self._store_lock = StoreLock(root)
         self._store_lock.acquire()
         try:
