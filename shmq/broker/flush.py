@@ -50,9 +50,15 @@ class Flush:
             self.idle = IdleStrategy(IdleConfig(0, 0, store.flush_interval_commit_log * 1000), sem)
 
     def has_work(self) -> bool:
-        return self.sync and cn.load(self.words, cn.WRITE_OFFSET) > self.flushed
+        return (
+            self.sync
+            and not self.words[cn.FLUSH_FAILED]
+            and cn.load(self.words, cn.WRITE_OFFSET) > self.flushed
+        )
 
     def do_work(self) -> int:
+        if self.words[cn.FLUSH_FAILED]:
+            return 0  # nothing is known to be on disk past the last good flush
         write = cn.load(self.words, cn.WRITE_OFFSET)
         if write <= self.flushed:
             self._maybe_checkpoint()
@@ -75,8 +81,19 @@ class Flush:
             for file_start in range(start, write, self.file_size):
                 os.fdatasync(self._fd(file_start))
         except OSError as exc:
+            # After a failed fdatasync the kernel may have dropped the dirty pages and a
+            # retry "succeeds" without writing them (fsyncgate): never flush again, never
+            # publish a flushed offset past this point; the broker refuses puts until a
+            # restart, whose recovery reads what really is on disk.
+            cn.publish(self.words, cn.FLUSH_FAILED, 1)
             cn.publish(self.words, cn.FLUSH_ERRORS, cn.load(self.words, cn.FLUSH_ERRORS) + 1)
-            log.error("flush of the CommitLog up to %d failed: %s", write, exc)
+            log.critical(
+                "flush of the CommitLog up to %d failed: %s; puts are refused and SYNC_FLUSH "
+                "sends fail until the broker is restarted",
+                write,
+                exc,
+            )
+            fence()
             self._wake_producers(write)  # they see FLUSH_ERRORS and fail the send
             return 0
         self.flushed = write
@@ -132,7 +149,10 @@ class Flush:
         cp.flush()
 
     def drain(self) -> None:
-        """Clean stop: flush everything written (retrying as RocketMQ does), checkpoint."""
+        """Clean stop: flush everything written (retrying as RocketMQ does), checkpoint; after
+        a failed flush, nothing (the next start recovers from what is on disk)."""
+        if self.words[cn.FLUSH_FAILED]:
+            return
         for _ in range(10):
             write = cn.load(self.words, cn.WRITE_OFFSET)
             if write <= self.flushed or self._flush_to(write):

@@ -417,6 +417,9 @@ class Broker:
         clean = True
         for kind in STOP_ORDER:
             clean &= self._stop_agent(kind)
+        if hasattr(self, "counters") and cn.load(self.counters.words, cn.FLUSH_FAILED):
+            log.error("a flush failed: abort kept, so the next start recovers from the disk")
+            clean = False
         if self.server is not None:
             self._unregister_all()
             self.server.stop()

@@ -164,7 +164,7 @@ class RingProducer:
         errors = int(self.counters[cn.FLUSH_ERRORS])
 
         def flushed() -> bool:
-            if int(self.counters[cn.FLUSH_ERRORS]) != errors:
+            if self.counters[cn.FLUSH_FAILED] or int(self.counters[cn.FLUSH_ERRORS]) != errors:
                 raise SendError("the broker failed to flush the CommitLog (fsync error)")
             return int(self.counters[cn.FLUSHED_OFFSET]) >= end_offset
 
