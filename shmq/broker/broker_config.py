@@ -61,6 +61,10 @@ class BrokerConfig:
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1_000
     client_channel_max_idle_time_seconds: int = 120
+    server_channel_max_idle_time_seconds: int = 120
+    # shmq's own: connections the control server serves at once; seconds a frame may take
+    server_max_connections: int = 1024
+    server_frame_timeout_seconds: int = 30
     # ms without a heartbeat before a client is dropped (RocketMQ: 120 s, fixed in code)
     channel_expired_timeout: int = 120_000
     # shmq's own: producer rings (bytes, completion slots), slot tables, agent idling.
@@ -96,6 +100,9 @@ class BrokerConfig:
                 "a non-empty name without whitespace",
             )
         _range(self, "listen_port", 0, 65535)
+        _range(self, "server_max_connections", 1, 65536)
+        _range(self, "server_channel_max_idle_time_seconds", 1, 86400)
+        _range(self, "server_frame_timeout_seconds", 1, 3600)
         _range(self, "broker_permission", 0, 15)
         _range(self, "default_topic_queue_nums", 1, 1024)
         for name in (

@@ -199,10 +199,14 @@ class Broker:
         from shmq.broker.control import ControlHandlers
         from shmq.remoting.server import RemotingServer
 
+        cfg = self.config
         self.server = RemotingServer(
-            self.config.broker_ip1,
-            self.config.listen_port,
-            name=f"broker-{self.config.broker_name}",
+            cfg.broker_ip1,
+            cfg.listen_port,
+            name=f"broker-{cfg.broker_name}",
+            max_connections=cfg.server_max_connections,
+            idle_timeout=cfg.server_channel_max_idle_time_seconds,
+            frame_timeout=cfg.server_frame_timeout_seconds,
         )
         self.control = ControlHandlers(self)
         self.control.register(self.server)

@@ -34,6 +34,7 @@ from shmq.errors import RemotingConnectError, RemotingFrameError, ResponseError
 
 # RocketMQ's default frame limit (the com.rocketmq.remoting.frameMaxLength property).
 MAX_FRAME_SIZE = 16 * 1024 * 1024
+RECV_CHUNK = 64 * 1024
 MAX_HEADER_SIZE = 64 * 1024
 
 SERIALIZE_JSON = 0
@@ -318,9 +319,10 @@ def decode_frame(payload: bytes) -> RemotingCommand:
 
 
 def _recv_exactly(sock: socket.socket, n: int, deadline: float | None, eof_ok: bool) -> bytes:
-    """``n`` bytes from ``sock``; b"" on EOF before the first byte if ``eof_ok``."""
-    buf = bytearray(n)
-    view = memoryview(buf)
+    """``n`` bytes from ``sock``; b"" on EOF before the first byte if ``eof_ok``. The buffer
+    grows by what arrives (``RECV_CHUNK`` at a time), so an announced length costs nothing
+    until its bytes come."""
+    buf = bytearray(min(n, RECV_CHUNK))
     pos = 0
     while pos < n:
         if deadline is not None:
@@ -328,7 +330,9 @@ def _recv_exactly(sock: socket.socket, n: int, deadline: float | None, eof_ok: b
             if remaining <= 0:
                 raise TimeoutError("timed out")
             sock.settimeout(remaining)
-        count = sock.recv_into(view[pos:])
+        if pos == len(buf):
+            buf.extend(bytes(min(RECV_CHUNK, n - pos)))
+        count = sock.recv_into(memoryview(buf)[pos:])  # the view is gone before any extend
         if count == 0:
             if pos == 0 and eof_ok:
                 return b""
@@ -340,7 +344,11 @@ def _recv_exactly(sock: socket.socket, n: int, deadline: float | None, eof_ok: b
 
 
 def read_frame(
-    sock: socket.socket, max_frame: int = MAX_FRAME_SIZE, deadline: float | None = None
+    sock: socket.socket,
+    max_frame: int = MAX_FRAME_SIZE,
+    deadline: float | None = None,
+    *,
+    frame_timeout: float | None = None,
 ) -> RemotingCommand | None:
     """Read exactly one frame from ``sock``.
 
@@ -348,7 +356,9 @@ def read_frame(
     inside a frame raises ``RemotingConnectError``. A length prefix below 4 or above
     ``max_frame`` raises ``RemotingFrameError`` before anything more is read. ``deadline``
     (``time.monotonic()`` value) bounds the whole read: past it, ``TimeoutError`` is raised.
-    Without a deadline the socket's own timeout applies.
+    Without a deadline the socket's own timeout applies; ``frame_timeout`` then bounds the
+    rest of a frame once its length has arrived (a peer that announces a frame must send it).
+    Memory grows with the bytes that arrive, never with the length announced.
     """
     prefix = _recv_exactly(sock, 4, deadline, eof_ok=True)
     if not prefix:
@@ -356,6 +366,8 @@ def read_frame(
     (length,) = _INT32.unpack(prefix)
     if length < 4 or length > max_frame:
         raise RemotingFrameError(f"frame length {length} is outside [4, {max_frame}]")
+    if deadline is None and frame_timeout is not None:
+        deadline = time.monotonic() + frame_timeout
     return decode_frame(_recv_exactly(sock, length, deadline, eof_ok=False))
 
 

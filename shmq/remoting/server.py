@@ -5,6 +5,12 @@ over fast: one accept thread, one thread per connection, handlers run on the con
 thread in arrival order. A connection that sends anything malformed is closed with one
 warning; the server and every other connection keep working. Handlers may also push oneway
 requests to a client through ``Connection.send`` from any thread.
+
+Nothing a peer sends may cost the server more than a bound: a frame's memory grows only as
+its bytes arrive, a frame must complete within ``frame_timeout`` once its length is read, a
+connection silent for ``idle_timeout`` (RocketMQ's ``serverChannelMaxIdleTimeSeconds``, 120 s)
+is closed, at most ``max_connections`` are served at once (more are closed at accept), and
+the warnings about bad peers are rate-limited.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ from shmq.remoting.protocol import (
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_S = 1.0
+IDLE_TIMEOUT_S = 120.0
+FRAME_TIMEOUT_S = 30.0
+MAX_CONNECTIONS = 1024
+WARNINGS_PER_MINUTE = 20
 
 Handler = Callable[[RemotingCommand, "Connection"], RemotingCommand | None]
 
@@ -88,11 +98,18 @@ class RemotingServer:
         *,
         name: str = "remoting",
         max_frame: int = MAX_FRAME_SIZE,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout: float = IDLE_TIMEOUT_S,
+        frame_timeout: float = FRAME_TIMEOUT_S,
     ) -> None:
         self.host = host
         self._requested_port = port
         self.name = name
         self.max_frame = max_frame
+        self.max_connections = max_connections
+        self.idle_timeout = idle_timeout
+        self.frame_timeout = frame_timeout
+        self._warnings = _RateLimitedLog(log, WARNINGS_PER_MINUTE)
         self._handlers: dict[int, Handler] = {}
         self._disconnect_callbacks: list[Callable[[Connection], None]] = []
         self._listener: socket.socket | None = None
@@ -176,7 +193,17 @@ class RemotingServer:
                 log.exception("%s server: accept failed", self.name)
                 time.sleep(0.05)  # e.g. EMFILE: do not spin
                 continue
+            with self._lock:
+                full = len(self._connections) >= self.max_connections
+            if full:
+                self._warnings.warn(
+                    "%s server: refusing %s: %d connections are open (the limit)",
+                    self.name, _addr(peer_host, peer_port), self.max_connections,
+                )  # fmt: skip
+                sock.close()
+                continue
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(self.idle_timeout)
             conn = Connection(sock, next(self._conn_ids), _addr(peer_host, peer_port))
             thread = threading.Thread(
                 target=self._serve, args=(conn,), name=f"{self.name}-conn-{conn.id}", daemon=True
@@ -193,9 +220,17 @@ class RemotingServer:
         try:
             while True:
                 try:
-                    request = read_frame(conn.sock, self.max_frame)
+                    request = read_frame(
+                        conn.sock, self.max_frame, frame_timeout=self.frame_timeout
+                    )
                 except (RemotingFrameError, RemotingConnectError) as exc:
-                    log.warning("%s server: closing %s: %s", self.name, conn.peer, exc)
+                    self._warnings.warn("%s server: closing %s: %s", self.name, conn.peer, exc)
+                    return
+                except TimeoutError:
+                    self._warnings.warn(
+                        "%s server: closing %s: idle for %.0f s or a frame slower than %.0f s",
+                        self.name, conn.peer, self.idle_timeout, self.frame_timeout,
+                    )  # fmt: skip
                     return
                 except OSError as exc:
                     if not self._stopping.is_set():
@@ -204,7 +239,7 @@ class RemotingServer:
                 if request is None:
                     return
                 if request.is_response:
-                    log.warning(
+                    self._warnings.warn(
                         "%s server: closing %s: it sent a response frame (%s, opaque %d)"
                         " where a request was expected",
                         self.name, conn.peer, request_name(request.code), request.opaque,
@@ -250,3 +285,30 @@ class RemotingServer:
             return RemotingCommand.response_to(
                 request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
             )
+
+
+class _RateLimitedLog:
+    """At most ``per_minute`` warnings a minute; the rest are counted and reported with the
+    next one that gets through (a flood of bad peers must not flood the log)."""
+
+    def __init__(self, logger: logging.Logger, per_minute: int) -> None:
+        self.logger = logger
+        self.per_minute = per_minute
+        self._window = 0.0
+        self._count = 0
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def warn(self, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._window >= 60:
+                self._window, self._count = now, 0
+            self._count += 1
+            if self._count > self.per_minute:
+                self._dropped += 1
+                return
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            msg += f" ({dropped} similar warnings suppressed)"
+        self.logger.warning(msg, *args)

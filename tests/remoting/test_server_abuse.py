@@ -1,0 +1,103 @@
+"""The control server under abuse, against a real broker process: announced frame lengths
+cost nothing until their bytes arrive, slow frames and idle connections are closed, the
+number of connections is capped, and a well-behaved client is answered throughout."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import pytest
+
+from e2e_helpers import cluster, shm_entries
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import MAX_FRAME_SIZE, RequestCode
+
+LIMITS = {
+    "serverFrameTimeoutSeconds": 2,
+    "serverChannelMaxIdleTimeSeconds": 4,
+    "serverMaxConnections": 80,
+}
+
+
+@pytest.fixture(scope="module")
+def c(tmp_path_factory):
+    before = shm_entries()
+    with cluster(tmp_path_factory.mktemp("abuse"), **LIMITS) as c:
+        yield c
+    assert shm_entries() - before == set()
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def connect(c) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", c.broker_port), timeout=10)
+    return sock
+
+
+def closed_by_server(sock: socket.socket, within: float) -> bool:
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def answered(c) -> bool:
+    with RemotingClient() as client:
+        _, info = client.invoke_json(c.main.address, RequestCode.GET_BROKER_RUNTIME_INFO)
+    return info["broker"] == "broker-a"
+
+
+def test_announced_lengths_cost_no_memory_and_slow_frames_are_dropped(c):
+    assert answered(c)
+    pid = c.broker_proc.pid
+    before = rss_bytes(pid)
+    socks = [connect(c) for _ in range(64)]
+    try:
+        for s in socks:  # each announces the largest frame, then sends a few bytes only
+            s.sendall(struct.pack(">i", MAX_FRAME_SIZE) + b"\0" * 100)
+        time.sleep(0.5)
+        assert answered(c)
+        grown = rss_bytes(pid) - before
+        assert grown < 64 << 20, f"64 announced frames grew the broker by {grown >> 20} MiB"
+        assert all(closed_by_server(s, within=10) for s in socks)
+    finally:
+        for s in socks:
+            s.close()
+    assert answered(c)
+
+
+def test_idle_connections_are_closed(c):
+    with connect(c) as idle:
+        assert not closed_by_server(idle, within=1)
+        assert closed_by_server(idle, within=10)
+
+
+def test_connections_beyond_the_limit_are_refused_and_the_rest_kept(c):
+    socks = [connect(c) for _ in range(LIMITS["serverMaxConnections"] + 5)]
+    try:
+        time.sleep(0.5)
+        refused = [s for s in socks if closed_by_server(s, within=0.2)]
+        assert len(refused) >= 5
+        assert len(socks) - len(refused) <= LIMITS["serverMaxConnections"]
+    finally:
+        for s in socks:
+            s.close()
+    deadline = time.monotonic() + 10
+    while True:  # the server forgets closed connections as their threads notice
+        try:
+            assert answered(c)
+            break
+        except Exception:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
