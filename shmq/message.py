@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import itertools
-import re
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -22,6 +21,7 @@ from shmq.errors import (
     InvalidTopicError,
     MessageTooLargeError,
 )
+from shmq.names import MAX_TOPIC_LENGTH, name_problem
 
 PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"
@@ -29,7 +29,6 @@ PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 PROPERTY_DELAY_TIME_LEVEL = "DELAY"
 MAX_DELAY_LEVEL = 18  # messageDelayLevel "1s 5s 10s 30s 1m ... 2h" has 18 levels
 KEY_SEPARATOR = " "
-MAX_TOPIC_LENGTH = 127
 MAX_PROPERTIES_LENGTH = 32767
 
 # MessageConst's names: users may not set these as their own properties.
@@ -89,7 +88,6 @@ RESERVED_PROPERTY_NAMES = frozenset(
     ]
 )
 
-_TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
 _topic_cache: dict[str, bytes] = {}
 
 
@@ -98,14 +96,9 @@ def validate_topic(topic: str) -> bytes:
     cached = _topic_cache.get(topic)
     if cached is not None:
         return cached
-    if not isinstance(topic, str):
-        raise InvalidTopicError(f"topic must be a str, not {type(topic).__name__}")
-    if not _TOPIC_RE.fullmatch(topic):
-        shown = topic if len(topic) <= 140 else topic[:137] + "..."
-        raise InvalidTopicError(
-            f"topic {shown!r} is invalid: it must match ^[%|a-zA-Z0-9_-]{{1,127}}$ "
-            f"(length {len(topic)}, at most {MAX_TOPIC_LENGTH})"
-        )
+    problem = name_problem("topic", topic, MAX_TOPIC_LENGTH)
+    if problem:
+        raise InvalidTopicError(problem)
     raw = topic.encode()
     if len(_topic_cache) < 100_000:
         _topic_cache[topic] = raw

@@ -138,7 +138,7 @@ class AdminHandlers:
 
     def topic_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Per queue: min and max offset, and the store time of the last message."""
-        topic = request.ext("topic")
+        topic = request.ext_topic()
         cfg = self._topic(topic)
         table = []
         for qid in range(cfg.write_queue_nums):
@@ -158,7 +158,7 @@ class AdminHandlers:
         """Per queue of the group's topics (or of ``topic``): the broker's max offset, the
         group's committed offset (0 when none, as RocketMQ) and the store time of the last
         consumed message. A topic that online members do not subscribe is left out."""
-        group = request.ext("consumerGroup")
+        group = request.ext_group("consumerGroup")
         topic = request.ext_fields.get("topic")
         topics = [topic] if topic else self.broker.offsets.topics_of_group(group)
         info = self.consumers.group_info(group)
@@ -183,7 +183,7 @@ class AdminHandlers:
         return _json(request, {"offsetTable": table, "consumeTps": 0.0, "diffTotal": diff})
 
     def consumer_connection(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        group = request.ext("consumerGroup")
+        group = request.ext_group("consumerGroup")
         info = self.consumers.group_info(group)
         if info is None:
             raise ResponseError(
@@ -195,7 +195,7 @@ class AdminHandlers:
 
     def consumed_by_who(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """The groups with offsets on the topic or online members subscribing it."""
-        topic = request.ext("topic")
+        topic = request.ext_topic()
         groups = set(self.consumers.groups_of_topic(topic))
         groups |= set(self.broker.offsets.groups_of_topic(topic))
         return _json(request, {"groupList": sorted(groups)})
@@ -219,7 +219,7 @@ class AdminHandlers:
         return _json(request, self.groups.to_wrapper_json())
 
     def delete_sub_group(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        group = request.ext("groupName")
+        group = request.ext_group("groupName")
         if not self.groups.delete(group):
             raise ResponseError(
                 Rc.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -243,7 +243,7 @@ class AdminHandlers:
         RESET_CONSUMER_CLIENT_OFFSET) and answers the resulting offset table.
         CONSUMER_NOT_ONLINE (as RocketMQ) when the group has neither offsets on the topic
         here nor a member online."""
-        topic, group = request.ext("topic"), request.ext("group")
+        topic, group = request.ext_topic(), request.ext_group("group")
         timestamp = request.ext_int("timestamp")
         force = _bool(request.ext_fields.get("isForce"))
         cfg = self._topic(topic)
@@ -289,7 +289,7 @@ class AdminHandlers:
     def query_by_time(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Messages of ``topic`` stored in ``[beginTimestamp, endTimestamp]`` ms, the
         earliest ``maxNum`` (at most ``MAX_QUERY_NUM``), ordered by store time."""
-        topic = request.ext("topic")
+        topic = request.ext_topic()
         begin = _int_field(request, "beginTimestamp", 0)
         end = _int_field(request, "endTimestamp", int(time.time() * 1000) + 1000)
         max_num = max(1, min(_int_field(request, "maxNum", DEFAULT_QUERY_NUM), MAX_QUERY_NUM))

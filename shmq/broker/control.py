@@ -18,6 +18,7 @@ from shmq.errors import ResponseError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.message import message_to_json
+from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
@@ -101,13 +102,17 @@ class ControlHandlers:
         }
 
     def register_producer(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        slot = self.broker.clients.register_producer(request.ext_int("pid"), request.ext("group"))
+        slot = self.broker.clients.register_producer(
+            request.ext_int("pid"), request.ext_group("group")
+        )
         info = self._store_info()
         info.update(slot=slot.index, gen=slot.gen, ring=slot.segment.name, sem=slot.sem_name)
         return _json(request, info)
 
     def register_consumer(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        slot = self.broker.clients.register_consumer(request.ext_int("pid"), request.ext("group"))
+        slot = self.broker.clients.register_consumer(
+            request.ext_int("pid"), request.ext_group("group")
+        )
         info = self._store_info()
         info.update(slot=slot.index, gen=slot.gen, sem=slot.sem_name)
         return _json(request, info)
@@ -122,7 +127,7 @@ class ControlHandlers:
     # -- topics -----------------------------------------------------------------------------
 
     def update_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        topic = request.ext("topic")
+        topic = request.ext_topic()
         fields = request.ext_fields
         current = self.broker.topics.get(topic)
         default_q = self.broker.config.default_topic_queue_nums
@@ -136,7 +141,7 @@ class ControlHandlers:
         return RemotingCommand.response_to(request)
 
     def delete_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        topic = request.ext("topic")
+        topic = request.ext_topic()
         if not self.broker.topics.delete(topic):
             raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist")
         self.broker.topics.persist()
@@ -150,19 +155,25 @@ class ControlHandlers:
 
     def query_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         offset = self.broker.offsets.query(
-            request.ext("consumerGroup"), request.ext("topic"), request.ext_int("queueId")
+            request.ext_group("consumerGroup"), request.ext_topic(), request.ext_int("queueId")
         )
         if offset < 0:
             return RemotingCommand.response_to(request, Rc.QUERY_NOT_FOUND, "Not found")
         return RemotingCommand.response_to(request, ext_fields={"offset": offset})
 
     def update_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        self.broker.offsets.commit(
-            request.ext("consumerGroup"),
-            request.ext("topic"),
-            request.ext_int("queueId"),
-            request.ext_int("commitOffset"),
-        )
+        """Commit an offset of an existing topic's queue: consumerOffset.json only grows with
+        the store's own topics, never with whatever names requests carry."""
+        group, topic = request.ext_group("consumerGroup"), request.ext_topic()
+        queue_id = request.ext_int("queueId")
+        cfg = self.broker.topics.get(topic)
+        if cfg is None:
+            raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist")
+        if not 0 <= queue_id < max(cfg.read_queue_nums, cfg.write_queue_nums):
+            raise ResponseError(
+                Rc.SYSTEM_ERROR, f"queueId {queue_id} is outside topic {topic}'s queues"
+            )
+        self.broker.offsets.commit(group, topic, queue_id, request.ext_int("commitOffset"))
         return RemotingCommand.response_to(request)
 
     def _max(self, topic: str, queue_id: int) -> int:
@@ -170,11 +181,11 @@ class ControlHandlers:
         return int(self.maxima[slot]) if slot >= 0 else 0
 
     def max_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        offset = self._max(request.ext("topic"), request.ext_int("queueId"))
+        offset = self._max(request.ext_topic(), request.ext_int("queueId"))
         return RemotingCommand.response_to(request, ext_fields={"offset": offset})
 
     def min_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        topic, qid = request.ext("topic"), request.ext_int("queueId")
+        topic, qid = request.ext_topic(), request.ext_int("queueId")
         directory = os.path.join(self.broker.root, "consumequeue", topic, str(qid))
         names = (
             sorted(n for n in os.listdir(directory) if n.isdigit())
@@ -185,7 +196,7 @@ class ControlHandlers:
         return RemotingCommand.response_to(request, ext_fields={"offset": offset})
 
     def search_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        topic, qid = request.ext("topic"), request.ext_int("queueId")
+        topic, qid = request.ext_topic(), request.ext_int("queueId")
         timestamp = request.ext_int("timestamp")
         with self._lock:
             offset = self._store_reader().offset_by_time(
@@ -219,7 +230,7 @@ class ControlHandlers:
         from shmq.store.index_service import IndexService
 
         store = self.broker.config.store
-        topic, key = request.ext("topic"), request.ext("key")
+        topic, key = request.ext_topic(), request.ext("key")
         max_num = request.ext_int("maxNum")
         begin = int(request.ext_fields.get("beginTimestamp", 0))
         end = int(request.ext_fields.get("endTimestamp", time.time() * 1000 + 1000))
@@ -256,8 +267,12 @@ class ControlHandlers:
         if not client_id:
             raise ResponseError(Rc.SYSTEM_ERROR, "HEART_BEAT without a clientID")
         for entry in data.get("consumerDataSet", []):
-            if not entry.get("groupName"):
-                raise ResponseError(Rc.SYSTEM_ERROR, "HEART_BEAT consumer data without a group")
+            _check_name("group", entry.get("groupName"), MAX_GROUP_LENGTH)
+            for sub in entry.get("subscriptionDataSet") or []:
+                _check_name("topic", sub.get("topic"), MAX_TOPIC_LENGTH)
+        for entry in data.get("producerDataSet", []):
+            _check_name("group", entry.get("groupName"), MAX_GROUP_LENGTH)
+        for entry in data.get("consumerDataSet", []):
             self.consumers.register(client_id, conn, entry)
         now = int(time.time() * 1000)
         with self._lock:
@@ -277,7 +292,7 @@ class ControlHandlers:
         return RemotingCommand.response_to(request)
 
     def consumer_list(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        group = request.ext("consumerGroup")
+        group = request.ext_group("consumerGroup")
         ids = self.consumers.client_ids(group)
         if not ids:
             raise ResponseError(Rc.SYSTEM_ERROR, f"the consumer group {group} has no consumer")
@@ -299,3 +314,10 @@ class ControlHandlers:
 
 def _json(request: RemotingCommand, obj: Any) -> RemotingCommand:
     return RemotingCommand.response_to(request, body=RemotingCommand.body_json(obj))
+
+
+def _check_name(kind: str, name: object, limit: int) -> None:
+    """A name from a request body (heartbeats): RocketMQ's rule, or SYSTEM_ERROR naming it."""
+    problem = name_problem(kind, name, limit)
+    if problem:
+        raise ResponseError(Rc.SYSTEM_ERROR, f"HEART_BEAT: {problem}")

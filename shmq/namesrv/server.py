@@ -138,7 +138,7 @@ class NameServer:
         return RemotingCommand.response_to(request)
 
     def _get_route(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
-        topic = request.ext("topic")
+        topic = request.ext_topic()
         route = self.routes.pick_topic_route(topic)
         if route is None:
             return RemotingCommand.response_to(
@@ -157,5 +157,5 @@ class NameServer:
         return RemotingCommand.response_to(request, body=body)
 
     def _delete_topic(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
-        self.routes.delete_topic(request.ext("topic"))
+        self.routes.delete_topic(request.ext_topic())
         return RemotingCommand.response_to(request)

@@ -31,6 +31,7 @@ from enum import IntEnum
 from typing import Any
 
 from shmq.errors import RemotingConnectError, RemotingFrameError, ResponseError
+from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
 
 # RocketMQ's default frame limit (the com.rocketmq.remoting.frameMaxLength property).
 MAX_FRAME_SIZE = 16 * 1024 * 1024
@@ -227,6 +228,24 @@ class RemotingCommand:
             raise ResponseError(
                 ResponseCode.SYSTEM_ERROR,
                 f"the custom field <{name}> is null in {request_name(self.code)}",
+            )
+        return value
+
+    def ext_topic(self, name: str = "topic") -> str:
+        """A required topic name; one that breaks RocketMQ's rule answers SYSTEM_ERROR (as
+        the broker's TopicValidator), so no handler builds a path or a table key from it."""
+        return self._ext_name(name, "topic", MAX_TOPIC_LENGTH)
+
+    def ext_group(self, name: str) -> str:
+        """A required group name (RocketMQ's rule, at most 255 characters)."""
+        return self._ext_name(name, "group", MAX_GROUP_LENGTH)
+
+    def _ext_name(self, name: str, kind: str, limit: int) -> str:
+        value = self.ext(name)
+        problem = name_problem(kind, value, limit)
+        if problem:
+            raise ResponseError(
+                ResponseCode.SYSTEM_ERROR, f"{problem} in {request_name(self.code)}"
             )
         return value
 

@@ -182,3 +182,43 @@ def test_long_poll_wakes_on_a_new_message(make_broker):
         assert result.pull_status is PullStatus.FOUND and result.messages[0].body == b"second"
         assert 0.2 < waited < 5.0
         assert consumer.pull(mq, 99).pull_status is PullStatus.OFFSET_ILLEGAL
+
+
+BAD_NAMES = ["../../etc", "a/b", "x" * 300, "", "名前", "T T"]
+
+
+def test_every_name_a_request_carries_is_checked(make_broker, tmp_path):
+    broker, _ = make_broker()
+    addr = broker.address
+    calls = [
+        (RequestCode.GET_MAX_OFFSET, {"topic": "{}", "queueId": "0"}),
+        (RequestCode.GET_MIN_OFFSET, {"topic": "{}", "queueId": "0"}),
+        (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": "{}", "queueId": "0",
+                                                  "timestamp": "0"}),
+        (RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "{}", "topic": "T",
+                                             "queueId": "0"}),
+        (RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "{}",
+                                              "queueId": "0", "commitOffset": "1"}),
+        (RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "{}", "readQueueNums": "1",
+                                               "writeQueueNums": "1"}),
+        (RequestCode.REGISTER_PRODUCER, {"pid": "1", "group": "{}"}),
+    ]  # fmt: skip
+    with RemotingClient() as client:
+        for code, fields in calls:
+            for bad in BAD_NAMES:
+                request = {k: v.replace("{}", bad) for k, v in fields.items()}
+                with pytest.raises(ResponseError, match="invalid") as err:
+                    client.invoke_json(addr, code, request)
+                assert err.value.code == ResponseCode.SYSTEM_ERROR
+        # a valid group cannot persist offsets of topics the broker does not have
+        with pytest.raises(ResponseError) as err:
+            client.invoke_json(addr, RequestCode.UPDATE_CONSUMER_OFFSET,
+                               {"consumerGroup": "g", "topic": "NoSuchTopic", "queueId": "0",
+                                "commitOffset": "1"})  # fmt: skip
+        assert err.value.code == ResponseCode.TOPIC_NOT_EXIST
+        heartbeat = {"clientID": "c1", "consumerDataSet": [{"groupName": "../g"}]}
+        with pytest.raises(ResponseError, match="invalid"):
+            client.invoke_json(addr, RequestCode.HEART_BEAT, body_obj=heartbeat)
+        _, info = client.invoke_json(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert info["broker"] == broker.config.broker_name
+    assert not (tmp_path / "etc").exists()

@@ -1,0 +1,25 @@
+"""RocketMQ's rule for topic and group names, in one place (no heavy imports: the control
+plane and the NameServer check every name a request carries with it, because a name builds
+file paths and persisted tables)."""
+
+from __future__ import annotations
+
+import re
+
+NAME_CHARS = r"[%|a-zA-Z0-9_-]"
+MAX_TOPIC_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH
+MAX_GROUP_LENGTH = 255  # Validators.CHARACTER_MAX_LENGTH
+_NAME_RE = re.compile(NAME_CHARS + "+")
+
+
+def name_problem(kind: str, name: object, limit: int) -> str | None:
+    """Why ``name`` is not a valid ``kind`` ("topic", "group") name, or None when it is."""
+    if not isinstance(name, str):
+        return f"{kind} must be a str, not {type(name).__name__}"
+    if _NAME_RE.fullmatch(name) and len(name) <= limit:
+        return None
+    shown = name if len(name) <= 140 else name[:137] + "..."
+    return (
+        f"{kind} {shown!r} is invalid: it must match ^{NAME_CHARS}{{1,{limit}}}$ "
+        f"(length {len(name)}, at most {limit})"
+    )
