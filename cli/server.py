@@ -22,7 +22,7 @@ import click
 from shmq import files
 from shmq.config import DEFAULT_STORE_ROOT
 from shmq.errors import ShmqError
-from shmq.ipc.procs import pid_alive
+from shmq.ipc.procs import same_process, start_time
 
 RUNTIME_FILE = "shmq.json"
 LOG_FILE = "shmq.log"
@@ -31,7 +31,8 @@ STOP_TIMEOUT_S = 90.0
 
 
 def _run_until_signal(broker, namesrv=None) -> None:
-    """Run in the foreground; SIGTERM/SIGINT stop everything cleanly (exit status 0)."""
+    """Run in the foreground; SIGTERM/SIGINT stop everything cleanly (exit status 0). A
+    broker that stopped itself (a fault it could not isolate) exits 1 with the reason."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: broker.request_stop())
     try:
@@ -40,6 +41,8 @@ def _run_until_signal(broker, namesrv=None) -> None:
         broker.stop()
         if namesrv is not None:
             namesrv.stop()
+    if broker.stop_reason:
+        raise ShmqError(f"the broker stopped itself: {broker.stop_reason}")
 
 
 @click.command("broker")
@@ -86,8 +89,8 @@ def start(
     store_dir = os.path.abspath(os.path.expanduser(store_dir))
     files.makedirs(store_dir)
     runtime = os.path.join(store_dir, RUNTIME_FILE)
-    existing = _read_runtime(store_dir)
-    if existing and pid_alive(existing["pid"]):
+    existing = _running(store_dir)
+    if existing:
         raise ShmqError(f"shmq is already running for {store_dir} (pid {existing['pid']})")
     if daemon:
         _start_daemon(store_dir)
@@ -116,6 +119,7 @@ def start(
         raise
     info = {
         "pid": os.getpid(),
+        "pidStarted": start_time(os.getpid()),
         "namesrv": namesrv.address,
         "broker": b.address,
         "store": store_dir,
@@ -140,6 +144,7 @@ def _start_daemon(store_dir: str) -> None:
         args += ["-m", "shmq_cli.main"]
     argv = [a for a in sys.argv[1:] if a != "--daemon"]
     log_path = os.path.join(store_dir, LOG_FILE)
+    log_start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
     with os.fdopen(files.create(log_path, os.O_WRONLY | os.O_APPEND), "ab") as log_file:
         proc = subprocess.Popen(
             args + argv,
@@ -158,7 +163,8 @@ def _start_daemon(store_dir: str) -> None:
             )
             return
         if proc.poll() is not None:
-            raise ShmqError(f"shmq failed to start (exit {proc.returncode}); see {log_path}")
+            why = _error_lines(log_path, log_start) or f"exit status {proc.returncode}"
+            raise ShmqError(f"shmq failed to start: {why} (log: {log_path})")
         time.sleep(0.1)
     proc.terminate()
     raise ShmqError(f"shmq did not start within {START_TIMEOUT_S:.0f} s; see {log_path}")
@@ -170,13 +176,13 @@ def _start_daemon(store_dir: str) -> None:
 def stop(store_dir: str) -> None:
     """Stop what `shmq start --store DIR` started (clean shutdown, waits for it)."""
     store_dir = os.path.abspath(os.path.expanduser(store_dir))
-    info = _read_runtime(store_dir)
-    if not info or not pid_alive(info["pid"]):
-        raise ShmqError(f"shmq is not running for {store_dir}")
-    pid = info["pid"]
+    info = _running(store_dir)
+    if not info:
+        raise ShmqError(_not_running(store_dir))
+    pid, started = info["pid"], info.get("pidStarted")
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while pid_alive(pid):
+    while same_process(pid, started):
         if time.monotonic() > deadline:
             raise ShmqError(f"shmq (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s")
         time.sleep(0.1)
@@ -196,9 +202,10 @@ def status(store_dir: str, broker_addr: str | None, as_json: bool, interval: flo
     from shmq.remoting.protocol import RequestCode
 
     if broker_addr is None:
-        info = _read_runtime(os.path.abspath(os.path.expanduser(store_dir)))
+        store_dir = os.path.abspath(os.path.expanduser(store_dir))
+        info = _running(store_dir)
         if not info:
-            raise ShmqError(f"shmq is not running for {store_dir} (no {RUNTIME_FILE})")
+            raise ShmqError(_not_running(store_dir))
         broker_addr = info["broker"]
     with RemotingClient() as client:
         _, first = client.invoke_json(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
@@ -243,6 +250,43 @@ def _print_status(stats: dict) -> None:
                       *(str(c.get(k, "")) for k in ("ring_bytes", "used_bytes", "records",
                                                     "answered")))  # fmt: skip
     console.print(rings)
+
+
+def _running(store_dir: str) -> dict | None:
+    """``shmq.json`` of the shmq that runs for ``store_dir``, or None: no file, or its pid is
+    gone or now another process (a crash or a reboot left the file behind)."""
+    info = _read_runtime(store_dir)
+    if info and same_process(info["pid"], info.get("pidStarted")):
+        return info
+    return None
+
+
+def _not_running(store_dir: str) -> str:
+    """Why nothing runs for ``store_dir``, with what to try (removes a stale ``shmq.json``)."""
+    info = _read_runtime(store_dir)
+    if info:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(store_dir, RUNTIME_FILE))
+        return (
+            f"shmq is not running for {store_dir} (stale pid {info['pid']} in {RUNTIME_FILE}: "
+            "that process is gone or is another program; the file was removed)"
+        )
+    return (
+        f"shmq is not running for {store_dir} (no {RUNTIME_FILE}); give the store with "
+        "--store DIR, or a broker address with --broker HOST:PORT"
+    )
+
+
+def _error_lines(log_path: str, start: int) -> str:
+    """The ``error: ...`` lines a failed start wrote to its log after byte ``start``."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(start)
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+    errors = [line[len("error: ") :] for line in text.splitlines() if line.startswith("error: ")]
+    return "; ".join(errors)
 
 
 def _read_runtime(store_dir: str) -> dict | None:

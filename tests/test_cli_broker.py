@@ -143,3 +143,40 @@ def test_start_produce_consume_status_stop(tmp_path):
         for name in names:
             assert os.stat(os.path.join(path, name)).st_mode & 0o777 == 0o600, (path, name)
     assert shm_entries() - before == set()
+
+
+def test_a_stale_pid_is_never_signalled(tmp_path):
+    """After a crash or a reboot shmq.json may name a pid that now belongs to another
+    program: stop and status must say so and leave that program alone."""
+    store = tmp_path / "store"
+    store.mkdir()
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        (store / "shmq.json").write_text(
+            json.dumps({"pid": other.pid, "pidStarted": 1, "broker": "127.0.0.1:1"})
+        )
+        stopped = shmq("stop", "--store", str(store))
+        assert stopped.returncode == 1 and f"stale pid {other.pid}" in stopped.stderr
+        assert other.poll() is None, "shmq stop signalled a process that is not the broker"
+        status = shmq("status", "--store", str(store))
+        assert status.returncode == 1 and "not running" in status.stderr
+        assert "--store" in status.stderr  # the stale file is gone: say what to try
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_daemon_start_failures_say_why(tmp_path):
+    import socket
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    try:
+        failed = shmq("start", "--daemon", "--store", str(tmp_path / "s"), "--namesrv-port",
+                      str(port), "--broker-port", str(free_port()))  # fmt: skip
+    finally:
+        busy.close()
+    assert failed.returncode == 1
+    assert "Address already in use" in failed.stderr and f"127.0.0.1:{port}" in failed.stderr
