@@ -427,9 +427,9 @@ def cluster_list(namesrv: str, as_json: bool) -> None:
         s = b.get("status") or {}
         rows.append([b["cluster"], b["brokerName"], b["brokerId"], b["address"],
                      s.get("msgs_in", ""), s.get("msgs_dispatched", ""), s.get("write_offset", ""),
-                     s.get("flush_disk_type", b.get("error", ""))])  # fmt: skip
+                     s.get("flush_disk_type", ""), b.get("error") or "ok"])  # fmt: skip
     columns = ["cluster", "broker", "id", "address", "msgs in", "dispatched", "write offset",
-               "flush / error"]  # fmt: skip
+               "flush type", "status"]  # fmt: skip
     _show(columns, rows)
 
 

@@ -122,8 +122,9 @@ def setup_logging(verbose: int) -> None:
 def cli(verbose: int) -> None:
     """shmq: Apache RocketMQ's design as a shared-memory message broker for one host.
 
-    The storage engine is RocketMQ 4.9 byte-compatible. Until the broker exists, try
-    `shmq store-demo`, which appends, dispatches and reads back messages in an embedded store.
+    Start a NameServer and a broker with `shmq start` (add --daemon to run them in the
+    background), then `shmq produce` and `shmq consume`; `shmq status` and `shmq admin` show
+    what runs, `shmq stop` stops it. Store files are RocketMQ 4.9 byte-compatible.
     """
     setup_logging(verbose)
 

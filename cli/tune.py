@@ -49,22 +49,35 @@ def _settings(profile: str, root: str, store_dir: str | None, config_path: str |
     return run_checks(load(profile), root, store_dir, cfg)
 
 
-def _print_rows(rows: list[Any], title: str) -> None:
+def _print_rows(rows: list[Any], title: str, verbose: bool = False) -> None:
+    """A full table where it fits (a terminal of 120 columns or more, or a pipe without
+    ``COLUMNS``); otherwise a compact table without the "why" column, followed by the reason
+    of each WARN (of every row with ``verbose``), wrapped to the width."""
+    import os
+    import textwrap
+
     from rich.console import Console
     from rich.table import Table
 
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=max(console.width, 200))  # a pipe or a file: wide rows
+    wide = console.width >= 120
     table = Table(title=title)
     table.add_column("setting", no_wrap=True)
-    for column in ("current", "recommended", "status", "why"):
+    for column in ("current", "recommended", "status", *(("why",) if wide else ())):
         table.add_column(column)
     for row in rows:
         style = "green" if row.status == "OK" else "yellow"
-        table.add_row(row.setting, row.current, row.recommended,
-                      f"[{style}]{row.status}[/{style}]", row.why)  # fmt: skip
-    console = Console()
-    if not console.is_terminal:  # a pipe or a file: wide rows rather than 80 columns
-        console = Console(width=max(console.width, 200))
+        cells = [row.setting, row.current, row.recommended, f"[{style}]{row.status}[/{style}]"]
+        table.add_row(*cells, *((row.why,) if wide else ()))
     console.print(table)
+    if wide:
+        return
+    for row in rows:
+        if verbose or row.status != "OK":
+            text = f"{row.status} {row.setting}: {row.why}"
+            console.print(textwrap.fill(text, console.width - 1, subsequent_indent="    "))
 
 
 def _print_json(rows: list[Any]) -> None:
@@ -78,15 +91,21 @@ def tune() -> None:
 
 @tune.command("check")
 @_options
+@click.option("--verbose", is_flag=True, help="On a narrow terminal, the why of every row.")
 def check(
-    profile: str, root: str, store_dir: str | None, config_path: str | None, as_json: bool
+    profile: str,
+    root: str,
+    store_dir: str | None,
+    config_path: str | None,
+    as_json: bool,
+    verbose: bool,
 ) -> None:
     """Compare the host and the broker's [tuning] settings with a profile."""
     rows = _settings(profile, root, store_dir, config_path)
     if as_json:
         _print_json(rows)
         return
-    _print_rows(rows, f"shmq tune check: profile {profile}")
+    _print_rows(rows, f"shmq tune check: profile {profile}", verbose)
     warn = sum(r.status != "OK" for r in rows)
     hint = "; `shmq tune apply --dry-run` shows the kernel changes" if warn else ""
     click.echo(f"{len(rows)} settings, {warn} WARN{hint}")

@@ -88,11 +88,10 @@ def publish_totals(spark, namesrv: str, counts_dir: str, sink_topic: str) -> int
 
 
 def demo() -> None:
-    sys.path.insert(0, ROOT)
-    from bench.embedded import embedded_broker
-    from shmq.client.producer import Producer
+    from shmq import EmbeddedBroker, Producer
 
-    with embedded_broker("Orders", queues=4) as namesrv, tempfile.TemporaryDirectory() as tmp:
+    with EmbeddedBroker(topics={"Orders": 4}) as mq, tempfile.TemporaryDirectory() as tmp:
+        namesrv = mq.namesrv
         with Producer("demo-producer", namesrv) as producer:
             for tag, n in (("Paid", 3000), ("Shipped", 2000), ("Refunded", 500)):
                 producer.send_bulk("Orders", [f"{tag} order {i}".encode() for i in range(n)],

@@ -110,7 +110,10 @@ def test_brokers_and_subscription_groups(c):
         "broker-a",
         c.main.address,
     )
-    assert "broker-a" in admin(c, "cluster-list").stdout
+    wide = CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["admin", "cluster-list", "-n", c.namesrv])
+    table = wide.stdout
+    assert "broker-a" in table and "flush type" in table and "ASYNC_FLUSH" in table
+    assert "flush / error" not in table
     status = admin_json(c, "broker-status", "-b", c.main.address)
     assert status["broker"] == "broker-a" and "write_offset" in status
     assert "write_offset" in admin(c, "broker-status", "-b", "broker-a").stdout

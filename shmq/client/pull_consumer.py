@@ -40,9 +40,9 @@ class PullConsumer(ConsumerBase):
     Example, reading two queues by hand from the start and committing explicitly::
 
         with PullConsumer("Audit", "127.0.0.1:9876", auto_commit=False) as consumer:
+            consumer.start()
             queues = consumer.fetch_message_queues("Orders")[:2]
             consumer.assign(queues)
-            consumer.start()
             for mq in queues:
                 consumer.seek_to_begin(mq)
             batch = consumer.poll(timeout=1.0)
@@ -76,9 +76,9 @@ class PullConsumer(ConsumerBase):
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Join the group (subscribe mode) or take the assigned queues (assign mode)."""
-        if not self.subscriptions() and self._assigned_by_user is None:
-            raise ClientError("subscribe to a topic or assign queues before start()")
+        """Join the group (subscribe mode) or take the assigned queues (assign mode). As
+        RocketMQ's lite pull consumer, it may also start with neither, then
+        ``fetch_message_queues`` and ``assign``: ``poll`` returns nothing until then."""
         self._start_base(f"shmq-lite-pull-{self.group}")
 
     def close(self) -> None:

@@ -46,6 +46,22 @@ def test_subscribe_poll_commit_and_resume_from_committed(broker):
         assert min(m.queue_offset for m in again) == 2
 
 
+def test_the_docstring_flow_start_fetch_assign_seek_poll(broker):
+    create_topic(broker, "LiteDoc", 4)
+    produce(broker, "LiteDoc", 40)
+    with PullConsumer("lite-doc", broker.namesrv, auto_commit=False) as consumer:
+        consumer.start()
+        assert consumer.poll(0.05) == []
+        queues = consumer.fetch_message_queues("LiteDoc")[:2]
+        consumer.assign(queues)
+        for mq in queues:
+            consumer.seek_to_begin(mq)
+        got = drain(consumer, 20)
+        assert {m.queue_id for m in got} == {mq.queue_id for mq in queues}
+        consumer.commit()
+        assert all(consumer.committed(mq) == consumer.position(mq) for mq in queues)
+
+
 def test_assign_seek_pause_resume_and_auto_commit(broker):
     create_topic(broker, "LiteAssign", 2)
     produce(broker, "LiteAssign", 20)

@@ -2,12 +2,15 @@
 broker for the session, and small direct stores for the cleanup tests.
 
 Spark's Python workers must import shmq: they run ``PYSPARK_PYTHON`` (this interpreter) with
-this checkout on ``PYTHONPATH``.
+this checkout on ``PYTHONPATH``. Format "shmq" is found without ``shmq.spark.register``, as
+after ``pip install``: the package ``pyspark_shmq`` (shmq/spark/autoregister, laid out as the
+wheel installs it) is on the workers' path, and PySpark registers its ``DefaultSource``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 
@@ -26,10 +29,11 @@ def spark(tmp_path_factory):
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
+    site = tmp_path_factory.mktemp("site")
+    shutil.copytree(os.path.join(ROOT, "shmq", "spark", "autoregister"), site / "pyspark_shmq")
+    paths = [str(site), ROOT, os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
     from pyspark.sql import SparkSession
-
-    import shmq.spark
 
     session = (
         SparkSession.builder.master("local[2]")
@@ -41,7 +45,6 @@ def spark(tmp_path_factory):
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    shmq.spark.register(session)
     yield session
     session.stop()
 

@@ -190,6 +190,21 @@ def test_cli_check_table_and_config(fake_root, store, tmp_path):
     assert result.output.strip().splitlines()[-1].endswith("shows the kernel changes")
 
 
+def test_cli_check_fits_an_80_column_terminal(fake_root, store):
+    args = ["tune", "check", "--root", str(fake_root(sysctls=UNTUNED)), "--store", str(store)]
+    narrow = CliRunner(env={"COLUMNS": "80"})
+    result = narrow.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    why = [line for line in lines if line.startswith("WARN vm.swappiness: ")]
+    assert why and "swapped-out page" in result.output
+    assert not any(line.startswith("OK ") for line in lines)
+    verbose = narrow.invoke(cli, [*args, "--verbose"]).output.splitlines()
+    assert any(line.startswith("OK ") for line in verbose)
+    assert max(len(line) for line in verbose) <= 80
+
+
 def test_cli_bad_input(fake_root, store, tmp_path):
     base = ["tune", "check", "--root", str(fake_root()), "--store", str(store)]
     unknown = CliRunner().invoke(cli, [*base, "--profile", "fast"])

@@ -1,0 +1,34 @@
+"""shmq.EmbeddedBroker: a namesrv and a broker in this process, topics created, a produce and a
+consume through it, and nothing left behind (store directory, shared memory, agents)."""
+
+from __future__ import annotations
+
+import os
+
+import shmq
+from e2e_helpers import shm_entries
+from shmq.ipc.procs import pid_alive
+
+
+def test_embedded_broker_serves_a_produce_and_a_pull_then_cleans_up():
+    before = shm_entries()
+    with shmq.EmbeddedBroker(topics={"EmbeddedT": 2}) as mq:
+        store = mq.store
+        assert os.path.isdir(store)
+        with shmq.Producer("embedded-p", mq.namesrv) as producer:
+            results = [producer.send(shmq.Message("EmbeddedT", f"m{i}".encode())) for i in range(6)]
+        assert {r.message_queue.queue_id for r in results} == {0, 1}
+        with shmq.PullConsumer("embedded-c", mq.namesrv, consume_from_where="FIRST_OFFSET") as pc:
+            pc.subscribe("EmbeddedT")
+            pc.start()
+            got = []
+            for _ in range(40):
+                got += pc.poll(0.5)
+                if len(got) >= 6:
+                    break
+        assert sorted(m.body for m in got) == [f"m{i}".encode() for i in range(6)]
+        agents = mq.stats()["agents"]
+        pids = [a["pid"] for a in agents.values()]
+    assert not os.path.exists(store)
+    assert shm_entries() - before == set()
+    assert not any(pid_alive(pid) for pid in pids)
