@@ -272,13 +272,13 @@ class Broker:
 
     def _answer_topic_request(self) -> None:
         words = self.counters.words
-        seq, raw = cn.read_topic_request(self.counters.buf, words)
+        seq, raw, queues = cn.read_topic_request(self.counters.buf, words)
         if seq == cn.load(words, cn.TOPIC_REQUEST_DONE):
             return
         topic = raw.decode("utf-8", "replace")
         if self.topics.get(topic) is None and self.config.auto_create_topic_enable:
             try:
-                self.create_topic(self.topics.create_auto(topic))
+                self.create_topic(self.topics.create_auto(topic, queues))
                 log.info("topic %s auto-created", topic)
             except ShmqError as exc:
                 log.warning("cannot auto-create topic %r: %s", topic, exc)

@@ -136,9 +136,11 @@ class TopicConfigManager(json_file.VersionedTable[TopicConfig]):
             system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, n, n, rw | PERM_INHERIT))
         self._add_missing(system)
 
-    def create_auto(self, topic: str) -> TopicConfig:
-        """The topic's config, created with ``default_queue_nums`` queues (perm read + write)
-        when it does not exist; ``ConfigError`` then if auto-creation is off."""
+    def create_auto(self, topic: str, queue_nums: int = 0) -> TopicConfig:
+        """The topic's config, created when it does not exist with ``min(queue_nums,
+        default_queue_nums)`` queues (the producer's ``defaultTopicQueueNums`` against
+        TBW102's, as ``createTopicInSendMessageMethod``; 0 or less: the default) and perm read
+        + write; ``ConfigError`` then if auto-creation is off."""
         with self._lock:
             existing = self._entries.get(topic)
             if existing is not None:
@@ -147,7 +149,11 @@ class TopicConfigManager(json_file.VersionedTable[TopicConfig]):
                 raise ConfigError(
                     f"topic {topic} does not exist and autoCreateTopicEnable is false"
                 )
-            n = self.default_queue_nums
+            n = (
+                min(queue_nums, self.default_queue_nums)
+                if queue_nums > 0
+                else self.default_queue_nums
+            )
             cfg = TopicConfig(topic, n, n, PERM_READ | PERM_WRITE)
             self._entries[topic] = cfg
             self._bump()

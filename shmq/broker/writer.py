@@ -270,7 +270,7 @@ class Writer:
                 return 1
             self._reject_rest(view, tail, seq_tail, rec.PARSE_REASONS[code])
             return 1
-        n, kept = self._check(view.data, rows[:n])
+        n, kept = self._check(view, rows[:n])
         if n == 0:
             return 0  # waiting for a topic to be created
         rows, keep, qslots = rows[:n], self.keep[:n], self.qslots[:n]
@@ -338,11 +338,11 @@ class Writer:
         cn.publish(self.words, cn.ALLOC_FAILED, 1)
         self._alloc_retry_at = time.monotonic() + ALLOC_RETRY_S
 
-    def _check(self, data: np.ndarray, rows: np.ndarray) -> tuple[int, int]:
+    def _check(self, view: RingView, rows: np.ndarray) -> tuple[int, int]:
         """Validate against the topic table, filling ``keep``, ``reasons`` and ``qslots``;
         returns how many rows to process now (fewer when a topic must first be
         auto-created) and how many of those are kept."""
-        n = rows.shape[0]
+        n, data = rows.shape[0], view.data
         ids, first = self.ids[:n], self.first[:n]
         distinct = rec.topic_ids(data, rows, ids, first)
         limit = n
@@ -356,7 +356,7 @@ class Writer:
             start = int(rows[r, rec.R_TOPIC_START])
             name = data[start : start + int(rows[r, rec.R_TOPIC_LEN])].tobytes()
             cfg = self.topics.get(name)
-            if cfg is None and self._waiting_for_topic(name):
+            if cfg is None and self._waiting_for_topic(name, view.slot):
                 limit = min(limit, r)
                 continue
             if cfg is None:
@@ -387,9 +387,10 @@ class Writer:
             self._slot_pools[(topic, write_q)] = pool
         return pool
 
-    def _waiting_for_topic(self, topic: bytes) -> bool:
-        """With autoCreateTopicEnable, ask the supervisor to create ``topic``; True while
-        the request is outstanding, False once it was answered without creating it."""
+    def _waiting_for_topic(self, topic: bytes, slot: int) -> bool:
+        """With autoCreateTopicEnable, ask the supervisor to create ``topic`` with the queue
+        count producer ``slot`` asked for; True while the request is outstanding, False once
+        it was answered without creating it."""
         if not self.env.config.auto_create_topic_enable:
             return False
         words = self.words
@@ -397,7 +398,8 @@ class Writer:
         if self._requested is None:
             if done != int(words[cn.TOPIC_REQUEST_SEQ]):
                 return True
-            self._requested = (topic, cn.write_topic_request(self.buf, words, topic))
+            queues = int(self.registry.words[rg.producer_base(slot) + rg.DEFAULT_QUEUE_NUMS])
+            self._requested = (topic, cn.write_topic_request(self.buf, words, topic, queues))
             post(self.supervisor_sem)
             return True
         name, seq = self._requested

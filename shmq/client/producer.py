@@ -1161,8 +1161,9 @@ class Producer:
                 ) from exc
             try:
                 ring_producer = RingProducer(
-                    broker_link.info, broker_link.counters, broker_link.registry, self.spin_us
-                )
+                    broker_link.info, broker_link.counters, broker_link.registry, self.spin_us,
+                    self.default_topic_queue_nums,
+                )  # fmt: skip
             except ShmqError as exc:
                 broker_link.close()
                 raise _AttemptError(

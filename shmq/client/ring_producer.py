@@ -60,7 +60,12 @@ class Answer:
 
 class RingProducer:
     def __init__(
-        self, info: dict, counters: Segment, registry: Segment, spin_us: int = DEFAULT_SPIN_US
+        self,
+        info: dict,
+        counters: Segment,
+        registry: Segment,
+        spin_us: int = DEFAULT_SPIN_US,
+        default_queue_nums: int = 4,
     ) -> None:
         self.spin_s = spin_us / 1e6
         self.segment = Segment.attach(info["ring"])
@@ -73,6 +78,8 @@ class RingProducer:
         self.counters = counters.words
         self.registry = registry.words
         self.reg_base = rg.producer_base(info["slot"])
+        # what an auto-created topic gets (the send header's defaultTopicQueueNums)
+        self.registry[self.reg_base + rg.DEFAULT_QUEUE_NUMS] = default_queue_nums
         self.tail, self.seq = ring.load_tail(self.words)
         self.max_body = int(info["maxMessageSize"])
         warm_up()

@@ -12,7 +12,8 @@ processes write them::
     3     reput       DISPATCHED_OFFSET  MSGS_DISPATCHED  LOGICS_TIMESTAMP  INDEX_TIMESTAMP
                       REPUT_PARKED
     4     ha          CONFIRMED_OFFSET  (reserved for the HA issue)
-    5     writer      TOPIC_REQUEST_SEQ  TOPIC_REQUEST_LEN  then 128 bytes of topic name (5-7)
+    5     writer      TOPIC_REQUEST_SEQ  TOPIC_REQUEST_LEN  then 128 bytes of topic name (5-7),
+                      then TOPIC_REQUEST_QUEUES (the sending producer's defaultTopicQueueNums)
     8     supervisor  TOPIC_REQUEST_DONE
     9     several     store status, one word per owner (rare writes): DISK_FULL (cleaner:
                       disk used over diskMaxUsedSpaceRatio's 90 % rule), DISK_USED_PERMILLE
@@ -49,6 +50,7 @@ CONFIRMED_OFFSET = 4 * W
 TOPIC_REQUEST_SEQ, TOPIC_REQUEST_LEN = 5 * W, 5 * W + 1
 TOPIC_REQUEST_NAME = (5 * W + 2) * 8  # byte offset of the 128-byte name
 TOPIC_NAME_MAX = 127
+TOPIC_REQUEST_QUEUES = 7 * W + 2
 TOPIC_REQUEST_DONE = 8 * W
 DISK_FULL, DISK_USED_PERMILLE, ALLOC_FAILED, FLUSH_FAILED, MIN_PHYSICAL_OFFSET = range(
     9 * W, 9 * W + 5
@@ -62,7 +64,7 @@ SIZE = (AGENT_LINE0 + len(AGENT_KINDS)) * CACHE_LINE
 # STATE values
 STATE_STARTING, STATE_RUNNING, STATE_STOPPING = 0, 1, 2
 
-assert TOPIC_REQUEST_NAME + TOPIC_NAME_MAX + 1 <= TOPIC_REQUEST_DONE * 8
+assert TOPIC_REQUEST_NAME + TOPIC_NAME_MAX + 1 <= TOPIC_REQUEST_QUEUES * 8
 assert SIZE % CACHE_LINE == 0
 
 
@@ -103,16 +105,21 @@ def load(words: np.ndarray, field: int) -> int:
     return int(words[field])
 
 
-def write_topic_request(buf: np.ndarray, words: np.ndarray, topic: bytes) -> int:
-    """Writer: ask the supervisor to auto-create ``topic``; returns the request's sequence."""
+def write_topic_request(buf: np.ndarray, words: np.ndarray, topic: bytes, queues: int) -> int:
+    """Writer: ask the supervisor to auto-create ``topic`` with ``queues`` queues (what the
+    producer asked for, as RocketMQ's send header ``defaultTopicQueueNums``); returns the
+    request's sequence."""
     buf[TOPIC_REQUEST_NAME : TOPIC_REQUEST_NAME + len(topic)] = np.frombuffer(topic, np.uint8)
     words[TOPIC_REQUEST_LEN] = len(topic)
+    words[TOPIC_REQUEST_QUEUES] = queues
     seq = int(words[TOPIC_REQUEST_SEQ]) + 1
     words[TOPIC_REQUEST_SEQ] = seq
     return seq
 
 
-def read_topic_request(buf: np.ndarray, words: np.ndarray) -> tuple[int, bytes]:
+def read_topic_request(buf: np.ndarray, words: np.ndarray) -> tuple[int, bytes, int]:
+    """Supervisor: ``(sequence, topic, queues)`` of the latest request."""
     seq = int(words[TOPIC_REQUEST_SEQ])
     n = min(int(words[TOPIC_REQUEST_LEN]), TOPIC_NAME_MAX)
-    return seq, buf[TOPIC_REQUEST_NAME : TOPIC_REQUEST_NAME + n].tobytes()
+    name = buf[TOPIC_REQUEST_NAME : TOPIC_REQUEST_NAME + n].tobytes()
+    return seq, name, int(words[TOPIC_REQUEST_QUEUES])

@@ -7,6 +7,8 @@ says whether it is parked and on what, so agents post its semaphore only when ne
     line 0                      VERSION (bumped after any slot change)  PRODUCERS  CONSUMERS
     producer slot i (128 B)     line A, supervisor: STATE  PID  GEN
                                 line B, producer:   WAITING  WAIT_FLUSH_OFFSET
+                                                    DEFAULT_QUEUE_NUMS (its
+                                                    defaultTopicQueueNums, for auto-create)
     consumer slot i (192 B)     line A, supervisor: STATE  PID  GEN
                                 lines B-C, consumer: WAITING  N_WATCH (-1: any queue)
                                                      WATCH[0..13] (queue-table slots)
@@ -26,7 +28,7 @@ HEADER = CACHE_LINE
 PRODUCER_SLOT = 2 * CACHE_LINE
 CONSUMER_SLOT = 3 * CACHE_LINE
 STATE, PID, GEN = 0, 1, 2  # line A
-WAITING, WAIT_FLUSH_OFFSET = W, W + 1  # producer line B
+WAITING, WAIT_FLUSH_OFFSET, DEFAULT_QUEUE_NUMS = W, W + 1, W + 2  # producer line B
 N_WATCH = W + 1  # consumer line B
 WATCH = W + 2
 MAX_WATCH = 2 * W - 2

@@ -134,6 +134,8 @@ def test_auto_create(tmp_path):
     assert cfg == TopicConfig("New", 3, 3, PERM_READ | PERM_WRITE)
     assert m.get("New") == cfg and m.data_version["counter"] == before + 1
     assert m.create_auto("New") is cfg and m.data_version["counter"] == before + 1
+    assert m.create_auto("Asked2", 2).write_queue_nums == 2  # the producer's count
+    assert m.create_auto("Asked99", 99).write_queue_nums == m.create_auto("New").write_queue_nums
     with pytest.raises(InvalidTopicError):
         m.create_auto("no spaces")
 

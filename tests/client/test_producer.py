@@ -363,6 +363,10 @@ def test_a_new_topic_is_created_by_the_brokers_on_first_send(pair):
                 return False
 
         wait_for(routed, 10, "the auto-created topic in the namesrv")
+        # created with the producer's 2 queues, not the broker's 8: none stays empty
+        assert {(mq.broker_name, mq.queue_id) for mq in reader.queues("AutoCreated")} == {
+            ("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)
+        }  # fmt: skip
 
 
 def test_routes_are_refreshed_every_poll_interval(pair):

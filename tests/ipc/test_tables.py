@@ -127,8 +127,8 @@ def test_counters_topic_request(prefix):
     seg = Segment.create(prefix + ".c", cn.SIZE)
     cn.init(seg.words, os.getpid(), 0)
     cn.check(seg.words)
-    seq = cn.write_topic_request(seg.buf, seg.words, b"NewTopic")
-    assert cn.read_topic_request(seg.buf, seg.words) == (seq, b"NewTopic")
+    seq = cn.write_topic_request(seg.buf, seg.words, b"NewTopic", 4)
+    assert cn.read_topic_request(seg.buf, seg.words) == (seq, b"NewTopic", 4)
     seg.words[cn.MAGIC] = 0
     with pytest.raises(ShmqError, match="magic"):
         cn.check(seg.words)
