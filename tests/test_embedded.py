@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 import shmq
 from e2e_helpers import shm_entries
 from shmq.ipc.procs import pid_alive
@@ -32,3 +34,23 @@ def test_embedded_broker_serves_a_produce_and_a_pull_then_cleans_up():
     assert not os.path.exists(store)
     assert shm_entries() - before == set()
     assert not any(pid_alive(pid) for pid in pids)
+
+
+def test_the_documented_maximum_message_goes_through_with_default_settings():
+    body = bytes(range(256)) * (4 * 1024 * 1024 // 256)  # maxMessageSize: 4 MiB
+    with shmq.EmbeddedBroker(topics={"Big": 1}) as mq:
+        with shmq.Producer("big-p", mq.namesrv) as producer:
+            sent = producer.send(shmq.Message("Big", body))
+        assert sent.send_status is shmq.SendStatus.SEND_OK
+        with shmq.PullConsumer("big-c", mq.namesrv, consume_from_where="FIRST_OFFSET") as pc:
+            pc.subscribe("Big")
+            pc.start()
+            got = []
+            for _ in range(40):
+                got += pc.poll(0.5)
+                if got:
+                    break
+        assert [m.body == body for m in got] == [True]
+        too_large = pytest.raises(shmq.MessageTooLargeError, match="maxMessageSize")
+        with shmq.Producer("big-p2", mq.namesrv) as producer, too_large:
+            producer.send(shmq.Message("Big", body + b"x"))

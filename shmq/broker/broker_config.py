@@ -22,6 +22,7 @@ from shmq.config import MessageStoreConfig, parse_host, snake_case
 from shmq.errors import ConfigError
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+RECORD_OVERHEAD_MAX = 256 + 32 * 1024
 MIN_RING_SIZE = 64 * 1024
 MIN_RING_SLOTS = 16
 
@@ -67,8 +68,10 @@ class BrokerConfig:
     server_frame_timeout_seconds: int = 30
     # ms without a heartbeat before a client is dropped (RocketMQ: 120 s, fixed in code)
     channel_expired_timeout: int = 120_000
-    # shmq's own: producer rings (bytes, completion slots), slot tables, agent idling.
-    ring_size: int = 4 << 20
+    # shmq's own: producer rings (bytes, completion slots), slot tables, agent idling. A
+    # record never wraps in a ring, so the largest message that can be sent is about ringSize
+    # less its header: 8 MiB holds the default maxMessageSize of 4 MiB.
+    ring_size: int = 8 << 20
     ring_slots: int = 65536
     max_producers: int = 64
     max_consumers: int = 256
@@ -123,6 +126,12 @@ class BrokerConfig:
         _power_of_two(self, "ring_slots", MIN_RING_SLOTS)
         parse_host(f"{self.broker_ip1}:{self.listen_port}")
         self.namesrv_addrs  # noqa: B018 - validates every address
+
+    @property
+    def ring_message_limit(self) -> int:
+        """The largest body a producer ring takes: the ring less the largest record header
+        (fixed fields, a 127-byte topic, 32 KiB of properties) and a closing blank."""
+        return self.ring_size - RECORD_OVERHEAD_MAX
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from shmq.broker.agent import AgentEnv
+from shmq.broker.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import record as rec
 from shmq.config import MessageStoreConfig
 from shmq.errors import DiskFullError
@@ -103,6 +104,8 @@ class Reput:
         self._consumers_version = -1
         self._consumers: list[tuple[int, int, int]] = []
         self._disk_full_until = 0.0
+        # a pass reads at most this much, but always a whole record of the largest size
+        self.window = MAX_DISPATCH_BYTES + store.max_message_size + RECORD_OVERHEAD_MAX
 
     def limit(self) -> int:
         write = cn.load(self.words, cn.WRITE_OFFSET)
@@ -137,7 +140,7 @@ class Reput:
     def _dispatch(self, limit: int) -> int:
         if limit <= self.dispatched:
             return 0
-        end = min(limit, self.dispatched + MAX_DISPATCH_BYTES)
+        end = min(limit, self.dispatched + self.window)
         total = 0
         last_ts = 0
         touched_all: dict[tuple[str, int], object] = {}

@@ -24,7 +24,7 @@ from typing import Any
 
 from shmq import files
 from shmq.broker.agent import BrokerNames, run_agent
-from shmq.broker.broker_config import BrokerConfig
+from shmq.broker.broker_config import RECORD_OVERHEAD_MAX, BrokerConfig
 from shmq.broker.clients import ClientSlots
 from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
@@ -87,6 +87,13 @@ class Broker:
             log.info("tuning: %s", line)
         files.set_file_mode(cfg.store.file_mode)
         files.makedirs(self.root)
+        if cfg.ring_message_limit < cfg.store.max_message_size:
+            log.warning(
+                "ringSize %d holds bodies of up to %d bytes, less than maxMessageSize %d: "
+                "larger sends fail; a ringSize of %d takes them",
+                cfg.ring_size, cfg.ring_message_limit, cfg.store.max_message_size,
+                1 << (cfg.store.max_message_size + RECORD_OVERHEAD_MAX - 1).bit_length(),
+            )  # fmt: skip
         for prefix in unlink_orphans():
             log.warning("removed shared memory %s* left by a broker that died", prefix)
         store = MessageStore(cfg.store)
