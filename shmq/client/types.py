@@ -113,12 +113,16 @@ class MessageModel(enum.Enum):
 
 
 class ConsumeFromWhere(enum.Enum):
-    """Where a group with no stored offset starts in a queue (RocketMQ's names, without
-    the ``CONSUME_FROM_`` prefix)."""
+    """Where a group with no stored offset starts in a queue (RocketMQ's names, with or
+    without the ``CONSUME_FROM_`` prefix)."""
 
     LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
     FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
     TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+    # RocketMQ's full names, as aliases of the same members
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
 
 
 class ConsumeResult(enum.Enum):
