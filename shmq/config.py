@@ -46,6 +46,10 @@ class MessageStoreConfig:
     disk_space_warning_level_ratio: int = 90
     clean_file_forcibly_enable: bool = True
     delete_files_batch_max: int = 10
+    clean_resource_interval: int = 10_000
+    # shmq's own: the first cleanup round after start (RocketMQ waits 60 s)
+    clean_resource_initial_delay: int = 60_000
+    destroy_maped_file_interval_forcibly: int = 120_000
     warm_mapped_file_enable: bool = False
     mlock_mapped_file_enable: bool = True
     preallocate_mapped_file_enable: bool = True

@@ -128,7 +128,9 @@ def test_start_produce_consume_status_stop(tmp_path):
         assert status.returncode == 0, status.stderr
         info = json.loads(status.stdout)
         assert info["msgs_in"] == 5001 and info["msgs_dispatched"] == 5001
-        assert {p["role"] for p in info["processes"]} == {"supervisor", "writer", "reput", "flush"}
+        assert {p["role"] for p in info["processes"]} == {
+            "supervisor", "writer", "reput", "flush", "cleaner"
+        }  # fmt: skip
         assert all(p["alive"] for p in info["processes"])
         missing = shmq(
             "produce", "-n", f"127.0.0.1:{free_port()}", "--topic", "Demo", "--body", "x"

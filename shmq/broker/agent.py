@@ -102,7 +102,7 @@ PARKED_WORDS = {
 
 def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> None:
     """Process entry point of one agent (``multiprocessing`` spawn target)."""
-    from shmq.broker import flush, reput, writer
+    from shmq.broker import cleaner, flush, reput, writer
 
     logging.basicConfig(
         level=log_level,
@@ -118,8 +118,13 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     files.set_file_mode(config.store.file_mode)  # what this agent creates is private too
     counters = Segment.attach(names.counters)
     cn.check(counters.words)
-    env = AgentEnv(kind, config, names, counters, PARKED_WORDS[kind])
-    factories = {"writer": writer.Writer, "reput": reput.Reput, "flush": flush.Flush}
+    env = AgentEnv(kind, config, names, counters, PARKED_WORDS.get(kind, -1))
+    factories = {
+        "writer": writer.Writer,
+        "reput": reput.Reput,
+        "flush": flush.Flush,
+        "cleaner": cleaner.Cleaner,
+    }
     agent = factories[kind](env)
     for line in apply_runtime(TuningConfig.from_mapping(config.tuning), kind, [counters.mm]):
         log.info("tuning: %s", line)

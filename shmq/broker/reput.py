@@ -104,6 +104,7 @@ class Reput:
         self._consumers_version = -1
         self._consumers: list[tuple[int, int, int]] = []
         self._disk_full_until = 0.0
+        self._cleaned_to = 0
         # a pass reads at most this much, but always a whole record of the largest size
         self.window = MAX_DISPATCH_BYTES + store.max_message_size + RECORD_OVERHEAD_MAX
 
@@ -117,6 +118,9 @@ class Reput:
         return self.limit() > self.dispatched and time.monotonic() >= self._disk_full_until
 
     def do_work(self) -> int:
+        cleaned = cn.load(self.words, cn.MIN_PHYSICAL_OFFSET)
+        if cleaned > self._cleaned_to:
+            self._clean_below(cleaned)
         if time.monotonic() < self._disk_full_until:
             return 0
         try:
@@ -136,6 +140,19 @@ class Reput:
             self._last_flush = now
             self._flush(self.least_pages)
         return work
+
+    def _clean_below(self, min_phys: int) -> None:
+        """The cleaner deleted CommitLog files below ``min_phys``: unmap them, and delete
+        the consume-queue and index files (reput's own) that only point below it."""
+        self._cleaned_to = min_phys
+        self.commitlog.queue.release_below(min_phys)
+        cq_files = sum(
+            cq.delete_expired(min_phys) for cq in self.dispatcher.consume_queues.values()
+        )
+        index_files = self.index.delete_expired(min_phys)
+        if cq_files or index_files:
+            log.info("deleted %d consume-queue and %d index file(s) below CommitLog offset %d",
+                     cq_files, index_files, min_phys)  # fmt: skip
 
     def _dispatch(self, limit: int) -> int:
         if limit <= self.dispatched:

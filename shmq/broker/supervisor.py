@@ -48,8 +48,8 @@ from shmq.ipc.segment import (
 
 log = logging.getLogger(__name__)
 
-AGENTS = ("writer", "reput", "flush")  # HA joins here in its own issue
-STOP_ORDER = ("writer", "reput", "flush")
+AGENTS = ("writer", "reput", "flush", "cleaner")  # HA joins here in its own issue
+STOP_ORDER = ("writer", "reput", "flush", "cleaner")
 MAX_TOPICS = 4096
 AGENT_STOP_TIMEOUT_S = 30.0
 AGENT_START_TIMEOUT_S = 300.0

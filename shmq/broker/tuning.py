@@ -44,7 +44,7 @@ from shmq.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-ROLES = ("supervisor", "writer", "reput", "flush")
+ROLES = ("supervisor", "writer", "reput", "flush", "cleaner")
 PAGE_SIZE = mmap.PAGESIZE
 # Linux 5.14+: fault pages in writable without changing their contents (safe on live memory).
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)

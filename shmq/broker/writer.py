@@ -126,6 +126,7 @@ class Writer:
         self.rings: dict[int, RingView] = {}
         self.fenced: set[tuple[int, int]] = set()  # (slot, gen) of rings no longer read
         self._alloc_retry_at = 0.0
+        self._cleaned_to = 0
         self._registry_version = -1
         self.rows = np.zeros((MAX_ROWS, rec.N_COLS), dtype=np.int64)
         self.out = np.zeros((MAX_ROWS, 2), dtype=np.int64)
@@ -210,6 +211,10 @@ class Writer:
     def do_work(self) -> int:
         self._refresh_rings()
         self._refresh_topics()
+        cleaned = int(self.words[cn.MIN_PHYSICAL_OFFSET])
+        if cleaned > self._cleaned_to:  # the cleaner deleted files: unmap them
+            self._cleaned_to = cleaned
+            self.commitlog.queue.release_below(cleaned)
         work = 0
         for view in list(self.rings.values()):
             work += self._drain_ring(view)

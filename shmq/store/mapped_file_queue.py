@@ -193,6 +193,17 @@ class MappedFileQueue:
                 mf.wrote_position = mf.flushed_position = local
         self.flushed_where = min(self.flushed_where, offset)
 
+    def release_below(self, offset: int) -> int:
+        """Unmap (without deleting: another process did) the files that end at or below
+        ``offset``, never the last one; returns how many. Their disk space is freed once
+        no process maps them."""
+        count = 0
+        while len(self.files) > 1 and self.files[0].file_end_offset <= offset:
+            self.files.pop(0).close()
+            count += 1
+        self.flushed_where = max(self.flushed_where, min(offset, self.max_offset))
+        return count
+
     def delete_first_files(self, count: int) -> list[MappedFile]:
         """Delete the ``count`` oldest files (never the last one); returns them."""
         count = min(count, len(self.files) - 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -25,17 +26,31 @@ from shmq.store.mapped_file import MappedFile, offset_to_file_name
 MAX_FILTER_SCAN = 16_000
 
 
-class MappedFiles:
-    """The fixed-size files of one directory, mapped read-only on first use."""
+VANISHED_CHECK_S = 1.0
+COMMITLOG_FILES_MAPPED = 8
 
-    def __init__(self, directory: str, file_size: int) -> None:
+
+class MappedFiles:
+    """The fixed-size files of one directory, mapped read-only on first use.
+
+    At most ``max_mapped`` stay mapped (least recently used first out), and a file that
+    cleanup deleted is unmapped within ``VANISHED_CHECK_S`` of the next read, so a reader
+    neither grows without bound nor keeps a deleted file's disk space."""
+
+    def __init__(self, directory: str, file_size: int, max_mapped: int = 4) -> None:
         self.directory = directory
         self.file_size = file_size
+        self.max_mapped = max_mapped
         self._files: dict[int, MappedFile] = {}
+        self._checked = time.monotonic()
 
     def file_at(self, offset: int) -> MappedFile | None:
         start = offset - offset % self.file_size
-        mf = self._files.get(start)
+        now = time.monotonic()
+        if now - self._checked >= VANISHED_CHECK_S:
+            self._checked = now
+            self._drop_vanished()
+        mf = self._files.pop(start, None)
         if mf is None:
             path = os.path.join(self.directory, offset_to_file_name(start))
             try:
@@ -43,14 +58,27 @@ class MappedFiles:
             except (FileNotFoundError, CorruptStoreError):
                 return None  # not there (yet), or still being created
             mf.wrote_position = self.file_size
-            self._files[start] = mf
+            while len(self._files) >= self.max_mapped:
+                self._unmap(next(iter(self._files)))
+        self._files[start] = mf  # the most recently used last
         return mf
 
+    def mapped(self) -> int:
+        return len(self._files)
+
+    def _drop_vanished(self) -> None:
+        for start, mf in list(self._files.items()):
+            if not os.path.exists(mf.path):
+                self._unmap(start)
+
+    def _unmap(self, start: int) -> None:
+        mf = self._files.pop(start)
+        with contextlib.suppress(BufferError):
+            mf.close()
+
     def close(self) -> None:
-        for mf in self._files.values():
-            with contextlib.suppress(BufferError):
-                mf.close()
-        self._files.clear()
+        for start in list(self._files):
+            self._unmap(start)
 
 
 class StoreReader:
@@ -58,7 +86,9 @@ class StoreReader:
 
     def __init__(self, root: str, commitlog_file_size: int, cq_file_size: int) -> None:
         self.root = root
-        self.commitlog = MappedFiles(os.path.join(root, "commitlog"), commitlog_file_size)
+        self.commitlog = MappedFiles(
+            os.path.join(root, "commitlog"), commitlog_file_size, COMMITLOG_FILES_MAPPED
+        )
         self.cq_file_size = cq_file_size
         self._queues: dict[tuple[str, int], MappedFiles] = {}
 
@@ -66,7 +96,7 @@ class StoreReader:
         files = self._queues.get((topic, queue_id))
         if files is None:
             files = MappedFiles(
-                os.path.join(self.root, "consumequeue", topic, str(queue_id)), self.cq_file_size
+                os.path.join(self.root, "consumequeue", topic, str(queue_id)), self.cq_file_size, 2
             )
             self._queues[(topic, queue_id)] = files
         return files

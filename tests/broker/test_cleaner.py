@@ -1,0 +1,142 @@
+"""The cleaner agent in a real broker on a small tmpfs: expired CommitLog files are deleted on
+schedule, reput deletes the consume-queue and index files below them, every process (agents,
+supervisor, a consumer) unmaps them so the disk space really comes back, and a disk over
+90 % refuses puts until it is below again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from e2e_helpers import cluster, shm_entries
+from shmq.client.producer import Producer
+from shmq.client.queue_reader import QueueReader
+from shmq.errors import SendError
+from shmq.message import Message
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode
+
+TOPIC = "Cleaned"
+FILE = 1 << 20
+HOURS = ";".join(str(h) for h in range(24))  # deleteWhen: every hour is delete time
+
+
+@pytest.fixture
+def disk(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def used(path) -> int:
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def deleted_store_files(pid: int, store: str) -> list[str]:
+    """Store files that process ``pid`` still maps or holds open although they were
+    deleted (they keep their disk space)."""
+    found = []
+    with open(f"/proc/{pid}/maps") as f:
+        found += [line.split()[-2] for line in f if store in line and "(deleted)" in line]
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+        if store in target and target.endswith("(deleted)"):
+            found.append(target)
+    return found
+
+
+def wait_for(what: str, predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def commitlog_files(store: str) -> list[str]:
+    return sorted(os.listdir(os.path.join(store, "commitlog")))
+
+
+@pytest.mark.slow
+def test_expired_files_are_deleted_and_released_and_a_full_disk_refuses_puts(disk, tmp_path):
+    before = shm_entries()
+    store = str(disk / "store")
+    conf = {
+        "storePathRootDir": store,
+        "mappedFileSizeCommitLog": FILE,
+        "maxHashSlotNum": 500,
+        "maxIndexNum": 4000,
+        "deleteWhen": HOURS,
+        "fileReservedTime": 1,
+        "cleanResourceInterval": 300,
+        "cleanResourceInitialDelay": 300,
+        "preallocateMappedFileEnable": "false",
+    }
+    with cluster(tmp_path, **conf) as c:
+        with RemotingClient() as client:
+            client.invoke_json(
+                c.main.address,
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {"topic": TOPIC, "readQueueNums": 1, "writeQueueNums": 1},
+            )
+        with Producer("clean-p", c.namesrv) as producer, QueueReader("clean-c", c.namesrv) as r:
+            for i in range(5000):  # about 5 CommitLog files
+                producer.send(Message(TOPIC, b"%04d" % i + b"x" * 996))
+            [mq] = r.queues(TOPIC)
+            offset = 0
+            while offset < 5000:  # a consumer reads everything, mapping every file
+                offset = r.pull(mq, offset, 512).next_begin_offset
+            files = commitlog_files(store)
+            assert len(files) >= 5
+            old = time.time() - 2 * 3600
+            for name in files[:3]:
+                os.utime(os.path.join(store, "commitlog", name), (old, old))
+            full = used(disk)
+            wait_for("the aged files to go", lambda: commitlog_files(store) == files[3:])
+            agents = c.runtime_info()["agents"]
+            pids = [c.broker_proc.pid, *(a["pid"] for a in agents.values()), os.getpid()]
+            r.pull(mq, 4990, 10)  # a read lets the consumer notice the deleted files
+
+            def released() -> bool:
+                r.pull(mq, 4990, 10)
+                return not any(deleted_store_files(pid, store) for pid in pids)
+
+            wait_for("every process to release the deleted files", released)
+            assert full - used(disk) >= 3 * FILE - (256 << 10)
+            # consume-queue files below the new minimum went too, and the queue's min moved
+            assert r.min_offset(mq) > 0
+            cq_dir = os.path.join(store, "consumequeue", TOPIC, "0")
+            assert int(sorted(os.listdir(cq_dir))[0]) > 0
+
+            # over 90 % of the disk: puts are refused with the reason, then accepted again
+            filler = disk / "filler"
+            with open(filler, "wb") as f:
+                f.write(b"\0" * (int(os.statvfs(disk).f_blocks * 0.93) * 4096 - used(disk)))
+            time.sleep(1.0)  # a few cleaner rounds
+            with pytest.raises(SendError, match="SERVICE_NOT_AVAILABLE: disk is"):
+                producer.send(Message(TOPIC, b"refused"))
+            os.unlink(filler)
+
+            def accepted() -> bool:
+                try:
+                    producer.send(Message(TOPIC, b"accepted"))
+                    return True
+                except SendError:
+                    return False
+
+            wait_for("puts to be accepted again", accepted)
+            assert all(a["alive"] and a["restarts"] == 0 for a in agents.values())
+    assert shm_entries() - before == set()
