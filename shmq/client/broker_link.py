@@ -27,7 +27,7 @@ class BrokerLink:
         _, self.info = client.invoke_json(address, code, {"pid": os.getpid(), "group": group})
         self.broker_name = self.info["brokerName"]
         try:
-            self.counters = Segment.attach(self.info["counters"])
+            self.counters = Segment.attach(self.info["counters"], readonly=True)
             cn.check(self.counters.words)
             self.registry = Segment.attach(self.info["registry"])
         except ShmqError as exc:

@@ -28,7 +28,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +115,12 @@ def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, _AttemptError):
         return exc.retryable
     return isinstance(exc, SendTimeoutError | RemotingError)
+
+
+def _fail_all(entries: Iterable[_Pending], exc: BaseException) -> None:
+    """Fail every still-open future of ``entries`` with ``exc`` (settled ones stay)."""
+    for entry in entries:
+        _settle(entry.future, exc=exc)
 
 
 def _settle(future: Future, result: Any = None, exc: BaseException | None = None) -> None:
@@ -927,10 +933,20 @@ class Producer:
         batch = []
         while pending and pending[0].seq < seq_head:
             batch.append(pending.popleft())
-        idx = np.fromiter((e.seq for e in batch), np.int64, len(batch)) & link.mask
-        rows = link.ring.completions[idx]  # a copy: the slots may be reused from here on
-        link.drained_upto = seq_head
-        link.draining = False
+        try:
+            idx = np.fromiter((e.seq for e in batch), np.int64, len(batch)) & link.mask
+            rows = link.ring.completions[idx]  # a copy: the slots may be reused from here on
+            link.drained_upto = seq_head
+            link.draining = False
+            return self._resolve(link, batch, rows)
+        except BaseException as exc:  # whatever failed, no future of the batch stays open
+            link.draining = False
+            _fail_all(batch, SendError(f"completing async sends to broker "
+                                       f"{link.broker_name} failed: {exc!r}"))  # fmt: skip
+            raise
+
+    def _resolve(self, link: _Link, batch: list[_Pending], rows: np.ndarray) -> int:
+        """Settle the futures of ``batch`` from their completion ``rows``."""
         status = rows[:, 0] & 0xFFFF
         ok = status != ring.REJECTED
         flushed = None
@@ -1003,16 +1019,20 @@ class Producer:
             if link.ring.answered(pending[0].seq):
                 break
             expired.append(pending.popleft())
-        self._close_if_unused(link)
-        for entry in expired:
-            if gone is not None:
-                exc: ShmqError = self._gone_error(link, entry.mq, gone)
-            else:
-                exc = SendTimeoutError(
-                    f"broker {link.broker_name} ({link.address}) did not answer the send to "
-                    f"{entry.mq.topic} within send_timeout {self.send_timeout:g} s"
-                )
-            self._async_failed(entry, exc)
+        try:
+            self._close_if_unused(link)
+            for entry in expired:
+                if gone is not None:
+                    exc: ShmqError = self._gone_error(link, entry.mq, gone)
+                else:
+                    exc = SendTimeoutError(
+                        f"broker {link.broker_name} ({link.address}) did not answer the send "
+                        f"to {entry.mq.topic} within send_timeout {self.send_timeout:g} s"
+                    )
+                self._async_failed(entry, exc)
+        except BaseException as exc:
+            _fail_all(expired, SendError(f"failing expired async sends failed: {exc!r}"))
+            raise
 
     # -- selection --------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ class _ConsumerLink:
     def __init__(self, client: RemotingClient, address: str, group: str) -> None:
         self.link = BrokerLink(client, address, group, "consumer")
         info = self.link.info
-        self.queues = Segment.attach(info["queues"])
+        self.queues = Segment.attach(info["queues"], readonly=True)
         self.directory = qt.QueueDirectory(self.queues.buf, self.queues.words)
         self.maxima = qt.max_offsets(self.queues.buf)
         self.reader = StoreReader(

@@ -34,9 +34,11 @@ def new_prefix() -> str:
 
 
 class Segment:
-    """One POSIX shared-memory segment mapped read-write, with uint8 and int64 views."""
+    """One POSIX shared-memory segment with uint8 and int64 views, mapped read-write, or
+    read-only (``readonly``: a client's view of tables only the broker writes, so a stray
+    write in a client faults in the client instead of changing the broker's state)."""
 
-    def __init__(self, name: str, size: int, *, create: bool) -> None:
+    def __init__(self, name: str, size: int, *, create: bool, readonly: bool = False) -> None:
         self.name = name
         self.owner = create
         try:
@@ -50,7 +52,8 @@ class Segment:
             self.size = shm.size
             if self.size < size:
                 raise ShmqError(f"shared memory {name} is {self.size} bytes, expected {size}")
-            self.mm = mmap.mmap(shm.fd, self.size)
+            prot = mmap.PROT_READ if readonly else mmap.PROT_READ | mmap.PROT_WRITE
+            self.mm = mmap.mmap(shm.fd, self.size, prot=prot)
         finally:
             shm.close_fd()
         self.buf = np.frombuffer(self.mm, dtype=np.uint8)
@@ -61,8 +64,8 @@ class Segment:
         return cls(name, size, create=True)
 
     @classmethod
-    def attach(cls, name: str, size: int = 0) -> Segment:
-        return cls(name, size, create=False)
+    def attach(cls, name: str, size: int = 0, *, readonly: bool = False) -> Segment:
+        return cls(name, size, create=False, readonly=readonly)
 
     def close(self) -> None:
         """Unmap; views taken from ``buf``/``words`` must no longer be used."""

@@ -11,6 +11,8 @@ supervisor changes the table, and a reader retries when it saw an odd or changed
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from shmq.errors import ShmqError
@@ -25,6 +27,9 @@ NAME_MAX = 127
 LIVE = 1
 
 assert NAME_AT + NAME_MAX < SLOT
+
+
+READ_TIMEOUT_S = 1.0
 
 
 def segment_size(capacity: int) -> int:
@@ -69,15 +74,23 @@ def load_version(words: np.ndarray) -> int:
 
 
 def read_topics(
-    buf: np.ndarray, words: np.ndarray
+    buf: np.ndarray, words: np.ndarray, timeout: float = READ_TIMEOUT_S
 ) -> tuple[int, dict[bytes, tuple[int, int, int]]]:
-    """Reader: ``(version, {name bytes: (read, write, perm)})``, a consistent snapshot."""
+    """Reader: ``(version, {name bytes: (read, write, perm)})``, a consistent snapshot.
+    A publish takes microseconds; a table still changing after ``timeout`` seconds means
+    its writer died mid-publish: ``ShmqError`` rather than spinning forever."""
+    deadline = time.monotonic() + timeout
     while True:
+        if time.monotonic() > deadline:
+            raise ShmqError(
+                f"the topic table stayed mid-update for {timeout:g} s (version "
+                f"{int(words[VERSION])}): did the broker's supervisor die while publishing?"
+            )
         before = int(words[VERSION])
         if before & 1:
             continue
         out = {}
-        for i in range(int(words[COUNT])):
+        for i in range(min(int(words[COUNT]), int(words[CAPACITY]))):
             base = _slot_word(i, 0)
             if int(words[base + STATE]) != LIVE:
                 continue

@@ -106,7 +106,7 @@ class _QueueTable:
         from shmq.ipc import queue_table as qt
         from shmq.ipc.segment import Segment
 
-        self.segment = Segment.attach(name)
+        self.segment = Segment.attach(name, readonly=True)
         self.directory = qt.QueueDirectory(self.segment.buf, self.segment.words)
         self.maxima = qt.max_offsets(self.segment.buf)
 

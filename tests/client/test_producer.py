@@ -228,6 +228,24 @@ def test_close_settles_every_outstanding_future_and_stops_its_threads(pair):
         producer.send_async(Message("AsyncClose", "late"))
 
 
+def test_a_failing_completion_still_settles_every_future(pair, monkeypatch):
+    topic_on_both(pair, "AsyncBroken", 2)
+    with Producer("p-broken", pair.namesrv) as producer:
+        producer.send(Message("AsyncBroken", b"warm"))
+
+        def broken(*_args):
+            raise RuntimeError("a bug in completing")
+
+        monkeypatch.setattr(producer, "_resolve", broken)
+        futures = [producer.send_async(Message("AsyncBroken", f"x{i}")) for i in range(50)]
+        for f in futures:
+            with pytest.raises(SendError, match="a bug in completing"):
+                f.result(timeout=20)
+        monkeypatch.undo()
+        later = producer.send_async(Message("AsyncBroken", b"after"))
+        assert later.result(timeout=20).send_status is SendStatus.SEND_OK
+
+
 def test_async_rejections_are_retried_on_the_same_queue_then_fail(pair):
     """A topic shrunk after the producer cached its route: queue 3 is rejected
     (queue id not below writeQueueNums, a retryable reason)."""

@@ -66,6 +66,20 @@ def test_topic_table_round_trip(prefix):
     assert tt.read_topics(seg.buf, seg.words)[1] == {b"B": (1, 1, 6)}
     with pytest.raises(ShmqError, match="slots"):
         tt.publish_topics(seg.buf, seg.words, {f"T{i}": (1, 1, 6) for i in range(9)})
+    seg.words[tt.VERSION] += 1  # a publisher that died mid-update leaves the version odd
+    with pytest.raises(ShmqError, match="mid-update"):
+        tt.read_topics(seg.buf, seg.words, timeout=0.05)
+    seg.destroy()
+
+
+def test_clients_attach_broker_tables_read_only(prefix):
+    seg = Segment.create(prefix + ".ro", 4096)
+    view = Segment.attach(prefix + ".ro", readonly=True)
+    seg.words[3] = 7
+    assert view.words[3] == 7
+    with pytest.raises(ValueError, match="read-only"):
+        view.words[3] = 8  # a client's stray write cannot change the broker's counters
+    view.close()
     seg.destroy()
 
 
