@@ -51,6 +51,8 @@ def warm_up() -> None:
         )
         with MessageStore(cfg) as store:
             store.put("WarmUp", 0, b"x", tags="t", keys=["k"])
+            store.dispatch()
+            store.get("WarmUp", 0, 0)  # the consumers' read path (units_match), cached for them
             end = store.max_physical_offset
         commitlog = CommitLog(os.path.join(tmp, "commitlog"), 64 * 1024, readonly=True)
         index = IndexService(os.path.join(tmp, "index2"), 16, 32, 64)

@@ -311,6 +311,32 @@ def parse_records(buf, start, limit, base, check_crc, out):
 
 
 @njit(cache=True, nogil=True)
+def units_match(buf, rows, sizes, queue_offsets, topic, queue_id, ok):
+    """The one rule by which a consume-queue unit owns the record it points at (used by the
+    store, the consumers' reader and the Spark scan): same size, queue id, queue offset
+    and topic. ``rows`` are the parsed records at the units' offsets in ``buf``; fills
+    ``ok`` and returns how many match. A damaged header or a stale unit must never hand a
+    record out under another topic or queue."""
+    count = 0
+    for i in range(rows.shape[0]):
+        good = (
+            rows[i, R_SIZE] == sizes[i]
+            and rows[i, R_QUEUE_ID] == queue_id
+            and rows[i, R_QUEUE_OFFSET] == queue_offsets[i]
+            and rows[i, R_TOPIC_LEN] == topic.shape[0]
+        )
+        if good:
+            start = rows[i, R_TOPIC_START]
+            for k in range(topic.shape[0]):
+                if buf[start + k] != topic[k]:
+                    good = False
+                    break
+        ok[i] = good
+        count += good
+    return count
+
+
+@njit(cache=True, nogil=True)
 def parse_at(buf, positions, limit, base, check_crc, out):
     """Decode the records at ``positions``; returns how many decoded before the first failure."""
     for i in range(positions.shape[0]):

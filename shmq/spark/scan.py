@@ -22,7 +22,7 @@ from shmq.codec import record as rec
 from shmq.errors import CorruptStoreError
 from shmq.spark.catalog import DataLossError, StoreLayout
 from shmq.spark.decode import arrow_schema, record_batch
-from shmq.store.reader import StoreReader
+from shmq.store.reader import StoreReader, topic_bytes
 
 log = logging.getLogger(__name__)
 
@@ -119,11 +119,10 @@ def _decode(
         local = phys[i:run_end] - file_start
         rows = np.empty((run_end - i, rec.N_COLS), dtype=np.int64)
         got = rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows)
-        bad = np.flatnonzero(
-            (rows[:got, rec.R_SIZE] != sizes[i : i + got])
-            | (rows[:got, rec.R_QUEUE_ID] != queue_id)
-            | (rows[:got, rec.R_QUEUE_OFFSET] != qoffs[i : i + got])
-        )
+        ok = np.empty(got, dtype=np.bool_)
+        rec.units_match(mf.buf, rows[:got], sizes[i:], qoffs[i:], topic_bytes(topic), queue_id,
+                        ok)  # fmt: skip
+        bad = np.flatnonzero(~ok)
         if got < run_end - i or bad.size:
             k = i + (int(bad[0]) if bad.size else got)
             raise CorruptStoreError(

@@ -45,6 +45,7 @@ from shmq.store.consume_queue import ConsumeQueue
 from shmq.store.dispatch import MAX_QUEUE_ID, Dispatcher
 from shmq.store.index_service import IndexService
 from shmq.store.lock import AbortMarker, StoreLock
+from shmq.store.reader import topic_bytes
 from shmq.store.recovery import RecoveryReport, recover_commitlog
 from shmq.store.results import (
     BatchPutResult,
@@ -459,8 +460,13 @@ class MessageStore:
                 continue
             run_end = i + int(np.searchsorted(phys[i:take], mf.file_end_offset))
             batch = self.commitlog.read_rows(phys[i:run_end])
-            for r in range(batch.rows.shape[0]):
-                if _unit_matches(batch, r, int(sizes[i + r]), topic, cq.queue_id):
+            got = batch.rows.shape[0]
+            ok = np.empty(got, dtype=np.bool_)
+            qoffs = offset + candidates[i : i + got].astype(np.int64)
+            rec.units_match(batch.buf, batch.rows, sizes[i : i + got], qoffs, topic_bytes(topic),
+                            cq.queue_id, ok)  # fmt: skip
+            for r in range(got):
+                if ok[r]:
                     messages.append(batch.message(r, topic))
                 else:
                     log.error(
@@ -664,17 +670,6 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _unit_matches(batch: ScanBatch, i: int, size: int, topic: str, queue_id: int) -> bool:
-    """Whether record ``i`` is the one its unit was built for (a damaged header must not
-    hand a message out under another queue)."""
-    row = batch.rows[i]
-    return (
-        int(row[rec.R_SIZE]) == size
-        and int(row[rec.R_QUEUE_ID]) == queue_id
-        and batch.topic(i) == topic
-    )
 
 
 def _check_queue_id(queue_id: int) -> None:

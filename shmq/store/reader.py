@@ -126,11 +126,11 @@ class StoreReader:
         """Messages from queue offset ``offset`` (below the published ``max_offset``), at
         most ``max_count``, only those whose tag hash is in ``tag_codes`` when given.
         Returns them and the next offset to read."""
-        phys, sizes, next_offset = self._pick(
+        phys, sizes, qoffs, next_offset = self._pick(
             topic, queue_id, offset, max_offset, max_count, tag_codes
         )
         messages: list[MessageExt] = []
-        for mf, rows, ok in self._records(phys, sizes, queue_id):
+        for mf, rows, ok in self._records(topic, queue_id, phys, sizes, qoffs):
             messages += ScanBatch(mf, rows).messages(ok, topic)
         return messages, next_offset
 
@@ -147,14 +147,14 @@ class StoreReader:
         """``read_queue`` as one ``MessageBatch``: the bodies copied by one kernel call per
         CommitLog file, no object per message. ``tags``: keep only messages whose tag is
         one of these (the string check after the hash filter)."""
-        phys, sizes, next_offset = self._pick(
+        phys, sizes, qoffs, next_offset = self._pick(
             topic, queue_id, offset, max_offset, max_count, tag_codes
         )
         bodies = np.empty(int(sizes.sum()), dtype=np.uint8)  # bodies are within the sizes
         body_offs = np.zeros(phys.shape[0] + 1, dtype=np.int64)
         queue_offs, store_ts = [], []
         k = 0
-        for mf, rows, ok in self._records(phys, sizes, queue_id):
+        for mf, rows, ok in self._records(topic, queue_id, phys, sizes, qoffs):
             if tags is not None:
                 ok = ok[[_tags(mf.buf, rows[r]) in tags for r in ok.tolist()]]
             k = rec.gather_bodies(mf.buf, rows, ok, bodies, body_offs, k)
@@ -179,12 +179,14 @@ class StoreReader:
         max_offset: int,
         max_count: int,
         tag_codes: np.ndarray | None,
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """CommitLog offsets and sizes of the units to read, and the next queue offset."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """CommitLog offsets, sizes and queue offsets of the units to read, and the next
+        queue offset."""
         end = min(max_offset, offset + (MAX_FILTER_SCAN if tag_codes is not None else max_count))
         units, first = self.units(topic, queue_id, offset, end)
         if units.size == 0:
-            return np.empty(0, np.int64), np.empty(0, np.int64), offset
+            empty = np.empty(0, np.int64)
+            return empty, empty, empty, offset
         mf = self._queue(topic, queue_id).file_at(offset * CQ_UNIT_SIZE)
         picked = np.arange(units.size)
         if tag_codes is not None:
@@ -194,10 +196,10 @@ class StoreReader:
         next_offset = offset + (int(picked[-1]) + 1 if picked.size == max_count else units.size)
         phys = units["offset"][picked].astype(np.int64)
         sizes = units["size"][picked].astype(np.int64)
-        return phys, sizes, next_offset
+        return phys, sizes, offset + picked.astype(np.int64), next_offset
 
     def _records(
-        self, phys: np.ndarray, sizes: np.ndarray, queue_id: int
+        self, topic: str, queue_id: int, phys: np.ndarray, sizes: np.ndarray, qoffs: np.ndarray
     ) -> Iterator[tuple[MappedFile, np.ndarray, np.ndarray]]:
         """The records at ``phys`` decoded one CommitLog file at a time: ``(file, rows,
         indices of the rows that match their unit)``; units whose file is gone (cleanup) or
@@ -212,7 +214,9 @@ class StoreReader:
             rows = np.zeros((run_end - i, rec.N_COLS), dtype=np.int64)
             local = phys[i:run_end] - mf.file_from_offset
             n = rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows)
-            ok = (rows[:n, rec.R_SIZE] == sizes[i : i + n]) & (rows[:n, rec.R_QUEUE_ID] == queue_id)
+            ok = np.empty(n, dtype=np.bool_)
+            rec.units_match(mf.buf, rows[:n], sizes[i:], qoffs[i:], topic_bytes(topic), queue_id,
+                            ok)  # fmt: skip
             yield mf, rows[:n], np.flatnonzero(ok)
             i += n if n == run_end - i else n + 1  # skip a unit with no valid record
 
@@ -261,3 +265,8 @@ def _tags(buf: np.ndarray, row: np.ndarray) -> str | None:
     return decode_properties(buf[start : start + int(row[rec.R_PROPS_LEN])].tobytes()).get(
         PROPERTY_TAGS
     )
+
+
+def topic_bytes(topic: str) -> np.ndarray:
+    """A topic name as the uint8 array ``units_match`` compares records' topics with."""
+    return np.frombuffer(topic.encode(), dtype=np.uint8)

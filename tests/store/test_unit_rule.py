@@ -1,0 +1,51 @@
+"""One rule for a consume-queue unit and its record (``units_match``), used by the store,
+the consumers' reader and the Spark scan: a unit that points at a record of another topic,
+queue or queue offset (same size and place otherwise) is never served."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from shmq.codec.consume_queue import CQ_UNIT_DTYPE
+from shmq.store import MessageStore
+from shmq.store.reader import StoreReader
+
+CQ_FILE = 20 * 64
+
+
+@pytest.mark.parametrize("steal", ["topic", "queue offset"])
+def test_a_unit_pointing_at_another_topics_record_is_not_served(tmp_path, steal):
+    root = str(tmp_path / "store")
+    opts = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": CQ_FILE}
+    with MessageStore.open(root, **opts) as store:
+        a0 = store.put("A", 0, b"a" * 50)
+        store.put("A", 0, b"b" * 50)
+        if steal == "topic":  # B's second record: same size, queue id and queue offset
+            store.put("B", 0, b"c" * 50)
+            other = store.put("B", 0, b"c" * 50)
+        else:  # A's third record: same topic, size and queue id, queue offset 2
+            other = store.put("A", 0, b"d" * 50)
+        store.dispatch()
+        assert store.get("A", 0, 0).messages[0].physical_offset == a0.physical_offset
+    # point A's unit 1 at the other record: same size, same queue id
+    [name] = os.listdir(os.path.join(root, "consumequeue", "A", "0"))
+    path = os.path.join(root, "consumequeue", "A", "0", name)
+    with open(path, "r+b") as f:
+        units = np.frombuffer(bytearray(f.read()), dtype=CQ_UNIT_DTYPE)
+        units[1]["offset"] = other.physical_offset
+        f.seek(0)
+        f.write(units.tobytes())
+    with MessageStore.open(root, **opts) as store:
+        got = store.get("A", 0, 0, max_count=2).messages
+        assert [m.body for m in got] == [b"a" * 50]
+    reader = StoreReader(root, 1 << 20, CQ_FILE)
+    try:
+        msgs, _ = reader.read_queue("A", 0, 0, 2, 2)
+        assert [m.body for m in msgs] == [b"a" * 50]
+        batch, _ = reader.read_queue_bulk("A", 0, 0, 2, 2)
+        assert len(batch) == 1
+    finally:
+        reader.close()
