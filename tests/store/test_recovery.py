@@ -158,3 +158,20 @@ def test_corrupt_tail_byte_recovers_the_longest_valid_prefix(spec, which, where,
         data[pos % FILE_SIZE] ^= flip
         path.write_bytes(bytes(data))
         check_recovered(root, abnormal, damaged=target["phys"])
+
+
+def test_a_normal_restart_reads_only_the_last_three_commitlog_files(tmp_path):
+    """Restart time must not grow with history: a clean shutdown's recovery walks the last
+    three CommitLog files (RocketMQ's recoverNormally), however many there are."""
+    root = str(tmp_path / "store")
+    opts = {"mapped_file_size_commit_log": 64 * 1024, "mapped_file_size_consume_queue": 20 * 64}
+    with MessageStore.open(root, **opts) as store:
+        for _ in range(8):
+            store.put_batch("History", 0, [b"h" * 1000] * 60)
+        store.dispatch()
+        files = sorted(os.listdir(os.path.join(root, "commitlog")))
+    assert len(files) >= 8
+    with MessageStore.open(root, **opts) as store:
+        assert not store.recovery.abnormal
+        assert store.recovery.scanned_from == int(files[-3])
+        assert len(store.get("History", 0, 0, max_count=32).messages) == 32
