@@ -168,6 +168,14 @@ class Cluster:
         self.procs.remove(broker.proc)
         return broker.stop()
 
+    def create_topic(self, topic: str, queues: int = 1, name: str = "broker-a") -> None:
+        with RemotingClient() as client:
+            client.invoke_json(
+                self.brokers[name].address,
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues},
+            )
+
     def runtime_info(self, name: str = "broker-a") -> dict:
         with RemotingClient() as client:
             _, info = client.invoke_json(
@@ -205,3 +213,35 @@ def shm_entries() -> set[str]:
 def read_json_lines(path: str) -> list[dict]:
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+@contextlib.contextmanager
+def small_tmpfs(tmp_path, size: str) -> Iterator[str]:
+    """A tmpfs of ``size`` (e.g. "16m") mounted under ``tmp_path`` for disk-full tests,
+    unmounted afterwards; the test is skipped where mounting is not permitted."""
+    import pytest
+
+    mnt = os.path.join(str(tmp_path), "mnt")
+    os.makedirs(mnt, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", mnt],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", mnt], check=False)
+
+
+def until_sent(producer, message, timeout: float = 20.0):
+    """Send ``message`` again and again until the broker takes it (puts refused for a
+    while, e.g. a full disk); its SendResult."""
+    from shmq.errors import SendError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return producer.send(message)
+        except SendError:
+            assert time.monotonic() < deadline, "sends were not accepted again"
+            time.sleep(0.2)

@@ -12,6 +12,19 @@ from e2e_helpers import shm_entries
 from shmq.ipc.procs import pid_alive
 
 
+def read_from_start(namesrv: str, topic: str, count: int) -> list:
+    """Up to ``count`` messages of ``topic`` from its first offset (20 s at most)."""
+    got = []
+    with shmq.PullConsumer(f"{topic}-reader", namesrv, consume_from_where="FIRST_OFFSET") as pc:
+        pc.subscribe(topic)
+        pc.start()
+        for _ in range(40):
+            got += pc.poll(0.5)
+            if len(got) >= count:
+                break
+    return got
+
+
 def test_embedded_broker_serves_a_produce_and_a_pull_then_cleans_up():
     before = shm_entries()
     with shmq.EmbeddedBroker(topics={"EmbeddedT": 2}) as mq:
@@ -20,14 +33,7 @@ def test_embedded_broker_serves_a_produce_and_a_pull_then_cleans_up():
         with shmq.Producer("embedded-p", mq.namesrv) as producer:
             results = [producer.send(shmq.Message("EmbeddedT", f"m{i}".encode())) for i in range(6)]
         assert {r.message_queue.queue_id for r in results} == {0, 1}
-        with shmq.PullConsumer("embedded-c", mq.namesrv, consume_from_where="FIRST_OFFSET") as pc:
-            pc.subscribe("EmbeddedT")
-            pc.start()
-            got = []
-            for _ in range(40):
-                got += pc.poll(0.5)
-                if len(got) >= 6:
-                    break
+        got = read_from_start(mq.namesrv, "EmbeddedT", 6)
         assert sorted(m.body for m in got) == [f"m{i}".encode() for i in range(6)]
         agents = mq.stats()["agents"]
         pids = [a["pid"] for a in agents.values()]
@@ -42,14 +48,7 @@ def test_the_documented_maximum_message_goes_through_with_default_settings():
         with shmq.Producer("big-p", mq.namesrv) as producer:
             sent = producer.send(shmq.Message("Big", body))
         assert sent.send_status is shmq.SendStatus.SEND_OK
-        with shmq.PullConsumer("big-c", mq.namesrv, consume_from_where="FIRST_OFFSET") as pc:
-            pc.subscribe("Big")
-            pc.start()
-            got = []
-            for _ in range(40):
-                got += pc.poll(0.5)
-                if got:
-                    break
+        got = read_from_start(mq.namesrv, "Big", 1)
         assert [m.body == body for m in got] == [True]
         too_large = pytest.raises(shmq.MessageTooLargeError, match="maxMessageSize")
         with shmq.Producer("big-p2", mq.namesrv) as producer, too_large:

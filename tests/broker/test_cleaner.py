@@ -6,18 +6,16 @@ supervisor, a consumer) unmaps them so the disk space really comes back, and a d
 from __future__ import annotations
 
 import os
-import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from e2e_helpers import cluster, shm_entries
+from e2e_helpers import cluster, shm_entries, small_tmpfs, until_sent
 from shmq.client.producer import Producer
 from shmq.client.queue_reader import QueueReader
 from shmq.errors import SendError
 from shmq.message import Message
-from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode
 
 TOPIC = "Cleaned"
 FILE = 1 << 20
@@ -26,16 +24,8 @@ HOURS = ";".join(str(h) for h in range(24))  # deleteWhen: every hour is delete 
 
 @pytest.fixture
 def disk(tmp_path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    with small_tmpfs(tmp_path, "32m") as mnt:
+        yield Path(mnt)
 
 
 def used(path) -> int:
@@ -86,12 +76,7 @@ def test_expired_files_are_deleted_and_released_and_a_full_disk_refuses_puts(dis
         "preallocateMappedFileEnable": "false",
     }
     with cluster(tmp_path, **conf) as c:
-        with RemotingClient() as client:
-            client.invoke_json(
-                c.main.address,
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {"topic": TOPIC, "readQueueNums": 1, "writeQueueNums": 1},
-            )
+        c.create_topic(TOPIC)
         with Producer("clean-p", c.namesrv) as producer, QueueReader("clean-c", c.namesrv) as r:
             for i in range(5000):  # about 5 CommitLog files
                 producer.send(Message(TOPIC, b"%04d" % i + b"x" * 996))
@@ -129,14 +114,6 @@ def test_expired_files_are_deleted_and_released_and_a_full_disk_refuses_puts(dis
             with pytest.raises(SendError, match="SERVICE_NOT_AVAILABLE: disk is"):
                 producer.send(Message(TOPIC, b"refused"))
             os.unlink(filler)
-
-            def accepted() -> bool:
-                try:
-                    producer.send(Message(TOPIC, b"accepted"))
-                    return True
-                except SendError:
-                    return False
-
-            wait_for("puts to be accepted again", accepted)
+            until_sent(producer, Message(TOPIC, b"accepted"))
             assert all(a["alive"] and a["restarts"] == 0 for a in agents.values())
     assert shm_entries() - before == set()

@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from e2e_helpers import cluster, shm_entries
+from e2e_helpers import cluster, shm_entries, small_tmpfs, until_sent
 from shmq.client.producer import Producer
 from shmq.client.pull_consumer import PullConsumer
 from shmq.client.types import SendStatus
 from shmq.errors import SendError
 from shmq.message import Message
-from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode
 
 TOPIC = "Full"
 FILE = 1 << 20  # CommitLog file size
@@ -25,17 +23,8 @@ FILE = 1 << 20  # CommitLog file size
 
 @pytest.fixture
 def disk(tmp_path):
-    """A 12 MiB tmpfs, unmounted afterwards."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    with small_tmpfs(tmp_path, "12m") as mnt:
+        yield Path(mnt)
 
 
 def fill(disk, leave: int) -> None:
@@ -85,12 +74,7 @@ def test_a_full_disk_refuses_sends_serves_reads_and_recovers(disk, tmp_path):
         "preallocateMappedFileEnable": "false",
     }
     with cluster(tmp_path, **conf) as c:
-        with RemotingClient() as client:
-            client.invoke_json(
-                c.main.address,
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {"topic": TOPIC, "readQueueNums": 1, "writeQueueNums": 1},
-            )
+        c.create_topic(TOPIC)
         with Producer("full-p", c.namesrv, send_timeout=10) as producer:
             assert producer.send(Message(TOPIC, b"first")).send_status is SendStatus.SEND_OK
             fill(disk, leave=FILE // 2)  # no room for a second CommitLog file
@@ -101,14 +85,7 @@ def test_a_full_disk_refuses_sends_serves_reads_and_recovers(disk, tmp_path):
             assert all(a["alive"] and a["restarts"] == 0 for a in states.values()), states
             assert read_all(c.namesrv, "full-reader", stored) == stored
             free_space(disk)
-            deadline = time.monotonic() + 20
-            while True:  # the writer tries again within a second
-                try:
-                    producer.send(Message(TOPIC, b"space is back"))
-                    break
-                except SendError:
-                    assert time.monotonic() < deadline, "sends were not accepted again"
-                    time.sleep(0.2)
+            until_sent(producer, Message(TOPIC, b"space is back"))  # retried within 1 s
             stored += 1
         # a restart on a full disk comes up, serves reads and refuses puts
         assert c.stop_broker() == 0
@@ -119,13 +96,6 @@ def test_a_full_disk_refuses_sends_serves_reads_and_recovers(disk, tmp_path):
             _, why = send_until_refused(producer, limit=2000)
             assert "SERVICE_NOT_AVAILABLE" in why
             free_space(disk)
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    producer.send(Message(TOPIC, b"back again"))
-                    break
-                except SendError:
-                    assert time.monotonic() < deadline, "sends were not accepted again"
-                    time.sleep(0.2)
+            until_sent(producer, Message(TOPIC, b"back again"))
         assert all(a["alive"] and a["restarts"] == 0 for a in agents(c).values())
     assert shm_entries() - before == set()

@@ -11,18 +11,7 @@ import time
 import pytest
 
 from e2e_helpers import cluster, read_json_lines, shm_entries
-from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode
 from spec_decoder import read_consume_queue, walk_commitlog
-
-
-def create_topic(c, topic: str, queues: int) -> None:
-    with RemotingClient() as client:
-        client.invoke_json(
-            f"127.0.0.1:{c.broker_port}",
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues},
-        )
 
 
 def wait_all(procs, timeout: float = 120.0) -> None:
@@ -49,7 +38,7 @@ def stored_bodies(store: str, topic: str) -> collections.Counter:
 def test_producers_and_consumers_exactly_once_in_order(tmp_path):
     before = shm_entries()
     with cluster(tmp_path) as c:
-        create_topic(c, "E2E", 4)
+        c.create_topic("E2E", 4)
         time.sleep(1.2)  # the broker re-registers the topic with the namesrv
         producers = [
             c.client(

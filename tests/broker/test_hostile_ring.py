@@ -21,9 +21,8 @@ from shmq.client.types import SendStatus
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import ring
+from shmq.ipc.segment import Segment
 from shmq.message import Message
-from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode
 
 TOPIC = "Hostile"
 
@@ -32,12 +31,7 @@ TOPIC = "Hostile"
 def c(tmp_path_factory):
     before = shm_entries()
     with cluster(tmp_path_factory.mktemp("hostile")) as c:
-        with RemotingClient() as client:
-            client.invoke_json(
-                c.main.address,
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {"topic": TOPIC, "readQueueNums": 2, "writeQueueNums": 2},
-            )
+        c.create_topic(TOPIC, 2)
         yield c
     assert shm_entries() - before == set()
 
@@ -164,16 +158,20 @@ def test_a_writer_that_dies_twice_on_one_ring_gets_that_ring_fenced(c, good):
         bad.send(Message(TOPIC, b"mine"))
         [link] = bad._links.values()
         slot, gen = link.broker.info["slot"], link.broker.info["gen"]
-        rp, words = link.ring, link.broker.counters.words
-        for _ in range(2):
-            pid, _ = writer_state(c)
-            words[cn.WRITER_RING_GEN] = gen
-            words[cn.WRITER_RING] = slot + 1
-            os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 60
-            while writer_state(c)[0] in (pid, None, 0):
-                assert time.monotonic() < deadline, "the writer was not restarted"
-                time.sleep(0.05)
+        rp = link.ring
+        counters = Segment.attach(link.broker.info["counters"])  # clients map it read-only
+        try:
+            for _ in range(2):
+                pid, _ = writer_state(c)
+                counters.words[cn.WRITER_RING_GEN] = gen
+                counters.words[cn.WRITER_RING] = slot + 1
+                os.kill(pid, signal.SIGKILL)
+                deadline = time.monotonic() + 60
+                while writer_state(c)[0] in (pid, None, 0):
+                    assert time.monotonic() < deadline, "the writer was not restarted"
+                    time.sleep(0.05)
+        finally:
+            counters.close()
         assert rp.fence_reason() == ring.FENCES[ring.FENCE_CRASH]
         assert good.send(Message(TOPIC, b"others go on")).send_status is SendStatus.SEND_OK
         assert bad.send(Message(TOPIC, b"new ring")).send_status is SendStatus.SEND_OK

@@ -15,8 +15,6 @@ import pytest
 from e2e_helpers import cluster, shm_entries
 from shmq.client.producer import Producer
 from shmq.client.queue_reader import QueueReader
-from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode
 
 TOPIC = "Soak"
 FILE = 2 << 20
@@ -55,12 +53,7 @@ def test_bulk_traffic_across_cleanup_cycles_loses_nothing_and_stays_bounded(tmp_
         "messageIndexEnable": "false",
     }
     with cluster(tmp_path, **conf) as c:
-        with RemotingClient() as client:
-            client.invoke_json(
-                c.main.address,
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {"topic": TOPIC, "readQueueNums": 1, "writeQueueNums": 1},
-            )
+        c.create_topic(TOPIC)
         body = np.zeros(PER_PHASE * 200, dtype=np.uint8)
         offs = np.arange(PER_PHASE + 1, dtype=np.int64) * 200
         seq = body.view(np.uint32).reshape(PER_PHASE, 50)  # the first word of each body
