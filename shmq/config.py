@@ -49,6 +49,8 @@ class MessageStoreConfig:
     clean_resource_interval: int = 10_000
     # shmq's own: the first cleanup round after start (RocketMQ waits 60 s)
     clean_resource_initial_delay: int = 60_000
+    # accepted for broker.conf compatibility; not needed here: a deleted file is unmapped by
+    # its owner at once and by a reader within a second of its next read (store.reader)
     destroy_maped_file_interval_forcibly: int = 120_000
     warm_mapped_file_enable: bool = False
     mlock_mapped_file_enable: bool = True
