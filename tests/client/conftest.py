@@ -9,8 +9,6 @@ import pytest
 
 from e2e_helpers import cluster, shm_entries
 from shmq.client.queue_reader import QueueReader
-from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode
 
 
 @pytest.fixture(scope="module")
@@ -23,12 +21,7 @@ def broker(tmp_path_factory):
 
 def create_topic(c, topic: str, queues: int = 8, broker_name: str = "broker-a") -> None:
     """Create ``topic`` and wait until the namesrv routes it."""
-    with RemotingClient() as client:
-        client.invoke_json(
-            c.brokers[broker_name].address,
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues},
-        )
+    c.create_topic(topic, queues, broker_name)
     with QueueReader("probe", c.namesrv) as reader:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
