@@ -182,3 +182,19 @@ def test_daemon_start_failures_say_why(tmp_path):
         busy.close()
     assert failed.returncode == 1
     assert "Address already in use" in failed.stderr and f"127.0.0.1:{port}" in failed.stderr
+
+
+def test_daemon_start_on_a_locked_store_names_the_holder(tmp_path):
+    from shmq.store.lock import StoreLock
+
+    store = tmp_path / "locked"
+    store.mkdir()
+    lock = StoreLock(str(store))
+    lock.acquire()  # this test process holds the store
+    try:
+        failed = shmq("start", "--daemon", "--store", str(store), "--namesrv-port",
+                      str(free_port()), "--broker-port", str(free_port()))  # fmt: skip
+    finally:
+        lock.release()
+    assert failed.returncode == 1
+    assert "locked" in failed.stderr and f"pid {os.getpid()}" in failed.stderr

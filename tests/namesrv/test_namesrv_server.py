@@ -215,3 +215,15 @@ def test_cli_runs_serves_and_stops_on_sigterm():
         proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_bad_topic_names_get_an_error_and_the_connection_stays(ns):
+    with RemotingClient() as client:
+        for code in (RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.DELETE_TOPIC_IN_NAMESRV):
+            for bad in ("../etc", "a b", "x" * 200):
+                with pytest.raises(ResponseError, match="invalid") as err:
+                    client.invoke_json(ns.address, code, {"topic": bad})
+                assert err.value.code == ResponseCode.SYSTEM_ERROR
+        with pytest.raises(ResponseError) as err:  # the same connection still answers
+            route(client, ns, "NoSuchTopic")
+        assert err.value.code == ResponseCode.TOPIC_NOT_EXIST
