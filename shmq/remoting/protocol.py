@@ -386,7 +386,13 @@ def read_frame(
     if length < 4 or length > max_frame:
         raise RemotingFrameError(f"frame length {length} is outside [4, {max_frame}]")
     if deadline is None and frame_timeout is not None:
-        deadline = time.monotonic() + frame_timeout
+        # bound this frame only: the socket's own (idle) timeout applies to the next prefix
+        idle_timeout = sock.gettimeout()
+        try:
+            body = _recv_exactly(sock, length, time.monotonic() + frame_timeout, eof_ok=False)
+        finally:
+            sock.settimeout(idle_timeout)
+        return decode_frame(body)
     return decode_frame(_recv_exactly(sock, length, deadline, eof_ok=False))
 
 

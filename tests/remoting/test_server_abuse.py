@@ -83,6 +83,19 @@ def test_idle_connections_are_closed(c):
         assert closed_by_server(idle, within=10)
 
 
+def test_a_connection_used_more_often_than_the_idle_limit_stays_open(c):
+    """The frame timeout bounds one frame only: a request every 3 s (frame limit 2 s, idle
+    limit 4 s) is answered on the same connection each time."""
+    with RemotingClient() as client:
+        ports = set()
+        for _ in range(3):
+            _, info = client.invoke_json(c.main.address, RequestCode.GET_BROKER_RUNTIME_INFO)
+            assert info["broker"] == "broker-a"
+            ports.add(client.local_address(c.main.address)[1])
+            time.sleep(3)
+        assert len(ports) == 1
+
+
 def test_connections_beyond_the_limit_are_refused_and_the_rest_kept(c):
     socks = [connect(c) for _ in range(LIMITS["serverMaxConnections"] + 5)]
     try:
