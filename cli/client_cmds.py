@@ -1,31 +1,68 @@
-"""``shmq produce`` and ``shmq consume``: send and read messages from the command line."""
+"""``shmq produce`` and ``shmq consume``: send and read messages from the command line.
+
+Both print what they did when they end, also on Ctrl-C (then with exit status 130, as Unix
+tools do); up to ``SHOW_EACH`` messages are printed one per line, more as a progress bar and
+a summary (``--json`` prints every one).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
 
 import click
 
 from shmq.errors import ShmqError
+from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
+from shmq_cli.feedback import plural
 
-SUMMARY_ABOVE = 1000  # with --count above this, print a summary instead of every message
+SHOW_EACH = 10  # with --count above this, a summary instead of a line per message
 BATCH = 64
+INTERRUPTED = 128 + 2  # exit status after SIGINT
+
+
+def _valid_name(kind: str, limit: int):
+    def check(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+        problem = name_problem(kind, value, limit)
+        if problem:
+            raise click.BadParameter(problem)
+        return value
+
+    return check
+
+
+def _topic_option():
+    return click.option("-t", "--topic", required=True,
+                        callback=_valid_name("topic", MAX_TOPIC_LENGTH))  # fmt: skip
+
+
+def _group_option(default: str):
+    return click.option("-g", "--group", default=default, show_default=True,
+                        callback=_valid_name("group", MAX_GROUP_LENGTH))  # fmt: skip
+
+
+def _rate(n: int, seconds: float) -> str:
+    """``", 5,120 msgs/s"``, or nothing when too few messages or too short a time to say."""
+    return f", {n / seconds:,.0f} msgs/s" if n > 1 and seconds > 1e-3 else ""
 
 
 @click.command("produce")
-@click.option("-t", "--topic", required=True)
+@_topic_option()
 @click.option("--tags")
 @click.option("--keys", help="Message keys, space-separated.")
 @click.option("--body", help="Message body text.")
 @click.option("--size", type=click.IntRange(1), help="Body size in bytes (generated).")
 @click.option("--count", type=click.IntRange(1), default=1, show_default=True)
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Messages per second.")
-@click.option("--group", default="shmq-cli-producer", show_default=True)
+@_group_option("shmq-cli-producer")
 @click.option("-n", "--namesrv", default="127.0.0.1:9876", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print each SendResult as JSON.")
+@click.pass_context
 def produce(
+    ctx: click.Context,
     topic: str,
     tags: str | None,
     keys: str | None,
@@ -37,7 +74,7 @@ def produce(
     namesrv: str,
     as_json: bool,
 ) -> None:
-    """Send messages; prints each SendResult, or a summary with --count."""
+    """Send messages; prints each SendResult, or a summary above 10 messages."""
     from shmq.client.producer import Producer
     from shmq.message import Message
 
@@ -45,15 +82,12 @@ def produce(
         raise click.UsageError("give --body TEXT or --size N")
     payload = body.encode() if body is not None else (b"shmq" * (size // 4 + 1))[:size]
     key_list = keys.split() if keys else []
-    summary = count > SUMMARY_ABOVE and not as_json
+    summary = count > SHOW_EACH and not as_json
     batch = 1 if rate is not None or not summary else BATCH
-    with Producer(group, namesrv) as producer:
-        started = time.perf_counter()
-        sent = 0
-        progress = _progress(count) if summary else None
-        task = progress.add_task("produce", total=count) if progress else None
-        if progress:
-            progress.start()
+    sent = 0
+    started = time.perf_counter()
+    interrupted = False
+    with Producer(group, namesrv) as producer, _progress("produce", count, summary) as bar:
         try:
             while sent < count:
                 n = min(batch, count - sent)
@@ -62,19 +96,20 @@ def produce(
                 msgs = [Message(topic, payload, tags=tags, keys=key_list) for _ in range(n)]
                 results = producer.send_batch(msgs) if n > 1 else [producer.send(msgs[0])]
                 sent += n
-                if progress:
-                    progress.update(task, completed=sent)
-                else:
+                bar(sent)
+                if not summary:
                     for r in results:
                         click.echo(json.dumps(r.to_json()) if as_json else _send_line(r))
-        finally:
-            if progress:
-                progress.stop()
-        elapsed = time.perf_counter() - started
-    if summary:
-        mb = sent * len(payload) / elapsed / 1e6
-        click.echo(f"sent {sent} messages to {topic} in {elapsed:.2f} s: "
-                   f"{sent / elapsed:,.0f} msgs/s, {mb:.1f} MB/s")  # fmt: skip
+        except KeyboardInterrupt:
+            interrupted = True
+    elapsed = time.perf_counter() - started
+    if summary or interrupted:
+        mb = f", {sent * len(payload) / elapsed / 1e6:.1f} MB/s" if _rate(sent, elapsed) else ""
+        line = f"sent {plural(sent, 'message')} to {topic} in {elapsed:.2f} s"
+        click.echo(line + _rate(sent, elapsed) + mb, err=interrupted)
+    if interrupted:
+        click.echo(f"interrupted: sent {sent} of {count}", err=True)
+        ctx.exit(INTERRUPTED)
 
 
 def _send_line(r) -> str:
@@ -92,22 +127,23 @@ def _pace(started: float, sent: int, rate: float) -> None:
         time.sleep(delay)
 
 
-def _progress(total: int):
+@contextlib.contextmanager
+def _progress(what: str, total: int | None, show: bool) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on a terminal's stderr while ``show``; yields ``update(done)``."""
+    if not show or not sys.stderr.isatty():
+        yield lambda _done: None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        transient=True,
-        disable=not sys.stderr.isatty(),
-    )
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), transient=True) as progress:  # fmt: skip
+        task = progress.add_task(what, total=total)
+        yield lambda done: progress.update(task, completed=done)
 
 
 @click.command("consume")
-@click.option("-t", "--topic", required=True)
-@click.option("-g", "--group", default="shmq-cli-consumer", show_default=True)
+@_topic_option()
+@_group_option("shmq-cli-consumer")
 @click.option("--tags", default="*", show_default=True, help="Tag expression, e.g. 'A || B'.")
 @click.option("--from", "from_where", type=click.Choice(["first", "last"]), default="last",
               show_default=True, help="Where a group with no committed offset starts.")  # fmt: skip
@@ -116,7 +152,9 @@ def _progress(total: int):
               help="Give up after this many seconds without a new message.")  # fmt: skip
 @click.option("-n", "--namesrv", default="127.0.0.1:9876", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
+@click.pass_context
 def consume(
+    ctx: click.Context,
     topic: str,
     group: str,
     tags: str,
@@ -130,10 +168,12 @@ def consume(
     from shmq.client.queue_reader import QueueReader
     from shmq.message import message_to_json
 
-    summary = count is not None and count > SUMMARY_ABOVE and not as_json
+    summary = count is not None and count > SHOW_EACH and not as_json
     received = 0
     started = time.perf_counter()
-    with QueueReader(group, namesrv) as consumer:
+    last_message = time.monotonic()
+    interrupted = False
+    with QueueReader(group, namesrv) as consumer, _progress("consume", count, summary) as bar:
         queues = consumer.queues(topic)
         offsets, committed_at = {}, {}
         for mq in queues:
@@ -141,7 +181,6 @@ def consume(
             offsets[mq] = committed if committed >= 0 else (
                 0 if from_where == "first" else consumer.max_offset(mq)
             )  # fmt: skip
-        last_message = time.monotonic()
         try:
             while count is None or received < count:
                 got = 0
@@ -161,20 +200,28 @@ def consume(
                     received += len(result.messages)
                 if got:
                     last_message = time.monotonic()
+                    bar(received)
                     continue
                 idle = time.monotonic() - last_message
                 if idle >= timeout:
                     break
                 consumer.wait(offsets, min(1.0, timeout - idle))
+        except KeyboardInterrupt:
+            interrupted = True
         finally:  # every queue's position, read or not: a later run resumes there
             for mq, offset in offsets.items():
                 if offset != committed_at[mq]:
                     consumer.commit(mq, offset)
-    elapsed = time.perf_counter() - started
-    if summary or count is None or received < count:
-        rate = f": {received / elapsed:,.0f} msgs/s" if received else ""
-        line = f"received {received} messages from {topic} in {elapsed:.2f} s{rate}"
-        click.echo(line, err=not summary)
+    if summary or interrupted or count is None or received < count:
+        # the rate is over the time messages came in, not the final wait for more
+        busy = (time.perf_counter() - started) - (time.monotonic() - last_message)
+        line = f"received {plural(received, 'message')} from {topic}"
+        if received:
+            line += f" in {max(busy, 0):.2f} s{_rate(received, busy)}"
+        click.echo(line, err=not summary or interrupted)
+    if interrupted:
+        click.echo("interrupted: offsets committed", err=True)
+        ctx.exit(INTERRUPTED)
     if count is not None and received < count:
         raise ShmqError(f"timeout: received {received} of {count} messages in {timeout:g} s "
                         "without a new one")  # fmt: skip

@@ -23,11 +23,15 @@ from shmq import files
 from shmq.config import DEFAULT_STORE_ROOT
 from shmq.errors import ShmqError
 from shmq.ipc.procs import same_process, start_time
+from shmq_cli.feedback import ByteSize, human_bytes, say_if_slow
 
 RUNTIME_FILE = "shmq.json"
 LOG_FILE = "shmq.log"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 90.0
+DEFAULT_MAPPED_FILE_SIZE = 1 << 30  # RocketMQ's mappedFileSizeCommitLog, for real use
+DEMO_MAPPED_FILE_SIZE = 64 << 20  # --demo: a store for trying shmq out
+COMPILING = "first start: compiling shmq's numba kernels (about 20 s; cached for next time)"
 
 
 def _run_until_signal(broker, namesrv=None) -> None:
@@ -71,8 +75,14 @@ def broker(config_path: str, namesrv: str | None) -> None:
 @click.option("--broker-port", default=10911, show_default=True, type=int)
 @click.option("--flush", "flush_disk_type", type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
               default="ASYNC_FLUSH", show_default=True)  # fmt: skip
-@click.option("--mapped-file-size", default=1 << 30, show_default=True, type=int,
-              help="CommitLog file size in bytes (mappedFileSizeCommitLog).")  # fmt: skip
+@click.option("--mapped-file-size", type=ByteSize(),
+              help="CommitLog file size (mappedFileSizeCommitLog), e.g. 64M; each file is "
+                   "allocated whole.  [default: 1G, --demo: 64M]")  # fmt: skip
+@click.option(
+    "--demo",
+    is_flag=True,
+    help="A small store for trying shmq out: 64 MiB CommitLog files, not 1 GiB.",
+)
 @click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
               help="Optional broker.conf/TOML with more settings.")  # fmt: skip
 @click.option("--daemon", is_flag=True, help="Run in the background; stop with `shmq stop`.")
@@ -81,17 +91,21 @@ def start(
     namesrv_port: int,
     broker_port: int,
     flush_disk_type: str,
-    mapped_file_size: int,
+    mapped_file_size: int | None,
+    demo: bool,
     config_path: str | None,
     daemon: bool,
 ) -> None:
     """Start a namesrv and a broker on this host (foreground, or --daemon)."""
     store_dir = os.path.abspath(os.path.expanduser(store_dir))
-    files.makedirs(store_dir)
+    _check_writable(store_dir)
     runtime = os.path.join(store_dir, RUNTIME_FILE)
     existing = _running(store_dir)
     if existing:
         raise ShmqError(f"shmq is already running for {store_dir} (pid {existing['pid']})")
+    if mapped_file_size is None:
+        mapped_file_size = DEMO_MAPPED_FILE_SIZE if demo else DEFAULT_MAPPED_FILE_SIZE
+    _compile_kernels()
     if daemon:
         _start_daemon(store_dir)
         return
@@ -123,12 +137,14 @@ def start(
         "namesrv": namesrv.address,
         "broker": b.address,
         "store": store_dir,
+        "mappedFileSizeCommitLog": cfg.store.mapped_file_size_commit_log,
         "started": int(time.time() * 1000),
     }
     with os.fdopen(files.create(runtime + ".tmp", os.O_WRONLY | os.O_TRUNC), "w") as f:
         json.dump(info, f)
     os.replace(runtime + ".tmp", runtime)
     click.echo(f"shmq started: namesrv {namesrv.address}, broker {b.address}, store {store_dir}")
+    click.echo(_store_line(store_dir, info["mappedFileSizeCommitLog"]))
     sys.stdout.flush()
     try:
         _run_until_signal(b, namesrv)
@@ -136,6 +152,48 @@ def start(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(runtime)
     click.echo("shmq stopped")
+
+
+def _check_writable(store_dir: str) -> None:
+    """The store directory exists (created private) and takes files, or a clear error."""
+    import tempfile
+
+    try:
+        files.makedirs(store_dir)
+        tempfile.TemporaryFile(dir=store_dir).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ShmqError(
+            f"cannot write the store directory {store_dir}: {reason}; "
+            "choose another with --store DIR"
+        ) from exc
+
+
+def _compile_kernels() -> None:
+    """Compile (or load from numba's cache) the writer's and reput's kernels here, with a
+    word to the user when that is slow: the broker's agents then load them from the cache."""
+    with say_if_slow(COMPILING):
+        from shmq.broker.reput import warm_up as reput_warm_up
+        from shmq.broker.writer import warm_up as writer_warm_up
+
+        writer_warm_up()
+        reput_warm_up()
+
+
+def _store_line(store_dir: str, file_size: int) -> str:
+    """What the store takes on disk now, what it will take, and how to make that smaller."""
+    used = 0
+    for path, _dirs, names in os.walk(store_dir):
+        for name in names:
+            with contextlib.suppress(OSError):
+                used += os.stat(os.path.join(path, name)).st_blocks * 512
+    line = (
+        f"store {store_dir}: {human_bytes(used)} on disk; CommitLog files of "
+        f"{human_bytes(file_size)} are allocated whole, the next one ahead"
+    )
+    if file_size > DEMO_MAPPED_FILE_SIZE:
+        line += " (to try shmq out: `shmq start --demo`, 64 MiB files)"
+    return line
 
 
 def _start_daemon(store_dir: str) -> None:
@@ -161,6 +219,7 @@ def _start_daemon(store_dir: str) -> None:
                 f"shmq started in the background (pid {proc.pid}): namesrv {info['namesrv']}, "
                 f"broker {info['broker']}; log {log_path}"
             )
+            click.echo(_store_line(store_dir, info["mappedFileSizeCommitLog"]))
             return
         if proc.poll() is not None:
             why = _error_lines(log_path, log_start) or f"exit status {proc.returncode}"

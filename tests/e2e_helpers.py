@@ -245,3 +245,15 @@ def until_sent(producer, message, timeout: float = 20.0):
         except SendError:
             assert time.monotonic() < deadline, "sends were not accepted again"
             time.sleep(0.2)
+
+
+def shmq(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """Run the ``shmq`` CLI in a subprocess (no stdin), its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "shmq_cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env(),
+        stdin=subprocess.DEVNULL,
+    )

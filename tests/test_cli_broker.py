@@ -5,20 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
-from e2e_helpers import env, free_port, shm_entries
-
-
-def shmq(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "shmq_cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env(),
-        stdin=subprocess.DEVNULL,
-    )
+from e2e_helpers import free_port, shm_entries, shmq
 
 
 def test_start_produce_consume_status_stop(tmp_path):

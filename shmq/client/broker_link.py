@@ -38,6 +38,10 @@ class BrokerLink:
         self.sync_flush = self.info["flushDiskType"] == "SYNC_FLUSH"
         host, port = parse_host(self.info["storeHost"])
         self.store_host_bytes = pack_host(host, port).to_bytes(8, "big", signed=True)
+        # bornHost: this client's end of its connection to the broker, as the broker sees it
+        host, port = client.local_address(address)
+        self.born_host = pack_host(host, port)
+        self.born_host_text = f"{host}:{port}"
 
     def _unregister(self) -> None:
         code = (

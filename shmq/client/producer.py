@@ -67,7 +67,6 @@ from shmq.message import (
     body_arrays,
     build_properties,
     offset_msg_id,
-    pack_host,
     validate_topic,
 )
 from shmq.remoting.client import RemotingClient
@@ -406,7 +405,6 @@ class Producer:
         self._stop = threading.Event()
         self._uniq_prefix = _uniq_prefix()
         self._uniq_seq = itertools.count()
-        self._born_host = pack_host("127.0.0.1", 0)
         self._refresher: threading.Thread | None = None
         # async completion
         self._all_links: tuple[_Link, ...] = ()  # every open link (for the completer)
@@ -566,9 +564,9 @@ class Producer:
         first use); returns the link, the first record's sequence and the record sizes.
         ``hold``: a sync send that waits on the link (``_leave`` it after); ``entry``: an
         async send, queued for the completion thread in ring order."""
-        fields = batch.fields(mq.queue_id, self._born_host)
         for _ in range(3):
             link = self._link_for(broker)
+            fields = batch.fields(mq.queue_id, link.broker.born_host)
             if entry is not None and entry.attempts == 0:
                 self._wait_inflight(link, deadline)
             try:
@@ -1124,6 +1122,9 @@ class Producer:
             for q in range(writable[name].write_queue_nums)
         ]
         read_only = tuple(sorted(b.broker_name for b in brokers if not b.perm & PERM_WRITE))
+        log.info("producer %s: route of %s: %d writable queues on %s%s", self.group, topic,
+                 len(queues), ", ".join(f"{b.broker_name} ({b.address})" for b in writable.values())
+                 or "no broker", " (auto-create)" if auto_create else "")  # fmt: skip
         return _PublishInfo(topic, writable, queues, frozenset(queues), auto_create, read_only)
 
     def _invalidate(self, topic: str) -> None:
@@ -1191,6 +1192,9 @@ class Producer:
                     retryable=True,
                 ) from exc
             link = _Link(broker_link, ring_producer)
+            log.info("producer %s: registered with broker %s (%s): ring of %d KiB, born host %s",
+                     self.group, name, broker.address, ring_producer.capacity >> 10,
+                     broker_link.born_host_text)  # fmt: skip
             with self._lock:
                 closed = self._closed
                 if not closed:

@@ -12,7 +12,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from shmq.errors import NoRouteError, RemotingError, ResponseError
+from shmq.errors import InvalidTopicError, NoRouteError, RemotingError, ResponseError
+from shmq.names import MAX_TOPIC_LENGTH, name_problem
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
 
@@ -49,11 +50,15 @@ class RouteTable:
 
     def brokers(self, topic: str, *, auto_create: bool = False) -> list[BrokerQueues]:
         """The topic's brokers (cached ``refresh_s``); with ``auto_create``, the default
-        topic's brokers when the topic has no route yet."""
+        topic's brokers when the topic has no route yet. A name no topic can have is an
+        ``InvalidTopicError``, not a missing route."""
         with self._lock:
             cached = self._routes.get(topic)
             if cached is not None and time.monotonic() - cached[0] < self.refresh_s:
                 return cached[1]
+        problem = name_problem("topic", topic, MAX_TOPIC_LENGTH)
+        if problem:
+            raise InvalidTopicError(problem)
         route = self._fetch(topic)
         if route is None and auto_create:
             default = self._fetch(AUTO_CREATE_TOPIC_KEY)

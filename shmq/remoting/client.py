@@ -92,6 +92,14 @@ class RemotingClient:
                 channel = self._channels[addr] = _Channel(addr)
             return channel
 
+    def local_address(self, addr: str) -> tuple[str, int]:
+        """This side's ``(host, port)`` of the connection to ``addr`` (connecting if
+        needed): what the broker sees as the client's address, RocketMQ's bornHost."""
+        channel = self._channel(addr)
+        with channel.lock:
+            host, port = channel.connect(self.connect_timeout).getsockname()[:2]
+        return host, port
+
     def invoke(
         self, addr: str, request: RemotingCommand, timeout: float | None = None
     ) -> RemotingCommand:
