@@ -31,6 +31,7 @@ START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 90.0
 DEFAULT_MAPPED_FILE_SIZE = 1 << 30  # RocketMQ's mappedFileSizeCommitLog, for real use
 DEMO_MAPPED_FILE_SIZE = 64 << 20  # --demo: a store for trying shmq out
+DAEMON_ENV = "SHMQ_DAEMON"  # set for the background process of `shmq start --daemon`
 COMPILING = "first start: compiling shmq's numba kernels (about 20 s; cached for next time)"
 
 
@@ -143,15 +144,23 @@ def start(
     with os.fdopen(files.create(runtime + ".tmp", os.O_WRONLY | os.O_TRUNC), "w") as f:
         json.dump(info, f)
     os.replace(runtime + ".tmp", runtime)
-    click.echo(f"shmq started: namesrv {namesrv.address}, broker {b.address}, store {store_dir}")
-    click.echo(_store_line(store_dir, info["mappedFileSizeCommitLog"]))
+    _say(f"shmq started: namesrv {namesrv.address}, broker {b.address}, store {store_dir}")
+    _say(_store_line(store_dir, info["mappedFileSizeCommitLog"]))
     sys.stdout.flush()
     try:
         _run_until_signal(b, namesrv)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(runtime)
-    click.echo("shmq stopped")
+    _say("shmq stopped")
+
+
+def _say(text: str) -> None:
+    """A line for the user; in a daemon's log (``shmq.log``) with a timestamp, like the
+    log records around it."""
+    if os.environ.get(DAEMON_ENV):
+        text = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}"
+    click.echo(text)
 
 
 def _check_writable(store_dir: str) -> None:
@@ -210,6 +219,7 @@ def _start_daemon(store_dir: str) -> None:
             stdout=log_file,
             stderr=log_file,
             start_new_session=True,
+            env={**os.environ, DAEMON_ENV: "1"},
         )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:

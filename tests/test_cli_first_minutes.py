@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,6 +32,10 @@ def namesrv(tmp_path_factory):
         stopped = shmq("stop", "--store", store)
         assert stopped.returncode == 0, stopped.stderr
         assert shm_entries() - before == set()
+    with open(os.path.join(store, "shmq.log")) as f:  # every line of the daemon's log is dated
+        lines = f.read().splitlines()
+    assert any("shmq started" in line for line in lines) and "shmq stopped" in lines[-1]
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", line) for line in lines), lines
 
 
 def test_few_messages_are_listed_many_are_summed_up(namesrv):
