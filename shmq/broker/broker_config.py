@@ -79,6 +79,10 @@ class BrokerConfig:
     idle_spin: int = 20
     idle_yield: int = 0
     idle_park_us: int = 1000
+    # shmq's own: the writer computes every stored BODYCRC itself (as RocketMQ's broker
+    # does); with checkProducerCrc it also rejects a ring record whose producer-computed CRC
+    # differs (an end-to-end check of the rings, and producers then compute CRCs)
+    check_producer_crc: bool = False
     agent_restart_max: int = 5
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     tuning: Mapping[str, Any] = field(default_factory=dict)

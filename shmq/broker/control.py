@@ -92,6 +92,7 @@ class ControlHandlers:
             "flushDiskType": store.flush_disk_type,
             "syncFlushTimeout": store.sync_flush_timeout,
             "maxMessageSize": store.max_message_size,
+            "checkProducerCrc": b.config.check_producer_crc,
             "storeHost": store.store_host,
             "prefix": b.names.prefix,
             "counters": b.names.counters,

@@ -18,6 +18,7 @@ from shmq.broker.agent import AgentEnv
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc.idle import IdleConfig, IdleStrategy
+from shmq.ipc.parking import post_parked
 from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore, post
 from shmq.store.checkpoint import Checkpoint
 from shmq.store.mapped_file import PAGE_SIZE, offset_to_file_name
@@ -126,7 +127,8 @@ class Flush:
         for slot, gen, _ in active:
             base = rg.producer_base(slot)
             want = int(words[base + rg.WAIT_FLUSH_OFFSET])
-            if not words[base + rg.WAITING] or not 0 < want <= flushed:
+            parked = int(words[base + rg.PARKED])
+            if parked <= 0 or not 0 < want <= flushed:
                 continue
             sem = self._producer_sems.get((slot, gen))
             if sem is None:
@@ -135,7 +137,7 @@ class Flush:
                 except Exception:  # the producer is leaving
                     continue
                 self._producer_sems[(slot, gen)] = sem
-            post(sem)
+            post_parked(sem, parked)
 
     def _maybe_checkpoint(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -24,7 +24,8 @@ from shmq.errors import DiskFullError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
-from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore, post
+from shmq.ipc.parking import post_parked
+from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore
 from shmq.store.commitlog import CommitLog
 from shmq.store.dispatch import Dispatcher
 from shmq.store.index_service import IndexService
@@ -211,7 +212,8 @@ class Reput:
     def _wake_consumers(self) -> None:
         rwords = self.registry.words
         for i, base, gen in self._active_consumers():
-            if not rg.wants_wake(rwords, base, self.changed):
+            parked = rg.wants_wake(rwords, base, self.changed)
+            if not parked:
                 continue
             key = (i, gen)
             sem = self._consumer_sems.get(key)
@@ -221,7 +223,7 @@ class Reput:
                 except Exception:  # the consumer is leaving
                     continue
                 self._consumer_sems[key] = sem
-            post(sem)
+            post_parked(sem, parked)
 
     def _flush(self, least_pages: int) -> None:
         self.dispatcher.flush(least_pages)

@@ -1,11 +1,13 @@
 """The writer agent: drains every producer ring into the CommitLog (the only CommitLog writer).
 
-Per ring and pass: validate the published records with the CommitLog parser (framing, CRC,
-topic alphabet), check each against the topic table (exists, writable, queue id, size,
-sysflag), stamp queue offsets, physical offsets, store time and host while copying them into
-the CommitLog, answer each record in the ring's completion area, then publish in this order:
-the ring's journal, the CommitLog write offset, the ring's head. A restarted writer therefore
-neither loses nor repeats a record (see ``shmq.ipc.ring``).
+Per ring and pass, one kernel call (``shmq.codec.ring_append``) validates the published
+records with the CommitLog parser (framing, topic alphabet), checks each against the topic
+index (exists, writable, queue id, size, sysflag; with ``checkProducerCrc`` the producer's
+CRC), copies it into the CommitLog stamping queue offset, physical offset, store time and
+host and its own BODYCRC, and answers it in the ring's completion area; Python only steps in
+for a topic it has not seen, a full CommitLog file, or bytes that are not records. Then it
+publishes in this order: the ring's journal, the CommitLog write offset, the ring's head. A
+restarted writer therefore neither loses nor repeats a record (see ``shmq.ipc.ring``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import time
 import numpy as np
 
 from shmq.broker.agent import AgentEnv
+from shmq.broker.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import record as rec
+from shmq.codec import ring_append as ra
 from shmq.config import parse_host
 from shmq.errors import DiskFullError, ShmqError
 from shmq.ipc import counters as cn
@@ -25,6 +29,7 @@ from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
 from shmq.ipc import topic_table as tt
+from shmq.ipc.parking import post_parked
 from shmq.ipc.segment import Segment, fence, open_semaphore, post
 from shmq.message import pack_host
 from shmq.store.commitlog import CommitLog
@@ -32,10 +37,10 @@ from shmq.store.commitlog import CommitLog
 log = logging.getLogger(__name__)
 
 PERM_WRITE = 2
-MAX_ROWS = 4096
+MAX_PASS_RECORDS = 4096  # records per ring pass, so one busy producer cannot starve others
+MAX_UNKNOWN_TOPICS = 4096  # refused topic names remembered before the index is rebuilt
 ALLOC_RETRY_S = 1.0  # a full disk: how often the writer tries to allocate a file again
-_BAD_SYSFLAG = rec.SYSFLAG_STOREHOST_V6 | rec.SYSFLAG_TRANSACTION_MASK
-_NO_SLOTS = np.zeros(1, dtype=np.int64)
+_NO_FILE = np.zeros(0, dtype=np.uint8)
 
 
 def warm_up() -> None:
@@ -46,20 +51,21 @@ def warm_up() -> None:
 
     ring_data = np.zeros(4096, dtype=np.uint8)
     warm_producer(ring_data)
-    rows = np.zeros((4, rec.N_COLS), dtype=np.int64)
-    n, _, _ = rec.parse_records(ring_data, 0, 4096, 0, True, rows)
-    rows = rows[:n]
-    ids, first = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-    rec.topic_ids(ring_data, rows, ids, first)
-    keep, reasons, qslots = np.zeros(n, np.bool_), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    one = np.zeros(1, dtype=np.int64)
-    rec.check_ingest(rows, ids, one, one + 1, one, one, 1 << 20, _BAD_SYSFLAG,
-                     3, 4, 5, reasons, keep, qslots)  # fmt: skip
-    dst, out = np.zeros(4096, dtype=np.uint8), np.zeros((n, 2), dtype=np.int64)
-    rec.copy_records(ring_data, rows, keep, 0, qslots, np.zeros(1, np.int64), 0, 0, dst, 0, 4096,
-                     0, out)  # fmt: skip
-    rec.write_completions(np.zeros((16, 4), np.int64), 0, rows, keep, reasons, out, 1, 3, 0)
+    index = ra.TopicIndex()
+    index.set(b"WarmUp", 0, 1, [0])
+    index.build()
+    comp = np.zeros((16, 4), dtype=np.int64)
+    params = np.zeros(ra.N_PARAMS, dtype=np.int64)
+    params[ra.P_MAX_BODY] = 1 << 20
+    dst = np.zeros(4096, dtype=np.uint8)
+    for check in (0, 1):
+        params[ra.P_CHECK_CRC] = check
+        ra.append_from_ring(ring_data, 0, 4096, 0, 1, index.names, index.name_offs, index.table,
+                            index.info, index.slots, dst, 0, 4096, 0, np.zeros(1, np.int64),
+                            comp, 0, params)  # fmt: skip
+    ra.reject_all(comp, 0, 1, ring.REASON_CORRUPT)
     rec.write_blank(dst, 0, 8)
+    rec.parse_one(ring_data, 0, 4096, 0, False, np.zeros((1, rec.N_COLS), np.int64), 0)
 
 
 class RingFenced(ShmqError):
@@ -128,14 +134,20 @@ class Writer:
         self._alloc_retry_at = 0.0
         self._cleaned_to = 0
         self._registry_version = -1
-        self.rows = np.zeros((MAX_ROWS, rec.N_COLS), dtype=np.int64)
-        self.out = np.zeros((MAX_ROWS, 2), dtype=np.int64)
-        self.keep = np.zeros(MAX_ROWS, dtype=np.bool_)
-        self.reasons = np.zeros(MAX_ROWS, dtype=np.int64)
-        self.qslots = np.zeros(MAX_ROWS, dtype=np.int64)
-        self.ids = np.zeros(MAX_ROWS, dtype=np.int64)
-        self.first = np.zeros(MAX_ROWS, dtype=np.int64)
-        self.max_body = store.max_message_size
+        self.index = ra.TopicIndex()
+        self.params = np.zeros(ra.N_PARAMS, dtype=np.int64)
+        params = self.params
+        # a record must also fit in one CommitLog file (tests run with small files)
+        params[ra.P_MAX_BODY] = min(
+            store.max_message_size, store.mapped_file_size_commit_log - RECORD_OVERHEAD_MAX
+        )
+        params[ra.P_STORE_HOST] = self.commitlog.store_host
+        params[ra.P_CHECK_CRC] = int(cfg.check_producer_crc)
+        params[ra.P_REASON_QUEUE] = ring.REASON_QUEUE_ID
+        params[ra.P_REASON_SIZE] = ring.REASON_TOO_LARGE
+        params[ra.P_REASON_SYSFLAG] = ring.REASON_SYSFLAG
+        params[ra.P_REASON_CORRUPT] = ring.REASON_CORRUPT
+        self._row = np.zeros((1, rec.N_COLS), dtype=np.int64)
         self.sync_flush = store.sync_flush
         self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
         self.flush_sem = open_semaphore(env.names.agent_sem("flush"))
@@ -200,6 +212,21 @@ class Writer:
         words = self.topics_seg.words
         if tt.load_version(words) != self._topics_version:
             self._topics_version, self.topics = tt.read_topics(self.topics_seg.buf, words)
+            self._rebuild_index()
+
+    def _rebuild_index(self) -> None:
+        """The kernel's topic index from the topic table: writable topics with the queue
+        slots used so far (the others get theirs on first use), the rest with the reason
+        their records are refused. Names refused as unknown are forgotten here."""
+        index = self.index
+        index.clear()
+        for name, (_, write_q, perm) in self.topics.items():
+            if not perm & PERM_WRITE:
+                index.set(name, ring.REASON_NO_PERMISSION, write_q, None)
+            else:
+                pool = self._slot_pools.get((name, write_q))
+                index.set(name, 0, write_q, None if pool is None else pool.tolist())
+        index.build()
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -259,53 +286,50 @@ class Writer:
         cn.publish(self.words, cn.REJECTED, int(self.words[cn.REJECTED]) + 1)
 
     def _drain_once(self, view: RingView, tail: int, seq_tail: int) -> int:
+        """One pass over what ``view``'s ring published (up to ``MAX_PASS_RECORDS``);
+        returns the records answered (0 when waiting for a topic to be created)."""
         cap = view.capacity
         local = view.head & (cap - 1)
         base = view.head - local
         limit = min(cap, local + (tail - view.head))
-        rows = self.rows
-        n, _, code = rec.parse_records(view.data, local, limit, base, True, rows)
-        if n > seq_tail - view.seq:  # more records than the producer says it published
-            self._fence(view, ring.FENCE_SEQ)
-            return 0
-        if n == 0:
-            if code == rec.PARSE_BLANK:
-                view.head = base + cap
-                ring.publish_head(view.words, view.head, view.seq)
-                return 1
-            self._reject_rest(view, tail, seq_tail, rec.PARSE_REASONS[code])
-            return 1
-        n, kept = self._check(view, rows[:n])
-        if n == 0:
-            return 0  # waiting for a topic to be created
-        rows, keep, qslots = rows[:n], self.keep[:n], self.qslots[:n]
+        published = seq_tail - view.seq
+        todo = min(published, MAX_PASS_RECORDS)
+        params = self.params
         now = time.time_ns() // 1_000_000
-        out = self.out[:n]
-        out[:] = -1
-        if kept and self._store_refuses():
-            kept = 0
-        elif kept:
-            try:
-                self.commitlog.append_records(
-                    view.data, rows, keep, qslots, self.next_qoff, now, out
-                )
-                if self.words[cn.ALLOC_FAILED]:
-                    log.warning("CommitLog files can be allocated again: puts accepted")
-                    cn.publish(self.words, cn.ALLOC_FAILED, 0)
-            except DiskFullError as exc:
-                self._allocation_failed(exc)
-                kept = 0
-        if not kept:
-            keep[:] = False
-            self.reasons[:n] = np.where(
-                self.reasons[:n] == ring.REASON_NONE, ring.REASON_SERVICE_NOT_AVAILABLE,
-                self.reasons[:n],
+        params[ra.P_STORE_TS] = now
+        refuse = self._store_refuses()
+        mf = None if refuse else self._writable_file_or_refuse()
+        index = self.index
+        p, n, kept = local, 0, 0
+        while True:
+            if mf is None:  # refuse puts: every record is answered SERVICE_NOT_AVAILABLE
+                params[ra.P_REFUSE] = ring.REASON_SERVICE_NOT_AVAILABLE
+                dst, dst_pos, dst_room, dst_base = _NO_FILE, 0, 0, 0
+            else:
+                params[ra.P_REFUSE] = 0
+                dst, dst_pos = mf.buf, mf.wrote_position
+                dst_room, dst_base = mf.size - dst_pos, mf.file_from_offset
+            got, _, used, stored, code, p = ra.append_from_ring(
+                view.data, p, limit, base, todo - n, index.names, index.name_offs, index.table,
+                index.info, index.slots, dst, dst_pos, dst_room, dst_base, self.next_qoff,
+                view.completions, view.seq + n, params,
             )  # fmt: skip
-        rec.write_completions(
-            view.completions, view.seq, rows, keep, self.reasons[:n], out, ring.SEND_OK,
-            ring.REJECTED, now,
-        )  # fmt: skip
-        end = base + int(rows[-1, rec.R_POS] + rows[-1, rec.R_SIZE])
+            n += got
+            kept += stored
+            if mf is not None:
+                mf.wrote_position = dst_pos + used
+            if code == ra.APPEND_FILE_FULL:
+                if dst_pos == 0 and used == 0:  # cannot happen: P_MAX_BODY fits a file
+                    raise ShmqError(f"a ring record at {base + p} does not fit an empty file")
+                mf = self._next_file(mf)
+            elif code == ra.APPEND_TOPIC:
+                if not self._resolve_topic(view, p):
+                    break  # waiting for the supervisor to create it
+            else:
+                break
+        if n == 0:
+            return self._stopped_without_records(view, code, base, p, tail, seq_tail, published)
+        end = base + p
         new_woff = self.commitlog.max_offset
         ring.write_journal(view.words, end, view.seq + n, new_woff)
         words = self.words
@@ -318,13 +342,81 @@ class Writer:
         view.head, view.seq = end, view.seq + n
         ring.publish_head(view.words, view.head, view.seq)
         fence()
-        if self.registry.words[rg.producer_base(view.slot) + rg.WAITING]:
-            post(view.sem)
+        post_parked(view.sem, self.registry.words[rg.producer_base(view.slot) + rg.PARKED])
         if words[cn.REPUT_PARKED]:
             post(self.reput_sem)
         if self.sync_flush and words[cn.FLUSH_PARKED]:
             post(self.flush_sem)
         return n
+
+    def _stopped_without_records(
+        self, view: RingView, code: int, base: int, p: int, tail: int, seq_tail: int,
+        published: int,
+    ) -> int:  # fmt: skip
+        """A pass that answered nothing: the lap's closing blank, a topic being created, a
+        record beyond the count the producer published, or bytes that are not records."""
+        if code == rec.PARSE_BLANK:
+            view.head = base + view.capacity
+            ring.publish_head(view.words, view.head, view.seq)
+            return 1
+        if code == ra.APPEND_TOPIC:
+            return 0
+        if code == ra.APPEND_DONE and published <= 0:
+            self._fence(view, ring.FENCE_SEQ)  # more records than SEQ_TAIL says
+            return 0
+        why = rec.PARSE_REASONS[code] if code < len(rec.PARSE_REASONS) else f"code {code}"
+        self._reject_rest(view, tail, seq_tail, why)
+        return 1
+
+    def _writable_file_or_refuse(self):
+        """The CommitLog file to append to, or None while files cannot be allocated."""
+        try:
+            mf = self.commitlog.writable_file()
+        except DiskFullError as exc:
+            self._allocation_failed(exc)
+            return None
+        self._allocation_ok()
+        return mf
+
+    def _next_file(self, mf):
+        """Close ``mf`` with a blank record and continue in the next file (None, refusing
+        puts, when it cannot be allocated)."""
+        try:
+            mf = self.commitlog.close_file(mf)
+        except DiskFullError as exc:
+            self._allocation_failed(exc)
+            return None
+        self._allocation_ok()
+        return mf
+
+    def _allocation_ok(self) -> None:
+        if self.words[cn.ALLOC_FAILED]:
+            log.warning("CommitLog files can be allocated again: puts accepted")
+            cn.publish(self.words, cn.ALLOC_FAILED, 0)
+
+    def _resolve_topic(self, view: RingView, p: int) -> bool:
+        """The record at ring offset ``p`` names a topic the kernel's index cannot answer
+        for: give it queue slots, refuse it as unknown, or ask the supervisor to create it.
+        True when the index changed (append again), False while a creation is pending."""
+        row = self._row
+        rec.parse_one(view.data, p, view.capacity, 0, False, row, 0)
+        start = int(row[0, rec.R_TOPIC_START])
+        name = view.data[start : start + int(row[0, rec.R_TOPIC_LEN])].tobytes()
+        cfg = self.topics.get(name)
+        if cfg is None and self._waiting_for_topic(name, view.slot):
+            return False
+        cfg = self.topics.get(name)  # created meanwhile (the table was re-read)
+        index = self.index
+        if cfg is None:
+            if len(index) >= len(self.topics) + MAX_UNKNOWN_TOPICS:
+                self._rebuild_index()
+            index.set(name, ring.REASON_TOPIC_NOT_EXIST, 0, None)
+        elif not cfg[2] & PERM_WRITE:
+            index.set(name, ring.REASON_NO_PERMISSION, cfg[1], None)
+        else:
+            index.set(name, 0, cfg[1], self._topic_slots(name, cfg[1]).tolist())
+        index.build()
+        return True
 
     def _store_refuses(self) -> bool:
         """Whether puts are refused now (disk over 90 % per the cleaner, a failed fsync, or a
@@ -342,47 +434,6 @@ class Writer:
             log.error("puts refused until disk space is back: %s", exc)
         cn.publish(self.words, cn.ALLOC_FAILED, 1)
         self._alloc_retry_at = time.monotonic() + ALLOC_RETRY_S
-
-    def _check(self, view: RingView, rows: np.ndarray) -> tuple[int, int]:
-        """Validate against the topic table, filling ``keep``, ``reasons`` and ``qslots``;
-        returns how many rows to process now (fewer when a topic must first be
-        auto-created) and how many of those are kept."""
-        n, data = rows.shape[0], view.data
-        ids, first = self.ids[:n], self.first[:n]
-        distinct = rec.topic_ids(data, rows, ids, first)
-        limit = n
-        topic_reason = np.zeros(distinct, dtype=np.int64)
-        write_q = np.zeros(distinct, dtype=np.int64)
-        slot0 = np.zeros(distinct, dtype=np.int64)
-        pools = []
-        used = 0
-        for t in range(distinct):
-            r = int(first[t])
-            start = int(rows[r, rec.R_TOPIC_START])
-            name = data[start : start + int(rows[r, rec.R_TOPIC_LEN])].tobytes()
-            cfg = self.topics.get(name)
-            if cfg is None and self._waiting_for_topic(name, view.slot):
-                limit = min(limit, r)
-                continue
-            if cfg is None:
-                topic_reason[t] = ring.REASON_TOPIC_NOT_EXIST
-            elif not cfg[2] & PERM_WRITE:
-                topic_reason[t] = ring.REASON_NO_PERMISSION
-            else:
-                write_q[t] = cfg[1]
-                pool = self._topic_slots(name, cfg[1])
-                slot0[t] = used
-                used += pool.shape[0]
-                pools.append(pool)
-        if limit == 0:
-            return 0, 0
-        slots = pools[0] if len(pools) == 1 else np.concatenate(pools or [_NO_SLOTS])
-        kept = rec.check_ingest(
-            rows[:limit], ids, topic_reason, write_q, slot0, slots, self.max_body, _BAD_SYSFLAG,
-            ring.REASON_QUEUE_ID, ring.REASON_TOO_LARGE, ring.REASON_SYSFLAG,
-            self.reasons, self.keep, self.qslots,
-        )  # fmt: skip
-        return limit, kept
 
     def _topic_slots(self, topic: bytes, write_q: int) -> np.ndarray:
         """Queue-table slots of the topic's write queues (created on first use)."""
@@ -427,8 +478,7 @@ class Writer:
             view.slot, why, view.head, seq_tail - view.seq,
         )  # fmt: skip
         if seq_tail > view.seq:
-            idx = np.arange(view.seq, seq_tail, dtype=np.int64) & (view.slots - 1)
-            view.completions[idx, 0] = ring.REJECTED | (ring.REASON_CORRUPT << 16)
+            ra.reject_all(view.completions, view.seq, seq_tail - view.seq, ring.REASON_CORRUPT)
         view.head, view.seq = tail, max(seq_tail, view.seq)
         ring.write_journal(view.words, view.head, view.seq, 0)
         ring.publish_head(view.words, view.head, view.seq)

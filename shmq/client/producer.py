@@ -1344,7 +1344,9 @@ class Producer:
             links = {
                 link.broker_name: {"address": link.address, "retired": link.retired,
                                    "in_flight_async": len(link.pending),
-                                   "sync_waiting": link.users}
+                                   "sync_waiting": link.users,
+                                   "parks": link.ring.parking.parks,
+                                   "missed_wakeups": link.ring.parking.missed_wakeups}
                 for link in sorted(self._all_links, key=lambda link: not link.retired)
             }  # fmt: skip
         return {

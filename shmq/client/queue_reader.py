@@ -25,7 +25,8 @@ from shmq.client.types import MessageQueue, PullResult, PullStatus
 from shmq.errors import ClientError, ResponseError
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
-from shmq.ipc.segment import Segment, fence, open_semaphore, post, wait
+from shmq.ipc.parking import Parking
+from shmq.ipc.segment import Segment, open_semaphore, post
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
 from shmq.store.reader import StoreReader
@@ -50,6 +51,7 @@ class _ConsumerLink:
         self.sem = open_semaphore(info["sem"])
         self.reg = self.link.registry.words
         self.base = rg.consumer_base(int(self.reg[rg.PRODUCERS]), info["slot"])
+        self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
 
     def max_offset(self, topic: str, queue_id: int) -> tuple[int, int]:
         slot = self.directory.slot(topic.encode(), queue_id)
@@ -177,15 +179,11 @@ class QueueReader:
         while time.perf_counter() < spin_end:
             if link.max_offset(mq.topic, mq.queue_id)[1] != seen:
                 return
-        reg, base = link.reg, link.base
-        rg.set_watch(reg, base, [slot] if slot >= 0 else None)
-        reg[base + rg.WAITING] = 1
-        fence()
-        try:
-            if link.max_offset(mq.topic, mq.queue_id)[1] == seen:
-                wait(link.sem, max(0.0, min(deadline - time.monotonic(), 1.0)))
-        finally:
-            reg[base + rg.WAITING] = 0
+        rg.set_watch(link.reg, link.base, [slot] if slot >= 0 else None)
+        link.parking.park(
+            lambda: link.max_offset(mq.topic, mq.queue_id)[1] != seen,
+            max(0.0, min(deadline - time.monotonic(), 1.0)),
+        )
 
     def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
         """Park until any of the queues has a message at or after its offset in
@@ -201,15 +199,8 @@ class QueueReader:
                 return False
             by_broker = {mq.broker_name for mq in offsets}
             link = self._link(next(iter(offsets)))
-            reg, base = link.reg, link.base
-            rg.set_watch(reg, base, None)
-            reg[base + rg.WAITING] = 1
-            fence()
-            try:
-                if not ready():
-                    wait(link.sem, min(left, 1.0 if len(by_broker) == 1 else 0.01))
-            finally:
-                reg[base + rg.WAITING] = 0
+            rg.set_watch(link.reg, link.base, None)
+            link.parking.park(ready, min(left, 1.0 if len(by_broker) == 1 else 0.01))
         return True
 
     # -- offsets on the broker --------------------------------------------------------------

@@ -2,13 +2,15 @@
 
 Encoding uses the same numba kernel as the store (``encode_batch``), a whole batch per call;
 the body CRC is computed here, where the body is produced, so the writer only verifies it.
-Waiting spins briefly and then parks on the producer's semaphore with ``WAITING`` set in its
-registry line, so the writer (or the flush agent) posts it only when it sleeps.
+Waiting spins briefly and then parks on the producer's semaphore, counted in ``PARKED`` of
+its registry line (``shmq.ipc.parking``), so the writer (or the flush agent) posts it once
+per parked thread, and only when one sleeps.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import numpy as np
@@ -18,10 +20,13 @@ from shmq.errors import SendError, SendTimeoutError
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
-from shmq.ipc.segment import Segment, fence, open_semaphore, post, wait
+from shmq.ipc.parking import Parking
+from shmq.ipc.segment import Segment, fence, open_semaphore, post
 
 DEFAULT_SPIN_US = 50  # spin this long on an answer before parking (see perf-notes)
-PARK_S = 0.01
+# A park ends at a post; the timeout only bounds how long a lost post (a dead broker) is
+# noticed late, and the caller's liveness checks come first.
+PARK_S = 0.2
 
 
 def warm_up(data: np.ndarray | None = None) -> None:
@@ -80,6 +85,9 @@ class RingProducer:
         self.reg_base = rg.producer_base(info["slot"])
         # what an auto-created topic gets (the send header's defaultTopicQueueNums)
         self.registry[self.reg_base + rg.DEFAULT_QUEUE_NUMS] = default_queue_nums
+        self.parking = Parking(self.registry, self.reg_base + rg.PARKED, self.sem)
+        self._flush_wants: dict[int, int] = {}  # offset -> threads waiting for its flush
+        self._flush_lock = threading.Lock()
         self.tail, self.seq = ring.load_tail(self.words)
         self.max_body = int(info["maxMessageSize"])
         warm_up()
@@ -177,37 +185,44 @@ class RingProducer:
 
         if flushed():
             return True
-        self.registry[self.reg_base + rg.WAIT_FLUSH_OFFSET] = end_offset
+        self._want_flush(end_offset, 1)
         try:
             self._wait_writer(flushed, deadline)
         except SendTimeoutError:
             return False
         finally:
-            self.registry[self.reg_base + rg.WAIT_FLUSH_OFFSET] = 0
+            self._want_flush(end_offset, -1)
         return True
 
+    def _want_flush(self, offset: int, delta: int) -> None:
+        """Count a thread in or out of waiting for ``offset`` to be flushed, and publish
+        the smallest offset waited for: the flush agent posts once it is reached."""
+        with self._flush_lock:
+            wants = self._flush_wants
+            left = wants.get(offset, 0) + delta
+            if left > 0:
+                wants[offset] = left
+            else:
+                wants.pop(offset, None)
+            self.registry[self.reg_base + rg.WAIT_FLUSH_OFFSET] = min(wants, default=0)
+
     def _wait_writer(self, done, deadline: float) -> None:
-        """Spin for ``spin_s``, then park (``WAITING`` set) until ``done()`` or the deadline."""
+        """Spin for ``spin_s``, then park until ``done()`` or the deadline."""
         spin_end = time.perf_counter() + self.spin_s
         while time.perf_counter() < spin_end:
             if done():
                 return
-        reg, waiting = self.registry, self.reg_base + rg.WAITING
         while True:
-            reg[waiting] = 1
-            fence()
-            try:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 if done():
                     return
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise SendTimeoutError(
-                        f"no answer from the broker's writer within the send timeout "
-                        f"(producer pid {os.getpid()})"
-                    )
-                wait(self.sem, min(left, PARK_S))
-            finally:
-                reg[waiting] = 0
+                raise SendTimeoutError(
+                    f"no answer from the broker's writer within the send timeout "
+                    f"(producer pid {os.getpid()})"
+                )
+            if self.parking.park(done, min(left, PARK_S)):
+                return
 
     def close(self) -> None:
         self.sem.close()

@@ -2,15 +2,17 @@
 
 The supervisor allocates slots when a client registers over the control plane (and frees
 them when it unregisters or its process dies); each client writes only its own line, which
-says whether it is parked and on what, so agents post its semaphore only when needed::
+says how many of its threads are parked and on what (``shmq.ipc.parking``), so agents post
+its semaphore only when needed, once per parked thread::
 
     line 0                      VERSION (bumped after any slot change)  PRODUCERS  CONSUMERS
     producer slot i (128 B)     line A, supervisor: STATE  PID  GEN
-                                line B, producer:   WAITING  WAIT_FLUSH_OFFSET
+                                line B, producer:   PARKED  WAIT_FLUSH_OFFSET (the least
+                                                    one a parked thread waits for)
                                                     DEFAULT_QUEUE_NUMS (its
                                                     defaultTopicQueueNums, for auto-create)
     consumer slot i (192 B)     line A, supervisor: STATE  PID  GEN
-                                lines B-C, consumer: WAITING  N_WATCH (-1: any queue)
+                                lines B-C, consumer: PARKED  N_WATCH (-1: any queue)
                                                      WATCH[0..13] (queue-table slots)
 
 Semaphores are named ``{prefix}.p{i}.{gen}`` and ``{prefix}.c{i}.{gen}``.
@@ -28,7 +30,7 @@ HEADER = CACHE_LINE
 PRODUCER_SLOT = 2 * CACHE_LINE
 CONSUMER_SLOT = 3 * CACHE_LINE
 STATE, PID, GEN = 0, 1, 2  # line A
-WAITING, WAIT_FLUSH_OFFSET, DEFAULT_QUEUE_NUMS = W, W + 1, W + 2  # producer line B
+PARKED, WAIT_FLUSH_OFFSET, DEFAULT_QUEUE_NUMS = W, W + 1, W + 2  # producer line B
 N_WATCH = W + 1  # consumer line B
 WATCH = W + 2
 MAX_WATCH = 2 * W - 2
@@ -99,13 +101,15 @@ def set_watch(words: np.ndarray, base: int, slots: list[int] | None) -> None:
     words[base + N_WATCH] = len(slots)
 
 
-def wants_wake(words: np.ndarray, base: int, changed: np.ndarray) -> bool:
-    """Reput: whether a parked consumer watches any of the ``changed`` slots (bool mask)."""
-    if not words[base + WAITING]:
-        return False
+def wants_wake(words: np.ndarray, base: int, changed: np.ndarray) -> int:
+    """Reput: how many threads of a consumer to wake (its parked count when it watches any
+    of the ``changed`` slots, a bool mask; else 0)."""
+    parked = int(words[base + PARKED])
+    if parked <= 0:
+        return 0
     n = int(words[base + N_WATCH])
     if n < 0:
-        return True
-    watched = words[base + WATCH : base + WATCH + n]
+        return parked
+    watched = words[base + WATCH : base + WATCH + min(n, MAX_WATCH)]
     watched = watched[(watched >= 0) & (watched < changed.shape[0])]
-    return bool(changed[watched].any())
+    return parked if changed[watched].any() else 0

@@ -164,7 +164,7 @@ class CommitLog:
         offsets = np.empty(n, dtype=np.int64)
         done = 0
         while done < n:
-            mf = self._writable_file()
+            mf = self.writable_file()
             start = mf.wrote_position
             room = mf.size - start
             count, used = rec.place_batch(sizes, done, room, mf.file_from_offset + start, offsets)
@@ -186,52 +186,6 @@ class CommitLog:
             mf.wrote_position = start + used
             done += count
         return offsets
-
-    def append_records(
-        self,
-        src: np.ndarray,
-        rows: np.ndarray,
-        keep: np.ndarray,
-        qslots: np.ndarray,
-        next_qoff: np.ndarray,
-        store_timestamp: int,
-        out: np.ndarray,
-    ) -> None:
-        """Append records already encoded elsewhere (a producer ring ``src``, validated into
-        ``rows`` by ``parse_records``), those with ``keep`` set, stamping queue offsets from
-        ``next_qoff[qslots[i]]``, physical offsets, the store timestamp and this store's host.
-        ``out[i]`` gets ``(queue offset, physical offset)``.
-
-        Every file the records need is created before the first byte is copied, so a full
-        disk (``DiskFullError``) leaves the CommitLog, ``next_qoff`` and ``out`` untouched."""
-        n = rows.shape[0]
-        if not n:
-            return
-        span = int(rows[-1, rec.R_POS] + rows[-1, rec.R_SIZE] - rows[0, rec.R_POS])
-        last = self.queue.last_file()
-        if last is None or last.wrote_position + span + rec.MIN_BLANK > last.size:
-            sizes = rows[:, rec.R_SIZE][keep]  # they may roll: create the files first
-            if sizes.size:
-                self._prepare_room(int(sizes.sum()), int(sizes.max()))
-        done = 0
-        while done < n:
-            mf = self._writable_file()
-            start = mf.wrote_position
-            room = mf.size - start
-            before = done
-            done, used = rec.copy_records(
-                src, rows, keep, done, qslots, next_qoff, store_timestamp, self.store_host,
-                mf.buf, start, room, mf.file_from_offset, out,
-            )  # fmt: skip
-            mf.wrote_position = start + used
-            if done == before and start == 0:
-                raise InvalidMessageError(
-                    f"a record of {int(rows[done, rec.R_SIZE])} bytes cannot fit in a CommitLog "
-                    f"file of {self.file_size} bytes (mappedFileSizeCommitLog)"
-                )
-            if done < n:
-                rec.write_blank(mf.buf, mf.wrote_position, mf.size - mf.wrote_position)
-                mf.wrote_position = mf.size
 
     def set_write_offset(self, offset: int, max_gap: int) -> None:
         """Resume writing at ``offset`` (the published write offset after a writer restart):
@@ -279,29 +233,21 @@ class CommitLog:
                 f"a record of {size} bytes cannot fit in a CommitLog file of "
                 f"{self.file_size} bytes (mappedFileSizeCommitLog)"
             )
-        mf = self._writable_file()
-        room = mf.size - mf.wrote_position
-        if size + rec.MIN_BLANK > room:
-            self.queue.prepare(mf.file_end_offset)  # DiskFullError before the blank
-            rec.write_blank(mf.buf, mf.wrote_position, room)
-            mf.wrote_position = mf.size
-            mf = self._writable_file()
+        mf = self.writable_file()
+        if size + rec.MIN_BLANK > mf.size - mf.wrote_position:
+            mf = self.close_file(mf)
         return mf
 
-    def _prepare_room(self, total: int, largest: int) -> None:
-        """Create the files that ``total`` bytes of records (none over ``largest``) may roll
-        into: each file loses less than ``largest + MIN_BLANK`` bytes at its end."""
-        last = self.queue.last_file()
-        start = 0 if last is None else last.file_from_offset
-        free = 0 if last is None else last.size - last.wrote_position
-        if last is None or last.is_full or total + rec.MIN_BLANK > free:
-            usable = max(1, self.file_size - largest - rec.MIN_BLANK)
-            need = total - max(0, free - largest - rec.MIN_BLANK)
-            files = 1 + max(0, need) // usable + (0 if last is None else 1)
-            for k in range(1 if last is not None else 0, files):
-                self.queue.prepare(start + k * self.file_size)
+    def close_file(self, mf: MappedFile) -> MappedFile:
+        """End ``mf`` with the blank record and return the next file. The next file is
+        created first, so a full disk (``DiskFullError``) leaves ``mf`` as it was."""
+        self.queue.prepare(mf.file_end_offset)
+        rec.write_blank(mf.buf, mf.wrote_position, mf.size - mf.wrote_position)
+        mf.wrote_position = mf.size
+        return self.writable_file()
 
-    def _writable_file(self) -> MappedFile:
+    def writable_file(self) -> MappedFile:
+        """The file the next record goes to (created when there is none or it is full)."""
         mf = self.queue.last_file()
         if mf is None:
             return self.queue.new_file(0)

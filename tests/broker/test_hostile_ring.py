@@ -1,8 +1,9 @@
 """A producer ring is written by its producer, so anything in it may be wrong: absurd
-sequence numbers, a tail that runs ahead, garbage records, scribbled journal words. At worst
-that producer's ring is fenced; the writer keeps running and every other producer keeps
-sending. The broker runs as a real process; the bad producer is a real Producer whose ring
-words the test overwrites."""
+sequence numbers, a tail that runs ahead, garbage records, scribbled journal words, a wrong
+body CRC. At worst that producer's ring is fenced or its records refused; the writer keeps
+running, every other producer keeps sending, and every stored record carries the CRC of its
+body. The broker runs as a real process (with ``checkProducerCrc`` on, as well as with the
+default, off); the bad producer is a real Producer whose ring words the test overwrites."""
 
 from __future__ import annotations
 
@@ -18,19 +19,25 @@ from hypothesis import strategies as st
 from e2e_helpers import cluster, shm_entries
 from shmq.client.producer import Producer
 from shmq.client.types import SendStatus
+from shmq.codec import record as rec
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import ring
 from shmq.ipc.segment import Segment
 from shmq.message import Message
+from spec_decoder import decode_record
 
 TOPIC = "Hostile"
 
 
-@pytest.fixture(scope="module")
-def c(tmp_path_factory):
+@pytest.fixture(scope="module", params=[True, False], ids=["check-crc", "default"])
+def c(request, tmp_path_factory):
+    """A broker that verifies producer CRCs (``checkProducerCrc=true``) and one with the
+    default (off): a bad ring must harm neither."""
     before = shm_entries()
-    with cluster(tmp_path_factory.mktemp("hostile")) as c:
+    conf = {"checkProducerCrc": "true"} if request.param else {}
+    with cluster(tmp_path_factory.mktemp("hostile"), **conf) as c:
+        c.check_crc = request.param
         c.create_topic(TOPIC, 2)
         yield c
     assert shm_entries() - before == set()
@@ -176,3 +183,70 @@ def test_a_writer_that_dies_twice_on_one_ring_gets_that_ring_fenced(c, good):
         assert good.send(Message(TOPIC, b"others go on")).send_status is SendStatus.SEND_OK
         assert bad.send(Message(TOPIC, b"new ring")).send_status is SendStatus.SEND_OK
         assert c.broker_proc.poll() is None
+
+
+def inject(rp, body: bytes, *, crc: int = -1, break_framing: bool = False) -> int:
+    """Encode one record at the ring's tail as a producer does (``crc``: the BODYCRC to
+    claim, -1 for the right one), optionally with broken framing (properties not ending in
+    0x02), publish it and return its sequence number. The producer must be idle."""
+    props = np.frombuffer(b"TAGS\x01t\x02", dtype=np.uint8)
+    data = np.frombuffer(body, dtype=np.uint8)
+    topic = np.frombuffer(TOPIC.encode(), dtype=np.uint8)
+    fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)
+    fields[0, rec.F_BODY_CRC] = crc
+    local = rp.tail & (rp.capacity - 1)
+    end = rec.encode_batch(rp.data, local, rp.tail - local, topic, data,
+                           np.array([0, len(body)], dtype=np.int64), props,
+                           np.array([0, len(props)], dtype=np.int64), fields)  # fmt: skip
+    if break_framing:
+        rp.data[end - 1] = ord("X")
+    seq = rp.seq
+    rp.tail += int(end) - local
+    rp.seq += 1
+    ring.publish_tail(rp.words, rp.tail, rp.seq)
+    rp.writer_sem.release()
+    return seq
+
+
+def stored_record(c, phys: int) -> dict | None:
+    """The record at CommitLog offset ``phys`` as the independent decoder reads it from the
+    file (None unless it validates, its BODYCRC included)."""
+    size = 1 << 20  # the cluster's mappedFileSizeCommitLog
+    start = phys - phys % size
+    with open(os.path.join(c.store, "commitlog", f"{start:020d}"), "rb") as f:
+        data = f.read()
+    return decode_record(data, phys - start, start)
+
+
+def test_a_record_with_broken_framing_is_refused_whatever_checks_crc(c, good):
+    good.send(Message(TOPIC, b"warm"))
+    before = writer_state(c)
+    with Producer("bad-frame", c.namesrv, send_timeout=10) as bad:
+        bad.send(Message(TOPIC, b"mine"))
+        rp = ring_of(bad)
+        answer = rp.wait_answer(inject(rp, b"torn", break_framing=True), time.monotonic() + 10)
+        assert (answer.status, answer.reason) == (ring.REJECTED, ring.REASON_CORRUPT)
+        assert_others_unharmed(c, good, before)
+        assert bad.send(Message(TOPIC, b"after")).send_status is SendStatus.SEND_OK
+
+
+def test_a_wrong_producer_crc_is_refused_when_checked_and_never_stored(c, good):
+    """With checkProducerCrc the record is refused; without, it is stored with the CRC the
+    writer computed, so recovery's CRC check can never cut the log there."""
+    good.send(Message(TOPIC, b"warm"))
+    before = writer_state(c)
+    with Producer("bad-crc", c.namesrv, send_timeout=10) as bad:
+        bad.send(Message(TOPIC, b"mine"))
+        rp = ring_of(bad)
+        answer = rp.wait_answer(inject(rp, b"claims a wrong crc", crc=12345),
+                                time.monotonic() + 10)  # fmt: skip
+        if c.check_crc:
+            assert (answer.status, answer.reason) == (ring.REJECTED, ring.REASON_CORRUPT)
+        else:
+            assert answer.status == ring.SEND_OK
+            stored = stored_record(c, answer.physical_offset)
+            assert stored is not None and stored["body"] == b"claims a wrong crc"
+        right = rp.wait_answer(inject(rp, b"right crc"), time.monotonic() + 10)
+        assert right.status == ring.SEND_OK
+        assert stored_record(c, right.physical_offset)["body"] == b"right crc"
+        assert_others_unharmed(c, good, before)

@@ -109,12 +109,14 @@ def test_registry_watch(prefix):
     changed[3] = True
     rg.set_watch(seg.words, base, [1, 2])
     assert not rg.wants_wake(seg.words, base, changed)  # not parked
-    seg.words[base + rg.WAITING] = 1
+    seg.words[base + rg.PARKED] = 2  # two threads of the consumer parked
     assert not rg.wants_wake(seg.words, base, changed)
     rg.set_watch(seg.words, base, [3])
-    assert rg.wants_wake(seg.words, base, changed)
+    assert rg.wants_wake(seg.words, base, changed) == 2
     rg.set_watch(seg.words, base, None)
-    assert rg.wants_wake(seg.words, base, np.zeros(8, dtype=np.bool_) | changed)
+    assert rg.wants_wake(seg.words, base, np.zeros(8, dtype=np.bool_) | changed) == 2
+    seg.words[base + rg.N_WATCH] = 1 << 40  # a scribbled watch count reads no further
+    assert rg.wants_wake(seg.words, base, changed) in (0, 2)
     rg.set_slot(seg.words, rg.producer_base(0), rg.ACTIVE, 1, 9)
     assert rg.active_producers(seg.words, 2) == [(0, 9, rg.ACTIVE)]
     seg.words[rg.PRODUCERS] = 1 << 40  # a client scribbled the count: agents ignore it

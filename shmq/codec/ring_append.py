@@ -1,0 +1,257 @@
+"""The writer's append of producer-ring records to the CommitLog, one kernel call per pass.
+
+``append_from_ring`` walks the records a producer published, and for each one: validates
+its framing with the CommitLog parser, finds its topic in the writer's topic index, checks
+queue id, size and sysflag, copies it to the CommitLog while stamping queue offset, physical
+offset, store time and host and computing its BODYCRC, and answers it in the ring's
+completion area. Records that fail a check are answered REJECTED with the reason and not
+copied. It stops early, leaving the rest for the caller, when a record's topic needs Python
+(unknown, or its queue slots not allocated yet) or the CommitLog file has no room for the
+next record.
+
+BODYCRC is the broker's own (RocketMQ's broker computes it on receipt and ignores the
+client's value): a producer's CRC never reaches the store unchecked, so no client can plant
+a record that recovery's CRC check would cut, with everything after it. ``check_crc`` also
+verifies the producer's CRC (framing-level corruption of a ring is caught either way).
+
+The topic index is a small open-addressing hash table built by ``TopicIndex``; lookups in
+the kernel compare the bytes, so a hash collision can never mix topics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from shmq.codec import record as rec
+from shmq.codec.crc32 import crc32_range
+
+# ``append_from_ring`` outcome codes (beside ``rec.PARSE_END`` / ``PARSE_BLANK`` /
+# ``PARSE_CORRUPT`` for a record that does not parse)
+APPEND_DONE = 10  # ``max_records`` records taken
+APPEND_TOPIC = 11  # the record at the stop position needs its topic resolved in Python
+APPEND_FILE_FULL = 12  # the record at the stop position does not fit in the file's rest
+
+# columns of the topic info table
+TI_REASON, TI_WRITE_Q, TI_SLOT0 = 0, 1, 2
+N_TOPIC_INFO = 3
+
+# completion status values (``shmq.ipc.ring``'s SEND_OK / REJECTED, kept in step by a test)
+_SEND_OK = 1
+_REJECTED = 3
+
+# the ``params`` array: inputs set by the caller
+P_MAX_BODY, P_STORE_TS, P_STORE_HOST, P_REFUSE, P_CHECK_CRC = 0, 1, 2, 3, 4
+P_REASON_QUEUE, P_REASON_SIZE, P_REASON_SYSFLAG, P_REASON_CORRUPT = 5, 6, 7, 8
+N_PARAMS = 9
+
+_BAD_SYSFLAG = rec.SYSFLAG_STOREHOST_V6 | rec.SYSFLAG_TRANSACTION_MASK
+
+
+@njit(cache=True, nogil=True)
+def topic_hash(buf, start, length):
+    """FNV-1a of ``buf[start:start+length]`` (the topic index's hash)."""
+    h = np.uint64(0xCBF29CE484222325)
+    for k in range(start, start + length):
+        h = (h ^ np.uint64(buf[k])) * np.uint64(0x100000001B3)
+    return np.int64(h >> np.uint64(1))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find_topic(buf, start, length, names, name_offs, table):
+    """Index of the topic ``buf[start:start+length]`` in the topic index, or -1."""
+    mask = table.shape[0] - 1
+    i = topic_hash(buf, start, length) & mask
+    while True:
+        t = table[i] - 1
+        if t < 0:
+            return -1
+        a = name_offs[t]
+        if name_offs[t + 1] - a == length:
+            same = True
+            for k in range(length):
+                if names[a + k] != buf[start + k]:
+                    same = False
+                    break
+            if same:
+                return t
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy(dst, d, src, s, n):
+    for k in range(n):
+        dst[np.uint64(d) + np.uint64(k)] = src[np.uint64(s) + np.uint64(k)]
+
+
+@njit(cache=True, nogil=True)
+def append_from_ring(src, start, limit, src_base, max_records, names, name_offs, table,
+                     info, slots, dst, dst_pos, dst_room, dst_base, next_qoff, comp, seq,
+                     params):  # fmt: skip
+    """Append records from ``src[start:limit]`` (a producer ring; ``src_base`` is the ring
+    position of ``src[0]``) to ``dst[dst_pos:]`` (a CommitLog file, ``dst_room`` bytes left,
+    ``dst_base`` its physical offset), answering record ``seq + i`` in ``comp``.
+
+    ``names``/``name_offs``/``table``/``info``/``slots`` are the topic index (``TopicIndex``);
+    ``next_qoff`` the next queue offset per queue-table slot; ``params`` the ``P_*`` inputs.
+    A non-zero ``params[P_REFUSE]`` rejects every record with that reason (the store cannot
+    take puts now); ``params[P_CHECK_CRC]`` rejects a record whose BODYCRC is not its body's
+    (``P_REASON_CORRUPT``). Returns ``(records, ring bytes, file bytes, kept, code, stop_pos)``:
+    records answered, ring bytes they took, CommitLog bytes written, how many were stored,
+    why it stopped, and the ring position it stopped at.
+    """
+    row = np.empty((1, rec.N_COLS), dtype=np.int64)
+    max_body = params[P_MAX_BODY]
+    store_ts = params[P_STORE_TS]
+    store_host = params[P_STORE_HOST]
+    refuse = params[P_REFUSE]
+    check_crc = params[P_CHECK_CRC] != 0
+    mask = comp.shape[0] - 1
+    p = start
+    n = 0
+    used = 0
+    kept = 0
+    last_t = -1
+    last_start = 0
+    last_len = 0
+    while n < max_records:
+        code = rec.parse_one(src, p, limit, src_base, False, row, 0)
+        if code != rec.PARSE_OK:
+            return n, p - start, used, kept, code, p
+        size = row[0, rec.R_SIZE]
+        t_start = row[0, rec.R_TOPIC_START]
+        t_len = row[0, rec.R_TOPIC_LEN]
+        t = -1
+        if last_t >= 0 and t_len == last_len:
+            t = last_t
+            for k in range(t_len):
+                if src[t_start + k] != src[last_start + k]:
+                    t = -1
+                    break
+        if t < 0:
+            t = _find_topic(src, t_start, t_len, names, name_offs, table)
+            if t < 0 or (info[t, TI_REASON] == 0 and info[t, TI_SLOT0] < 0):
+                return n, p - start, used, kept, APPEND_TOPIC, p
+            last_t, last_start, last_len = t, t_start, t_len
+        q = row[0, rec.R_QUEUE_ID]
+        reason = refuse
+        if reason == 0:
+            reason = info[t, TI_REASON]
+        if reason == 0 and (q < 0 or q >= info[t, TI_WRITE_Q]):
+            reason = params[P_REASON_QUEUE]
+        if reason == 0 and row[0, rec.R_BODY_LEN] > max_body:
+            reason = params[P_REASON_SIZE]
+        if reason == 0 and (row[0, rec.R_SYSFLAG] & _BAD_SYSFLAG) != 0:
+            reason = params[P_REASON_SYSFLAG]
+        if reason == 0 and check_crc:
+            body = row[0, rec.R_BODY_START]
+            crc = crc32_range(src, body, body + row[0, rec.R_BODY_LEN]) & 0x7FFFFFFF
+            if crc != row[0, rec.R_BODY_CRC]:
+                reason = params[P_REASON_CORRUPT]
+        j = (seq + n) & mask
+        if reason == 0:
+            if used + size + rec.MIN_BLANK > dst_room:
+                return n, p - start, used, kept, APPEND_FILE_FULL, p
+            d = dst_pos + used
+            _copy(dst, d, src, p, size)
+            slot = slots[info[t, TI_SLOT0] + q]
+            qo = next_qoff[slot]
+            next_qoff[slot] = qo + 1
+            host_at = d + (row[0, rec.R_STORE_HOST] - p)
+            rec.put_i64(dst, d + 20, qo)
+            rec.put_i64(dst, d + 28, dst_base + d)
+            rec.put_i64(dst, host_at - 8, store_ts)
+            rec.put_i64(dst, host_at, store_host)
+            if not check_crc:  # a verified producer CRC is already the right one
+                body = d + (row[0, rec.R_BODY_START] - p)
+                crc = crc32_range(dst, body, body + row[0, rec.R_BODY_LEN]) & 0x7FFFFFFF
+                rec.put_i32(dst, d + 8, crc)
+            comp[j, 0] = _SEND_OK | (q << 32)
+            comp[j, 1] = qo
+            comp[j, 2] = dst_base + d
+            used += size
+            kept += 1
+        else:
+            comp[j, 0] = _REJECTED | (reason << 16) | (q << 32)
+            comp[j, 1] = -1
+            comp[j, 2] = -1
+        comp[j, 3] = store_ts
+        p += size
+        n += 1
+    return n, p - start, used, kept, APPEND_DONE, p
+
+
+@njit(cache=True, nogil=True)
+def reject_all(comp, seq, count, reason):
+    """Answer records ``seq .. seq + count - 1`` REJECTED with ``reason`` (a ring whose
+    bytes stopped being records)."""
+    mask = comp.shape[0] - 1
+    for i in range(count):
+        j = (seq + i) & mask
+        comp[j, 0] = _REJECTED | (reason << 16)
+        comp[j, 1] = -1
+        comp[j, 2] = -1
+        comp[j, 3] = 0
+
+
+class TopicIndex:
+    """The writer's view of the topic table as the arrays ``append_from_ring`` reads.
+
+    Each topic has a reason (0: records are accepted; else the REJECTED reason for all of
+    them), its write queue count and where its queue-table slots start in ``slots``
+    (-1: not allocated yet; the kernel then hands the record back to Python)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[bytes, int] = {}
+        self._names: list[bytes] = []
+        self._info: list[tuple[int, int, int]] = []
+        self._slots: list[int] = []
+        self.names = np.zeros(1, dtype=np.uint8)
+        self.name_offs = np.zeros(1, dtype=np.int64)
+        self.table = np.zeros(16, dtype=np.int64)
+        self.info = np.zeros((1, N_TOPIC_INFO), dtype=np.int64)
+        self.slots = np.zeros(1, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def set(self, name: bytes, reason: int, write_q: int, slots: list[int] | None) -> None:
+        """Add or replace ``name``; call ``build`` before the next kernel call."""
+        slot0 = -1
+        if slots is not None:
+            slot0 = len(self._slots)
+            self._slots.extend(slots)
+        entry = (reason, write_q, slot0)
+        t = self.ids.get(name)
+        if t is None:
+            self.ids[name] = len(self._names)
+            self._names.append(name)
+            self._info.append(entry)
+        else:
+            self._info[t] = entry
+
+    def build(self) -> None:
+        names = self._names
+        raw = b"".join(names) or b"\0"
+        self.names = np.frombuffer(raw, dtype=np.uint8).copy()
+        offs = np.zeros(len(names) + 1, dtype=np.int64)
+        np.cumsum([len(n) for n in names], out=offs[1:])
+        self.name_offs = offs
+        size = 16
+        while size < 2 * len(names) + 1:
+            size *= 2
+        table = np.zeros(size, dtype=np.int64)
+        for t in range(len(names)):
+            i = topic_hash(self.names, offs[t], offs[t + 1] - offs[t]) & (size - 1)
+            while table[i]:
+                i = (i + 1) & (size - 1)
+            table[i] = t + 1
+        self.table = table
+        self.info = np.array(self._info or [(0, 0, -1)], dtype=np.int64).reshape(-1, N_TOPIC_INFO)
+        self.slots = np.array(self._slots or [0], dtype=np.int64)
+
+    def clear(self) -> None:
+        self.ids.clear()
+        self._names.clear()
+        self._info.clear()
+        self._slots.clear()

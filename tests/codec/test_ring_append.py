@@ -1,0 +1,140 @@
+"""The writer's append kernel on plain arrays: what it stores, answers, refuses and where it
+stops, checked against the independent decoder."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from shmq.codec import record as rec
+from shmq.codec import ring_append as ra
+from shmq.ipc import ring
+from spec_decoder import decode_record
+
+TOPIC = b"Orders"
+
+
+def encode(bodies: list[bytes], topic: bytes = TOPIC, queue_id: int = 0, crc: int = 0):
+    """A ring holding ``bodies`` as a producer encodes them (BODYCRC ``crc``, -1: right)."""
+    data = np.zeros(1 << 16, dtype=np.uint8)
+    flat = np.frombuffer(b"".join(bodies), dtype=np.uint8)
+    offs = np.zeros(len(bodies) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in bodies], out=offs[1:])
+    props = np.frombuffer(b"TAGS\x01t\x02", dtype=np.uint8)
+    fields = np.zeros((len(bodies), rec.N_FIELDS), dtype=np.int64)
+    fields[:, rec.F_QUEUE_ID] = queue_id
+    fields[:, rec.F_BODY_CRC] = crc
+    end = rec.encode_batch(data, 0, 0, np.frombuffer(topic, dtype=np.uint8), flat, offs, props,
+                           np.array([0, len(props)], dtype=np.int64), fields)  # fmt: skip
+    return data, int(end)
+
+
+def index_of(*topics: tuple[bytes, int, int, list[int] | None]) -> ra.TopicIndex:
+    index = ra.TopicIndex()
+    for name, reason, write_q, slots in topics:
+        index.set(name, reason, write_q, slots)
+    index.build()
+    return index
+
+
+def params(check_crc: bool = False, refuse: int = 0) -> np.ndarray:
+    p = np.zeros(ra.N_PARAMS, dtype=np.int64)
+    p[ra.P_MAX_BODY] = 1 << 20
+    p[ra.P_STORE_TS] = 1_700_000_000_000
+    p[ra.P_STORE_HOST] = 0x7F00000100002A9F
+    p[ra.P_REFUSE] = refuse
+    p[ra.P_CHECK_CRC] = int(check_crc)
+    p[ra.P_REASON_QUEUE] = ring.REASON_QUEUE_ID
+    p[ra.P_REASON_SIZE] = ring.REASON_TOO_LARGE
+    p[ra.P_REASON_SYSFLAG] = ring.REASON_SYSFLAG
+    p[ra.P_REASON_CORRUPT] = ring.REASON_CORRUPT
+    return p
+
+
+def run(src, end, index, p, dst=None, dst_pos=0, base=4096, next_qoff=None, max_records=99):
+    dst = np.zeros(1 << 16, dtype=np.uint8) if dst is None else dst
+    next_qoff = np.zeros(8, dtype=np.int64) if next_qoff is None else next_qoff
+    comp = np.zeros((16, 4), dtype=np.int64)
+    out = ra.append_from_ring(src, 0, end, 0, max_records, index.names, index.name_offs,
+                              index.table, index.info, index.slots, dst, dst_pos,
+                              dst.shape[0] - dst_pos, base, next_qoff, comp, 0, p)  # fmt: skip
+    return out, dst, comp, next_qoff
+
+
+def test_the_status_values_are_the_rings():
+    assert (ra._SEND_OK, ra._REJECTED) == (ring.SEND_OK, ring.REJECTED)
+
+
+@pytest.mark.parametrize("claimed", [0, -1, 12345])
+def test_records_are_stored_with_the_writers_crc_and_answered(claimed):
+    bodies = [b"a" * 10, b"bb" * 40, b"c"]
+    src, end = encode(bodies, queue_id=1, crc=claimed)
+    index = index_of((TOPIC, 0, 2, [5, 6]))
+    qoff = np.zeros(8, dtype=np.int64)
+    qoff[6] = 40
+    (n, taken, used, kept, code, stop), dst, comp, qoff = run(src, end, index, params(),
+                                                              next_qoff=qoff)  # fmt: skip
+    assert (n, taken, used, kept, code, stop) == (3, end, end, 3, rec.PARSE_END, end)
+    assert qoff[6] == 43
+    p = 0
+    for i, body in enumerate(bodies):
+        record = decode_record(dst.tobytes(), p, 4096)  # the decoder checks BODYCRC
+        assert record is not None and record["body"] == body
+        assert record["body_crc"] == zlib.crc32(body) & 0x7FFFFFFF
+        assert (record["queue_id"], record["queue_offset"]) == (1, 40 + i)
+        assert comp[i].tolist() == [ring.SEND_OK | (1 << 32), 40 + i, 4096 + p, 1_700_000_000_000]
+        p += record["size"]
+
+
+def test_a_checked_crc_refuses_only_the_record_that_lies():
+    good, _ = encode([b"fine"], crc=-1)
+    bad, end = encode([b"lies"], crc=7)
+    index = index_of((TOPIC, 0, 1, [0]))
+    (n, _, _, kept, code, _), _, comp, _ = run(good, end, index, params(check_crc=True))
+    assert (n, kept, code) == (1, 1, rec.PARSE_END)
+    (n, _, used, kept, code, _), _, comp, _ = run(bad, end, index, params(check_crc=True))
+    assert (n, used, kept, code) == (1, 0, 0, rec.PARSE_END)
+    assert comp[0, 0] == ring.REJECTED | (ring.REASON_CORRUPT << 16)
+    (n, _, _, kept, _, _), _, _, _ = run(bad, end, index, params(check_crc=False))
+    assert (n, kept) == (1, 1)  # unchecked: stored, with the writer's own CRC
+
+
+def test_refusals_answer_with_their_reason_and_store_nothing():
+    src, end = encode([b"x", b"y"], queue_id=3)
+    index = index_of((TOPIC, 0, 2, [0, 1]))
+    (n, _, used, kept, _, _), _, comp, _ = run(src, end, index, params())
+    assert (n, used, kept) == (2, 0, 0)
+    assert (comp[:2, 0] >> 16 & 0xFFFF).tolist() == [ring.REASON_QUEUE_ID] * 2
+    (n, _, used, kept, _, _), _, comp, _ = run(
+        src, end, index_of((TOPIC, ring.REASON_NO_PERMISSION, 4, None)), params()
+    )
+    assert (n, used, comp[0, 0] >> 16 & 0xFFFF) == (2, 0, ring.REASON_NO_PERMISSION)
+    refused = params(refuse=ring.REASON_SERVICE_NOT_AVAILABLE)
+    (n, _, used, _, _, _), _, comp, _ = run(src, end, index_of((TOPIC, 0, 4, [0] * 4)), refused)
+    assert (n, used, comp[1, 0] >> 16 & 0xFFFF) == (2, 0, ring.REASON_SERVICE_NOT_AVAILABLE)
+
+
+def test_it_stops_for_python_at_an_unknown_topic_and_a_full_file():
+    src, end = encode([b"x"], topic=b"Other")
+    (n, _, _, _, code, stop), _, _, _ = run(src, end, index_of((TOPIC, 0, 1, [0])), params())
+    assert (n, code, stop) == (0, ra.APPEND_TOPIC, 0)
+    unslotted = index_of((b"Other", 0, 1, None))  # known, queue slots not given yet
+    assert run(src, end, unslotted, params())[0][4] == ra.APPEND_TOPIC
+    src, end = encode([b"x" * 100, b"y" * 100])
+    size = end // 2
+    dst = np.zeros(size + size // 2, dtype=np.uint8)
+    (n, taken, used, _, code, stop), _, _, _ = run(src, end, index_of((TOPIC, 0, 1, [0])),
+                                                   params(), dst=dst)  # fmt: skip
+    assert (n, taken, used, code, stop) == (1, size, size, ra.APPEND_FILE_FULL, size)
+
+
+def test_it_stops_at_the_record_count_and_at_bytes_that_are_not_records():
+    src, end = encode([b"x", b"y", b"z"])
+    index = index_of((TOPIC, 0, 1, [0]))
+    (n, _, _, _, code, stop), _, _, _ = run(src, end, index, params(), max_records=2)
+    assert (n, code) == (2, ra.APPEND_DONE) and stop == 2 * (end // 3)
+    src[end - 1] = ord("X")  # the last record's properties no longer end in 0x02
+    (n, _, _, _, code, _), _, _, _ = run(src, end, index, params())
+    assert (n, code) == (2, rec.PARSE_CORRUPT)
