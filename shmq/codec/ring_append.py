@@ -28,7 +28,7 @@ from shmq.codec.crc32 import crc32_range
 
 # ``append_from_ring`` outcome codes (beside ``rec.PARSE_END`` / ``PARSE_BLANK`` /
 # ``PARSE_CORRUPT`` for a record that does not parse)
-APPEND_DONE = 10  # ``max_records`` records taken
+APPEND_DONE = 10  # ``max_records`` records taken and another one follows
 APPEND_TOPIC = 11  # the record at the stop position needs its topic resolved in Python
 APPEND_FILE_FULL = 12  # the record at the stop position does not fit in the file's rest
 
@@ -114,10 +114,13 @@ def append_from_ring(src, start, limit, src_base, max_records, names, name_offs,
     last_t = -1
     last_start = 0
     last_len = 0
-    while n < max_records:
+    while True:
+        # parse first: a lap's closing blank is not a record and counts for nothing
         code = rec.parse_one(src, p, limit, src_base, False, row, 0)
         if code != rec.PARSE_OK:
             return n, p - start, used, kept, code, p
+        if n >= max_records:
+            return n, p - start, used, kept, APPEND_DONE, p
         size = row[0, rec.R_SIZE]
         t_start = row[0, rec.R_TOPIC_START]
         t_len = row[0, rec.R_TOPIC_LEN]
@@ -178,7 +181,6 @@ def append_from_ring(src, start, limit, src_base, max_records, names, name_offs,
         comp[j, 3] = store_ts
         p += size
         n += 1
-    return n, p - start, used, kept, APPEND_DONE, p
 
 
 @njit(cache=True, nogil=True)

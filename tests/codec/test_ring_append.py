@@ -138,3 +138,17 @@ def test_it_stops_at_the_record_count_and_at_bytes_that_are_not_records():
     src[end - 1] = ord("X")  # the last record's properties no longer end in 0x02
     (n, _, _, _, code, _), _, _, _ = run(src, end, index, params())
     assert (n, code) == (2, rec.PARSE_CORRUPT)
+
+
+def test_a_lap_closing_blank_is_seen_when_no_record_is_left_to_take():
+    """A pass with no published record left must still report the blank that closes the
+    ring's lap (the writer then moves to the next lap), not a record beyond the count."""
+    src = np.zeros(64, dtype=np.uint8)
+    rec.write_blank(src, 0, 64)
+    (n, _, _, _, code, stop), _, _, _ = run(src, 64, index_of((TOPIC, 0, 1, [0])), params(),
+                                            max_records=0)  # fmt: skip
+    assert (n, code, stop) == (0, rec.PARSE_BLANK, 0)
+    record, end = encode([b"x"])
+    (n, _, _, _, code, _), _, _, _ = run(record, end, index_of((TOPIC, 0, 1, [0])), params(),
+                                         max_records=0)  # fmt: skip
+    assert (n, code) == (0, ra.APPEND_DONE)  # a record beyond the count: the writer fences
