@@ -440,14 +440,20 @@ class Message:
         flag: int = 0,
         delay_level: int = 0,
     ) -> None:
-        validate_topic(topic)
+        if topic not in _topic_cache:
+            validate_topic(topic)
         self.topic = topic
-        self.body = body.encode() if isinstance(body, str) else bytes(body)
+        if type(body) is not bytes:
+            body = body.encode() if isinstance(body, str) else bytes(body)
+        self.body = body
         self.tags = tags
-        self.keys = [keys] if isinstance(keys, str) else list(keys)
-        self.properties = dict(properties or {})
+        self.keys = [] if not keys else [keys] if isinstance(keys, str) else list(keys)
+        self.properties = dict(properties) if properties else {}
         self.flag = flag
-        self.delay_level = delay_level
+        if delay_level == 0 and type(delay_level) is int:
+            self._delay_level = 0
+        else:
+            self.delay_level = delay_level  # checked
 
     @property
     def delay_level(self) -> int:

@@ -1,7 +1,9 @@
 """The producer's side of its ring: encode records in place, publish, wait for answers.
 
-Encoding uses the same numba kernel as the store (``encode_batch``), a whole batch per call;
-the body CRC is computed here, where the body is produced, so the writer only verifies it.
+A single record is written with one ``struct.pack_into`` (``codec.record_pack``), a batch
+with the store's numba kernel (``encode_batch``), a whole batch per call. The writer
+computes the CRC it stores; the producer computes one only for a broker that checks it
+(``checkProducerCrc``).
 Waiting spins briefly and then parks on the producer's semaphore, counted in ``PARKED`` of
 its registry line (``shmq.ipc.parking``), so the writer (or the flush agent) posts it once
 per parked thread, and only when one sleeps.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import zlib
 
 import numpy as np
 
@@ -21,7 +24,7 @@ from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
 from shmq.ipc.parking import Parking
-from shmq.ipc.segment import Segment, fence, open_semaphore, post
+from shmq.ipc.segment import FENCE_LOCK, Segment, fence, open_semaphore, post
 
 DEFAULT_SPIN_US = 50  # spin this long on an answer before parking (see perf-notes)
 # A park ends at a post; the timeout only bounds how long a lost post (a dead broker) is
@@ -64,6 +67,10 @@ class Answer:
 
 
 class RingProducer:
+    """A producer's ring: records go in at ``tail`` (one struct per record, or a numba batch),
+    answers come back in the completion area. Callers serialise appends (the link's lock);
+    waiting for answers may happen in any thread."""
+
     def __init__(
         self,
         info: dict,
@@ -76,8 +83,15 @@ class RingProducer:
         self.segment = Segment.attach(info["ring"])
         self.words = self.segment.words
         self.capacity, self.slots = ring.geometry(self.words)
+        self.mask = self.capacity - 1
         self.data = ring.data(self.segment.buf, self.capacity)
         self.completions = ring.completions(self.segment.buf, self.capacity, self.slots)
+        # word access from Python without numpy scalars: the hot path reads and publishes
+        # these words once per message
+        self.w = memoryview(self.segment.mm).cast("q")
+        self.answer_word = (ring.DATA + self.capacity) // 8
+        self.counter_w = memoryview(counters.mm).cast("q")
+        self.reg_w = memoryview(registry.mm).cast("q")
         self.sem = open_semaphore(info["sem"])
         self.writer_sem = open_semaphore(info["writerSem"])
         self.counters = counters.words
@@ -89,10 +103,82 @@ class RingProducer:
         self._flush_wants: dict[int, int] = {}  # offset -> threads waiting for its flush
         self._flush_lock = threading.Lock()
         self.tail, self.seq = ring.load_tail(self.words)
+        self.head, self.seq_head = ring.load_head(self.words)  # as last seen
         self.max_body = int(info["maxMessageSize"])
+        # the writer computes stored CRCs; the producer's are only read when it checks them
+        self.check_crc = bool(info.get("checkProducerCrc", True))
         warm_up()
 
     # -- sending ----------------------------------------------------------------------------
+
+    def append_one(self, one: tuple, queue_id: int, born_host: int, deadline: float) -> int:
+        """Write one record (``send_records.one_record``) at the tail and publish it;
+        returns its sequence number. Blocks while the ring is full."""
+        record, size, magic, flag, born_ts, body, tail, _ = one
+        t = self.tail
+        local = t & self.mask
+        if local + size + rec.MIN_BLANK > self.capacity:
+            t, local = self._close_lap(size, deadline), 0
+        if t + size - self.head > self.capacity or self.seq - self.seq_head >= self.slots:
+            self._wait_room(t, size, deadline)
+        crc = zlib.crc32(body) & 0x7FFFFFFF if self.check_crc else 0
+        record.pack_into(
+            self.segment.mm, ring.DATA + local, size, magic, crc, queue_id, flag, 0, t, 0,
+            born_ts, born_host, 0, 0, 0, 0, len(body), body, tail,
+        )  # fmt: skip
+        seq = self.seq
+        self.seq = seq + 1
+        self.tail = t + size
+        w = self.w
+        w[ring.SEQ_TAIL] = seq + 1
+        w[ring.TAIL] = t + size
+        FENCE_LOCK.acquire()  # a full barrier before reading the writer's parked flag
+        FENCE_LOCK.release()
+        if self.counter_w[cn.WRITER_PARKED]:
+            post(self.writer_sem)
+        return seq
+
+    def stopped(self) -> bool:
+        """Whether the broker stops or stopped reading this ring (cheap: three words; the
+        reason comes from ``fence_reason`` and the link's ``gone_reason``)."""
+        return (
+            self.counter_w[cn.STATE] == cn.STATE_STOPPING
+            or self.w[ring.FENCED] != 0
+            or self.reg_w[self.reg_base + rg.STATE] == rg.FENCED
+        )
+
+    def _close_lap(self, size: int, deadline: float) -> int:
+        """End the lap with a blank record once the writer left room for it; the record
+        then starts the next lap. Returns the new tail."""
+        if size + rec.MIN_BLANK > self.capacity:
+            raise SendError(
+                f"a record of {size} bytes does not fit the producer ring of "
+                f"{self.capacity} bytes (ringSize)"
+            )
+        t = self.tail
+        rest = self.capacity - (t & self.mask)
+        if t + rest - self.head > self.capacity:
+            self._wait_room(t, rest, deadline, records=0)
+        rec.write_blank(self.data, t & self.mask, rest)
+        self.tail = t + rest
+        ring.publish_tail(self.words, self.tail, self.seq)
+        return self.tail
+
+    def _wait_room(self, t: int, size: int, deadline: float, records: int = 1) -> None:
+        """Until the writer has consumed enough for ``size`` more bytes and ``records``
+        more completion slots."""
+
+        def room() -> bool:
+            w = self.w
+            self.seq_head = w[ring.SEQ_HEAD]
+            self.head = w[ring.HEAD]
+            return (
+                t + size - self.head <= self.capacity
+                and self.seq + records - self.seq_head <= self.slots
+            )
+
+        if not room():
+            self._wait_writer(room, deadline)
 
     def append(
         self,
@@ -118,12 +204,14 @@ class RingProducer:
                 f"a record of {int(sizes.max())} bytes does not fit the producer ring of "
                 f"{self.capacity} bytes (ringSize)"
             )
+        fields[:, rec.F_BODY_CRC] = -1 if self.check_crc else 0
         first_seq = self.seq
         shared = props_offs.shape[0] == 2
         cap = self.capacity
         i = 0
         while i < n:
             head, seq_head = ring.load_head(self.words)
+            self.head, self.seq_head = head, seq_head
             free = cap - (self.tail - head)
             slots_free = self.slots - (self.seq - seq_head)
             local = self.tail & (cap - 1)
@@ -148,7 +236,7 @@ class RingProducer:
             self.seq += count
             ring.publish_tail(self.words, self.tail, self.seq)
             fence()
-            if self.counters[cn.WRITER_PARKED]:
+            if self.counter_w[cn.WRITER_PARKED]:
                 post(self.writer_sem)
             i += count
         return first_seq, sizes
@@ -163,10 +251,16 @@ class RingProducer:
         return ring.load_fence(self.words)
 
     def answered(self, seq: int) -> bool:
-        return ring.load_seq_head(self.words) > seq
+        return self.w[ring.SEQ_HEAD] > seq
 
     def answer(self, seq: int) -> Answer:
         return Answer(self.completions[seq & (self.slots - 1)])
+
+    def answer_words(self, seq: int) -> tuple[int, int, int]:
+        """``(status | reason << 16 | queue id << 32, queue offset, physical offset)`` of an
+        answered record."""
+        w, k = self.w, self.answer_word + 4 * (seq & (self.slots - 1))
+        return w[k], w[k + 1], w[k + 2]
 
     def wait_answer(self, seq: int, deadline: float) -> Answer:
         if not self.answered(seq):
@@ -227,6 +321,9 @@ class RingProducer:
     def close(self) -> None:
         self.sem.close()
         self.writer_sem.close()
+        self.w.release()
+        self.counter_w.release()
+        self.reg_w.release()
         self.data = self.completions = self.words = None
         self.segment.close()
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shmq.message import MessageBatch, MessageExt
+from shmq.message import MessageBatch, MessageExt, offset_msg_id
 
 
 @dataclass(frozen=True, order=True)
@@ -39,9 +39,11 @@ class SendStatus(enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-@dataclass(frozen=True)
 class SendResult:
-    """The broker's answer to one sent message.
+    """The broker's answer to one sent message (a value: compare, print, ``to_json``).
+
+    ``offset_msg_id`` (store host and CommitLog offset, as RocketMQ prints it) is decoded on
+    first use: a producer answers many results that nobody reads that far.
 
     Example::
 
@@ -49,11 +51,68 @@ class SendResult:
         print(result.send_status, result.msg_id, result.message_queue, result.queue_offset)
     """
 
-    send_status: SendStatus
-    msg_id: str
-    offset_msg_id: str
-    message_queue: MessageQueue
-    queue_offset: int
+    __slots__ = ("_offset_msg_id", "_physical_offset", "_store_host", "message_queue",
+                 "msg_id", "queue_offset", "send_status")  # fmt: skip
+
+    def __init__(
+        self,
+        send_status: SendStatus,
+        msg_id: str,
+        offset_msg_id: str,
+        message_queue: MessageQueue,
+        queue_offset: int,
+    ) -> None:
+        self.send_status = send_status
+        self.msg_id = msg_id
+        self._offset_msg_id = offset_msg_id
+        self.message_queue = message_queue
+        self.queue_offset = queue_offset
+
+    @classmethod
+    def answered(
+        cls,
+        send_status: SendStatus,
+        msg_id: str,
+        message_queue: MessageQueue,
+        queue_offset: int,
+        store_host: bytes,
+        physical_offset: int,
+    ) -> SendResult:
+        """A result from a broker's answer (the offset message id decoded when read)."""
+        result = cls.__new__(cls)
+        result.send_status = send_status
+        result.msg_id = msg_id
+        result._offset_msg_id = None
+        result.message_queue = message_queue
+        result.queue_offset = queue_offset
+        result._store_host = store_host
+        result._physical_offset = physical_offset
+        return result
+
+    @property
+    def offset_msg_id(self) -> str:
+        if self._offset_msg_id is None:
+            self._offset_msg_id = offset_msg_id(self._store_host, self._physical_offset)
+        return self._offset_msg_id
+
+    def _key(self) -> tuple:
+        return (self.send_status, self.msg_id, self.offset_msg_id, self.message_queue,
+                self.queue_offset)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SendResult):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"SendResult(send_status={self.send_status}, msg_id={self.msg_id!r}, "
+            f"offset_msg_id={self.offset_msg_id!r}, message_queue={self.message_queue!r}, "
+            f"queue_offset={self.queue_offset})"
+        )
 
     def to_json(self) -> dict:
         return {

@@ -87,7 +87,8 @@ class Segment:
         self.unlink()
 
 
-_FENCE = threading.Lock()
+# ``fence()`` is an acquire and release of this lock; hot loops do the two calls inline
+FENCE_LOCK = threading.Lock()
 
 
 def fence() -> None:
@@ -98,8 +99,8 @@ def fence() -> None:
     to another address, so without the fence both sides can miss each other and the sleeper
     waits out its whole park timeout.
     """
-    _FENCE.acquire()
-    _FENCE.release()
+    FENCE_LOCK.acquire()
+    FENCE_LOCK.release()
 
 
 def create_semaphore(name: str) -> posix_ipc.Semaphore:

@@ -8,13 +8,13 @@ the file, and the rest continue in the next file (a record never spans two files
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from shmq.codec import record as rec
+from shmq.codec.record_pack import record_struct
 from shmq.errors import InvalidMessageError
 from shmq.message import MessageExt
 from shmq.store.mapped_file import MappedFile
@@ -24,24 +24,8 @@ log = logging.getLogger(__name__)
 
 SCAN_ROWS = 4096
 
-# The 88 header bytes before the body (IPv4 hosts given as their signed int64 form): one
-# record per call is cheaper through struct.pack_into than through a numba dispatch with a
-# dozen arguments (perf-notes), so single puts use this and batches use ``encode_batch``.
-_HEADER_FORMAT = ">iIiiiqqiqqqqiqi"
-assert struct.calcsize(_HEADER_FORMAT) == rec.HEADER_BODY_START
 _BODY_START = rec.HEADER_BODY_START
 _MIN_BLANK = rec.MIN_BLANK
-# Whole-record formats (header, body, topic and properties) by (body, tail) length: one
-# pack_into per record. Bounded: sizes come and go, the cache is simply rebuilt.
-_RECORD_STRUCTS: dict[tuple[int, int], struct.Struct] = {}
-
-
-def _record_struct(body_len: int, tail_len: int) -> struct.Struct:
-    if len(_RECORD_STRUCTS) >= 4096:
-        _RECORD_STRUCTS.clear()
-    made = struct.Struct(f"{_HEADER_FORMAT}{body_len}s{tail_len}s")
-    _RECORD_STRUCTS[(body_len, tail_len)] = made
-    return made
 
 
 @dataclass
@@ -214,11 +198,8 @@ class CommitLog:
             mf = self._file_with_room(size)
         p = mf.wrote_position
         phys = mf.file_from_offset + p
-        record = _RECORD_STRUCTS.get((n, len(tail)))
-        if record is None:
-            record = _record_struct(n, len(tail))
         host = self.store_host
-        record.pack_into(
+        record_struct(n, len(tail)).pack_into(
             mf.mm, p, size, magic, body_crc, queue_id, flag, queue_offset, phys, 0,
             born_timestamp, host, store_timestamp, host, 0, 0, n, body, tail,
         )  # fmt: skip

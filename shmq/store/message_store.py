@@ -22,6 +22,7 @@ from shmq import files
 from shmq.codec import record as rec
 from shmq.codec.consume_queue import CQ_UNIT_SIZE, match_tags
 from shmq.codec.crc32 import body_crc_batch
+from shmq.codec.record_pack import tail as record_tail
 from shmq.config import MessageStoreConfig, parse_host
 from shmq.errors import (
     InvalidMessageError,
@@ -217,11 +218,11 @@ class MessageStore:
         if flag or born_timestamp is not None:
             _check_header_values(flag, born_timestamp)
         if keys or properties:
-            tail = _tail(validate_topic(topic), build_properties(tags, keys, properties))
+            tail = record_tail(validate_topic(topic), build_properties(tags, keys, properties))
         else:
             tail = self._tails.get((topic, tags))
             if tail is None:
-                tail = _tail(validate_topic(topic), build_properties(tags))
+                tail = record_tail(validate_topic(topic), build_properties(tags))
                 self._tails[(topic, tags)] = tail
         now = time.time_ns() // 1_000_000
         with self._lock:
@@ -684,12 +685,3 @@ def _check_header_values(flag: int, born_timestamp: int | None) -> None:
         type(born_timestamp) is not int or not 0 <= born_timestamp < 2**63
     ):
         raise InvalidMessageError(f"born timestamp {born_timestamp!r} is not epoch milliseconds")
-
-
-def _tail(topic: bytes, props: bytes) -> tuple[bytes, int]:
-    """Encoded ``TOPICLENGTH + TOPIC + PROPERTIESLENGTH + PROPERTIES`` and the magic to use."""
-    if len(topic) > 127:
-        head, magic = len(topic).to_bytes(2, "big"), rec.MAGIC_V2
-    else:
-        head, magic = bytes((len(topic),)), rec.MAGIC_V1
-    return head + topic + len(props).to_bytes(2, "big") + props, magic

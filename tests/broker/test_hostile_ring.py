@@ -51,7 +51,7 @@ def good(c):
 
 def ring_of(producer: Producer):
     """The RingProducer of ``producer``'s link to the only broker (after one send)."""
-    [link] = producer._links.values()
+    [link] = producer._links.current.values()
     return link.ring
 
 
@@ -163,7 +163,7 @@ def test_a_writer_that_dies_twice_on_one_ring_gets_that_ring_fenced(c, good):
     good.send(Message(TOPIC, b"warm"))
     with Producer("doomed", c.namesrv, send_timeout=10) as bad:
         bad.send(Message(TOPIC, b"mine"))
-        [link] = bad._links.values()
+        [link] = bad._links.current.values()
         slot, gen = link.broker.info["slot"], link.broker.info["gen"]
         rp = link.ring
         counters = Segment.attach(link.broker.info["counters"])  # clients map it read-only

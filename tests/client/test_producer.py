@@ -15,7 +15,9 @@ import pytest
 from conftest import create_topic, wait_for
 
 from e2e_helpers import cluster, shm_entries
-from shmq.client.producer import Producer, _AttemptError, _PublishInfo, select_by_hash
+from shmq.client.answers import AttemptError
+from shmq.client.producer import Producer, select_by_hash
+from shmq.client.publish_info import TopicPublishInfo
 from shmq.client.pull_consumer import PullConsumer
 from shmq.client.queue_reader import QueueReader
 from shmq.client.route import BrokerQueues
@@ -213,7 +215,7 @@ def test_close_settles_every_outstanding_future_and_stops_its_threads(pair):
     topic_on_both(pair, "AsyncClose", 2)
     producer = Producer("p-close", pair.namesrv, poll_name_server_interval=0.2)
     futures = [producer.send_async(Message("AsyncClose", f"x{i}")) for i in range(300)]
-    threads = (producer._completer, producer._refresher)
+    threads = (producer._completion._thread, producer._infos._refresher)
     assert all(t is not None and t.is_alive() for t in threads)
     started = time.monotonic()
     producer.close()
@@ -236,7 +238,7 @@ def test_a_failing_completion_still_settles_every_future(pair, monkeypatch):
         def broken(*_args):
             raise RuntimeError("a bug in completing")
 
-        monkeypatch.setattr(producer, "_resolve", broken)
+        monkeypatch.setattr(producer._completion, "_resolve", broken)
         futures = [producer.send_async(Message("AsyncBroken", f"x{i}")) for i in range(50)]
         for f in futures:
             with pytest.raises(SendError, match="a bug in completing"):
@@ -260,7 +262,7 @@ def test_async_rejections_are_retried_on_the_same_queue_then_fail(pair):
             )
 
         def rejected() -> bool:
-            producer._infos["Shrunk"].stale = False  # keep the cached 4-queue route
+            producer._infos.infos["Shrunk"].stale = False  # keep the cached 4-queue route
             try:
                 producer.send(Message("Shrunk", "probe"), sharding_key=key)
             except SendError as exc:
@@ -268,7 +270,7 @@ def test_async_rejections_are_retried_on_the_same_queue_then_fail(pair):
             return False
 
         wait_for(rejected, 10, "the broker to apply the new queue count")
-        producer._infos["Shrunk"].stale = False  # keep the cached 4-queue route
+        producer._infos.infos["Shrunk"].stale = False  # keep the cached 4-queue route
         retries = producer.stats().get("async_retries", 0)
         future = producer.send_async(Message("Shrunk", "async"), sharding_key=key)
         exc = future.exception(10)
@@ -292,16 +294,16 @@ def test_async_link_failures_are_retried_on_the_same_broker(pair):
     topic_on_both(pair, "AsyncRetry", 2)
     for failures, ok in ((2, True), (3, False)):
         with Producer("p-aretry", pair.namesrv) as producer:
-            real = producer._link_for
+            real = producer._links.link_for
             calls = []
 
             def flaky(broker, real=real, calls=calls, failures=failures):
                 calls.append(broker.broker_name)
                 if len(calls) <= failures:
-                    raise _AttemptError("injected: broker unreachable", retryable=True)
+                    raise AttemptError("injected: broker unreachable", retryable=True)
                 return real(broker)
 
-            producer._link_for = flaky
+            producer._links.link_for = flaky
             future = producer.send_async(Message("AsyncRetry", "r"))
             if ok:
                 assert future.result(10).message_queue.broker_name == calls[0]
@@ -401,7 +403,7 @@ def test_routes_are_refreshed_every_poll_interval(pair):
 
         wait_for(reaches_b, 10, "sends to reach the new broker")
         assert "failed_attempts" not in producer.stats()  # learnt by polling, not by failing
-        refresher = producer._refresher
+        refresher = producer._infos._refresher
         assert refresher is not None and refresher.is_alive()
     assert not refresher.is_alive()
 
@@ -493,7 +495,7 @@ def fake_producer(**options) -> Producer:
     brokers = {n: BrokerQueues(n, f"127.0.0.1:{i + 2}", 2, 2, 6)
                for i, n in enumerate(("broker-a", "broker-b"))}  # fmt: skip
     queues = [MessageQueue("U", n, q) for n in brokers for q in range(2)]
-    producer._infos["U"] = _PublishInfo("U", brokers, queues, frozenset(queues), False)
+    producer._infos.infos["U"] = TopicPublishInfo("U", brokers, queues, frozenset(queues), False)
     return producer
 
 
@@ -501,12 +503,17 @@ def scripted(producer: Producer, outcome) -> list[str]:
     """Replace the attempt: ``outcome(broker_name, call_no)`` returns a SendStatus or raises."""
     calls: list[str] = []
 
-    def attempt(broker, mq, batch, deadline):
+    def attempt_one(broker, mq, one, deadline):
+        calls.append(mq.broker_name)
+        return SendResult(outcome(mq.broker_name, len(calls)), one[-1].decode(), "00", mq, 0)
+
+    def attempt_batch(broker, mq, batch, deadline):
         calls.append(mq.broker_name)
         status = outcome(mq.broker_name, len(calls))
         return [SendResult(status, u, "00", mq, 0) for u in batch.uniq]
 
-    producer._attempt = attempt
+    producer._attempt_one = attempt_one
+    producer._attempt_batch = attempt_batch
     return calls
 
 
@@ -562,7 +569,7 @@ def test_a_send_that_used_up_send_timeout_is_not_sent_again():
 def test_only_retryable_failures_are_retried():
     def rejected(retryable):
         def outcome(broker, _n):
-            raise _AttemptError(f"{broker} rejected", retryable=retryable,
+            raise AttemptError(f"{broker} rejected", retryable=retryable,
                                 reason=ring.REASON_TOPIC_NOT_EXIST)  # fmt: skip
 
         return outcome

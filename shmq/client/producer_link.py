@@ -1,0 +1,383 @@
+"""A producer's link to one broker: its registration and ring, and the sends in flight on it.
+
+``ProducerLinks`` registers with a broker on first use and replaces a link that failed
+(a timeout, a fenced ring, a broker that restarted): the old link is *retired*, no new send
+uses it, and it is closed once no sync send waits on it and no async send is unanswered.
+Appends to a ring are serialised by the link's lock, and async sends are queued for the
+completion thread under the same lock, so the queue is in ring order."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from shmq.client.answers import AttemptError
+from shmq.client.broker_link import BrokerLink
+from shmq.client.ring_producer import RingProducer
+from shmq.client.route import BrokerQueues
+from shmq.client.types import MessageQueue
+from shmq.errors import ClientError, SendTimeoutError, ShmqError
+from shmq.ipc import counters as cn
+from shmq.ipc import ring
+from shmq.ipc.procs import pid_alive
+from shmq.remoting.client import RemotingClient
+
+if TYPE_CHECKING:
+    from shmq.client.send_records import RecordBatch
+
+log = logging.getLogger(__name__)
+
+# How often a send waiting for an answer checks that the broker is still there.
+LIVENESS_CHECK_S = 0.2
+
+
+class Retired(Exception):
+    """The link was retired between looking it up and appending: look it up again."""
+
+
+class ProducerLink:
+    """A registration with one broker and its ring, shared by every send to that broker.
+
+    ``users`` counts the sync sends waiting on the ring. Async answers are read by the
+    completion thread only: ``pending`` holds the async sends in ring order, and
+    ``drained_upto`` is the sequence below which every async answer was read, so appends
+    never reuse a completion slot whose answer is still unread (``max_inflight``)."""
+
+    def __init__(self, broker: BrokerLink, ring_producer: RingProducer) -> None:
+        self.broker = broker
+        self.ring = ring_producer
+        self.broker_name = broker.broker_name
+        self.address = broker.address
+        self.counters = broker.counters.words
+        self.born_host = broker.born_host
+        self.store_host = broker.store_host_bytes
+        self.sync_flush = broker.sync_flush
+        self.mask = ring_producer.slots - 1
+        # slack for appenders that pass the (unlocked) check at the same time
+        self.max_inflight = ring_producer.slots - min(1024, ring_producer.slots // 4)
+        self.lock = threading.Lock()
+        # async sends in flight: (seq, size, future, mq, msg id, message, started)
+        self.pending: collections.deque[tuple] = collections.deque()
+        self.drained_upto = ring_producer.seq
+        self.draining = False
+        self.users = 0
+        self.retired = False
+        self.closed = False
+        self.checked_at = time.monotonic()
+        self.flush_timeout = broker.info.get("syncFlushTimeout", 5000) / 1000
+
+    def gone_reason(self, check_pid: bool) -> str | None:
+        """Why the broker can no longer answer (stopping, its process is gone, or it fenced
+        this ring; a retired link registers again, with a new ring)."""
+        if int(self.counters[cn.STATE]) == cn.STATE_STOPPING:
+            return "the broker is stopping"
+        fenced = self.ring.fence_reason()
+        if fenced:
+            return f"the broker fenced this producer's ring: {fenced}"
+        if check_pid:
+            pid = int(self.counters[cn.SUPERVISOR_PID])
+            if pid > 0 and not pid_alive(pid):
+                return f"the broker process {pid} is gone"
+        return None
+
+    def gone_error(self, mq: MessageQueue, why: str) -> AttemptError:
+        return AttemptError(
+            f"broker {self.broker_name} ({self.address}) cannot take the send to {mq.topic}: {why}",
+            retryable=True,
+        )
+
+    def reason_text(self, reason: int) -> str:
+        """A rejection's reason as the user reads it; SERVICE_NOT_AVAILABLE says why (a
+        full disk, a failed flush) from the broker's store status words."""
+        text = ring.REASONS.get(reason, f"reason {reason}")
+        if reason == ring.REASON_SERVICE_NOT_AVAILABLE:
+            return f"SERVICE_NOT_AVAILABLE: {cn.refuse_reason(self.counters) or text}"
+        return text
+
+    def check_open(self, mq: MessageQueue) -> None:
+        """Call with ``lock`` held before an append."""
+        if self.retired:
+            raise Retired
+        if self.ring.stopped():
+            gone = self.gone_reason(False)
+            if gone:
+                raise self.gone_error(mq, gone)
+
+    def wait_inflight(self, deadline: float, send_timeout: float) -> None:
+        """Block while ``max_inflight`` async answers are still unread."""
+        while (self.pending or self.draining) and (
+            self.ring.seq - self.drained_upto >= self.max_inflight
+        ):
+            if time.monotonic() >= deadline:
+                raise AttemptError(
+                    f"{self.max_inflight} async sends to broker {self.broker_name} were still "
+                    f"unanswered after send_timeout {send_timeout:g} s",
+                    retryable=False,
+                )
+            time.sleep(0.0002)
+
+    def unused(self) -> bool:
+        """Retired, still open, and no send uses it (call with ``lock`` held)."""
+        return self.retired and not self.closed and self.users <= 0 and not self.pending
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "retired": self.retired,
+            "in_flight_async": len(self.pending),
+            "sync_waiting": self.users,
+            "parks": self.ring.parking.parks,
+            "missed_wakeups": self.ring.parking.missed_wakeups,
+        }
+
+    def close(self) -> None:
+        try:
+            self.ring.close()
+        finally:
+            self.broker.close()
+
+
+class ProducerLinks:
+    """The producer's current link to each broker, and every link still open; appends to a
+    broker's ring and waits for its answers."""
+
+    def __init__(
+        self,
+        client: RemotingClient,
+        group: str,
+        spin_us: int,
+        default_topic_queue_nums: int,
+        send_timeout: float,
+    ) -> None:
+        self.client = client
+        self.send_timeout = send_timeout
+        self.group = group
+        self.spin_us = spin_us
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.current: dict[str, ProducerLink] = {}
+        self.all: tuple[ProducerLink, ...] = ()  # every open link (for the completer)
+        self.closed = False
+        self._lock = threading.Lock()
+        self._connect_lock = threading.Lock()
+
+    def link_for(self, broker: BrokerQueues) -> ProducerLink:
+        """The current link to ``broker``, registering with it on first use; raises a
+        retryable ``AttemptError`` when the broker cannot be reached."""
+        name = broker.broker_name
+        link = self.current.get(name)
+        if link is not None and link.address == broker.address and not link.retired:
+            return link
+        if self.closed:
+            raise ClientError("the producer is closed")
+        with self._connect_lock:
+            link = self.current.get(name)
+            if link is not None and link.address == broker.address and not link.retired:
+                return link
+            link = self._register(broker)
+            with self._lock:
+                closed = self.closed
+                if not closed:
+                    old = self.current.get(name)
+                    self.current[name] = link
+                    self.all = (*self.all, link)
+            if closed:
+                link.close()
+                raise ClientError("the producer is closed")
+            if old is not None:
+                self.retire(old)
+            return link
+
+    def _register(self, broker: BrokerQueues) -> ProducerLink:
+        name = broker.broker_name
+        try:
+            broker_link = BrokerLink(self.client, broker.address, self.group, "producer")
+        except ShmqError as exc:
+            raise AttemptError(
+                f"cannot register with broker {name} ({broker.address}): {exc}", retryable=True
+            ) from exc
+        try:
+            ring_producer = RingProducer(
+                broker_link.info, broker_link.counters, broker_link.registry, self.spin_us,
+                self.default_topic_queue_nums,
+            )  # fmt: skip
+        except ShmqError as exc:
+            broker_link.close()
+            raise AttemptError(
+                f"cannot attach the ring of broker {name} ({broker.address}): {exc}",
+                retryable=True,
+            ) from exc
+        log.info("producer %s: registered with broker %s (%s): ring of %d KiB, born host %s",
+                 self.group, name, broker.address, ring_producer.capacity >> 10,
+                 broker_link.born_host_text)  # fmt: skip
+        return ProducerLink(broker_link, ring_producer)
+
+    def append_one(
+        self,
+        broker: BrokerQueues,
+        mq: MessageQueue,
+        one: tuple,
+        deadline: float,
+        *,
+        hold: bool = False,
+        entry: tuple | None = None,
+    ) -> tuple[ProducerLink, int]:
+        """Append ``one`` for ``mq`` to the ring of ``broker`` (registering with it on first
+        use); returns the link and the record's sequence. ``hold``: a sync send that waits
+        on the link (``leave`` it after); ``entry``: an async send, queued for the
+        completion thread in ring order (its sequence filled in)."""
+        links = self
+        for _ in range(3):
+            link = links.current.get(broker.broker_name)
+            if link is None or link.retired or link.address != broker.address:
+                link = links.link_for(broker)
+            if (
+                entry is not None
+                and link.pending
+                and (link.ring.seq - link.drained_upto >= link.max_inflight)
+            ):
+                link.wait_inflight(deadline, self.send_timeout)
+            try:
+                with link.lock:
+                    if self.closed:  # close() waits for appends that got past this
+                        raise ClientError("the producer is closed")
+                    link.check_open(mq)
+                    rp = link.ring
+                    if entry is not None and not link.pending and not link.draining:
+                        link.drained_upto = rp.seq  # no async answer is unread
+                    seq = rp.append_one(one, mq.queue_id, link.born_host, deadline)
+                    if hold:
+                        link.users += 1
+                    if entry is not None:
+                        link.pending.append((seq, *entry[1:]))
+                    return link, seq
+            except Retired:
+                continue
+            except SendTimeoutError:
+                raise self._ring_full(link, mq) from None
+            except AttemptError:
+                links.retire(link)
+                raise
+        raise AttemptError(f"the link to broker {broker.broker_name} keeps being replaced",
+                           retryable=True)  # fmt: skip
+
+    def append_batch(
+        self, broker: BrokerQueues, mq: MessageQueue, batch: RecordBatch, deadline: float
+    ) -> tuple[ProducerLink, int, np.ndarray]:
+        """``_append_one`` for a batch (sync): the link, the first sequence, the sizes."""
+        for _ in range(3):
+            link = self.link_for(broker)
+            fields = batch.fields(mq.queue_id, link.born_host)
+            try:
+                with link.lock:
+                    if self.closed:
+                        raise ClientError("the producer is closed")
+                    link.check_open(mq)
+                    first, sizes = link.ring.append(
+                        batch.topic_raw, batch.bodies, batch.body_offs, batch.props,
+                        batch.props_offs, fields, deadline,
+                    )  # fmt: skip
+                    link.users += 1
+                    return link, first, sizes
+            except Retired:
+                continue
+            except SendTimeoutError:
+                raise self._ring_full(link, mq) from None
+            except AttemptError:
+                self.retire(link)
+                raise
+        raise AttemptError(f"the link to broker {broker.broker_name} keeps being replaced",
+                           retryable=True)  # fmt: skip
+
+    def _ring_full(self, link: ProducerLink, mq: MessageQueue) -> SendTimeoutError:
+        self.retire(link)  # the ring stayed full: the writer does not take records
+        return SendTimeoutError(
+            f"the ring of broker {link.broker_name} ({link.address}) stayed full for "
+            f"send_timeout {self.send_timeout:g} s (topic {mq.topic})"
+        )
+
+    def wait_answer(
+        self, link: ProducerLink, mq: MessageQueue, seq: int, last: int, deadline: float
+    ) -> tuple[int, int, int]:
+        """Wait until records up to ``last`` are answered (they come in order), checking
+        every ``LIVENESS_CHECK_S`` that the broker is still there; returns ``seq``'s
+        answer."""
+        rp = link.ring
+        while not rp.answered(last):
+            now = time.monotonic()
+            try:
+                rp.wait_answer(last, min(deadline, now + LIVENESS_CHECK_S))
+                break
+            except SendTimeoutError:
+                if rp.answered(last):
+                    break
+                gone = link.gone_reason(True)
+                if gone:
+                    raise link.gone_error(mq, gone) from None
+                if time.monotonic() >= deadline:
+                    raise SendTimeoutError(
+                        f"broker {link.broker_name} ({link.address}) did not answer the send "
+                        f"to {mq.topic} within send_timeout {self.send_timeout:g} s"
+                    ) from None
+        return rp.answer_words(seq)
+
+    def wait_batch(
+        self, link: ProducerLink, mq: MessageQueue, first: int, n: int, deadline: float
+    ) -> list[tuple[int, int, int]]:
+        self.wait_answer(link, mq, first, first + n - 1, deadline)
+        return [link.ring.answer_words(seq) for seq in range(first, first + n)]
+
+    def wait_rows(
+        self, link: ProducerLink, mq: MessageQueue, first: int, n: int, deadline: float
+    ) -> np.ndarray:
+        """The answers of a bulk send as an int64 ``(n, 4)`` array (a copy)."""
+        self.wait_answer(link, mq, first, first + n - 1, deadline)
+        start = first & link.mask
+        comp = link.ring.completions
+        if start + n <= link.mask + 1:
+            return comp[start : start + n].copy()
+        return comp[(first + np.arange(n)) & link.mask]
+
+    def leave(self, link: ProducerLink) -> None:
+        """A sync send is done with ``link``."""
+        with link.lock:
+            link.users -= 1
+        if link.retired:
+            self.close_if_unused(link)
+
+    def retire(self, link: ProducerLink) -> None:
+        """No new sends on ``link``; it is closed once no send uses it."""
+        with self._lock:
+            if self.current.get(link.broker_name) is link:
+                del self.current[link.broker_name]
+        link.retired = True
+        self.close_if_unused(link)
+
+    def close_if_unused(self, link: ProducerLink) -> None:
+        with link.lock:
+            close = link.unused()
+            if close:
+                link.closed = True
+        if not close:
+            return
+        with self._lock:
+            self.all = tuple(other for other in self.all if other is not link)
+        try:
+            link.close()
+        except Exception as exc:  # the broker may be gone: nothing to give back then
+            log.debug("closing the link to %s: %s", link.broker_name, exc)
+
+    def close(self) -> list[ProducerLink]:
+        """No new links; returns the open ones (still to be retired by the caller)."""
+        with self._lock:
+            self.closed = True
+            return list(self.all)
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            links = sorted(self.all, key=lambda link: not link.retired)
+        return {link.broker_name: link.stats() for link in links}

@@ -1,0 +1,152 @@
+"""How a producer turns messages into ring records.
+
+A single message becomes one record written by one ``struct.pack_into``
+(``codec.record_pack``): per topic, the encoded topic and a prepared tail for messages whose
+only property is the unique key are kept (``TopicRecords``), so a plain message costs a few
+byte concatenations. Batches of one topic are laid out as arrays for the numba encoder
+(``RecordBatch``). Every message gets a unique key (RocketMQ's ``MessageClientIDSetter``:
+host, pid, a random part, milliseconds and a counter, 32 hex digits), its ``msg_id``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import socket
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from shmq.codec import record as rec
+from shmq.codec.record_pack import record_struct, topic_head
+from shmq.errors import InvalidPropertyError
+from shmq.message import (
+    MAX_PROPERTIES_LENGTH,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_UNIQ_KEY,
+    Message,
+    build_properties,
+)
+
+_HEX4 = tuple(f"{i:04X}".encode() for i in range(1 << 16))
+_UNIQ_NAME = PROPERTY_UNIQ_KEY.encode() + b"\x01"
+UNIQ_KEY_LENGTH = 32
+_UNIQ_PROPS_LENGTH = len(_UNIQ_NAME) + UNIQ_KEY_LENGTH + 1
+
+
+class UniqKeys:
+    """Unique message keys: a per-producer prefix (host, pid, random), milliseconds, and a
+    16-bit counter."""
+
+    def __init__(self) -> None:
+        try:
+            ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
+        except OSError:
+            ip = socket.inet_aton("127.0.0.1")
+        self.prefix = f"{ip.hex().upper()}{os.getpid() & 0xFFFF:04X}{random.getrandbits(32):08X}"
+        self._raw_prefix = self.prefix.encode()
+        self._counter = itertools.count()
+        self._ms = -1
+        self._head = b""
+
+    def key(self, now_ms: int) -> bytes:
+        """The next key, as the ASCII bytes stored in the ``UNIQ_KEY`` property."""
+        if now_ms != self._ms:
+            self._ms = now_ms
+            self._head = self._raw_prefix + b"%08X" % (now_ms & 0xFFFFFFFF)
+        return self._head + _HEX4[next(self._counter) & 0xFFFF]
+
+    def keys(self, n: int) -> list[str]:
+        now_ms = time.time_ns() // 1_000_000
+        return [self.key(now_ms).decode() for _ in range(n)]
+
+
+class TopicRecords:
+    """What every record of one topic shares: the encoded topic, the magic, and the tail of
+    a message whose only property is its unique key (all but the key itself)."""
+
+    __slots__ = ("head", "magic", "raw", "topic", "uniq_tail")
+
+    def __init__(self, topic: str, raw: bytes) -> None:
+        self.topic = topic
+        self.raw = raw
+        self.head, self.magic = topic_head(raw)
+        self.uniq_tail = self.head + _UNIQ_PROPS_LENGTH.to_bytes(2, "big") + _UNIQ_NAME
+
+    def tail(self, msg: Message, uniq: bytes) -> bytes:
+        """``TOPICLENGTH TOPIC PROPERTIESLENGTH PROPERTIES`` of ``msg`` with key ``uniq``."""
+        if msg.tags is None and not msg.keys and not msg.properties and not msg._delay_level:
+            return self.uniq_tail + uniq + b"\x02"
+        system = {PROPERTY_DELAY_TIME_LEVEL: str(msg.delay_level)} if msg.delay_level else None
+        props = build_properties(msg.tags, msg.keys, msg.properties, system=system)
+        props += _UNIQ_NAME + uniq + b"\x02"
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            raise InvalidPropertyError(
+                f"properties are {len(props)} bytes encoded, above the limit "
+                f"{MAX_PROPERTIES_LENGTH}",
+                status="PROPERTIES_SIZE_EXCEEDED",
+            )
+        return self.head + len(props).to_bytes(2, "big") + props
+
+
+def one_record(topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKeys) -> tuple:
+    """One message encoded for the ring, kept for every attempt (a retry sends the same
+    record, with the same unique key): ``(record struct, size, magic, flag, born time,
+    body, tail, msg id)`` (a tuple: this runs once per message)."""
+    now_ms = time.time_ns() // 1_000_000
+    uniq = uniq_keys.key(now_ms)
+    tail = topic.tail(msg, uniq)
+    n, t = len(body), len(tail)
+    return (record_struct(n, t), rec.HEADER_BODY_START + n + t, topic.magic, msg.flag, now_ms,
+            body, tail, uniq)  # fmt: skip
+
+
+# the fields of ``one_record``'s tuple that are read by name
+ONE_SIZE, ONE_MSG_ID = 1, 7
+
+
+class RecordBatch:
+    """Records of one topic as the arrays ``encode_batch`` takes (unique keys included),
+    encoded once per attempt: all but the per-attempt fields (queue id, born time, host)."""
+
+    __slots__ = ("bodies", "body_offs", "flags", "n", "props", "props_offs", "topic",
+                 "topic_raw", "uniq")  # fmt: skip
+
+    def __init__(self, topic: str, raw: bytes, messages: Sequence[Message], uniq: list[str]):
+        self.topic = topic
+        self.topic_raw = np.frombuffer(raw, dtype=np.uint8)
+        self.uniq = uniq
+        n = self.n = len(messages)
+        props = [m.encoded_properties(u) for m, u in zip(messages, uniq, strict=True)]
+        self.props = np.frombuffer(b"".join(props), dtype=np.uint8)
+        self.props_offs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, props), np.int64, n), out=self.props_offs[1:])
+        self.bodies = np.frombuffer(b"".join(m.body for m in messages), dtype=np.uint8)
+        self.body_offs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter((len(m.body) for m in messages), np.int64, n), out=self.body_offs[1:])
+        self.flags = np.fromiter((m.flag for m in messages), np.int64, n)
+
+    @classmethod
+    def bulk(cls, topic: str, raw: bytes, data: np.ndarray, offsets: np.ndarray,
+             props: bytes) -> RecordBatch:  # fmt: skip
+        """Bodies sharing one properties string, without unique keys (``send_bulk``)."""
+        self = cls.__new__(cls)
+        self.topic = topic
+        self.topic_raw = np.frombuffer(raw, dtype=np.uint8)
+        self.uniq = []
+        self.n = offsets.shape[0] - 1
+        self.bodies, self.body_offs = data, offsets
+        self.props = np.frombuffer(props, dtype=np.uint8)
+        self.props_offs = np.array([0, len(props)], dtype=np.int64)
+        self.flags = 0
+        return self
+
+    def fields(self, queue_id: int, born_host: int) -> np.ndarray:
+        fields = np.zeros((self.n, rec.N_FIELDS), dtype=np.int64)
+        fields[:, rec.F_QUEUE_ID] = queue_id
+        fields[:, rec.F_FLAG] = self.flags
+        fields[:, rec.F_BORN_TS] = time.time_ns() // 1_000_000
+        fields[:, rec.F_BORN_HOST] = born_host
+        return fields

@@ -1,0 +1,132 @@
+"""The single-message encoder (one ``struct.pack_into`` per record, ``RingProducer.append_one``)
+against the independent decoder and against the bulk encoder (``encode_batch``) on a real
+producer ring in this process: every field of every record the same."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shmq.client.ring_producer import RingProducer
+from shmq.client.send_records import RecordBatch, TopicRecords, UniqKeys, one_record
+from shmq.ipc import counters as cn
+from shmq.ipc import registry as rg
+from shmq.ipc import ring
+from shmq.ipc.segment import Segment, create_semaphore, new_prefix, unlink_prefix
+from shmq.message import RESERVED_PROPERTY_NAMES, Message, pack_host
+from spec_decoder import decode_record
+
+CAPACITY, SLOTS = 1 << 20, 1024
+
+
+@pytest.fixture(scope="module")
+def rp():
+    """A producer ring with its counters and registry, as a broker creates them, and the
+    producer's side of it (no writer: the test frees the ring itself)."""
+    prefix = new_prefix()
+    made = []
+    try:
+        seg = Segment.create(prefix + ".ring", ring.segment_size(CAPACITY, SLOTS))
+        counters = Segment.create(prefix + ".counters", cn.SIZE)
+        registry = Segment.create(prefix + ".registry", rg.segment_size(1, 1))
+        made += [seg, counters, registry]
+        ring.init(seg.words, CAPACITY, SLOTS)
+        cn.init(counters.words, os.getpid(), 0)
+        rg.init(registry.words, 1, 1)
+        for name in (".sem", ".writer"):
+            create_semaphore(prefix + name).close()
+        info = {"ring": seg.name, "sem": prefix + ".sem", "writerSem": prefix + ".writer",
+                "slot": 0, "maxMessageSize": CAPACITY // 2, "checkProducerCrc": True}  # fmt: skip
+        producer = RingProducer(info, counters, registry)
+        yield producer
+        producer.close()
+    finally:
+        for s in made:
+            s.close()
+        unlink_prefix(prefix)
+
+
+def free(rp: RingProducer) -> None:
+    """Play the writer: everything published is consumed."""
+    ring.publish_head(rp.words, rp.tail, rp.seq)
+
+
+def decoded(rp: RingProducer, size: int) -> dict:
+    """The record of ``size`` bytes the last append wrote (it ends at the tail), by the
+    independent decoder (CRC checked)."""
+    start = rp.tail - size
+    local = start & (CAPACITY - 1)
+    record = decode_record(rp.data.tobytes(), local, start - local)
+    assert record is not None, "the independent decoder refuses the record"
+    return record
+
+
+text = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF,
+                            exclude_categories=("Zs", "Zl", "Zp", "Cc")),
+               min_size=1, max_size=12)  # fmt: skip
+messages = st.builds(
+    lambda topic, body, tags, keys, props, delay, flag: Message(
+        topic, body, tags=tags, keys=keys, properties=props, delay_level=delay, flag=flag
+    ),
+    st.from_regex(r"[A-Za-z0-9_%|-]{1,127}", fullmatch=True),
+    st.binary(min_size=1, max_size=3000),
+    st.none() | text,
+    st.lists(text, max_size=3),
+    st.dictionaries(text.filter(lambda n: n not in RESERVED_PROPERTY_NAMES), text, max_size=3),
+    st.integers(0, 18),
+    st.integers(-(2**31), 2**31 - 1),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(msg=messages, queue_id=st.integers(0, 1023), port=st.integers(1, 65535))
+def test_the_single_message_encoder_writes_what_the_bulk_encoder_writes(rp, msg, queue_id, port):
+    uniq_keys = UniqKeys()
+    born_host = pack_host("10.1.2.3", port)
+    one = one_record(TopicRecords(msg.topic, msg.topic.encode()), msg, msg.body, uniq_keys)
+    free(rp)
+    rp.append_one(one, queue_id, born_host, time.monotonic() + 5)
+    single = decoded(rp, one[1])
+
+    batch = RecordBatch(msg.topic, msg.topic.encode(), [msg], [one[-1].decode()])
+    fields = batch.fields(queue_id, born_host)
+    fields[:, 4] = one[4]  # the same born time
+    free(rp)
+    _, sizes = rp.append(batch.topic_raw, batch.bodies, batch.body_offs, batch.props,
+                         batch.props_offs, fields, time.monotonic() + 5)  # fmt: skip
+    bulk = decoded(rp, int(sizes[0]))
+
+    assert single.pop("phys") != bulk.pop("phys")  # each at its own ring position
+    single.pop("offset_msg_id"), bulk.pop("offset_msg_id")
+    assert single == bulk
+    assert single["body"] == msg.body and single["topic"] == msg.topic
+    assert (single["queue_id"], single["flag"], single["born_timestamp"]) == (
+        queue_id, msg.flag, one[4])  # fmt: skip
+    props = single["properties"]
+    assert props["UNIQ_KEY"] == one[-1].decode()
+    assert props.get("TAGS") == msg.tags
+    assert props.get("DELAY") == (str(msg.delay_level) if msg.delay_level else None)
+    assert props.get("KEYS", "") == " ".join(msg.keys)
+    for name, value in msg.properties.items():
+        assert props[name] == value
+
+
+def test_records_that_do_not_fit_the_rest_of_a_lap_start_the_next_one(rp):
+    """A record never wraps: the lap is closed with a blank record and the record starts at
+    the ring's beginning, where the decoder finds it."""
+    uniq_keys = UniqKeys()
+    topic = TopicRecords("Laps", b"Laps")
+    body = bytes(range(256)) * 100
+    seen = 0
+    for i in range(2 * CAPACITY // len(body)):
+        free(rp)
+        one = one_record(topic, Message("Laps", body, flag=i), body, uniq_keys)
+        rp.append_one(one, 0, 0, time.monotonic() + 5)
+        record = decoded(rp, one[1])
+        assert (record["body"], record["flag"]) == (body, i)
+        seen += 1
+    assert rp.tail > CAPACITY and seen
