@@ -470,7 +470,8 @@ class Producer:
 
     def close(self) -> None:
         """Finish: outstanding async sends are answered or failed (within the send timeout
-        plus the flush timeout), threads stop, registrations with the brokers end."""
+        plus the flush timeout), records of oneway sends are taken by the broker (within
+        the send timeout), threads stop, registrations with the brokers end."""
         if self._closed:
             return
         self._closed = True
@@ -489,7 +490,9 @@ class Producer:
                         f"the producer was closed before broker {entry[3].broker_name} "
                         f"answered the send to {entry[3].topic}"
                     ))  # fmt: skip
+        deadline = time.monotonic() + self.send_timeout
         for link in list(self._links.all):
+            self._links.drain(link, deadline)  # oneway records still in the ring
             self._links.retire(link)
         self._infos.close()
         self.client.close()

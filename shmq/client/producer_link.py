@@ -9,6 +9,7 @@ completion thread under the same lock, so the queue is in ring order."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -341,6 +342,24 @@ class ProducerLinks:
         if start + n <= link.mask + 1:
             return comp[start : start + n].copy()
         return comp[(first + np.arange(n)) & link.mask]
+
+    def drain(self, link: ProducerLink, deadline: float) -> None:
+        """Until the writer has answered every record appended to ``link``'s ring (oneway
+        sends leave nothing else to wait on): a closing producer must not unregister, and
+        so have its ring destroyed, with records still in it. Gives up at ``deadline`` or
+        when the broker is gone."""
+        rp = link.ring
+        last = rp.seq - 1
+        while last >= 0 and not rp.answered(last):
+            now = time.monotonic()
+            gone = link.gone_reason(True)
+            if gone or now >= deadline:
+                log.warning("producer %s closed with %d record(s) unanswered by broker %s: %s",
+                            self.group, last + 1 - rp.w[ring.SEQ_HEAD], link.broker_name,
+                            gone or "send_timeout passed")  # fmt: skip
+                return
+            with contextlib.suppress(SendTimeoutError):
+                rp.wait_answer(last, min(deadline, now + LIVENESS_CHECK_S))
 
     def leave(self, link: ProducerLink) -> None:
         """A sync send is done with ``link``."""

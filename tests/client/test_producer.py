@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import re
+import signal
 import threading
 import time
 
@@ -315,6 +317,31 @@ def test_async_link_failures_are_retried_on_the_same_broker(pair):
 
 
 # -- oneway, checks, topics, routes ----------------------------------------------------------
+
+
+def test_close_right_after_oneway_sends_loses_none_of_them(pair):
+    """The writer is stopped (SIGSTOP) while a new producer sends oneway and closes: close()
+    must wait until the broker took its ring's records instead of unregistering, which
+    would have the broker destroy the ring before the writer ever read it."""
+    create_topic(pair, "OnewayClose", 2, "broker-a")
+    writer = pair.runtime_info("broker-a")["agents"]["writer"]["pid"]
+    producer = Producer("p-oneway-close", pair.namesrv, send_timeout=20)
+    producer.send(Message("OnewayClose", b"registered"))
+    os.kill(writer, signal.SIGSTOP)
+    try:
+        for i in range(20):
+            producer.send_oneway(Message("OnewayClose", f"c{i}"))
+        closing = threading.Thread(target=producer.close)
+        closing.start()
+        closing.join(0.5)
+        assert closing.is_alive(), "close() returned with records still in the ring"
+    finally:
+        os.kill(writer, signal.SIGCONT)
+    closing.join(30)
+    assert not closing.is_alive()
+    queues = [MessageQueue("OnewayClose", "broker-a", q) for q in range(2)]
+    got = {m.body.decode() for m in read_back(pair, queues, 21)}
+    assert got == {"registered"} | {f"c{i}" for i in range(20)}
 
 
 def test_oneway_messages_are_delivered(pair):
