@@ -12,9 +12,10 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True, inline="always")
-def java_hash_range(buf, start, end):
-    """Java hash of the UTF-8 text ``buf[start:end]`` as a signed 32-bit value (int64)."""
-    h = np.int64(0)
+def java_hash_continue(h, buf, start, end):
+    """Continue a Java hash (its unsigned 32-bit state ``h``) over the UTF-8 text
+    ``buf[start:end]``; returns the new unsigned state (hash ``a + b`` = continue the hash
+    of ``a`` over ``b``)."""
     i = start
     while i < end:
         b = np.int64(buf[i])
@@ -41,9 +42,18 @@ def java_hash_range(buf, start, end):
             h = (h * 31 + (0xDC00 + (v & 0x3FF))) & 0xFFFFFFFF
         else:
             h = (h * 31 + cp) & 0xFFFFFFFF
-    if h >= 0x80000000:
-        h -= 0x100000000
     return h
+
+
+@njit(cache=True, nogil=True, inline="always")
+def signed32(h):
+    return h - 0x100000000 if h >= 0x80000000 else h
+
+
+@njit(cache=True, nogil=True, inline="always")
+def java_hash_range(buf, start, end):
+    """Java hash of the UTF-8 text ``buf[start:end]`` as a signed 32-bit value (int64)."""
+    return signed32(java_hash_continue(np.int64(0), buf, start, end))
 
 
 @njit(cache=True, nogil=True)

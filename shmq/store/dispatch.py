@@ -92,12 +92,9 @@ class Dispatcher:
             )
             touched[key] = cq
         if self.index is not None:
-            for i in np.nonzero(keep & (rows[:, rec.R_INDEX_FLAGS] != 0))[0].tolist():
-                topic = topics[ids[i]]
-                msg = batch.message(i, topic)
-                self.index.build_index(
-                    topic, msg.keys, msg.uniq_key, int(phys[i]), msg.store_timestamp
-                )
+            picks = np.flatnonzero(keep & (rows[:, rec.R_INDEX_FLAGS] != 0))
+            if picks.size:
+                self.index.build_index_batch(batch.buf, rows, picks, batch.file.file_from_offset)
         return n, touched
 
     def flush(self, least_pages: int = 0) -> None:

@@ -21,6 +21,8 @@ import numpy as np
 from numba import njit
 
 from shmq import files
+from shmq.codec import record as rec
+from shmq.codec.jhash import java_hash_continue, signed32
 from shmq.codec.record import get_i32, get_i64, put_i32, put_i64
 from shmq.errors import CorruptStoreError
 from shmq.store.mapped_file import allocate, reserve_blocks
@@ -76,6 +78,98 @@ def put_key(buf, slot_num, index_num, key_hash, phy_offset, store_timestamp):
     put_i64(buf, 24, phy_offset)
     put_i64(buf, 8, store_timestamp)
     return True
+
+
+# ``put_record_keys`` outcomes
+KEYS_DONE, KEYS_FILE_FULL, KEYS_RESERVE = 0, 1, 2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _index_hash(h):
+    """RocketMQ's ``indexKeyHashMethod``: ``abs(hashCode)``, ``Integer.MIN_VALUE`` → 0."""
+    v = signed32(h)
+    return 0 if v == -2147483648 else abs(v)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_name(src, s, e, name):
+    if e - s != name.shape[0]:
+        return False
+    for k in range(name.shape[0]):  # noqa: SIM110 (an explicit loop compiles to tight code)
+        if src[s + k] != name[k]:
+            return False
+    return True
+
+
+_UNIQ_KEY = np.frombuffer(b"UNIQ_KEY", dtype=np.uint8)
+_KEYS = np.frombuffer(b"KEYS", dtype=np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def put_record_keys(buf, slot_num, index_num, entry_limit, src, rows, picks, start, skip, base):
+    """Index ``topic#UNIQ_KEY`` and ``topic#key`` for every key of the records
+    ``rows[picks[start:]]`` (parsed from ``src``, a CommitLog file whose byte 0 is physical
+    offset ``base``), as ``IndexService.build_index`` does one record at a time, the first
+    ``skip`` keys of the first record excepted (already in the previous file). A record
+    below the file's end offset was indexed before (re-dispatch after recovery) and is
+    skipped. Stops before a key that would pass ``index_num`` entries (the file is full:
+    the next file takes the rest, as RocketMQ's ``putKey`` does) or ``entry_limit`` (the
+    blocks reserved so far). Returns ``(next pick, keys of it done, KEYS_*)``."""
+    uniq_name, keys_name = _UNIQ_KEY, _KEYS
+    for k in range(start, picks.shape[0]):
+        r = picks[k]
+        phy = base + rows[r, rec.R_POS]
+        if phy < get_i64(buf, 24):
+            skip = 0
+            continue
+        # the last UNIQ_KEY and KEYS pairs with a name and a value, as decode_properties keeps
+        us = ue = ks = ke = 0
+        p = rows[r, rec.R_PROPS_START]
+        end = p + rows[r, rec.R_PROPS_LEN]
+        while p < end:
+            sep = p
+            while sep < end and src[sep] != 1:
+                sep += 1
+            stop = sep
+            while stop < end and src[stop] != 2:
+                stop += 1
+            if sep < stop and stop > sep + 1 and sep > p:
+                if _is_name(src, p, sep, uniq_name):
+                    us, ue = sep + 1, stop
+                elif _is_name(src, p, sep, keys_name):
+                    ks, ke = sep + 1, stop
+            p = stop + 1
+        topic = rows[r, rec.R_TOPIC_START]
+        h = java_hash_continue(np.int64(0), src, topic, topic + rows[r, rec.R_TOPIC_LEN])
+        h = (h * 31 + 35) & 0xFFFFFFFF  # '#'
+        store_ts = rows[r, rec.R_STORE_TS]
+        j = 0  # keys of this record seen: UNIQ_KEY first, then KEYS split at spaces
+        q = ks
+        while True:
+            if j == 0 and ue > us:
+                a, e = us, ue
+            else:
+                while q < ke and src[q] == 32:
+                    q += 1
+                if q >= ke:
+                    break
+                a = q
+                while q < ke and src[q] != 32:
+                    q += 1
+                e = q
+            if j == 0 and ue <= us:
+                j = 1  # no UNIQ_KEY: KEYS start at key 1
+            if j >= skip:
+                count = get_i32(buf, 36)
+                if count >= index_num:
+                    return k, j, KEYS_FILE_FULL
+                if count + 1 > entry_limit:
+                    return k, j, KEYS_RESERVE
+                put_key(buf, slot_num, index_num, _index_hash(java_hash_continue(h, src, a, e)),
+                        phy, store_ts)  # fmt: skip
+            j += 1
+        skip = 0
+    return picks.shape[0], 0, KEYS_DONE
 
 
 @njit(cache=True, nogil=True)
@@ -176,6 +270,16 @@ class IndexFile:
     @property
     def is_full(self) -> bool:
         return self.index_count >= self.index_num
+
+    def entry_limit(self) -> int:
+        """How many entries the blocks reserved so far hold."""
+        return (self._reserved - self._entries_at) // ENTRY_SIZE
+
+    def reserve_entries(self, count: int) -> None:
+        """Disk blocks for ``count`` more entries (``DiskFullError`` when there is none)."""
+        end = self._entries_at + (self.index_count + count) * ENTRY_SIZE
+        if end > self._reserved:
+            self._reserved = reserve_blocks(self.path, self._reserved, end, self.buf.shape[0])
 
     def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
         end = self._entries_at + (self.index_count + 1) * ENTRY_SIZE

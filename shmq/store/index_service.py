@@ -11,9 +11,17 @@ from typing import Any
 
 from shmq import files
 from shmq.codec.jhash import java_hash
-from shmq.store.index_file import IndexFile, index_file_name
+from shmq.store.index_file import (
+    KEYS_FILE_FULL,
+    KEYS_RESERVE,
+    IndexFile,
+    index_file_name,
+    put_record_keys,
+)
 
 log = logging.getLogger(__name__)
+
+RESERVE_AHEAD = 4096  # index entries given disk blocks at a time by a batch
 
 
 def key_hash(key: str) -> int:
@@ -70,6 +78,21 @@ class IndexService:
             h = key_hash(f"{topic}#{key}")
             while not f.put_key(h, phy_offset, store_timestamp):
                 f = self._roll()
+
+    def build_index_batch(self, src, rows, picks, base: int) -> None:
+        """``build_index`` for the records ``rows[picks]`` parsed from ``src`` (a CommitLog
+        file starting at physical offset ``base``), one kernel call per index file."""
+        k = skip = 0
+        while k < picks.shape[0]:
+            f = self._writable_file()
+            k, skip, code = put_record_keys(
+                f.buf, f.hash_slot_num, f.index_num, f.entry_limit(), src, rows, picks, k, skip,
+                base,
+            )  # fmt: skip
+            if code == KEYS_FILE_FULL:
+                self._roll()
+            elif code == KEYS_RESERVE:
+                f.reserve_entries(RESERVE_AHEAD)
 
     def _writable_file(self) -> IndexFile:
         if not self.files or self.files[-1].is_full:

@@ -157,3 +157,71 @@ def test_every_key_is_found_and_no_other_hash_is_returned(tmp_path_factory, item
     svc.close()
     for name in os.listdir(root):
         os.unlink(root / name)
+
+
+key_text = st.text(
+    st.characters(exclude_characters="\x00\x01\x02 ", exclude_categories=("Cs",)),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    records=st.lists(
+        st.tuples(
+            st.none() | key_text,  # UNIQ_KEY
+            st.lists(key_text, max_size=4),  # KEYS
+            st.integers(1, 3),  # spaces between keys (empty tokens are no keys)
+            st.integers(0, 3000),  # store time offset, ms
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    topic=st.from_regex(r"[A-Za-z0-9_%|-]{1,20}", fullmatch=True),
+)
+def test_the_batch_index_kernel_writes_what_one_record_at_a_time_writes(
+    tmp_path_factory, records, topic
+):
+    """Reput indexes a whole scan batch with one kernel call per file; the files must be
+    byte for byte those of ``build_index`` called per record with the decoded keys."""
+    import numpy as np
+
+    from shmq.codec import record as rec
+    from shmq.message import decode_properties
+
+    props = []
+    for uniq, keys, gap, _ in records:
+        raw = b""
+        if uniq is not None:
+            raw += b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
+        if keys:
+            raw += b"KEYS\x01" + (" " * gap).join(keys).encode() + b"\x02"
+        props.append(raw)
+    n = len(records)
+    buf = np.zeros(1 << 16, dtype=np.uint8)
+    props_offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in props], out=props_offs[1:])
+    fields = np.zeros((n, rec.N_FIELDS), dtype=np.int64)
+    fields[:, rec.F_STORE_TS] = [1_700_000_000_000 + r[3] for r in records]
+    fields[:, rec.F_BODY_CRC] = -1
+    rec.encode_batch(buf, 0, 1 << 30, np.frombuffer(topic.encode(), np.uint8),
+                     np.full(n, 7, dtype=np.uint8), np.arange(n + 1, dtype=np.int64),
+                     np.frombuffer(b"".join(props), np.uint8), props_offs, fields)  # fmt: skip
+    rows = np.zeros((n, rec.N_COLS), dtype=np.int64)
+    count, _, _ = rec.parse_records(buf, 0, buf.shape[0], 1 << 30, True, rows)
+    assert count == n
+    root = tmp_path_factory.mktemp("batch")
+    one_by_one = IndexService(str(root / "python"), 16, 12)
+    batch = IndexService(str(root / "kernel"), 16, 12)
+    for i in np.flatnonzero(rows[:, rec.R_INDEX_FLAGS] != 0).tolist():  # as dispatch did
+        values = decode_properties(props[i])
+        keys = [k for k in values.get("KEYS", "").split(" ") if k]
+        phy = (1 << 30) + int(rows[i, rec.R_POS])
+        one_by_one.build_index(topic, keys, values.get("UNIQ_KEY"), phy, int(fields[i, 6]))
+    batch.build_index_batch(buf, rows, np.flatnonzero(rows[:, rec.R_INDEX_FLAGS] != 0), 1 << 30)
+    assert len(batch.files) == len(one_by_one.files)
+    for a, b in zip(one_by_one.files, batch.files, strict=True):
+        assert a.buf.tobytes() == b.buf.tobytes()
+    one_by_one.close()
+    batch.close()
