@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import itertools
 import socket
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -264,8 +265,9 @@ class MessageBatch:
 class MessageExt:
     """A stored message as read back from the CommitLog (RocketMQ's ``MessageExt``).
 
-    Properties, hosts and the offset message id are decoded from the stored bytes on first
-    use, so reading many messages costs little more than copying their bodies. ``msg_id`` is
+    A message read from the store keeps a copy of its record's bytes (shared by the messages
+    of one pull) and decodes body, properties, times and hosts from them on first use, so
+    reading many messages costs little more than one copy of their records. ``msg_id`` is
     the producer's unique key (``UNIQ_KEY``) when the message has one, else the offset
     message id, as RocketMQ clients show it.
 
@@ -278,22 +280,18 @@ class MessageExt:
     """
 
     __slots__ = (
-        "_born_host",
+        "_at",  # where the record starts in _raw
+        "_body",
+        "_head",  # None until decoded: (born ts, store ts, born host, store host, sysflag,
+        #           flag, body crc, prepared transaction offset)
         "_properties",
         "_props_raw",
-        "_store_host",
-        "body",
-        "body_crc",
-        "born_timestamp",
-        "flag",
+        "_raw",  # bytes holding the record (None for a message built from values)
+        "_reconsume",
         "physical_offset",
-        "prepared_transaction_offset",
         "queue_id",
         "queue_offset",
-        "reconsume_times",
         "store_size",
-        "store_timestamp",
-        "sysflag",
         "topic",
     )
 
@@ -320,37 +318,106 @@ class MessageExt:
         self.queue_id = queue_id
         self.queue_offset = queue_offset
         self.physical_offset = physical_offset
-        self.body = body
+        self.store_size = store_size
+        self._raw = None
+        self._at = 0
+        self._body = body
         self._props_raw = properties
         self._properties: dict[str, str] | None = None
-        self.born_timestamp = born_timestamp
-        self.store_timestamp = store_timestamp
-        self._born_host = born_host
-        self._store_host = store_host
-        self.sysflag = sysflag
-        self.flag = flag
-        self.body_crc = body_crc
-        self.store_size = store_size
-        self.reconsume_times = reconsume_times
-        self.prepared_transaction_offset = prepared_transaction_offset
+        self._head = (born_timestamp, store_timestamp, born_host, store_host, sysflag, flag,
+                      body_crc, prepared_transaction_offset)  # fmt: skip
+        self._reconsume = reconsume_times
+
+    def _decode(self) -> tuple:
+        """Decode the record's header, body and properties from its bytes (once)."""
+        raw, at = self._raw, self._at
+        _, magic, crc, _, flag, _, _, sysflag, born_ts = _RECORD_FIXED.unpack_from(raw, at)
+        p = at + _RECORD_FIXED.size
+        born_len = 20 if sysflag & _SYSFLAG_BORNHOST_V6 else 8
+        born_host = raw[p : p + born_len]
+        p += born_len
+        (store_ts,) = _I64.unpack_from(raw, p)
+        p += 8
+        store_len = 20 if sysflag & _SYSFLAG_STOREHOST_V6 else 8
+        store_host = raw[p : p + store_len]
+        p += store_len
+        reconsume, prep_tx, body_len = _RECORD_TAIL_FIXED.unpack_from(raw, p)
+        p += _RECORD_TAIL_FIXED.size
+        self._body = raw[p : p + body_len]
+        p += body_len
+        if magic == _MAGIC_V2:
+            topic_len = int.from_bytes(raw[p : p + 2], "big")
+            p += 2 + topic_len
+        else:
+            p += 1 + raw[p]
+        props_len = int.from_bytes(raw[p : p + 2], "big")
+        self._props_raw = raw[p + 2 : p + 2 + props_len]
+        self._reconsume = reconsume
+        head = self._head = (born_ts, store_ts, born_host, store_host, sysflag, flag, crc,
+                             prep_tx)  # fmt: skip
+        return head
+
+    @property
+    def body(self) -> bytes:
+        if self._head is None:
+            self._decode()
+        return self._body
+
+    @property
+    def born_timestamp(self) -> int:
+        return (self._head or self._decode())[0]
+
+    @property
+    def store_timestamp(self) -> int:
+        return (self._head or self._decode())[1]
+
+    @property
+    def sysflag(self) -> int:
+        return (self._head or self._decode())[4]
+
+    @property
+    def flag(self) -> int:
+        return (self._head or self._decode())[5]
+
+    @property
+    def body_crc(self) -> int:
+        return (self._head or self._decode())[6]
+
+    @property
+    def prepared_transaction_offset(self) -> int:
+        return (self._head or self._decode())[7]
+
+    @property
+    def reconsume_times(self) -> int:
+        if self._head is None:
+            self._decode()
+        return self._reconsume
+
+    @reconsume_times.setter
+    def reconsume_times(self, value: int) -> None:
+        if self._head is None:
+            self._decode()
+        self._reconsume = value
 
     @property
     def properties(self) -> dict[str, str]:
         if self._properties is None:
+            if self._head is None:
+                self._decode()
             self._properties = decode_properties(self._props_raw)
         return self._properties
 
     @property
     def born_host(self) -> str:
-        return host_text(self._born_host)
+        return host_text((self._head or self._decode())[2])
 
     @property
     def store_host(self) -> str:
-        return host_text(self._store_host)
+        return host_text((self._head or self._decode())[3])
 
     @property
     def offset_msg_id(self) -> str:
-        return offset_msg_id(self._store_host, self.physical_offset)
+        return offset_msg_id((self._head or self._decode())[3], self.physical_offset)
 
     @property
     def commit_log_offset(self) -> int:
@@ -390,6 +457,36 @@ class MessageExt:
             f"queue_offset={self.queue_offset}, msg_id={self.msg_id!r}, tags={self.tags!r}, "
             f"keys={self.keys!r}, body={body!r})"
         )
+
+
+def stored_message(
+    raw: bytes, at: int, topic: str, queue_id: int, queue_offset: int, physical_offset: int,
+    store_size: int,
+) -> MessageExt:  # fmt: skip
+    """The message whose record starts at ``raw[at]``, decoded when a field is read (the
+    reader's path: one copy of a pull's records, one small object per message)."""
+    msg = _new_message_ext(MessageExt)
+    msg.topic = topic
+    msg.queue_id = queue_id
+    msg.queue_offset = queue_offset
+    msg.physical_offset = physical_offset
+    msg.store_size = store_size
+    msg._raw = raw
+    msg._at = at
+    msg._head = None
+    msg._properties = None
+    return msg
+
+
+_new_message_ext = object.__new__
+# a record's fixed fields up to the born host (TOTALSIZE .. BORNTIMESTAMP), and after the
+# store host (RECONSUMETIMES, PREPARED_TRANSACTION_OFFSET, BODYLENGTH)
+_RECORD_FIXED = struct.Struct(">iIiiiqqiq")
+_RECORD_TAIL_FIXED = struct.Struct(">iqi")
+_I64 = struct.Struct(">q")
+_MAGIC_V2 = 0xDAA320AB
+_SYSFLAG_BORNHOST_V6 = 0x10
+_SYSFLAG_STOREHOST_V6 = 0x20
 
 
 def message_to_json(msg: MessageExt) -> dict:

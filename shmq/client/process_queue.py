@@ -26,6 +26,7 @@ class ProcessQueue:
         self.last_pull = time.monotonic()
         self.last_consume = time.monotonic()
         self.next_pull_at = 0.0  # pull interval / flow-control back-off (monotonic)
+        self.flow_controlled = False  # held back by a pull threshold since the last pull
         # first queue offset -> a message, or a whole MessageBatch of a bulk consumer
         self._msgs: dict[int, MessageExt | MessageBatch] = {}
         self._order: deque[int] = deque()  # offsets in put order, lazily trimmed
@@ -48,7 +49,7 @@ class ProcessQueue:
             self._msgs.update(zip(offsets, msgs, strict=True))
             self._order.extend(offsets)
             self._count += len(msgs)
-            self._size += sum([len(m.body) for m in msgs])
+            self._size += sum([m.store_size for m in msgs])
             self._max = max(self._max, max(offsets))
 
     def put_batch(self, batch: MessageBatch) -> None:
@@ -78,7 +79,7 @@ class ProcessQueue:
             pop = self._msgs.pop
             gone = [m for m in [pop(m.queue_offset, None) for m in msgs] if m is not None]
             self._count -= len(gone)
-            self._size -= sum([len(m.body) for m in gone])
+            self._size -= sum([m.store_size for m in gone])
             return self._commit_offset()
 
     def _commit_offset(self) -> int:
@@ -109,7 +110,8 @@ class ProcessQueue:
 
     @property
     def size(self) -> int:
-        """Bytes of message bodies inside."""
+        """Bytes of messages inside (their stored records: the body and at most a few
+        hundred bytes more; a bulk batch counts its bodies)."""
         return self._size
 
     def span(self) -> int:

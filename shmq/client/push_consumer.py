@@ -31,7 +31,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from shmq.client.consumer_base import ConsumerBase, queues_of
 from shmq.client.process_queue import ProcessQueue
@@ -49,14 +48,26 @@ EXCEPTION_DELAY_S = 3.0  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
 MIB = 1024 * 1024
 
 
-@dataclass(eq=False)
+_request_seq = itertools.count()
+
+
 class ConsumeRequest:
-    msgs: list[MessageExt] | MessageBatch
-    pq: ProcessQueue
-    mq: MessageQueue
-    started: float = 0.0
-    abandoned: bool = False
-    seq: int = field(default_factory=itertools.count().__next__)
+    """Messages of one pull of one queue, consumed by one consume thread: the listener is
+    called with chunks of ``consume_message_batch_max_size`` of them, in order, and the
+    process queue and offset are updated once for the whole request (a thread hand-off and
+    two locks per message would cost more than a no-op listener)."""
+
+    __slots__ = ("abandoned", "mq", "msgs", "pq", "seq", "started")
+
+    def __init__(
+        self, msgs: list[MessageExt] | MessageBatch, pq: ProcessQueue, mq: MessageQueue
+    ) -> None:
+        self.msgs = msgs
+        self.pq = pq
+        self.mq = mq
+        self.started = 0.0
+        self.abandoned = False
+        self.seq = next(_request_seq)
 
 
 def _check_range(name: str, value: int, low: int, high: int, allow_unset: bool = False) -> None:
@@ -150,7 +161,7 @@ class PushConsumer(ConsumerBase):
         self._later: list[tuple[float, int, ConsumeRequest]] = []
         self._pool: ThreadPoolExecutor | None = None
         self._puller: threading.Thread | None = None
-        self._idle = threading.Event()
+        self._pull_wake = threading.Event()  # a flow-controlled queue drained
         self.counters = {"consumed": 0, "failed": 0, "flowControlled": 0, "pulled": 0}
 
     def register_message_listener(self, listener: Listener) -> None:
@@ -254,6 +265,7 @@ class PushConsumer(ConsumerBase):
     def _pull_loop(self) -> None:
         reader = self.instance.reader
         while not self._stop.is_set():
+            self._pull_wake.clear()
             with self._lock:
                 table = list(self._table.items())
             now = time.monotonic()
@@ -270,6 +282,7 @@ class PushConsumer(ConsumerBase):
                 room = count_limit - pq.count
                 if room <= 0 or pq.size > size_limit or pq.span() > self.max_span:
                     self.counters["flowControlled"] += 1
+                    pq.flow_controlled = True
                     pq.next_pull_at = now + FLOW_CONTROL_DELAY_S
                     next_due = min(next_due, pq.next_pull_at)
                     continue
@@ -296,7 +309,7 @@ class PushConsumer(ConsumerBase):
                     log.warning("consumer %s: wait failed: %s", self.group, exc)
                     self._stop.wait(min(timeout, EXCEPTION_DELAY_S))
             else:
-                self._idle.wait(min(timeout, 0.05))
+                self._pull_wake.wait(min(timeout, 0.05))
 
     def _pull_once(self, mq: MessageQueue, pq: ProcessQueue, max_nums: int) -> int:
         sub = self._subs.get(mq.topic)
@@ -321,8 +334,7 @@ class PushConsumer(ConsumerBase):
             if msgs:
                 pq.put(msgs)
                 self.counters["pulled"] += len(msgs)
-                for i in range(0, len(msgs), self.batch_max):
-                    self._submit(ConsumeRequest(msgs[i : i + self.batch_max], pq, mq))
+                self._submit(ConsumeRequest(msgs, pq, mq))
             return len(msgs)
         if result.pull_status is PullStatus.OFFSET_ILLEGAL or (
             result.pull_status is PullStatus.NO_MATCHED_MSG
@@ -348,45 +360,81 @@ class PushConsumer(ConsumerBase):
             self._pool.submit(self._consume, request)
 
     def _consume(self, request: ConsumeRequest) -> None:
-        pq, msgs = request.pq, request.msgs
+        pq, msgs, mq = request.pq, request.msgs, request.mq
         if pq.dropped or self._stop.is_set():
             return
-        ctx = ConsumeContext(request.mq, ack_index=len(msgs) - 1)
         request.started = time.monotonic()
         self._running[request.seq] = request
+        try:
+            if isinstance(msgs, MessageBatch):  # a bulk listener's result covers the batch
+                ok = self._call(msgs, ConsumeContext(mq, len(msgs) - 1), request)
+                done, failed = (msgs, []) if ok else ([], msgs)
+            else:
+                done, failed = self._call_chunks(msgs, request)
+        finally:
+            self._running.pop(request.seq, None)
+            pq.last_consume = time.monotonic()
+        if request.abandoned:
+            return  # consume_timeout passed: its messages are consumed again already
+        self._finish(request, done, failed)
+
+    def _call_chunks(
+        self, msgs: list[MessageExt], request: ConsumeRequest
+    ) -> tuple[list[MessageExt], list[MessageExt]]:
+        """The listener on ``msgs`` in chunks of ``consume_message_batch_max_size``; returns
+        the messages consumed and those that failed (after ``ack_index`` on success)."""
+        step, mq = self.batch_max, request.mq
+        if len(msgs) <= step:
+            ctx = ConsumeContext(mq, len(msgs) - 1)
+            if self._call(msgs, ctx, request):
+                ack = min(ctx.ack_index, len(msgs) - 1)
+                return (msgs, []) if ack == len(msgs) - 1 else (msgs[: ack + 1], msgs[ack + 1 :])
+            return [], msgs
+        done: list[MessageExt] = []
+        failed: list[MessageExt] = []
+        for i in range(0, len(msgs), step):
+            chunk = msgs[i : i + step]
+            ctx = ConsumeContext(mq, len(chunk) - 1)
+            if self._call(chunk, ctx, request):
+                ack = min(ctx.ack_index, len(chunk) - 1)
+                done += chunk[: ack + 1]
+                failed += chunk[ack + 1 :]
+            else:
+                failed += chunk
+            if request.abandoned:
+                break
+        return done, failed
+
+    def _call(self, msgs, ctx: ConsumeContext, request: ConsumeRequest) -> bool:
+        """One listener call; True for CONSUME_SUCCESS (an exception, a timeout or anything
+        but a ConsumeResult counts as RECONSUME_LATER)."""
         try:
             status = self.listener(msgs, ctx)
         except Exception as exc:
             log.warning("consumer %s: listener raised on %d message(s) of %s at offset %d: %r;"
                         " consuming them later", self.group, len(msgs), request.mq,
                         _first_offset(msgs), exc, exc_info=True)  # fmt: skip
-            status = ConsumeResult.RECONSUME_LATER
-        finally:
-            self._running.pop(request.seq, None)
-            pq.last_consume = time.monotonic()
-        if request.abandoned:
-            return
+            return False
+        if status is ConsumeResult.CONSUME_SUCCESS:
+            return True
         if not isinstance(status, ConsumeResult):
             log.warning("consumer %s: listener returned %r, not a ConsumeResult; treated as"
                         " RECONSUME_LATER", self.group, status)  # fmt: skip
-            status = ConsumeResult.RECONSUME_LATER
-        self._finish(request, status, ctx)
+        return False
 
-    def _finish(self, request: ConsumeRequest, status: ConsumeResult, ctx: ConsumeContext) -> None:
-        msgs = request.msgs
-        ok = status is ConsumeResult.CONSUME_SUCCESS
-        if isinstance(msgs, MessageBatch):  # a bulk listener's result covers the batch
-            done, failed = (msgs, []) if ok else ([], msgs)
-        else:
-            ack = min(ctx.ack_index, len(msgs) - 1) if ok else -1
-            done, failed = msgs[: ack + 1], msgs[ack + 1 :]
+    def _finish(
+        self,
+        request: ConsumeRequest,
+        done: list[MessageExt] | MessageBatch,
+        failed: list[MessageExt] | MessageBatch,
+    ) -> None:
         self.counters["consumed"] += len(done)
         self.counters["failed"] += len(failed)
         if failed and self.message_model is MessageModel.BROADCASTING:
             log.warning("consumer %s: broadcasting, dropping %d failed message(s) of %s",
                         self.group, len(failed), request.mq)  # fmt: skip
-            done, failed = msgs, []
-        if failed:
+            done, failed = request.msgs, []
+        if len(failed):
             self._consume_later(ConsumeRequest(failed, request.pq, request.mq))
         if isinstance(done, MessageBatch):
             offset = request.pq.remove_batch(done)
@@ -394,6 +442,13 @@ class PushConsumer(ConsumerBase):
             offset = request.pq.remove(done)
         if offset >= 0 and not request.pq.dropped:
             self.offsets.update(request.mq, offset, increase_only=True)
+        pq = request.pq
+        if pq.flow_controlled and pq.count <= self.threshold_queue // 2:
+            # pull again now rather than after the flow-control delay: Python consume
+            # threads drain a full process queue in far less than RocketMQ's 50 ms
+            pq.flow_controlled = False
+            pq.next_pull_at = 0.0
+            self._pull_wake.set()
 
     def _consume_later(self, request: ConsumeRequest) -> None:
         if not isinstance(request.msgs, MessageBatch):  # a batch has no per-message count

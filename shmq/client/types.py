@@ -191,7 +191,7 @@ class ConsumeResult(enum.Enum):
     RECONSUME_LATER = "RECONSUME_LATER"
 
 
-@dataclass
+@dataclass(slots=True)
 class ConsumeContext:
     """Passed to the listener with each batch (RocketMQ's
     ``ConsumeConcurrentlyContext``). On CONSUME_SUCCESS, messages after ``ack_index`` are

@@ -16,7 +16,7 @@ import numpy as np
 from shmq.codec import record as rec
 from shmq.codec.record_pack import record_struct
 from shmq.errors import InvalidMessageError
-from shmq.message import MessageExt
+from shmq.message import MessageExt, stored_message
 from shmq.store.mapped_file import MappedFile
 from shmq.store.mapped_file_queue import MappedFileQueue
 
@@ -50,42 +50,31 @@ class ScanBatch:
         return raw.decode("utf-8", "replace")  # a damaged name must not raise; it fails validation
 
     def message(self, i: int, topic: str | None = None) -> MessageExt:
-        """Decode record ``i`` into a ``MessageExt`` (bytes are copied out of the mapping)."""
-        return _message(self.rows[i].tolist(), memoryview(self.buf), topic or self.topic(i))
+        """Record ``i`` as a ``MessageExt`` (its bytes copied out of the mapping)."""
+        return self.messages(np.array([i]), topic or self.topic(i))[0]
 
     def messages(self, picked: np.ndarray, topic: str) -> list[MessageExt]:
-        """Records ``picked`` (indices into ``rows``) of ``topic`` as ``MessageExt``\\ s: the
-        reader's batch path, one ``tolist`` and one memoryview for the whole batch."""
+        r"""Records ``picked`` (indices into ``rows``) of ``topic`` as ``MessageExt``\ s,
+        decoded when read: the bytes from the first record to the end of the last are
+        copied once for all of them (one copy each when other queues' records fill most
+        of that span)."""
+        rows = self.rows[picked]
+        if not rows.shape[0]:
+            return []
+        pos, size = rows[:, rec.R_POS], rows[:, rec.R_SIZE]
+        start, end = int(pos.min()), int((pos + size).max())
+        cols = rows[:, _MESSAGE_COLS].tolist()
         mv = memoryview(self.buf)
-        return [_message(row, mv, topic) for row in self.rows[picked].tolist()]
+        if end - start <= 2 * int(size.sum()) + _SPAN_SLACK:
+            raw = bytes(mv[start:end])
+            return [stored_message(raw, p - start, topic, qid, qoff, phys, n)
+                    for p, qid, qoff, phys, n in cols]  # fmt: skip
+        return [stored_message(bytes(mv[p : p + n]), 0, topic, qid, qoff, phys, n)
+                for p, qid, qoff, phys, n in cols]  # fmt: skip
 
 
-def _message(row: list[int], mv: memoryview, topic: str) -> MessageExt:
-    (
-        _, size, _, body_crc, queue_id, flag, queue_offset, phys, sysflag, born_ts,
-        born_pos, store_ts, store_pos, reconsume, prep_tx, body, body_len, _, _,
-        props, props_len, _, _,
-    ) = row  # fmt: skip
-    born_len = 20 if sysflag & rec.SYSFLAG_BORNHOST_V6 else 8
-    store_len = 20 if sysflag & rec.SYSFLAG_STOREHOST_V6 else 8
-    return MessageExt(
-        topic,
-        queue_id,
-        queue_offset,
-        phys,
-        bytes(mv[body : body + body_len]),
-        bytes(mv[props : props + props_len]),
-        born_ts,
-        store_ts,
-        bytes(mv[born_pos : born_pos + born_len]),
-        bytes(mv[store_pos : store_pos + store_len]),
-        sysflag,
-        flag,
-        body_crc,
-        size,
-        reconsume,
-        prep_tx,
-    )
+_MESSAGE_COLS = [rec.R_POS, rec.R_QUEUE_ID, rec.R_QUEUE_OFFSET, rec.R_PHYS_OFFSET, rec.R_SIZE]
+_SPAN_SLACK = 64 * 1024
 
 
 class CommitLog:
