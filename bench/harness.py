@@ -148,10 +148,11 @@ def consumer_main(module: str, endpoint: Endpoint, case: Case, expected: int, ev
             received += len(bodies)
             idle_limit = time.monotonic() + 30.0
             if latency:
-                for b in bodies:
+                arrived = receiver.arrival_times() or [last] * len(bodies)
+                for b, at in zip(bodies, arrived, strict=True):
                     intended, seq = STAMP.unpack_from(b)
                     if seq >= 0 and k < lat.shape[0]:
-                        lat[k] = last - intended
+                        lat[k] = at - intended
                         k += 1
         summary = None
         dump = os.environ.get("SHMQ_BENCH_DUMP_LATENCY")  # a directory: raw ns, in seq order

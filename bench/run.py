@@ -7,9 +7,12 @@
 Workloads (``bench.workloads``): W1 1,000,000 × 100 B one producer → one consumer; W2
 100,000 × 1 KiB; W3 latency at a paced 10,000 msg/s (p50/p99/p99.9 µs from the intended
 send time); W4 four producers → one consumer; W5 SYNC_FLUSH with eight producers (msgs/s
-and messages per fsync; durable systems only). Systems (``bench.peers``): shmq (single-
-message and bulk APIs), multiprocessing.Queue, faster-fifo, pyzmq PUSH/PULL over ipc://,
-Redis Streams and RabbitMQ (servers started by the bench). A system that cannot run here is
+and messages per fsync; durable systems only). Beside them (``bench.extras``): the bare
+semaphore round trip (W3's floor for a sync send) and C1, a PushConsumer's no-op listener
+on a backlog. The report prints issue 12's goals, like against like, met or not.
+Systems (``bench.peers``): shmq (single-message and bulk APIs), multiprocessing.Queue,
+faster-fifo, pyzmq PUSH/PULL over ipc://, Redis Streams and RabbitMQ (servers started by the
+bench). A system that cannot run here is
 reported as skipped with the reason. A system too slow for a workload's full count in the
 time budget sends fewer messages (``Peer.cap``); the row says how many.
 
@@ -138,6 +141,23 @@ def run_one(
     return result
 
 
+def run_extras(names: list[str], systems: list[str], quick: bool) -> list[dict[str, Any]]:
+    """The measurements some goals compare with (``bench.extras``): the semaphore round
+    trip beside W3, the PushConsumer on a backlog beside W1."""
+    from bench import extras
+
+    rows = []
+    if "W3" in names:
+        _log("W3 floor: semaphore round trips between two processes, paced at 10,000/s")
+        rows.append(extras.semaphore_round_trip(2_000 if quick else 20_000, 10_000.0))
+    if "W1" in names and "shmq" in systems:
+        count = 100_000 if quick else 500_000
+        _log(f"C1 shmq: a PushConsumer's no-op listener on a backlog of {count:,} messages")
+        rows.append(extras.push_consumer_backlog(count))
+        _log(f"  {rows[-1]['msgs_per_s'] or 0:,.0f} msg/s")
+    return rows
+
+
 def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -172,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for system in systems:
             rows += run_peer(PEERS[system], workloads, args.quick)
+        rows += run_extras(names, systems, args.quick)
     except (KeyboardInterrupt, SystemExit):
         _log("interrupted: every process, server and temporary file of the bench is gone")
         raise

@@ -116,5 +116,11 @@ class Receiver:
     def recv(self, timeout: float) -> Sequence[Any]:
         raise NotImplementedError
 
+    def arrival_times(self) -> Sequence[int] | None:
+        """When each body of the last ``recv`` reached the user's code (monotonic ns), for
+        a system that hands messages over in its own thread (a push consumer's listener);
+        None: when ``recv`` returned them."""
+        return None
+
     def close(self) -> None:
         """Release everything; called even after a failure."""

@@ -3,21 +3,25 @@ in a temporary directory), ASYNC_FLUSH for W1–W4 (RocketMQ's default: durable 
 CommitLog file, flushed within ``flushIntervalCommitLog``), SYNC_FLUSH for W5 (a send is
 acknowledged only after the flush agent's group commit reached it).
 
-Producers use either the single-message API (``send_async``: one call per message, many in
-flight; ``send``: one call per message, waiting for its answer) or the bulk path
-(``send_bulk`` of a uint8 buffer and int64 boundaries, encoded by one kernel call). The
-consumer reads the store's mapped files directly and long-polls when caught up, with the
-API that matches the producer's: ``QueueReader.pull`` (a ``MessageExt`` per message, up to
-1,024 per call) for the single-message APIs, ``QueueReader.pull_bulk`` (one
-``MessageBatch`` of up to 16,384: bodies in one buffer) for ``send_bulk``.
+Producers use the single-message APIs (``send_async``: one call per message, many in flight;
+``send_oneway``: one call per message, no answer; ``send``: one call per message, waiting for
+its answer) or the bulk path (``send_bulk`` of a uint8 buffer and int64 boundaries, encoded
+by one kernel call). Like against like on the consumer side too: single-message sends are
+consumed by a ``PushConsumer`` whose listener gets ``MessageExt`` objects (RocketMQ's
+default of one message per listener call); ``send_bulk`` by ``QueueReader.pull_bulk`` (one
+``MessageBatch`` of up to 16,384: bodies in one buffer). In paced runs the latency of a
+pushed message ends when the listener gets it.
 For W5 the row also reports messages per fsync: messages stored ÷ flushes, from the
 broker's runtime stats over the case.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +35,12 @@ if TYPE_CHECKING:
 
 BROKER = "broker-a"
 BULK = Api("send_bulk", batched=True, batch=4096)
-# one call per message runs at ~10,000–30,000 msg/s here (see the README's bench section):
-# fewer messages keep the run within its time budget; the row reports the count
-SEND_ASYNC = Api("send_async", cap=200_000)
-SEND = Api("send", cap=20_000)
-SETTLE_EVERY = 65536  # send_async futures collected before waiting for their answers
+SEND_ASYNC = Api("send_async")
+SEND_ONEWAY = Api("send_oneway")
+# a sync send waits for each answer (~20-50 µs here): fewer messages keep the run within its
+# time budget; the row reports the count
+SEND = Api("send", cap=100_000)
+SETTLE_EVERY = 4096  # send_async futures collected before waiting for their answers
 MAX_PULL = 1024
 MAX_BULK_PULL = 16384
 
@@ -44,7 +49,7 @@ class ShmqPeer(Peer):
     system = "shmq"
     module = __name__
     durable = True
-    apis = (SEND_ASYNC, BULK)
+    apis = (SEND_ASYNC, SEND_ONEWAY, SEND, BULK)
     warmup_messages = 1  # one per producer, see _Sender.warm_up
 
     def unavailable(self) -> str | None:
@@ -58,15 +63,17 @@ class ShmqPeer(Peer):
         return None
 
     def apis_for(self, workload: Workload) -> tuple[Api, ...]:
-        """Throughput: ``send_async`` and ``send_bulk``. Latency: ``send_async``, ``send``
-        (waits for each answer) and ``send_oneway`` (no answer at all) paced, and
-        ``send_bulk`` of whatever is due. W5: ``send`` (eight synchronous producers, the
-        classic RocketMQ sync send), ``send_async`` and ``send_bulk`` of 1,024, which put
-        more messages into each group commit."""
+        """Throughput: every API, like against like in the report (sync ``send`` with one
+        producer only). Latency: all four paced, ``send_bulk`` sending whatever is due.
+        W5: ``send`` (eight synchronous producers, the classic RocketMQ sync send),
+        ``send_async`` and ``send_bulk`` of 1,024, which put more messages into each group
+        commit."""
         if workload.latency:
-            return (SEND_ASYNC, SEND, Api("send_oneway"), BULK)
+            return (SEND_ONEWAY, SEND_ASYNC, SEND, BULK)
         if workload.sync:
             return (SEND, SEND_ASYNC, Api("send_bulk", batched=True, batch=1024))
+        if workload.producers > 1:
+            return (SEND_ASYNC, SEND_ONEWAY, BULK)
         return self.apis
 
     @contextlib.contextmanager
@@ -156,12 +163,13 @@ class _Sender(Sender):
         self.producer.close()
 
 
-class _Receiver(Receiver):
-    def __init__(self, namesrv: str, topic: str, bodies: bool, bulk: bool) -> None:
+class _PullReceiver(Receiver):
+    """The bulk consumer: ``pull_bulk`` of each queue, long-polling when caught up."""
+
+    def __init__(self, namesrv: str, topic: str, bodies: bool) -> None:
         from shmq.client.queue_reader import QueueReader
 
         self.bodies = bodies  # only latency runs look inside; the others count messages
-        self.bulk = bulk
         self.reader = QueueReader(f"bench-consumer-{os.getpid()}", namesrv)
         self.queues = self.reader.queues(topic)
         self.offsets = {mq: self.reader.max_offset(mq) for mq in self.queues}
@@ -178,18 +186,68 @@ class _Receiver(Receiver):
 
     def _pull(self, mq: MessageQueue, timeout: float) -> Sequence[bytes]:
         """What arrived on ``mq``: a ``MessageBatch`` (it iterates as bodies) or a list."""
-        if self.bulk:
-            result = self.reader.pull_bulk(mq, self.offsets[mq], MAX_BULK_PULL, timeout=timeout)
-            self.offsets[mq] = result.next_begin_offset
-            if result.batch is None:
-                return []
-            return list(result.batch) if self.bodies else result.batch
-        result = self.reader.pull(mq, self.offsets[mq], MAX_PULL, timeout=timeout)
+        result = self.reader.pull_bulk(mq, self.offsets[mq], MAX_BULK_PULL, timeout=timeout)
         self.offsets[mq] = result.next_begin_offset
-        return [m.body for m in result.messages] if self.bodies else result.messages
+        if result.batch is None:
+            return []
+        return list(result.batch) if self.bodies else result.batch
 
     def close(self) -> None:
         self.reader.close()
+
+
+class _PushReceiver(Receiver):
+    """A ``PushConsumer`` of the case's topic (a group of its own, from the first offset):
+    its listener hands each message over with the time it got it."""
+
+    def __init__(self, namesrv: str, topic: str, bodies: bool) -> None:
+        from shmq.client.push_consumer import PushConsumer
+        from shmq.client.types import ConsumeResult
+
+        self.bodies = bodies
+        self.arrived: collections.deque = collections.deque()
+        self.stamps: collections.deque = collections.deque()
+        self.event = threading.Event()
+        self._last_stamps: list[int] | None = None
+        ok = ConsumeResult.CONSUME_SUCCESS
+
+        def listener(msgs: list, ctx: Any) -> Any:
+            if bodies:
+                now = time.monotonic_ns()
+                for m in msgs:
+                    self.arrived.append(m.body)
+                    self.stamps.append(now)
+            else:
+                self.arrived.extend(msgs)
+            self.event.set()
+            return ok
+
+        self.consumer = PushConsumer(
+            f"bench-consumer-{os.getpid()}", namesrv, listener=listener,
+            consume_from_where="FIRST_OFFSET",
+        )  # fmt: skip
+        self.consumer.subscribe(topic)
+        self.consumer.start()
+        deadline = time.monotonic() + 30
+        while not self.consumer.assignment() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def recv(self, timeout: float) -> Sequence[Any]:
+        if not self.arrived and self.event.wait(timeout):
+            self.event.clear()
+        out, arrived = [], self.arrived
+        for _ in range(len(arrived)):
+            out.append(arrived.popleft())
+        if self.bodies:
+            stamps = self.stamps
+            self._last_stamps = [stamps.popleft() for _ in range(len(out))]
+        return out
+
+    def arrival_times(self) -> Sequence[int] | None:
+        return self._last_stamps
+
+    def close(self) -> None:
+        self.consumer.shutdown()
 
 
 def open_sender(endpoint: Endpoint, case: Case, index: int) -> Sender:
@@ -197,6 +255,6 @@ def open_sender(endpoint: Endpoint, case: Case, index: int) -> Sender:
 
 
 def open_receiver(endpoint: Endpoint, case: Case) -> Receiver:
-    return _Receiver(
-        endpoint["namesrv"], endpoint["topic"], case.workload.latency, case.api.batched
-    )
+    if case.api.batched:
+        return _PullReceiver(endpoint["namesrv"], endpoint["topic"], case.workload.latency)
+    return _PushReceiver(endpoint["namesrv"], endpoint["topic"], case.workload.latency)

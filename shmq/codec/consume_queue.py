@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from shmq.codec.record import get_i32, get_i64, put_i32, put_i64
+from shmq.codec.record import (
+    R_POS,
+    R_QUEUE_OFFSET,
+    R_SIZE,
+    R_TAGS_CODE,
+    get_i32,
+    get_i64,
+    put_i32,
+    put_i64,
+)
 
 CQ_UNIT_SIZE = 20
 
@@ -61,3 +70,25 @@ def count_valid_units(units, start, limit):
             break
         i += 1
     return i - start
+
+
+@njit(cache=True, nogil=True)
+def put_unit_rows(units, start, rows, picks, a, b, base, max_offset, max_physic):
+    """Write the units of records ``rows[picks[a:b]]`` (parsed CommitLog rows, positions
+    relative to physical offset ``base``) from unit index ``start``, while they continue
+    the queue: each record's queue offset must be the next one (``max_offset`` onwards) and
+    it must end past ``max_physic``. Returns how many were written; the caller handles the
+    record that stopped it (a re-dispatched or out-of-order one) the slow way."""
+    n = 0
+    for k in range(a, b):
+        r = picks[k]
+        phys = base + rows[r, R_POS]
+        size = rows[r, R_SIZE]
+        if rows[r, R_QUEUE_OFFSET] != max_offset + n or phys + size <= max_physic:
+            break
+        p = (start + n) * CQ_UNIT_SIZE
+        put_i64(units, p, phys)
+        put_i32(units, p + 8, size)
+        put_i64(units, p + 12, rows[r, R_TAGS_CODE])
+        n += 1
+    return n

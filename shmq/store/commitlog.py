@@ -263,7 +263,8 @@ class CommitLog:
         """
         end = self.max_offset if end is None else end
         offset = start
-        rows = np.zeros((max_rows, rec.N_COLS), dtype=np.int64)
+        # not zeroed: only the rows a parse fills are read (a pass of one record touches one)
+        rows = np.empty((max_rows, rec.N_COLS), dtype=np.int64)
         self.last_scan = (offset, rec.PARSE_END)
         while offset < end:
             mf = self.queue.find_file(offset)

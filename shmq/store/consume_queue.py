@@ -11,7 +11,14 @@ import os
 
 import numpy as np
 
-from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, count_valid_units, put_units
+from shmq.codec import record as rec
+from shmq.codec.consume_queue import (
+    CQ_UNIT_DTYPE,
+    CQ_UNIT_SIZE,
+    count_valid_units,
+    put_unit_rows,
+    put_units,
+)
 from shmq.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -140,6 +147,35 @@ class ConsumeQueue:
             mf.wrote_position = (local + count) * CQ_UNIT_SIZE
             written = end
         self.max_physic_offset = int(phys_offsets[-1] + sizes[-1])
+        return written
+
+    def put_rows(self, rows: np.ndarray, picks: np.ndarray, a: int, b: int, base: int) -> int:
+        """``put`` for the records ``rows[picks[a:b]]`` of a scan batch (positions relative
+        to physical offset ``base``): while they simply continue the queue, their units are
+        written straight from the rows by one kernel call per file; anything else (a first
+        unit past 0, a re-dispatched or out-of-order record) goes through ``put``."""
+        done = a
+        while done < b and self.queue.files:
+            unit = self.max_offset
+            mf = self._file_for(unit)
+            local = unit - mf.file_from_offset // CQ_UNIT_SIZE
+            count = min(b - done, self.units_per_file - local)
+            mf.reserve((local + count) * CQ_UNIT_SIZE)  # DiskFullError before any byte
+            n = put_unit_rows(mf.buf, local, rows, picks, done, done + count, base, unit,
+                              self.max_physic_offset)  # fmt: skip
+            if n == 0:
+                break
+            mf.wrote_position = (local + n) * CQ_UNIT_SIZE
+            last = picks[done + n - 1]
+            self.max_physic_offset = base + int(rows[last, rec.R_POS] + rows[last, rec.R_SIZE])
+            done += n
+            if n < count:
+                break
+        written = done - a
+        if done < b:
+            idx = picks[done:b]
+            written += self.put(rows[idx, rec.R_QUEUE_OFFSET], base + rows[idx, rec.R_POS],
+                                rows[idx, rec.R_SIZE], rows[idx, rec.R_TAGS_CODE])  # fmt: skip
         return written
 
     def _file_for(self, unit: int):

@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from shmq.codec import record as rec
+from shmq.codec.dispatch_plan import plan_dispatch
 from shmq.errors import InvalidMessageError
 from shmq.message import validate_topic
 from shmq.store.commitlog import ScanBatch
@@ -20,6 +21,7 @@ from shmq.store.index_service import IndexService
 log = logging.getLogger(__name__)
 
 MAX_QUEUE_ID = 65535
+MAX_CACHED_TOPICS = 4096
 # Transaction types that enter consume queues and the index (NOT and COMMIT).
 _DISPATCHED_TX_TYPES = (0, rec.SYSFLAG_TRANSACTION_COMMIT)
 
@@ -32,6 +34,8 @@ class Dispatcher:
         self.cq_file_size = cq_file_size
         self.index = index
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._topics: dict[bytes, tuple[str, bool]] = {}
+        self._plan: _Scratch | None = None
 
     def load(self) -> None:
         """Map every consume queue found on disk (their ends are found by ``recover``)."""
@@ -50,52 +54,78 @@ class Dispatcher:
         return cq
 
     def dispatch_batch(self, batch: ScanBatch) -> tuple[int, dict[tuple[str, int], ConsumeQueue]]:
-        """Write one scanned batch into consume queues (grouped by queue, one ``put`` per
-        queue) and the index (per record with keys). Returns the records seen and the
-        queues written."""
+        """Write one scanned batch into consume queues (one kernel plans the groups, one
+        call per queue writes its units) and the index (one call for all keys). Returns the
+        records seen and the queues written."""
         touched: dict[tuple[str, int], ConsumeQueue] = {}
         rows = batch.rows
         n = rows.shape[0]
         if n == 0:
             return 0, touched
-        ids = np.empty(n, dtype=np.int64)
-        first = np.empty(n, dtype=np.int64)
-        distinct = rec.topic_ids(batch.buf, rows, ids, first)
-        topics = [batch.topic(int(first[t])) for t in range(distinct)]
-        good_topic = np.array([_dispatchable_topic(t) for t in topics], dtype=np.bool_)
+        s = self._scratch(n)
+        groups, distinct, n_indexed, bad = plan_dispatch(
+            batch.buf, rows, MAX_QUEUE_ID, s.ids, s.first, s.picks, s.starts, s.keys, s.indexed
+        )
+        topics = [self._topic(batch, int(s.first[t])) for t in range(distinct)]
+        base = batch.file.file_from_offset
+        refused = False
+        for g in range(groups):
+            t, qid = divmod(int(s.keys[g]), MAX_QUEUE_ID + 1)
+            topic, ok = topics[t]
+            a, b = int(s.starts[g]), int(s.starts[g + 1])
+            if not ok:
+                refused = True
+                self._refuse(batch, s.picks[a:b], topic)
+                continue
+            cq = self.consume_queue(topic, qid)
+            cq.put_rows(rows, s.picks, a, b, base)
+            touched[(topic, qid)] = cq
+        if bad:
+            self._refuse_queue_ids(batch, topics, s.ids[:n])
+        if self.index is not None and n_indexed:
+            indexed = s.indexed[:n_indexed]
+            if refused:  # no key of a record that entered no queue
+                ok = np.array([topics[int(s.ids[i])][1] for i in indexed.tolist()])
+                indexed = indexed[ok]
+            if indexed.size:
+                self.index.build_index_batch(batch.buf, rows, indexed, base)
+        return n, touched
+
+    def _scratch(self, n: int) -> _Scratch:
+        """Output arrays for ``plan_dispatch`` (reused: one batch at a time)."""
+        if self._plan is None or self._plan.ids.shape[0] < n:
+            self._plan = _Scratch(max(n, 64))
+        return self._plan
+
+    def _topic(self, batch: ScanBatch, row: int) -> tuple[str, bool]:
+        """The topic of ``row`` and whether records of it may enter a queue: it becomes a
+        directory name, so a damaged one must never reach the filesystem (cached by
+        bytes; at most ``MAX_CACHED_TOPICS`` names)."""
+        start = int(batch.rows[row, rec.R_TOPIC_START])
+        raw = batch.buf[start : start + int(batch.rows[row, rec.R_TOPIC_LEN])].tobytes()
+        known = self._topics.get(raw)
+        if known is None:
+            topic = raw.decode("utf-8", "replace")
+            if len(self._topics) >= MAX_CACHED_TOPICS:
+                self._topics.clear()
+            known = self._topics[raw] = (topic, _dispatchable_topic(topic))
+        return known
+
+    def _refuse(self, batch: ScanBatch, picked: np.ndarray, topic: str) -> None:
+        for i in picked.tolist():
+            log.error("record at %d has topic %r, which no queue may have: not dispatched",
+                      batch.file.file_from_offset + int(batch.rows[i, rec.R_POS]),
+                      topic[:140])  # fmt: skip
+
+    def _refuse_queue_ids(self, batch: ScanBatch, topics: list, ids: np.ndarray) -> None:
+        rows = batch.rows
         qids = rows[:, rec.R_QUEUE_ID]
         tx = rows[:, rec.R_SYSFLAG] & rec.SYSFLAG_TRANSACTION_MASK
-        keep = np.isin(tx, _DISPATCHED_TX_TYPES)
-        good = good_topic[ids] & (qids >= 0) & (qids <= MAX_QUEUE_ID)
-        for i in np.nonzero(keep & ~good)[0].tolist():
-            log.error(
-                "record at %d has topic %r queue %d, which no queue may have: not dispatched",
-                int(batch.file.file_from_offset + rows[i, rec.R_POS]),
-                topics[ids[i]][:140],
-                int(qids[i]),
-            )
-        keep &= good
-        phys = batch.physical_offsets()
-        members = np.nonzero(keep)[0]
-        group_keys = ids[members] * (MAX_QUEUE_ID + 1) + qids[members]
-        order = np.argsort(group_keys, kind="stable")  # queue offsets stay in log order
-        members, group_keys = members[order], group_keys[order]
-        bounds = np.flatnonzero(np.diff(group_keys)) + 1
-        for idx in np.split(members, bounds) if members.size else ():
-            key = (topics[ids[idx[0]]], int(qids[idx[0]]))
-            cq = self.consume_queue(*key)
-            cq.put(
-                rows[idx, rec.R_QUEUE_OFFSET],
-                phys[idx],
-                rows[idx, rec.R_SIZE],
-                rows[idx, rec.R_TAGS_CODE],
-            )
-            touched[key] = cq
-        if self.index is not None:
-            picks = np.flatnonzero(keep & (rows[:, rec.R_INDEX_FLAGS] != 0))
-            if picks.size:
-                self.index.build_index_batch(batch.buf, rows, picks, batch.file.file_from_offset)
-        return n, touched
+        wrong = np.isin(tx, _DISPATCHED_TX_TYPES) & ((qids < 0) | (qids > MAX_QUEUE_ID))
+        for i in np.flatnonzero(wrong).tolist():
+            log.error("record at %d has topic %r queue %d, which no queue may have: not "
+                      "dispatched", batch.file.file_from_offset + int(rows[i, rec.R_POS]),
+                      topics[int(ids[i])][0][:140], int(qids[i]))  # fmt: skip
 
     def flush(self, least_pages: int = 0) -> None:
         for cq in self.consume_queues.values():
@@ -104,6 +134,18 @@ class Dispatcher:
     def close(self) -> None:
         for cq in self.consume_queues.values():
             cq.close()
+
+
+class _Scratch:
+    """The output arrays of ``plan_dispatch`` for batches of up to ``n`` records."""
+
+    def __init__(self, n: int) -> None:
+        self.ids = np.empty(n, dtype=np.int64)
+        self.first = np.empty(n, dtype=np.int64)
+        self.picks = np.empty(n, dtype=np.int64)
+        self.starts = np.empty(n + 1, dtype=np.int64)
+        self.keys = np.empty(n, dtype=np.int64)
+        self.indexed = np.empty(n, dtype=np.int64)
 
 
 def _dispatchable_topic(topic: str) -> bool:

@@ -1,0 +1,122 @@
+"""Measurements beside the workloads, for goals that compare with a floor or need no peer:
+
+- the bare POSIX semaphore round trip between two processes (post, the other side wakes
+  and posts back), paced like W3: what a sync send's request and answer cost at least here;
+- a ``PushConsumer`` with a no-op listener consuming a backlog (single-message records).
+
+Each returns result rows of the bench's schema (``bench.run.row``'s keys)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+SEM_SYSTEM = "posix semaphore (floor)"
+SEM_API = "round trip: post, wake, post back"
+BACKLOG_API = "PushConsumer, no-op listener, backlog"
+
+
+def _row(workload: str, system: str, api: str, durable: bool, **values: Any) -> dict[str, Any]:
+    out = dict.fromkeys(("messages", "msgs_per_s", "mb_per_s", "p50_us", "p99_us", "p999_us",
+                         "skipped", "msgs_per_fsync"))  # fmt: skip
+    out.update(workload=workload, system=system, api=api, durable=durable, **values)
+    return out
+
+
+def _echo(ping: str, pong: str, count: int) -> None:
+    import posix_ipc
+
+    a, b = posix_ipc.Semaphore(ping), posix_ipc.Semaphore(pong)
+    try:
+        for _ in range(count):
+            a.acquire(10)
+            b.release()
+    finally:
+        a.close()
+        b.close()
+
+
+def semaphore_round_trip(count: int, rate: float) -> dict[str, Any]:
+    """``count`` round trips, one every ``1 / rate`` s (the waiter parked, as in W3)."""
+    import posix_ipc
+
+    token = f"/shmq-bench-{os.getpid()}-{time.monotonic_ns() % 100000}"
+    ping = posix_ipc.Semaphore(token + "-ping", posix_ipc.O_CREX, 0o600, 0)
+    pong = posix_ipc.Semaphore(token + "-pong", posix_ipc.O_CREX, 0o600, 0)
+    proc = mp.get_context("spawn").Process(target=_echo, args=(ping.name, pong.name, count))
+    try:
+        proc.start()
+        times = np.zeros(count, dtype=np.int64)
+        gap = 1.0 / rate
+        time.sleep(0.3)  # the child is parked on its semaphore
+        for i in range(count):
+            start = time.monotonic_ns()
+            ping.release()
+            pong.acquire(10)
+            times[i] = time.monotonic_ns() - start
+            time.sleep(max(0.0, gap - (time.monotonic_ns() - start) / 1e9))
+        proc.join(10)
+    finally:
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+        for sem in (ping, pong):
+            sem.unlink()
+            sem.close()
+    us = times / 1000.0
+    return _row("W3", SEM_SYSTEM, SEM_API, False, messages=count, msgs_per_s=None,
+                p50_us=float(np.percentile(us, 50)), p99_us=float(np.percentile(us, 99)),
+                p999_us=float(np.percentile(us, 99.9)))  # fmt: skip
+
+
+def push_consumer_backlog(messages: int) -> dict[str, Any]:
+    """A backlog of ``messages`` 100-byte single-message records, then the time a
+    ``PushConsumer`` with a listener that does nothing takes from its first message to the
+    last."""
+    from bench.embedded import embedded_broker
+    from shmq.client.producer import Producer
+    from shmq.client.push_consumer import PushConsumer
+    from shmq.client.types import ConsumeResult
+    from shmq.message import Message
+
+    with embedded_broker("Backlog", 1) as namesrv:
+        with Producer("bench-backlog-p", namesrv) as producer:
+            body = b"x" * 100
+            for start in range(0, messages, 4096):
+                futures = [producer.send_async(Message("Backlog", body))
+                           for _ in range(min(4096, messages - start))]  # fmt: skip
+                for f in futures:
+                    f.result(60)
+        done = threading.Event()
+        seen = {"n": 0, "first": 0, "last": 0}
+        lock = threading.Lock()  # the listener runs in several consume threads
+        ok = ConsumeResult.CONSUME_SUCCESS
+
+        def listener(msgs: list, ctx: Any) -> ConsumeResult:
+            with lock:
+                if not seen["first"]:
+                    seen["first"] = time.monotonic_ns()
+                seen["n"] += len(msgs)
+                if seen["n"] >= messages:
+                    seen["last"] = time.monotonic_ns()
+                    done.set()
+            return ok
+
+        consumer = PushConsumer("bench-backlog-c", namesrv, listener=listener,
+                                consume_from_where="FIRST_OFFSET")  # fmt: skip
+        consumer.subscribe("Backlog")
+        consumer.start()
+        try:
+            if not done.wait(120):
+                return _row("C1", "shmq", BACKLOG_API, True, skipped=f"consumed {seen['n']} "
+                            f"of {messages} in 120 s")  # fmt: skip
+        finally:
+            consumer.shutdown()
+    rate = messages / ((seen["last"] - seen["first"]) / 1e9)
+    return _row("C1", "shmq", BACKLOG_API, True, messages=messages, msgs_per_s=rate,
+                mb_per_s=rate * 100 / 1e6)  # fmt: skip
