@@ -85,12 +85,12 @@ class AgentEnv:
         return self.counters.words
 
     def idle_config(self) -> IdleConfig:
-        """The writer spins as configured; the others only park, because on a small host
-        a second spinner steals the core the writer needs (see perf-notes)."""
+        """The writer and reput back off as configured (adaptive: they spin only while work
+        keeps coming back sooner than a spin); the other agents only park."""
         c = self.config
-        if self.kind == "writer":
-            return IdleConfig(c.idle_spin, c.idle_yield, c.idle_park_us)
-        return IdleConfig(0, 0, c.idle_park_us)
+        if self.kind in ("writer", "reput"):
+            return IdleConfig(c.idle_strategy, c.idle_spin_us, c.idle_yield_us, c.idle_park_us)
+        return IdleConfig("park", park_us=c.idle_park_us)
 
 
 PARKED_WORDS = {

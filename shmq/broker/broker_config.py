@@ -20,6 +20,7 @@ from typing import Any
 
 from shmq.config import MessageStoreConfig, parse_host, snake_case
 from shmq.errors import ConfigError
+from shmq.ipc.idle import STRATEGIES
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 RECORD_OVERHEAD_MAX = 256 + 32 * 1024
@@ -76,8 +77,11 @@ class BrokerConfig:
     max_producers: int = 64
     max_consumers: int = 256
     max_queue_slots: int = 4096
-    idle_spin: int = 20
-    idle_yield: int = 0
+    # the writer's and reput's idle strategy (shmq.ipc.idle): backoff (adaptive spin, yield,
+    # park), busy_spin (hosts with cores to spare) or park
+    idle_strategy: str = "backoff"
+    idle_spin_us: int = 50
+    idle_yield_us: int = 50
     idle_park_us: int = 1000
     # shmq's own: the writer computes every stored BODYCRC itself (as RocketMQ's broker
     # does); with checkProducerCrc it also rejects a ring record whose producer-computed CRC
@@ -124,8 +128,10 @@ class BrokerConfig:
             "agent_restart_max",
         ):
             _range(self, name, 1)
-        for name in ("idle_spin", "idle_yield", "idle_park_us"):
-            _range(self, name, 0)
+        for name in ("idle_spin_us", "idle_yield_us", "idle_park_us"):
+            _range(self, name, 0, 1_000_000)
+        _require(self.idle_strategy in STRATEGIES, "idle_strategy", self.idle_strategy,
+                 f"one of {', '.join(STRATEGIES)}")  # fmt: skip
         _power_of_two(self, "ring_size", MIN_RING_SIZE)
         _power_of_two(self, "ring_slots", MIN_RING_SLOTS)
         parse_host(f"{self.broker_ip1}:{self.listen_port}")

@@ -37,7 +37,7 @@ class Cleaner:
         self.commitlog_dir = os.path.join(self.root, "commitlog")
         self.next_round = time.monotonic() + self.store.clean_resource_initial_delay / 1000
         self.sem = open_semaphore(env.names.agent_sem("cleaner"))
-        self.idle = IdleStrategy(IdleConfig(0, 0, PARK_US), self.sem)
+        self.idle = IdleStrategy(IdleConfig("park", park_us=PARK_US), self.sem)
         self.rounds = 0
 
     def has_work(self) -> bool:

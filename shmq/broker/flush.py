@@ -48,7 +48,8 @@ class Flush:
         self._last_checkpoint = 0.0
         if not self.sync:
             sem = open_semaphore(env.names.agent_sem("flush"))
-            self.idle = IdleStrategy(IdleConfig(0, 0, store.flush_interval_commit_log * 1000), sem)
+            every = IdleConfig("park", park_us=store.flush_interval_commit_log * 1000)
+            self.idle = IdleStrategy(every, sem)
 
     def has_work(self) -> bool:
         return (

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 
 import numpy as np
@@ -19,7 +18,6 @@ import numpy as np
 from shmq.broker.agent import AgentEnv
 from shmq.broker.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import record as rec
-from shmq.config import MessageStoreConfig
 from shmq.errors import DiskFullError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
@@ -29,7 +27,8 @@ from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore
 from shmq.store.commitlog import CommitLog
 from shmq.store.dispatch import Dispatcher
 from shmq.store.index_service import IndexService
-from shmq.store.message_store import MessageStore
+from shmq.store.warm_up import TOPIC as SCRATCH_TOPIC
+from shmq.store.warm_up import scratch_store
 
 log = logging.getLogger(__name__)
 DISK_FULL_RETRY_S = 1.0
@@ -41,20 +40,10 @@ def warm_up() -> None:
     """Run reput's path once on a scratch store (a read-only CommitLog scan, consume-queue
     and index writes) so its numba kernels are compiled, or loaded from the cache, before the
     broker serves anyone: a cold compile takes seconds, and consumers would wait for it."""
-    with tempfile.TemporaryDirectory(prefix="shmq-warm-up-") as tmp:
-        cfg = MessageStoreConfig(
-            store_path_root_dir=tmp,
-            mapped_file_size_commit_log=64 * 1024,
-            mapped_file_size_consume_queue=20 * 64,
-            max_hash_slot_num=16,
-            max_index_num=32,
-            preallocate_mapped_file_enable=False,
-        )
-        with MessageStore(cfg) as store:
-            store.put("WarmUp", 0, b"x", tags="t", keys=["k"])
-            store.dispatch()
-            store.get("WarmUp", 0, 0)  # the consumers' read path (units_match), cached for them
-            end = store.max_physical_offset
+    with scratch_store() as (tmp, store):
+        store.get(SCRATCH_TOPIC, 0, 0)  # the consumers' read path, compiled into the cache
+        end = store.max_physical_offset
+        cfg = store.config
         commitlog = CommitLog(os.path.join(tmp, "commitlog"), 64 * 1024, readonly=True)
         index = IndexService(os.path.join(tmp, "index2"), 16, 32, 64)
         dispatcher = Dispatcher(os.path.join(tmp, "cq2"), cfg.consume_queue_file_size, index)

@@ -48,6 +48,8 @@ from shmq.ipc.segment import (
 
 log = logging.getLogger(__name__)
 
+BUSY_SPIN_CPUS = 4  # fewer: busy-spinning agents take the cores clients need
+
 AGENTS = ("writer", "reput", "flush", "cleaner")  # HA joins here in its own issue
 STOP_ORDER = ("writer", "reput", "flush", "cleaner")
 MAX_TOPICS = 4096
@@ -93,6 +95,12 @@ class Broker:
                 "larger sends fail; a ringSize of %d takes them",
                 cfg.ring_size, cfg.ring_message_limit, cfg.store.max_message_size,
                 1 << (cfg.store.max_message_size + RECORD_OVERHEAD_MAX - 1).bit_length(),
+            )  # fmt: skip
+        if cfg.idle_strategy == "busy_spin" and (os.cpu_count() or 1) < BUSY_SPIN_CPUS:
+            log.warning(
+                "idleStrategy=busy_spin on %d CPUs: the writer and reput each keep a core "
+                "busy, which producers and consumers then lack (backoff suits fewer than %d)",
+                os.cpu_count() or 1, BUSY_SPIN_CPUS,
             )  # fmt: skip
         for prefix in unlink_orphans():
             log.warning("removed shared memory %s* left by a broker that died", prefix)

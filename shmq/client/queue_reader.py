@@ -31,9 +31,22 @@ from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
 from shmq.store.reader import StoreReader
 from shmq.store.results import parse_tag_filter
+from shmq.store.warm_up import warm_up_reads
 
 MAX_PULL = 1024
 MAX_BULK_PULL = 65536
+
+_warmed = threading.Lock()
+_warm = [False]
+
+
+def _warm_up() -> None:
+    """Once per process: load the read path's kernels before the first pull needs them (a
+    consumer's first messages would otherwise wait a few hundred ms for numba's cache)."""
+    with _warmed:
+        if not _warm[0]:
+            warm_up_reads()
+            _warm[0] = True
 
 
 class _ConsumerLink:
@@ -72,6 +85,7 @@ class QueueReader:
     parking on the consumer's semaphore."""
 
     def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", *, spin_us: int = 20) -> None:
+        _warm_up()
         self.group = group
         self.spin_s = spin_us / 1e6
         self.client = RemotingClient()

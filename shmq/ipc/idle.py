@@ -1,8 +1,18 @@
-"""Idle strategies: spin, then yield, then park on a semaphore.
+"""Idle strategies: what an agent does between passes that found no work.
 
 What a process does when it has no work decides low-rate latency: spinning answers in about
-2 µs but burns a core, parking costs a ~25 µs wake-up (see perf-notes). An agent or client
-calls ``idle(work)`` after every pass; any work resets the strategy to spinning.
+2 µs but burns a core, parking costs a ~25 µs wake-up plus the waker's post (see perf-notes).
+An agent calls ``idle(work)`` after every pass. The strategies are Aeron's:
+
+- ``backoff`` (default): after work, spin, then ``sched_yield``, then park on the agent's
+  semaphore. Adaptive: it spins (up to ``spin_us``) and yields (up to ``yield_us``) only
+  while the gaps between bursts of work have lately been shorter than that window, so a
+  client waiting on each answer (a sync send) finds the agent awake, and a steady trickle of
+  work (a paced stream) lets it park at once instead of burning a core on two.
+- ``busy_spin``: never park; for hosts with cores to spare (the broker warns below 4).
+- ``park``: park at once after every idle pass.
+
+A park lasts at most ``park_us``; wakers post only when the agent said it parks.
 """
 
 from __future__ import annotations
@@ -16,20 +26,21 @@ import posix_ipc
 
 from shmq.ipc.segment import fence, wait
 
+STRATEGIES = ("backoff", "busy_spin", "park")
+GAP_WEIGHT = 0.125  # of the newest gap in the moving average
+
 
 @dataclass(frozen=True)
 class IdleConfig:
-    """``spins`` busy passes, then ``yields`` passes with ``sched_yield``, then parks of at
-    most ``park_us`` microseconds on the semaphore (re-checking work after each)."""
-
-    spins: int = 20
-    yields: int = 0
+    strategy: str = "backoff"
+    spin_us: int = 50
+    yield_us: int = 50
     park_us: int = 1000
 
 
 class IdleStrategy:
-    """Backs off while idle. ``parked`` is set around the park so wakers can skip the post
-    when nobody sleeps: call ``set_parked(True)``, re-check for work, then park."""
+    """Backs off while idle. ``set_parked`` is called around the park so wakers can skip
+    the post when nobody sleeps: set, re-check for work, then park."""
 
     def __init__(
         self,
@@ -40,20 +51,36 @@ class IdleStrategy:
         self.config = config
         self.sem = sem
         self._set_parked = set_parked
-        self._count = 0
+        self._spin_s = config.spin_us / 1e6
+        self._yield_s = config.yield_us / 1e6
+        self._idle_since = 0.0  # when the current idle stretch began (0: working)
+        self._gap = self._spin_s  # moving average of idle stretches, seconds
+        self.parks = 0
 
     def idle(self, work: int, has_work: Callable[[], bool] | None = None) -> None:
+        now = time.perf_counter()
         if work > 0:
-            self._count = 0
+            if self._idle_since:
+                self._gap += GAP_WEIGHT * (now - self._idle_since - self._gap)
+                self._idle_since = 0.0
             return
-        self._count += 1
+        if not self._idle_since:
+            self._idle_since = now
         cfg = self.config
-        if self._count <= cfg.spins:
+        if cfg.strategy == "busy_spin":
             return
-        if self._count <= cfg.spins + cfg.yields:
-            os.sched_yield()
-            return
-        timeout = cfg.park_us / 1e6
+        if cfg.strategy == "backoff":
+            idle_for = now - self._idle_since
+            gap = self._gap
+            if idle_for < self._spin_s and gap < self._spin_s:
+                return  # work has been coming back sooner than a spin lasts: spin
+            if idle_for < self._spin_s + self._yield_s and gap < self._spin_s + self._yield_s:
+                os.sched_yield()
+                return
+        self._park(has_work)
+
+    def _park(self, has_work: Callable[[], bool] | None) -> None:
+        timeout = self.config.park_us / 1e6
         if self.sem is None:
             time.sleep(timeout)
             return
@@ -62,10 +89,11 @@ class IdleStrategy:
             fence()
         try:
             if has_work is None or not has_work():
+                self.parks += 1
                 wait(self.sem, timeout)
         finally:
             if self._set_parked is not None:
                 self._set_parked(False)
 
     def reset(self) -> None:
-        self._count = 0
+        self._idle_since = 0.0

@@ -237,7 +237,7 @@ path_text = st.text(min_size=1, max_size=30).filter(lambda s: s == s.strip())
 @settings(max_examples=60, deadline=None)
 @given(root=path_text, name=st.from_regex(r"[A-Za-z0-9_-]{1,20}", fullmatch=True))
 def test_to_properties_round_trips(tmp_path_factory, root, name):
-    cfg = BrokerConfig().replace(storePathRootDir=root, brokerName=name, idleSpin=3)
+    cfg = BrokerConfig().replace(storePathRootDir=root, brokerName=name, idleSpinUs=3)
     path = tmp_path_factory.mktemp("conf") / "broker.conf"
     path.write_text(to_properties(cfg), encoding="utf-8")
     assert load_broker_config(path) == cfg
