@@ -131,7 +131,7 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     words = counters.words
     sem = open_semaphore(names.agent_sem(kind))
     idle = getattr(agent, "idle", None) or IdleStrategy(
-        env.idle_config(), sem, lambda parked: cn.publish(words, env.parked_word, int(parked))
+        env.idle_config(), sem, _parked_flag(words, env.parked_word, kind)
     )
     cn.publish(words, cn.agent_word(kind, cn.PID), os.getpid())
     stop_word = cn.agent_word(kind, cn.STOP)
@@ -156,6 +156,18 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
         sem.close()
         counters.close()
     log.info("%s agent stopped", kind)
+
+
+def _parked_flag(words: np.ndarray, word: int, kind: str):
+    """The idle strategy's ``set_parked``: the agent's parked word (the writer also counts
+    its parks first, see ``counters.WRITER_PARKS``)."""
+
+    def set_parked(parked: bool) -> None:
+        if parked and kind == "writer":
+            cn.publish(words, cn.WRITER_PARKS, int(words[cn.WRITER_PARKS]) + 1)
+        cn.publish(words, word, int(parked))
+
+    return set_parked
 
 
 def _die_with_parent() -> None:

@@ -387,11 +387,11 @@ class Producer:
             return future
         completion = self._completion
         completion.ensure_started()
-        entry = (0, one[ONE_SIZE], future, mq, one[ONE_MSG_ID], one, started)
         try:
-            self._links.append_one(broker, mq, one, started + self.send_timeout, entry=entry)
+            self._links.append_one(broker, mq, one, started + self.send_timeout, future=future,
+                                   started=started)  # fmt: skip
         except ShmqError as exc:
-            completion.failed(entry, exc)
+            completion.failed((0, one[ONE_SIZE], future, mq, one[ONE_MSG_ID], one, started), exc)
             return future
         completion.wake()
         return future
@@ -406,8 +406,8 @@ class Producer:
             raise AttemptError(f"broker {mq.broker_name} left the route of {mq.topic}",
                                retryable=False)  # fmt: skip
         started = time.monotonic()
-        entry = (0, one[ONE_SIZE], entry[2], mq, one[ONE_MSG_ID], one, started)
-        self._links.append_one(broker, mq, one, started + self.send_timeout, entry=entry)
+        self._links.append_one(broker, mq, one, started + self.send_timeout, future=entry[2],
+                               started=started)  # fmt: skip
 
     # -- selection and records --------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from shmq.client.answers import AttemptError
 from shmq.client.broker_link import BrokerLink
 from shmq.client.ring_producer import RingProducer
 from shmq.client.route import BrokerQueues
+from shmq.client.send_records import ONE_MSG_ID, ONE_SIZE
 from shmq.client.types import MessageQueue
 from shmq.errors import ClientError, SendTimeoutError, ShmqError
 from shmq.ipc import counters as cn
@@ -225,19 +226,20 @@ class ProducerLinks:
         deadline: float,
         *,
         hold: bool = False,
-        entry: tuple | None = None,
+        future: Any = None,
+        started: float = 0.0,
     ) -> tuple[ProducerLink, int]:
         """Append ``one`` for ``mq`` to the ring of ``broker`` (registering with it on first
         use); returns the link and the record's sequence. ``hold``: a sync send that waits
-        on the link (``leave`` it after); ``entry``: an async send, queued for the
-        completion thread in ring order (its sequence filled in)."""
+        on the link (``leave`` it after); ``future``: an async send (``started`` then), queued
+        for the completion thread in ring order."""
         links = self
         for _ in range(3):
             link = links.current.get(broker.broker_name)
             if link is None or link.retired or link.address != broker.address:
                 link = links.link_for(broker)
             if (
-                entry is not None
+                future is not None
                 and link.pending
                 and (link.ring.seq - link.drained_upto >= link.max_inflight)
             ):
@@ -248,13 +250,15 @@ class ProducerLinks:
                         raise ClientError("the producer is closed")
                     link.check_open(mq)
                     rp = link.ring
-                    if entry is not None and not link.pending and not link.draining:
+                    if future is not None and not link.pending and not link.draining:
                         link.drained_upto = rp.seq  # no async answer is unread
                     seq = rp.append_one(one, mq.queue_id, link.born_host, deadline)
                     if hold:
                         link.users += 1
-                    if entry is not None:
-                        link.pending.append((seq, *entry[1:]))
+                    if future is not None:
+                        link.pending.append(
+                            (seq, one[ONE_SIZE], future, mq, one[ONE_MSG_ID], one, started)
+                        )
                     return link, seq
             except Retired:
                 continue

@@ -104,6 +104,7 @@ class RingProducer:
         self._flush_lock = threading.Lock()
         self.tail, self.seq = ring.load_tail(self.words)
         self.head, self.seq_head = ring.load_head(self.words)  # as last seen
+        self._posted_park = -1  # the writer's park (WRITER_PARKS) this producer last posted
         self.max_body = int(info["maxMessageSize"])
         # the writer computes stored CRCs; the producer's are only read when it checks them
         self.check_crc = bool(info.get("checkProducerCrc", True))
@@ -134,7 +135,9 @@ class RingProducer:
         w[ring.TAIL] = t + size
         FENCE_LOCK.acquire()  # a full barrier before reading the writer's parked flag
         FENCE_LOCK.release()
-        if self.counter_w[cn.WRITER_PARKED]:
+        cw = self.counter_w
+        if cw[cn.WRITER_PARKED] and cw[cn.WRITER_PARKS] != self._posted_park:
+            self._posted_park = cw[cn.WRITER_PARKS]  # one post per park is enough
             post(self.writer_sem)
         return seq
 
@@ -237,6 +240,7 @@ class RingProducer:
             ring.publish_tail(self.words, self.tail, self.seq)
             fence()
             if self.counter_w[cn.WRITER_PARKED]:
+                self._posted_park = self.counter_w[cn.WRITER_PARKS]
                 post(self.writer_sem)
             i += count
         return first_seq, sizes

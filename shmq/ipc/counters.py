@@ -8,6 +8,8 @@ processes write them::
     1     writer      WRITE_OFFSET  WRITE_TIMESTAMP  MSGS_IN  REJECTED  WRITER_PARKED
                       WRITER_RING  WRITER_RING_GEN (the producer slot + 1 and generation of
                       the ring being read, 0 between rings: whom to blame if the writer dies)
+                      WRITER_PARKS (parks so far, raised before WRITER_PARKED is set: a
+                      producer posts once per park, not once per record while it sleeps)
     2     flush       FLUSHED_OFFSET  FLUSHED_TIMESTAMP  FLUSH_ERRORS  FLUSHES  FLUSH_PARKED
     3     reput       DISPATCHED_OFFSET  MSGS_DISPATCHED  LOGICS_TIMESTAMP  INDEX_TIMESTAMP
                       REPUT_PARKED
@@ -41,7 +43,7 @@ W = CACHE_LINE // 8  # int64 words per line
 MAGIC_VALUE = 0x53484D51_434E5401  # "SHMQCNT" v1
 MAGIC, STATE, REGISTRY_VERSION, STARTED_MS, SUPERVISOR_PID = range(0, 5)
 WRITE_OFFSET, WRITE_TIMESTAMP, MSGS_IN, REJECTED, WRITER_PARKED = range(W, W + 5)
-WRITER_RING, WRITER_RING_GEN = W + 5, W + 6
+WRITER_RING, WRITER_RING_GEN, WRITER_PARKS = W + 5, W + 6, W + 7
 FLUSHED_OFFSET, FLUSHED_TIMESTAMP, FLUSH_ERRORS, FLUSHES, FLUSH_PARKED = range(2 * W, 2 * W + 5)
 DISPATCHED_OFFSET, MSGS_DISPATCHED, LOGICS_TIMESTAMP, INDEX_TIMESTAMP, REPUT_PARKED = range(
     3 * W, 3 * W + 5
