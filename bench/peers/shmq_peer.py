@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from shmq.client.types import MessageQueue
 
 BROKER = "broker-a"
-BULK = Api("send_bulk", batched=True, batch=4096)
+BULK = Api("send_bulk", batched=True, batch=16384)  # chunks of it are pipelined
 SEND_ASYNC = Api("send_async")
 SEND_ONEWAY = Api("send_oneway")
 # a sync send waits for each answer (~20-50 µs here): fewer messages keep the run within its

@@ -268,16 +268,22 @@ class Producer:
     def _attempt_batch(
         self, broker: BrokerQueues, mq: MessageQueue, batch: RecordBatch, deadline: float
     ) -> list[SendResult]:
-        link, first, sizes = self._links.append_batch(broker, mq, batch, deadline)
+        status, rows, host = self._batch_answers(broker, mq, batch)
+        return [answers.result(status, msg_id, mq, w, host)
+                for msg_id, w in zip(batch.uniq, rows[:, :3].tolist(), strict=True)]  # fmt: skip
+
+    def _batch_answers(
+        self, broker: BrokerQueues, mq: MessageQueue, batch: RecordBatch
+    ) -> tuple[SendStatus, np.ndarray, bytes]:
+        """One sync attempt of a batch or bulk send: its status (after the flush in
+        SYNC_FLUSH), the answers as int64 ``(n, 4)`` rows and the broker's store host."""
+        link, rows, sizes = self._links.send_batch(broker, mq, batch)
         try:
-            words = self._links.wait_batch(link, mq, first, batch.n, deadline)
-            error = answers.rejection(link, mq, [w[0] for w in words])
+            error = answers.rejection(link, mq, rows[:, 0].tolist())
             if error is not None:
                 raise error
-            status = answers.flush_status(link, words[-1][2] + int(sizes[-1]))
-            host = link.store_host
-            return [answers.result(status, msg_id, mq, w, host)
-                    for msg_id, w in zip(batch.uniq, words, strict=True)]  # fmt: skip
+            status = answers.flush_status(link, int(rows[-1, 2] + sizes[-1]))
+            return status, rows, link.store_host
         except (SendTimeoutError, AttemptError) as exc:
             self._after_failed_attempt(link, exc)
             raise
@@ -318,19 +324,8 @@ class Producer:
     def _attempt_bulk(
         self, broker: BrokerQueues, mq: MessageQueue, bulk: RecordBatch, deadline: float
     ) -> BulkSendResult:
-        link, first, sizes = self._links.append_batch(broker, mq, bulk, deadline)
-        try:
-            rows = self._links.wait_rows(link, mq, first, bulk.n, deadline)
-            error = answers.rejection(link, mq, rows[:, 0].tolist())
-            if error is not None:
-                raise error
-            status = answers.flush_status(link, int(rows[-1, 2]) + int(sizes[-1]))
-            return BulkSendResult(status, mq, rows[:, 1].copy(), rows[:, 2].copy())
-        except (SendTimeoutError, AttemptError) as exc:
-            self._after_failed_attempt(link, exc)
-            raise
-        finally:
-            self._links.leave(link)
+        status, rows, _ = self._batch_answers(broker, mq, bulk)
+        return BulkSendResult(status, mq, rows[:, 1].copy(), rows[:, 2].copy())
 
     # -- oneway -----------------------------------------------------------------------------
 

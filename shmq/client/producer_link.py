@@ -270,33 +270,91 @@ class ProducerLinks:
         raise AttemptError(f"the link to broker {broker.broker_name} keeps being replaced",
                            retryable=True)  # fmt: skip
 
-    def append_batch(
-        self, broker: BrokerQueues, mq: MessageQueue, batch: RecordBatch, deadline: float
+    def send_batch(
+        self, broker: BrokerQueues, mq: MessageQueue, batch: RecordBatch
+    ) -> tuple[ProducerLink, np.ndarray, np.ndarray]:
+        """Send ``batch`` to ``mq`` (sync) and wait for every answer: ``(link, answers as
+        int64 (n, 4) rows, record sizes)``; ``leave`` the link after.
+
+        Pipelined: the records go in chunks of at most half ``max_inflight`` and two chunks
+        are in flight at a time; a chunk's answers are read before the chunk after the next
+        is appended, so the producer encodes while the writer appends, and a batch larger
+        than the ring's completion slots never has its first answers overwritten. Each
+        chunk must be answered within ``send_timeout`` of its append. A failure after a
+        chunk was stored is final (``AttemptError``, not retryable: the rest would be sent
+        twice)."""
+        n = batch.n
+        link, first, sizes = self._append_chunk(broker, mq, batch, 0, n)
+        chunk = sizes.shape[0]
+        rows = np.empty((n, 4), dtype=np.int64)
+        all_sizes = np.empty(n, dtype=np.int64)
+        all_sizes[:chunk] = sizes
+        flight = collections.deque([(0, chunk, first, time.monotonic() + self.send_timeout)])
+        pos = chunk
+        try:
+            while flight:
+                if pos < n and len(flight) < 2:
+                    first, sizes = self._append_more(link, mq, batch, pos, n)
+                    c = sizes.shape[0]
+                    all_sizes[pos : pos + c] = sizes
+                    flight.append((pos, c, first, time.monotonic() + self.send_timeout))
+                    pos += c
+                    continue
+                at, c, first, deadline = flight.popleft()
+                try:
+                    rows[at : at + c] = self.wait_rows(link, mq, first, c, deadline)
+                except (SendTimeoutError, AttemptError) as exc:
+                    if at == 0:
+                        raise
+                    raise AttemptError(f"{exc} ({at} of {n} messages were stored)",
+                                       retryable=False) from exc  # fmt: skip
+        except BaseException:
+            self.leave(link)
+            raise
+        return link, rows, all_sizes
+
+    def _append_chunk(
+        self, broker: BrokerQueues, mq: MessageQueue, batch: RecordBatch, pos: int, n: int
     ) -> tuple[ProducerLink, int, np.ndarray]:
-        """``_append_one`` for a batch (sync): the link, the first sequence, the sizes."""
+        """Append the first chunk of ``batch`` (registering with the broker on first use),
+        holding the link for the sync send: the link, the first sequence, the sizes."""
         for _ in range(3):
             link = self.link_for(broker)
-            fields = batch.fields(mq.queue_id, link.born_host)
             try:
-                with link.lock:
-                    if self.closed:
-                        raise ClientError("the producer is closed")
-                    link.check_open(mq)
-                    first, sizes = link.ring.append(
-                        batch.topic_raw, batch.bodies, batch.body_offs, batch.props,
-                        batch.props_offs, fields, deadline,
-                    )  # fmt: skip
-                    link.users += 1
-                    return link, first, sizes
+                first, sizes = self._append_more(link, mq, batch, pos, n, hold=True)
+                return link, first, sizes
             except Retired:
                 continue
-            except SendTimeoutError:
-                raise self._ring_full(link, mq) from None
-            except AttemptError:
-                self.retire(link)
-                raise
         raise AttemptError(f"the link to broker {broker.broker_name} keeps being replaced",
                            retryable=True)  # fmt: skip
+
+    def _append_more(
+        self, link: ProducerLink, mq: MessageQueue, batch: RecordBatch, pos: int, n: int,
+        hold: bool = False,
+    ) -> tuple[int, np.ndarray]:  # fmt: skip
+        """Append records ``pos ..`` of ``batch`` (one chunk) to ``link``'s ring."""
+        count = min(n - pos, max(1, link.max_inflight // 2))
+        shared = batch.props_offs.shape[0] == 2
+        fields = batch.fields(mq.queue_id, link.born_host, pos, pos + count)
+        try:
+            with link.lock:
+                if self.closed:
+                    raise ClientError("the producer is closed")
+                link.check_open(mq)
+                first, sizes = link.ring.append(
+                    batch.topic_raw, batch.bodies, batch.body_offs[pos : pos + count + 1],
+                    batch.props,
+                    batch.props_offs if shared else batch.props_offs[pos : pos + count + 1],
+                    fields, time.monotonic() + self.send_timeout,
+                )  # fmt: skip
+                if hold:
+                    link.users += 1
+                return first, sizes
+        except SendTimeoutError:
+            raise self._ring_full(link, mq) from None
+        except AttemptError:
+            self.retire(link)
+            raise
 
     def _ring_full(self, link: ProducerLink, mq: MessageQueue) -> SendTimeoutError:
         self.retire(link)  # the ring stayed full: the writer does not take records
@@ -329,12 +387,6 @@ class ProducerLinks:
                         f"to {mq.topic} within send_timeout {self.send_timeout:g} s"
                     ) from None
         return rp.answer_words(seq)
-
-    def wait_batch(
-        self, link: ProducerLink, mq: MessageQueue, first: int, n: int, deadline: float
-    ) -> list[tuple[int, int, int]]:
-        self.wait_answer(link, mq, first, first + n - 1, deadline)
-        return [link.ring.answer_words(seq) for seq in range(first, first + n)]
 
     def wait_rows(
         self, link: ProducerLink, mq: MessageQueue, first: int, n: int, deadline: float
