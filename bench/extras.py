@@ -1,7 +1,9 @@
 """Measurements beside the workloads, for goals that compare with a floor or need no peer:
 
 - the bare POSIX semaphore round trip between two processes (post, the other side wakes
-  and posts back), paced like W3: what a sync send's request and answer cost at least here;
+  and posts back), paced like W3: what a sync send's request and answer cost at least here,
+  and shmq's sync ``send`` timed the same way (the call, from the record into the ring to
+  the broker's answer);
 - a ``PushConsumer`` with a no-op listener consuming a backlog (single-message records).
 
 Each returns result rows of the bench's schema (``bench.run.row``'s keys)."""
@@ -18,6 +20,7 @@ import numpy as np
 
 SEM_SYSTEM = "posix semaphore (floor)"
 SEM_API = "round trip: post, wake, post back"
+SYNC_API = "send: call until answered"
 BACKLOG_API = "PushConsumer, no-op listener, backlog"
 
 
@@ -70,6 +73,46 @@ def semaphore_round_trip(count: int, rate: float) -> dict[str, Any]:
             sem.close()
     us = times / 1000.0
     return _row("W3", SEM_SYSTEM, SEM_API, False, messages=count, msgs_per_s=None,
+                p50_us=float(np.percentile(us, 50)), p99_us=float(np.percentile(us, 99)),
+                p999_us=float(np.percentile(us, 99.9)))  # fmt: skip
+
+
+def _paced_sync_sends(namesrv: str, count: int, rate: float, out: Any) -> None:
+    from shmq.client.producer import Producer
+    from shmq.message import Message
+
+    with Producer("bench-sync-rt", namesrv) as producer:
+        producer.send(Message("SyncRoundTrip", b"warm"))
+        times = np.zeros(count, dtype=np.int64)
+        body = b"x" * 100
+        gap = 1.0 / rate
+        for i in range(count):
+            start = time.monotonic_ns()
+            producer.send(Message("SyncRoundTrip", body))
+            times[i] = time.monotonic_ns() - start
+            time.sleep(max(0.0, gap - (time.monotonic_ns() - start) / 1e9))
+        out.put(times)
+
+
+def sync_send_round_trip(count: int, rate: float) -> dict[str, Any]:
+    """``count`` sync sends from a producer process, one every ``1 / rate`` s, each timed
+    from the call to its answer (ASYNC_FLUSH: stored in the CommitLog)."""
+    from bench.embedded import embedded_broker
+
+    ctx = mp.get_context("spawn")
+    with embedded_broker("SyncRoundTrip", 1) as namesrv:
+        out = ctx.Queue()
+        proc = ctx.Process(target=_paced_sync_sends, args=(namesrv, count, rate, out))
+        proc.start()
+        try:
+            times = out.get(timeout=120)
+            proc.join(30)
+        finally:
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+    us = times / 1000.0
+    return _row("W3", "shmq", SYNC_API, True, messages=count, msgs_per_s=None,
                 p50_us=float(np.percentile(us, 50)), p99_us=float(np.percentile(us, 99)),
                 p999_us=float(np.percentile(us, 99.9)))  # fmt: skip
 

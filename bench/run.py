@@ -143,13 +143,17 @@ def run_one(
 
 def run_extras(names: list[str], systems: list[str], quick: bool) -> list[dict[str, Any]]:
     """The measurements some goals compare with (``bench.extras``): the semaphore round
-    trip beside W3, the PushConsumer on a backlog beside W1."""
+    trip and the sync send's call time beside W3, the PushConsumer on a backlog beside W1."""
     from bench import extras
 
     rows = []
     if "W3" in names:
+        count = 2_000 if quick else 20_000
         _log("W3 floor: semaphore round trips between two processes, paced at 10,000/s")
-        rows.append(extras.semaphore_round_trip(2_000 if quick else 20_000, 10_000.0))
+        rows.append(extras.semaphore_round_trip(count, 10_000.0))
+        if "shmq" in systems:
+            _log("W3 shmq: sync sends timed from call to answer, paced at 10,000/s")
+            rows.append(extras.sync_send_round_trip(count, 10_000.0))
     if "W1" in names and "shmq" in systems:
         count = 100_000 if quick else 500_000
         _log(f"C1 shmq: a PushConsumer's no-op listener on a backlog of {count:,} messages")
