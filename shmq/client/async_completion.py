@@ -9,7 +9,6 @@ send is retried on the same broker ``retry_times_when_send_async_failed`` times 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -121,8 +120,11 @@ class Signal:
         self._lock.acquire()
 
     def set(self) -> None:
-        with contextlib.suppress(RuntimeError):  # already set
-            self._lock.release()
+        if self._lock.locked():
+            try:  # noqa: SIM105 (contextlib.suppress costs a Python-level context manager here)
+                self._lock.release()
+            except RuntimeError:  # another thread set it first
+                pass
 
     def wait(self, timeout: float) -> bool:
         """Until set (then consumed) or ``timeout`` seconds."""
