@@ -85,10 +85,12 @@ class AgentEnv:
         return self.counters.words
 
     def idle_config(self) -> IdleConfig:
-        """The writer and reput back off as configured (adaptive: they spin only while work
-        keeps coming back sooner than a spin); the other agents only park."""
+        """The writer backs off as configured (adaptive: it spins only while work keeps
+        coming back sooner than a spin); with ``busy_spin`` reput spins too. Otherwise the
+        agents park: on a small host a second spinner takes the core that producers and
+        consumers need (see perf-notes)."""
         c = self.config
-        if self.kind in ("writer", "reput"):
+        if self.kind == "writer" or (self.kind == "reput" and c.idle_strategy == "busy_spin"):
             return IdleConfig(c.idle_strategy, c.idle_spin_us, c.idle_yield_us, c.idle_park_us)
         return IdleConfig("park", park_us=c.idle_park_us)
 

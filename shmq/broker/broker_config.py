@@ -77,11 +77,11 @@ class BrokerConfig:
     max_producers: int = 64
     max_consumers: int = 256
     max_queue_slots: int = 4096
-    # the writer's and reput's idle strategy (shmq.ipc.idle): backoff (adaptive spin, yield,
-    # park), busy_spin (hosts with cores to spare) or park
+    # the writer's idle strategy (shmq.ipc.idle): backoff (adaptive spin, yield, park),
+    # busy_spin (hosts with cores to spare: reput spins too) or park; other agents park
     idle_strategy: str = "backoff"
     idle_spin_us: int = 50
-    idle_yield_us: int = 50
+    idle_yield_us: int = 0
     idle_park_us: int = 1000
     # shmq's own: the writer computes every stored BODYCRC itself (as RocketMQ's broker
     # does); with checkProducerCrc it also rejects a ring record whose producer-computed CRC

@@ -34,7 +34,7 @@ GAP_WEIGHT = 0.125  # of the newest gap in the moving average
 class IdleConfig:
     strategy: str = "backoff"
     spin_us: int = 50
-    yield_us: int = 50
+    yield_us: int = 0
     park_us: int = 1000
 
 
