@@ -20,6 +20,7 @@ import threading
 import time
 
 from shmq.client.broker_link import BrokerLink
+from shmq.client.gc_freeze import freeze_startup_objects
 from shmq.client.route import PERM_READ, RouteTable
 from shmq.client.types import MessageQueue, PullResult, PullStatus
 from shmq.errors import ClientError, ResponseError
@@ -47,6 +48,7 @@ def _warm_up() -> None:
         if not _warm[0]:
             warm_up_reads()
             _warm[0] = True
+    freeze_startup_objects()
 
 
 class _ConsumerLink:

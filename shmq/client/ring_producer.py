@@ -18,6 +18,7 @@ import zlib
 
 import numpy as np
 
+from shmq.client.gc_freeze import freeze_startup_objects
 from shmq.codec import record as rec
 from shmq.errors import SendError, SendTimeoutError
 from shmq.ipc import counters as cn
@@ -109,6 +110,7 @@ class RingProducer:
         # the writer computes stored CRCs; the producer's are only read when it checks them
         self.check_crc = bool(info.get("checkProducerCrc", True))
         warm_up()
+        freeze_startup_objects()
 
     # -- sending ----------------------------------------------------------------------------
 
