@@ -208,6 +208,7 @@ class _PushReceiver(Receiver):
         self.arrived: collections.deque = collections.deque()
         self.stamps: collections.deque = collections.deque()
         self.event = threading.Event()
+        self.waiting = False  # the harness's thread waits in recv: wake it
         self._last_stamps: list[int] | None = None
         ok = ConsumeResult.CONSUME_SUCCESS
 
@@ -219,7 +220,8 @@ class _PushReceiver(Receiver):
                     self.stamps.append(now)
             else:
                 self.arrived.extend(msgs)
-            self.event.set()
+            if self.waiting:
+                self.event.set()
             return ok
 
         self.consumer = PushConsumer(
@@ -233,8 +235,12 @@ class _PushReceiver(Receiver):
             time.sleep(0.01)
 
     def recv(self, timeout: float) -> Sequence[Any]:
-        if not self.arrived and self.event.wait(timeout):
+        if not self.arrived:
             self.event.clear()
+            self.waiting = True
+            if not self.arrived:
+                self.event.wait(timeout)
+            self.waiting = False
         out, arrived = [], self.arrived
         for _ in range(len(arrived)):
             out.append(arrived.popleft())
