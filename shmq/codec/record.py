@@ -147,41 +147,50 @@ def put_i64(buf, p, v):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _name_is(buf, s, e, c0, c1, c2, c3, n):
-    """Whether ``buf[s:e]`` is the ASCII property name whose first four bytes are c0..c3."""
-    if e - s != n:
+def property_pair(buf, s, end):
+    """The end of the property pair starting at ``s`` (its 0x02, or ``end``) and the
+    position of its 0x01 separator (``stop`` when there is none): pairs are split at 0x02
+    first, as ``message.decode_properties`` (and RocketMQ's decoder) split them."""
+    stop = s
+    while stop < end and buf[stop] != 2:
+        stop += 1
+    sep = s
+    while sep < stop and buf[sep] != 1:
+        sep += 1
+    return stop, sep
+
+
+@njit(cache=True, nogil=True, inline="always")
+def bytes_equal(buf, s, e, name):
+    """Whether ``buf[s:e]`` is ``name`` (a uint8 array)."""
+    if e - s != name.shape[0]:
         return False
-    return buf[s] == c0 and buf[s + 1] == c1 and buf[s + 2] == c2 and buf[s + 3] == c3
+    for k in range(name.shape[0]):  # noqa: SIM110 (an explicit loop compiles to tight code)
+        if buf[s + k] != name[k]:
+            return False
+    return True
+
+
+PROP_TAGS = np.frombuffer(b"TAGS", dtype=np.uint8)
+PROP_KEYS = np.frombuffer(b"KEYS", dtype=np.uint8)
+PROP_UNIQ_KEY = np.frombuffer(b"UNIQ_KEY", dtype=np.uint8)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _scan_properties(buf, start, end, out, row):
-    """Fill the tag code and index flags of ``row`` from properties ``buf[start:end]``."""
+    """Fill the tag code and index flags of ``row`` from properties ``buf[start:end]``
+    (a pair counts with a name and a value; a later TAGS pair wins)."""
     tags_code = np.int64(0)
     flags = np.int64(0)
     s = start
     while s < end:
-        sep = s
-        while sep < end and buf[sep] != 1:
-            sep += 1
-        stop = sep
-        while stop < end and buf[stop] != 2:
-            stop += 1
-        if sep < stop:
-            if _name_is(buf, s, sep, 84, 65, 71, 83, 4):  # TAGS
-                if stop > sep + 1:
-                    tags_code = java_hash_range(buf, sep + 1, stop)
-            elif _name_is(buf, s, sep, 75, 69, 89, 83, 4):  # KEYS
-                if stop > sep + 1:
-                    flags |= INDEX_HAS_KEYS
-            elif (
-                _name_is(buf, s, sep, 85, 78, 73, 81, 8)  # UNIQ_KEY
-                and buf[s + 4] == 95
-                and buf[s + 5] == 75
-                and buf[s + 6] == 69
-                and buf[s + 7] == 89
-                and stop > sep + 1
-            ):
+        stop, sep = property_pair(buf, s, end)
+        if s < sep < stop - 1:
+            if bytes_equal(buf, s, sep, PROP_TAGS):
+                tags_code = java_hash_range(buf, sep + 1, stop)
+            elif bytes_equal(buf, s, sep, PROP_KEYS):
+                flags |= INDEX_HAS_KEYS
+            elif bytes_equal(buf, s, sep, PROP_UNIQ_KEY):
                 flags |= INDEX_HAS_UNIQ_KEY
         s = stop + 1
     out[row, R_TAGS_CODE] = tags_code

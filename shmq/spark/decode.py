@@ -47,32 +47,7 @@ def arrow_schema(include_properties: bool) -> pa.Schema:
     return pa.schema([pa.field(n, t) for n, t in fields])
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _is(buf, s, e, name):
-    if e - s != name.shape[0]:
-        return False
-    for k in range(name.shape[0]):  # noqa: SIM110 (an explicit loop compiles to tight code)
-        if buf[s + k] != name[k]:
-            return False
-    return True
-
-
-_TAGS = np.frombuffer(b"TAGS", dtype=np.uint8)
-_KEYS = np.frombuffer(b"KEYS", dtype=np.uint8)
-_UNIQ = np.frombuffer(b"UNIQ_KEY", dtype=np.uint8)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _pair_at(buf, s, end):
-    """The end of the property pair starting at ``s`` (its 0x02, or ``end``) and the
-    position of its 0x01 separator (``stop`` when there is none)."""
-    stop = s
-    while stop < end and buf[stop] != 2:
-        stop += 1
-    sep = s
-    while sep < stop and buf[sep] != 1:
-        sep += 1
-    return stop, sep
+_TAGS, _KEYS, _UNIQ = rec.PROP_TAGS, rec.PROP_KEYS, rec.PROP_UNIQ_KEY
 
 
 @njit(cache=True, nogil=True)
@@ -87,14 +62,14 @@ def scan_properties(buf, rows, tags_name, keys_name, uniq_name, out):
         s = rows[i, rec.R_PROPS_START]
         end = s + rows[i, rec.R_PROPS_LEN]
         while s < end:
-            stop, sep = _pair_at(buf, s, end)
+            stop, sep = rec.property_pair(buf, s, end)
             if s < sep < stop - 1:
                 col = -1
-                if _is(buf, s, sep, tags_name):
+                if rec.bytes_equal(buf, s, sep, tags_name):
                     col = P_TAGS
-                elif _is(buf, s, sep, keys_name):
+                elif rec.bytes_equal(buf, s, sep, keys_name):
                     col = P_KEYS
-                elif _is(buf, s, sep, uniq_name):
+                elif rec.bytes_equal(buf, s, sep, uniq_name):
                     col = P_UNIQ
                 if col >= 0:
                     out[i, col] = sep + 1
@@ -220,7 +195,7 @@ def property_pairs(buf, rows):
         s = rows[i, rec.R_PROPS_START]
         end = s + rows[i, rec.R_PROPS_LEN]
         while s < end:
-            stop, sep = _pair_at(buf, s, end)
+            stop, sep = rec.property_pair(buf, s, end)
             if s < sep < stop - 1:
                 count += 1
             s = stop + 1
@@ -231,7 +206,7 @@ def property_pairs(buf, rows):
         s = rows[i, rec.R_PROPS_START]
         end = s + rows[i, rec.R_PROPS_LEN]
         while s < end:
-            stop, sep = _pair_at(buf, s, end)
+            stop, sep = rec.property_pair(buf, s, end)
             if s < sep < stop - 1:
                 spans[j, 0] = s
                 spans[j, 1] = sep - s

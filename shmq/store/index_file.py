@@ -91,20 +91,6 @@ def _index_hash(h):
     return 0 if v == -2147483648 else abs(v)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _is_name(src, s, e, name):
-    if e - s != name.shape[0]:
-        return False
-    for k in range(name.shape[0]):  # noqa: SIM110 (an explicit loop compiles to tight code)
-        if src[s + k] != name[k]:
-            return False
-    return True
-
-
-_UNIQ_KEY = np.frombuffer(b"UNIQ_KEY", dtype=np.uint8)
-_KEYS = np.frombuffer(b"KEYS", dtype=np.uint8)
-
-
 @njit(cache=True, nogil=True)
 def put_record_keys(buf, slot_num, index_num, entry_limit, src, rows, picks, start, skip, base):
     """Index ``topic#UNIQ_KEY`` and ``topic#key`` for every key of the records
@@ -115,7 +101,7 @@ def put_record_keys(buf, slot_num, index_num, entry_limit, src, rows, picks, sta
     skipped. Stops before a key that would pass ``index_num`` entries (the file is full:
     the next file takes the rest, as RocketMQ's ``putKey`` does) or ``entry_limit`` (the
     blocks reserved so far). Returns ``(next pick, keys of it done, KEYS_*)``."""
-    uniq_name, keys_name = _UNIQ_KEY, _KEYS
+    uniq_name, keys_name = rec.PROP_UNIQ_KEY, rec.PROP_KEYS
     for k in range(start, picks.shape[0]):
         r = picks[k]
         phy = base + rows[r, rec.R_POS]
@@ -127,16 +113,11 @@ def put_record_keys(buf, slot_num, index_num, entry_limit, src, rows, picks, sta
         p = rows[r, rec.R_PROPS_START]
         end = p + rows[r, rec.R_PROPS_LEN]
         while p < end:
-            sep = p
-            while sep < end and src[sep] != 1:
-                sep += 1
-            stop = sep
-            while stop < end and src[stop] != 2:
-                stop += 1
-            if sep < stop and stop > sep + 1 and sep > p:
-                if _is_name(src, p, sep, uniq_name):
+            stop, sep = rec.property_pair(src, p, end)
+            if p < sep < stop - 1:
+                if rec.bytes_equal(src, p, sep, uniq_name):
                     us, ue = sep + 1, stop
-                elif _is_name(src, p, sep, keys_name):
+                elif rec.bytes_equal(src, p, sep, keys_name):
                     ks, ke = sep + 1, stop
             p = stop + 1
         topic = rows[r, rec.R_TOPIC_START]

@@ -296,3 +296,35 @@ def test_batch_sizes_and_body_limits():
     assert list(sizes) == [rec.record_size(n, 200, p) for n, p in ((5, 1), (10, 2), (1, 3))]
     assert rec.batch_sizes(offs, 3, np.array([0, 0]), 9, sizes) == 1  # 10 bytes > 9
     assert rec.batch_sizes(np.array([0, 0, 1]), 3, np.array([0, 0]), 9, sizes[:2]) == 0
+
+
+prop_bytes = st.lists(
+    st.sampled_from([b"TAGS", b"KEYS", b"UNIQ_KEY", b"x", b"\x01", b"\x02", b"a b", b"\xc3\xa9"]),
+    max_size=12,
+).map(lambda parts: b"".join(parts) + b"\x02")
+
+
+@settings(max_examples=300, deadline=None)
+@given(props=prop_bytes)
+def test_tag_code_and_index_flags_follow_decode_properties(props):
+    """The parser reads properties as ``decode_properties`` does, malformed pairs too (pairs
+    split at 0x02 first, a name and a value needed, a later pair wins)."""
+    from shmq.codec.jhash import java_hash
+    from shmq.message import decode_properties
+
+    buf = np.zeros(4096, dtype=np.uint8)
+    fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)
+    fields[0, rec.F_BODY_CRC] = -1
+    raw = np.frombuffer(props, dtype=np.uint8)
+    rec.encode_batch(buf, 0, 0, np.frombuffer(b"T", np.uint8), np.ones(1, np.uint8),
+                     np.array([0, 1], np.int64), raw, np.array([0, len(props)], np.int64),
+                     fields)  # fmt: skip
+    rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
+    assert rec.parse_records(buf, 0, 4096, 0, True, rows)[0] == 1
+    decoded = decode_properties(props)
+    tags = decoded.get("TAGS")
+    assert rows[0, rec.R_TAGS_CODE] == (java_hash(tags) if tags else 0)
+    flags = (rec.INDEX_HAS_KEYS if "KEYS" in decoded else 0) | (
+        rec.INDEX_HAS_UNIQ_KEY if "UNIQ_KEY" in decoded else 0
+    )
+    assert rows[0, rec.R_INDEX_FLAGS] == flags
