@@ -32,6 +32,7 @@ from shmq.ipc import topic_table as tt
 from shmq.ipc.parking import post_parked
 from shmq.ipc.segment import Segment, fence, open_semaphore, post
 from shmq.message import pack_host
+from shmq.names import MAX_TOPIC_LENGTH
 from shmq.store.commitlog import CommitLog
 
 log = logging.getLogger(__name__)
@@ -323,7 +324,7 @@ class Writer:
                     raise ShmqError(f"a ring record at {base + p} does not fit an empty file")
                 mf = self._next_file(mf)
             elif code == ra.APPEND_TOPIC:
-                if not self._resolve_topic(view, p):
+                if not self._resolve_topic(view, base, p):
                     break  # waiting for the supervisor to create it
             else:
                 break
@@ -394,16 +395,22 @@ class Writer:
             log.warning("CommitLog files can be allocated again: puts accepted")
             cn.publish(self.words, cn.ALLOC_FAILED, 0)
 
-    def _resolve_topic(self, view: RingView, p: int) -> bool:
-        """The record at ring offset ``p`` names a topic the kernel's index cannot answer
-        for: give it queue slots, refuse it as unknown, or ask the supervisor to create it.
-        True when the index changed (append again), False while a creation is pending."""
+    def _resolve_topic(self, view: RingView, base: int, p: int) -> bool:
+        """The record at ``p`` of this lap (ring position ``base + p``, which the kernel
+        just parsed) names a topic the kernel's index cannot answer for: give it queue
+        slots, refuse it as unknown, or ask the supervisor to create it. True when the index
+        changed (append again), False while a creation is pending. A name no topic may have
+        (RocketMQ's 127-byte limit) is refused, never asked for."""
         row = self._row
-        rec.parse_one(view.data, p, view.capacity, 0, False, row, 0)
+        rec.parse_one(view.data, p, view.capacity, base, False, row, 0)
         start = int(row[0, rec.R_TOPIC_START])
         name = view.data[start : start + int(row[0, rec.R_TOPIC_LEN])].tobytes()
         cfg = self.topics.get(name)
-        if cfg is None and self._waiting_for_topic(name, view.slot):
+        if (
+            cfg is None
+            and len(name) <= MAX_TOPIC_LENGTH
+            and self._waiting_for_topic(name, view.slot)
+        ):
             return False
         cfg = self.topics.get(name)  # created meanwhile (the table was re-read)
         index = self.index

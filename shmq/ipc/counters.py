@@ -110,7 +110,10 @@ def load(words: np.ndarray, field: int) -> int:
 def write_topic_request(buf: np.ndarray, words: np.ndarray, topic: bytes, queues: int) -> int:
     """Writer: ask the supervisor to auto-create ``topic`` with ``queues`` queues (what the
     producer asked for, as RocketMQ's send header ``defaultTopicQueueNums``); returns the
-    request's sequence."""
+    request's sequence. A name longer than the field is refused: it would overwrite the
+    words after it."""
+    if len(topic) > TOPIC_NAME_MAX:
+        raise ShmqError(f"topic name of {len(topic)} bytes; a request holds {TOPIC_NAME_MAX}")
     buf[TOPIC_REQUEST_NAME : TOPIC_REQUEST_NAME + len(topic)] = np.frombuffer(topic, np.uint8)
     words[TOPIC_REQUEST_LEN] = len(topic)
     words[TOPIC_REQUEST_QUEUES] = queues

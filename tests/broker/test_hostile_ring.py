@@ -185,13 +185,14 @@ def test_a_writer_that_dies_twice_on_one_ring_gets_that_ring_fenced(c, good):
         assert c.broker_proc.poll() is None
 
 
-def inject(rp, body: bytes, *, crc: int = -1, break_framing: bool = False) -> int:
+def inject(rp, body: bytes, *, crc: int = -1, break_framing: bool = False,
+           topic_name: bytes = TOPIC.encode()) -> int:  # fmt: skip
     """Encode one record at the ring's tail as a producer does (``crc``: the BODYCRC to
     claim, -1 for the right one), optionally with broken framing (properties not ending in
     0x02), publish it and return its sequence number. The producer must be idle."""
     props = np.frombuffer(b"TAGS\x01t\x02", dtype=np.uint8)
     data = np.frombuffer(body, dtype=np.uint8)
-    topic = np.frombuffer(TOPIC.encode(), dtype=np.uint8)
+    topic = np.frombuffer(topic_name, dtype=np.uint8)
     fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)
     fields[0, rec.F_BODY_CRC] = crc
     local = rp.tail & (rp.capacity - 1)
@@ -250,3 +251,37 @@ def test_a_wrong_producer_crc_is_refused_when_checked_and_never_stored(c, good):
         assert right.status == ring.SEND_OK
         assert stored_record(c, right.physical_offset)["body"] == b"right crc"
         assert_others_unharmed(c, good, before)
+
+
+def test_a_topic_name_no_topic_may_have_is_refused_not_asked_for(c, good):
+    """A record may carry a topic of up to 32,767 bytes (magic V2); over RocketMQ's 127 it
+    is refused, and never becomes an auto-create request (whose field holds 127 bytes)."""
+    good.send(Message(TOPIC, b"warm"))
+    before = writer_state(c)
+    with Producer("long-topic", c.namesrv, send_timeout=10) as bad:
+        bad.send(Message(TOPIC, b"mine"))
+        rp = ring_of(bad)
+        requests = int(rp.counters[cn.TOPIC_REQUEST_SEQ])
+        answer = rp.wait_answer(inject(rp, b"x", topic_name=b"T" * 200), time.monotonic() + 10)
+        assert (answer.status, answer.reason) == (ring.REJECTED, ring.REASON_TOPIC_NOT_EXIST)
+        assert int(rp.counters[cn.TOPIC_REQUEST_SEQ]) == requests  # nothing was asked for
+        assert_others_unharmed(c, good, before)
+        assert bad.send(Message(TOPIC, b"after")).send_status is SendStatus.SEND_OK
+
+
+def test_a_new_topic_after_the_ring_wrapped_is_created_and_stored(c, good):
+    """The writer resolves a record's unknown topic by parsing it again at its ring
+    position: on any lap, not only the first (it once looped forever past the first)."""
+    before = writer_state(c)
+    with Producer("wrapped", c.namesrv, send_timeout=10) as producer:
+        producer.send(Message(TOPIC, b"mine"))
+        rp = ring_of(producer)
+        body = np.zeros(1 << 20, dtype=np.uint8)
+        offsets = np.arange(0, (1 << 20) + 1, 1 << 10, dtype=np.int64)
+        while rp.tail < rp.capacity + (1 << 20):  # well into the second lap
+            producer.send_bulk(TOPIC, (body, offsets))
+        topic = f"Hostile_New_{c.check_crc}"
+        result = producer.send(Message(topic, b"on a later lap"))
+        assert result.send_status is SendStatus.SEND_OK
+        assert result.message_queue.topic == topic
+    assert_others_unharmed(c, good, before)
