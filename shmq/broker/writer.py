@@ -299,7 +299,7 @@ class Writer:
         now = time.time_ns() // 1_000_000
         params[ra.P_STORE_TS] = now
         refuse = self._store_refuses()
-        mf = None if refuse else self._writable_file_or_refuse()
+        mf = None if refuse else self._file_to_append()
         index = self.index
         p, n, kept = local, 0, 0
         while True:
@@ -322,7 +322,7 @@ class Writer:
             if code == ra.APPEND_FILE_FULL:
                 if dst_pos == 0 and used == 0:  # cannot happen: P_MAX_BODY fits a file
                     raise ShmqError(f"a ring record at {base + p} does not fit an empty file")
-                mf = self._next_file(mf)
+                mf = self._file_to_append(mf)
             elif code == ra.APPEND_TOPIC:
                 if not self._resolve_topic(view, base, p):
                     break  # waiting for the supervisor to create it
@@ -369,21 +369,11 @@ class Writer:
         self._reject_rest(view, tail, seq_tail, why)
         return 1
 
-    def _writable_file_or_refuse(self):
-        """The CommitLog file to append to, or None while files cannot be allocated."""
+    def _file_to_append(self, full=None):
+        """The CommitLog file to append to (after closing ``full`` with a blank record), or
+        None, refusing puts, while files cannot be allocated."""
         try:
-            mf = self.commitlog.writable_file()
-        except DiskFullError as exc:
-            self._allocation_failed(exc)
-            return None
-        self._allocation_ok()
-        return mf
-
-    def _next_file(self, mf):
-        """Close ``mf`` with a blank record and continue in the next file (None, refusing
-        puts, when it cannot be allocated)."""
-        try:
-            mf = self.commitlog.close_file(mf)
+            mf = self.commitlog.writable_file() if full is None else self.commitlog.close_file(full)
         except DiskFullError as exc:
             self._allocation_failed(exc)
             return None

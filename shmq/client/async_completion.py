@@ -18,7 +18,6 @@ from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
 
 from shmq.client import answers
-from shmq.client.answers import AttemptError
 from shmq.client.producer_link import LIVENESS_CHECK_S, ProducerLink, ProducerLinks
 from shmq.client.types import SendStatus
 from shmq.errors import SendError, SendTimeoutError, ShmqError
@@ -129,12 +128,6 @@ class Signal:
     def wait(self, timeout: float) -> bool:
         """Until set (then consumed) or ``timeout`` seconds."""
         return self._lock.acquire(timeout=timeout)
-
-
-def failed_future(exc: BaseException) -> SendFuture:
-    future = SendFuture()
-    future.settle(exc=exc)
-    return future
 
 
 class AsyncCompletion:
@@ -285,14 +278,8 @@ class AsyncCompletion:
             self.links.close_if_unused(link)
         ok, timeout = SendStatus.SEND_OK, SendStatus.FLUSH_DISK_TIMEOUT
         for i, (entry, answer) in enumerate(zip(batch, words, strict=True)):
-            packed = answer[0]
-            if packed & answers.STATUS_MASK == ring.REJECTED:
-                reason = (packed >> 16) & 0xFFFF
-                self.failed(entry, AttemptError(
-                    f"broker {link.broker_name} rejected the message to topic "
-                    f"{entry[MQ].topic}: {link.reason_text(reason)}",
-                    retryable=reason in answers.RETRYABLE_REASONS, reason=reason,
-                ))  # fmt: skip
+            if answer[0] & answers.STATUS_MASK == ring.REJECTED:
+                self.failed(entry, answers.rejection(link, entry[MQ], [answer[0]]))
                 continue
             if flush_error is not None:
                 entry[FUTURE].settle(exc=flush_error)

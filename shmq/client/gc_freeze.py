@@ -11,25 +11,19 @@ garbage before that moment is never freed. ``SHMQ_GC_FREEZE=0`` turns this off.
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
-import threading
 
 log = logging.getLogger(__name__)
 
-_lock = threading.Lock()
-_done = [False]
 
-
+@functools.cache
 def freeze_startup_objects() -> None:
     """Collect and freeze what exists now, once per process (unless ``SHMQ_GC_FREEZE=0``)."""
-    if _done[0] or os.environ.get("SHMQ_GC_FREEZE", "1") == "0":
+    if os.environ.get("SHMQ_GC_FREEZE", "1") == "0":
         return
-    with _lock:
-        if _done[0]:
-            return
-        gc.collect()
-        gc.freeze()
-        _done[0] = True
+    gc.collect()
+    gc.freeze()
     log.debug("gc: %d start-up objects frozen out of full collections", gc.get_freeze_count())

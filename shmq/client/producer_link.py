@@ -233,11 +233,8 @@ class ProducerLinks:
         use); returns the link and the record's sequence. ``hold``: a sync send that waits
         on the link (``leave`` it after); ``future``: an async send (``started`` then), queued
         for the completion thread in ring order."""
-        links = self
         for _ in range(3):
-            link = links.current.get(broker.broker_name)
-            if link is None or link.retired or link.address != broker.address:
-                link = links.link_for(broker)
+            link = self.link_for(broker)
             if (
                 future is not None
                 and link.pending
@@ -265,10 +262,9 @@ class ProducerLinks:
             except SendTimeoutError:
                 raise self._ring_full(link, mq) from None
             except AttemptError:
-                links.retire(link)
+                self.retire(link)
                 raise
-        raise AttemptError(f"the link to broker {broker.broker_name} keeps being replaced",
-                           retryable=True)  # fmt: skip
+        raise _replaced(broker)
 
     def send_batch(
         self, broker: BrokerQueues, mq: MessageQueue, batch: RecordBatch
@@ -325,8 +321,7 @@ class ProducerLinks:
                 return link, first, sizes
             except Retired:
                 continue
-        raise AttemptError(f"the link to broker {broker.broker_name} keeps being replaced",
-                           retryable=True)  # fmt: skip
+        raise _replaced(broker)
 
     def _append_more(
         self, link: ProducerLink, mq: MessageQueue, batch: RecordBatch, pos: int, n: int,
@@ -456,3 +451,8 @@ class ProducerLinks:
         with self._lock:
             links = sorted(self.all, key=lambda link: not link.retired)
         return {link.broker_name: link.stats() for link in links}
+
+
+def _replaced(broker: BrokerQueues) -> AttemptError:
+    return AttemptError(f"the link to broker {broker.broker_name} keeps being replaced",
+                        retryable=True)  # fmt: skip

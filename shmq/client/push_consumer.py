@@ -397,12 +397,6 @@ class PushConsumer(ConsumerBase):
         """The listener on ``msgs`` in chunks of ``consume_message_batch_max_size``; returns
         the messages consumed and those that failed (after ``ack_index`` on success)."""
         step, mq = self.batch_max, request.mq
-        if len(msgs) <= step:
-            ctx = ConsumeContext(mq, len(msgs) - 1)
-            if self._call(msgs, ctx, request):
-                ack = min(ctx.ack_index, len(msgs) - 1)
-                return (msgs, []) if ack == len(msgs) - 1 else (msgs[: ack + 1], msgs[ack + 1 :])
-            return [], msgs
         done: list[MessageExt] = []
         failed: list[MessageExt] = []
         for i in range(0, len(msgs), step):

@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -37,17 +38,12 @@ from shmq.store.warm_up import warm_up_reads
 MAX_PULL = 1024
 MAX_BULK_PULL = 65536
 
-_warmed = threading.Lock()
-_warm = [False]
 
-
+@functools.cache
 def _warm_up() -> None:
     """Once per process: load the read path's kernels before the first pull needs them (a
     consumer's first messages would otherwise wait a few hundred ms for numba's cache)."""
-    with _warmed:
-        if not _warm[0]:
-            warm_up_reads()
-            _warm[0] = True
+    warm_up_reads()
     freeze_startup_objects()
 
 

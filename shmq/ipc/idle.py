@@ -94,6 +94,3 @@ class IdleStrategy:
         finally:
             if self._set_parked is not None:
                 self._set_parked(False)
-
-    def reset(self) -> None:
-        self._idle_since = 0.0

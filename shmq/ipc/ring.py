@@ -143,10 +143,6 @@ def load_head(words: np.ndarray) -> tuple[int, int]:
     return int(words[HEAD]), seq
 
 
-def load_seq_head(words: np.ndarray) -> int:
-    return int(words[SEQ_HEAD])
-
-
 def unpack_completion(row: np.ndarray) -> tuple[int, int, int, int, int, int]:
     """``(status, reason, queue_id, queue_offset, physical_offset, store_timestamp)``."""
     packed = int(row[0])
