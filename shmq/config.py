@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from shmq.codec.delay_levels import parse_delay_levels
 from shmq.errors import ConfigError
 
 FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
@@ -59,6 +62,7 @@ class MessageStoreConfig:
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     store_host: str = "127.0.0.1:10911"
     store_file_mode: str = "0600"  # shmq's: octal mode of store files (dirs get +x per r)
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in FLUSH_DISK_TYPES:
@@ -97,6 +101,7 @@ class MessageStoreConfig:
             )
         if int(mode, 8) & 0o111:
             raise ConfigError(f"storeFileMode {mode} gives execute permission to store files")
+        self.delay_levels_ms  # noqa: B018 (validates messageDelayLevel)
 
     @property
     def file_mode(self) -> int:
@@ -107,6 +112,11 @@ class MessageStoreConfig:
     def consume_queue_file_size(self) -> int:
         """The consume-queue file size, rounded up to whole 20-byte units as RocketMQ does."""
         return -(-self.mapped_file_size_consume_queue // 20) * 20
+
+    @property
+    def delay_levels_ms(self) -> np.ndarray:
+        """``message_delay_level`` parsed: level ``i + 1``'s delay in ms at index ``i``."""
+        return parse_delay_levels(self.message_delay_level)
 
     @property
     def sync_flush(self) -> bool:

@@ -104,7 +104,7 @@ PARKED_WORDS = {
 
 def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> None:
     """Process entry point of one agent (``multiprocessing`` spawn target)."""
-    from shmq.broker import cleaner, flush, reput, writer
+    from shmq.broker import cleaner, flush, reput, schedule, writer
 
     logging.basicConfig(
         level=log_level,
@@ -126,6 +126,7 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
         "reput": reput.Reput,
         "flush": flush.Flush,
         "cleaner": cleaner.Cleaner,
+        "schedule": schedule.Schedule,
     }
     agent = factories[kind](env)
     for line in apply_runtime(TuningConfig.from_mapping(config.tuning), kind, [counters.mm]):

@@ -18,12 +18,13 @@ import numpy as np
 from shmq.broker.agent import AgentEnv
 from shmq.broker.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import record as rec
+from shmq.codec.delay_levels import SCHEDULE_TOPIC
 from shmq.errors import DiskFullError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc.parking import post_parked
-from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore
+from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore, post
 from shmq.store.commitlog import CommitLog
 from shmq.store.dispatch import Dispatcher
 from shmq.store.index_service import IndexService
@@ -78,6 +79,7 @@ class Reput:
             os.path.join(root, "consumequeue"),
             store.consume_queue_file_size,
             self.index if store.message_index_enable else None,
+            store.delay_levels_ms,
         )
         self.dispatcher.load()
         self.dispatched = cn.load(self.words, cn.DISPATCHED_OFFSET)
@@ -93,6 +95,7 @@ class Reput:
         self.least_pages = store.flush_consume_queue_least_pages
         self._last_flush = time.monotonic()
         self._consumer_sems: dict[tuple[int, int], object] = {}
+        self._schedule_sem = None
         self._consumers_version = -1
         self._consumers: list[tuple[int, int, int]] = []
         self._disk_full_until = 0.0
@@ -162,6 +165,8 @@ class Reput:
         # A record cut by the 4 MiB window looks corrupt; only a cut at the limit is real.
         if code == rec.PARSE_CORRUPT and position < end == limit:
             log.error("CommitLog record at %d does not validate: reput waits there", position)
+        if any(topic == SCHEDULE_TOPIC for topic, _ in touched_all):
+            self._wake_schedule()
         for (topic, qid), cq in touched_all.items():
             slot = self.directory.slot(topic.encode(), qid)
             if slot >= 0:
@@ -214,6 +219,13 @@ class Reput:
                 self._consumer_sems[key] = sem
             post_parked(sem, parked)
 
+    def _wake_schedule(self) -> None:
+        """A schedule message arrived: the schedule agent may sleep past its due time."""
+        if cn.load(self.words, cn.agent_word("schedule", cn.AGENT_PARKED)):
+            if self._schedule_sem is None:
+                self._schedule_sem = open_semaphore(self.env.names.agent_sem("schedule"))
+            post(self._schedule_sem)
+
     def _flush(self, least_pages: int) -> None:
         self.dispatcher.flush(least_pages)
         if least_pages == 0:
@@ -228,6 +240,8 @@ class Reput:
     def close(self) -> None:
         for sem in self._consumer_sems.values():
             sem.close()
+        if self._schedule_sem is not None:
+            self._schedule_sem.close()
         self.dispatcher.close()
         self.index.close()
         self.commitlog.close()

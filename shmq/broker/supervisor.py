@@ -31,6 +31,7 @@ from shmq.broker.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.subscription_groups import SubscriptionGroupManager
 from shmq.broker.topic_config import TopicConfig, TopicConfigManager
 from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
+from shmq.codec.delay_levels import SCHEDULE_TOPIC
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
@@ -50,8 +51,10 @@ log = logging.getLogger(__name__)
 
 BUSY_SPIN_CPUS = 4  # fewer: busy-spinning agents take the cores clients need
 
-AGENTS = ("writer", "reput", "flush", "cleaner")  # HA joins here in its own issue
-STOP_ORDER = ("writer", "reput", "flush", "cleaner")
+AGENTS = ("writer", "reput", "flush", "cleaner", "schedule")  # HA joins in its own issue
+# the schedule agent sends through the writer: it stops first
+STOP_ORDER = ("schedule", "writer", "reput", "flush", "cleaner")
+RING_AGENTS = ("schedule",)  # agents with a producer ring of their own
 MAX_TOPICS = 4096
 AGENT_STOP_TIMEOUT_S = 30.0
 AGENT_START_TIMEOUT_S = 300.0
@@ -122,11 +125,19 @@ class Broker:
                 cluster_topic_enable=cfg.cluster_topic_enable,
                 broker_topic_enable=cfg.broker_topic_enable,
             )
+            levels = int(cfg.store.delay_levels_ms.shape[0])
+            schedule = self.topics.get(SCHEDULE_TOPIC)
+            if schedule is None or schedule.write_queue_nums < levels:  # a queue per level
+                self.topics.update(TopicConfig(SCHEDULE_TOPIC, levels, levels))
             self.subscription_groups = SubscriptionGroupManager(os.path.join(self.root, "config"))
             self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
             self.consumers = ConsumerManager(cfg.channel_expired_timeout)
             self.publish_topics()
             self.clients = ClientSlots(cfg, self.names.prefix, self.registry)
+            for kind in RING_AGENTS:
+                slot = self.clients.register_producer(os.getpid(), f"shmq-{kind}")
+                cn.publish(self.counters.words, cn.agent_word(kind, cn.RING_SLOT), slot.index)
+                cn.publish(self.counters.words, cn.agent_word(kind, cn.RING_GEN), slot.gen)
             from shmq.broker.writer import warm_up
 
             warm_up()  # compile once here; the agents then load the kernels from the cache

@@ -251,13 +251,13 @@ class Producer:
         self, broker: BrokerQueues, mq: MessageQueue, one: tuple, deadline: float
     ) -> SendResult:
         """One sync attempt of one record; raises ``AttemptError`` / ``SendTimeoutError``."""
-        link, seq = self._links.append_one(broker, mq, one, deadline, hold=True)
+        link, seq, size = self._links.append_one(broker, mq, one, deadline, hold=True)
         try:
             answer = self._links.wait_answer(link, mq, seq, seq, deadline)
             error = answers.rejection(link, mq, [answer[0]])
             if error is not None:
                 raise error
-            status = answers.flush_status(link, answer[2] + one[ONE_SIZE])
+            status = answers.flush_status(link, answer[2] + size)
             return answers.result(status, one[ONE_MSG_ID].decode(), mq, answer, link.store_host)
         except (SendTimeoutError, AttemptError) as exc:
             self._after_failed_attempt(link, exc)

@@ -21,7 +21,7 @@ from shmq.client.answers import AttemptError
 from shmq.client.broker_link import BrokerLink
 from shmq.client.ring_producer import RingProducer
 from shmq.client.route import BrokerQueues
-from shmq.client.send_records import ONE_MSG_ID, ONE_SIZE
+from shmq.client.send_records import ONE_MSG_ID, ONE_SIZE, scheduled
 from shmq.client.types import MessageQueue
 from shmq.errors import ClientError, SendTimeoutError, ShmqError
 from shmq.ipc import counters as cn
@@ -228,9 +228,9 @@ class ProducerLinks:
         hold: bool = False,
         future: Any = None,
         started: float = 0.0,
-    ) -> tuple[ProducerLink, int]:
+    ) -> tuple[ProducerLink, int, int]:
         """Append ``one`` for ``mq`` to the ring of ``broker`` (registering with it on first
-        use); returns the link and the record's sequence. ``hold``: a sync send that waits
+        use); returns the link, the record's sequence and size. ``hold``: a sync send that waits
         on the link (``leave`` it after); ``future``: an async send (``started`` then), queued
         for the completion thread in ring order."""
         for _ in range(3):
@@ -249,14 +249,18 @@ class ProducerLinks:
                     rp = link.ring
                     if future is not None and not link.pending and not link.draining:
                         link.drained_upto = rp.seq  # no async answer is unread
-                    seq = rp.append_one(one, mq.queue_id, link.born_host, deadline)
+                    if one[0] is None:  # delayed: its record depends on the queue
+                        record, qid = scheduled(one, mq.queue_id, rp.delay_levels)
+                        seq = rp.append_one(record, qid, link.born_host, deadline)
+                        size = record[ONE_SIZE]
+                    else:
+                        seq = rp.append_one(one, mq.queue_id, link.born_host, deadline)
+                        size = one[ONE_SIZE]
                     if hold:
                         link.users += 1
                     if future is not None:
-                        link.pending.append(
-                            (seq, one[ONE_SIZE], future, mq, one[ONE_MSG_ID], one, started)
-                        )
-                    return link, seq
+                        link.pending.append((seq, size, future, mq, one[ONE_MSG_ID], one, started))
+                    return link, seq, size
             except Retired:
                 continue
             except SendTimeoutError:

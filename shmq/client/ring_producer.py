@@ -4,16 +4,13 @@ A single record is written with one ``struct.pack_into`` (``codec.record_pack``)
 with the store's numba kernel (``encode_batch``), a whole batch per call. The writer
 computes the CRC it stores; the producer computes one only for a broker that checks it
 (``checkProducerCrc``).
-Waiting spins briefly and then parks on the producer's semaphore, counted in ``PARKED`` of
-its registry line (``shmq.ipc.parking``), so the writer (or the flush agent) posts it once
-per parked thread, and only when one sleeps.
+Publishing, waking the writer and waiting for answers are the ring's (``ipc.ring_appender``);
+a SYNC_FLUSH wait parks the same way, posted by the flush agent.
 """
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 import zlib
 
 import numpy as np
@@ -24,13 +21,9 @@ from shmq.errors import SendError, SendTimeoutError
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
-from shmq.ipc.parking import Parking
-from shmq.ipc.segment import FENCE_LOCK, Segment, open_semaphore, post
-
-DEFAULT_SPIN_US = 50  # spin this long on an answer before parking (see perf-notes)
-# A park ends at a post; the timeout only bounds how long a lost post (a dead broker) is
-# noticed late, and the caller's liveness checks come first.
-PARK_S = 0.2
+from shmq.ipc.ring_appender import DEFAULT_SPIN_US, RingAppender
+from shmq.ipc.segment import Segment
+from shmq.message import MAX_DELAY_LEVEL
 
 
 def warm_up(data: np.ndarray | None = None) -> None:
@@ -51,23 +44,7 @@ def warm_up(data: np.ndarray | None = None) -> None:
     rec.write_blank(np.zeros(16, dtype=np.uint8), 0, 8)
 
 
-class Answer:
-    """One record's outcome, read from the completion area."""
-
-    __slots__ = ("physical_offset", "queue_id", "queue_offset", "reason", "status", "store_ts")
-
-    def __init__(self, row: np.ndarray) -> None:
-        (
-            self.status,
-            self.reason,
-            self.queue_id,
-            self.queue_offset,
-            self.physical_offset,
-            self.store_ts,
-        ) = ring.unpack_completion(row)
-
-
-class RingProducer:
+class RingProducer(RingAppender):
     """A producer's ring: records go in at ``tail`` (one struct per record, or a numba batch),
     answers come back in the completion area. Callers serialise appends (the link's lock);
     waiting for answers may happen in any thread."""
@@ -80,35 +57,15 @@ class RingProducer:
         spin_us: int = DEFAULT_SPIN_US,
         default_queue_nums: int = 4,
     ) -> None:
-        self.spin_s = spin_us / 1e6
-        self.segment = Segment.attach(info["ring"])
-        self.words = self.segment.words
-        self.capacity, self.slots = ring.geometry(self.words)
-        self.mask = self.capacity - 1
-        self.data = ring.data(self.segment.buf, self.capacity)
-        self.completions = ring.completions(self.segment.buf, self.capacity, self.slots)
-        # word access from Python without numpy scalars: the hot path reads and publishes
-        # these words once per message
-        self.w = memoryview(self.segment.mm).cast("q")
-        self.answer_word = (ring.DATA + self.capacity) // 8
-        self.counter_w = memoryview(counters.mm).cast("q")
-        self.reg_w = memoryview(registry.mm).cast("q")
-        self.sem = open_semaphore(info["sem"])
-        self.writer_sem = open_semaphore(info["writerSem"])
-        self.counters = counters.words
-        self.registry = registry.words
-        self.reg_base = rg.producer_base(info["slot"])
+        super().__init__(info, counters, registry, spin_us)
         # what an auto-created topic gets (the send header's defaultTopicQueueNums)
         self.registry[self.reg_base + rg.DEFAULT_QUEUE_NUMS] = default_queue_nums
-        self.parking = Parking(self.registry, self.reg_base + rg.PARKED, self.sem)
         self._flush_wants: dict[int, int] = {}  # offset -> threads waiting for its flush
         self._flush_lock = threading.Lock()
-        self.tail, self.seq = ring.load_tail(self.words)
-        self.head, self.seq_head = ring.load_head(self.words)  # as last seen
-        self._posted_park = -1  # the writer's park (WRITER_PARKS) this producer last posted
         self.max_body = int(info["maxMessageSize"])
         # the writer computes stored CRCs; the producer's are only read when it checks them
         self.check_crc = bool(info.get("checkProducerCrc", True))
+        self.delay_levels = int(info.get("delayLevels", MAX_DELAY_LEVEL))
         warm_up()
         freeze_startup_objects()
 
@@ -118,77 +75,13 @@ class RingProducer:
         """Write one record (``send_records.one_record``) at the tail and publish it;
         returns its sequence number. Blocks while the ring is full."""
         record, size, magic, flag, born_ts, body, tail, _ = one
-        t = self.tail
-        local = t & self.mask
-        if local + size + rec.MIN_BLANK > self.capacity:
-            t, local = self._close_lap(size, deadline), 0
-        if t + size - self.head > self.capacity or self.seq - self.seq_head >= self.slots:
-            self._wait_room(t, size, deadline)
+        t, local = self._reserve(size, deadline)
         crc = zlib.crc32(body) & 0x7FFFFFFF if self.check_crc else 0
         record.pack_into(
             self.segment.mm, ring.DATA + local, size, magic, crc, queue_id, flag, 0, t, 0,
             born_ts, born_host, 0, 0, 0, 0, len(body), body, tail,
         )  # fmt: skip
-        seq = self.seq
-        self.seq = seq + 1
-        self.tail = t + size
-        w = self.w
-        w[ring.SEQ_TAIL] = seq + 1
-        w[ring.TAIL] = t + size
-        self._wake_writer()
-        return seq
-
-    def _wake_writer(self) -> None:
-        """After publishing: post the writer if it parked, once per park (it counts its
-        parks in WRITER_PARKS; a post per record while it sleeps costs ~10 µs each)."""
-        FENCE_LOCK.acquire()  # a full barrier before reading the writer's parked flag
-        FENCE_LOCK.release()
-        cw = self.counter_w
-        if cw[cn.WRITER_PARKED] and cw[cn.WRITER_PARKS] != self._posted_park:
-            self._posted_park = cw[cn.WRITER_PARKS]
-            post(self.writer_sem)
-
-    def stopped(self) -> bool:
-        """Whether the broker stops or stopped reading this ring (cheap: three words; the
-        reason comes from ``fence_reason`` and the link's ``gone_reason``)."""
-        return (
-            self.counter_w[cn.STATE] == cn.STATE_STOPPING
-            or self.w[ring.FENCED] != 0
-            or self.reg_w[self.reg_base + rg.STATE] == rg.FENCED
-        )
-
-    def _close_lap(self, size: int, deadline: float) -> int:
-        """End the lap with a blank record once the writer left room for it; the record
-        then starts the next lap. Returns the new tail."""
-        if size + rec.MIN_BLANK > self.capacity:
-            raise SendError(
-                f"a record of {size} bytes does not fit the producer ring of "
-                f"{self.capacity} bytes (ringSize)"
-            )
-        t = self.tail
-        rest = self.capacity - (t & self.mask)
-        if t + rest - self.head > self.capacity:
-            self._wait_room(t, rest, deadline, records=0)
-        rec.write_blank(self.data, t & self.mask, rest)
-        self.tail = t + rest
-        ring.publish_tail(self.words, self.tail, self.seq)
-        return self.tail
-
-    def _wait_room(self, t: int, size: int, deadline: float, records: int = 1) -> None:
-        """Until the writer has consumed enough for ``size`` more bytes and ``records``
-        more completion slots."""
-
-        def room() -> bool:
-            w = self.w
-            self.seq_head = w[ring.SEQ_HEAD]
-            self.head = w[ring.HEAD]
-            return (
-                t + size - self.head <= self.capacity
-                and self.seq + records - self.seq_head <= self.slots
-            )
-
-        if not room():
-            self._wait_writer(room, deadline)
+        return self._publish(t + size)
 
     def append(
         self,
@@ -249,32 +142,6 @@ class RingProducer:
             i += count
         return first_seq, sizes
 
-    # -- answers ----------------------------------------------------------------------------
-
-    def fence_reason(self) -> str | None:
-        """Why the broker stopped reading this ring (the writer's FENCED word, or the
-        supervisor's fence of this registry slot), or None."""
-        if int(self.registry[self.reg_base + rg.STATE]) == rg.FENCED:
-            return ring.FENCES[ring.FENCE_CRASH]
-        return ring.load_fence(self.words)
-
-    def answered(self, seq: int) -> bool:
-        return self.w[ring.SEQ_HEAD] > seq
-
-    def answer(self, seq: int) -> Answer:
-        return Answer(self.completions[seq & (self.slots - 1)])
-
-    def answer_words(self, seq: int) -> tuple[int, int, int]:
-        """``(status | reason << 16 | queue id << 32, queue offset, physical offset)`` of an
-        answered record."""
-        w, k = self.w, self.answer_word + 4 * (seq & (self.slots - 1))
-        return w[k], w[k + 1], w[k + 2]
-
-    def wait_answer(self, seq: int, deadline: float) -> Answer:
-        if not self.answered(seq):
-            self._wait_writer(lambda: self.answered(seq), deadline)
-        return self.answer(seq)
-
     def wait_flushed(self, end_offset: int, deadline: float) -> bool:
         """SYNC_FLUSH: wait until the CommitLog is flushed past ``end_offset``; False on
         timeout. A flush failure raises ``SendError``."""
@@ -307,33 +174,6 @@ class RingProducer:
             else:
                 wants.pop(offset, None)
             self.registry[self.reg_base + rg.WAIT_FLUSH_OFFSET] = min(wants, default=0)
-
-    def _wait_writer(self, done, deadline: float) -> None:
-        """Spin for ``spin_s``, then park until ``done()`` or the deadline."""
-        spin_end = time.perf_counter() + self.spin_s
-        while time.perf_counter() < spin_end:
-            if done():
-                return
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                if done():
-                    return
-                raise SendTimeoutError(
-                    f"no answer from the broker's writer within the send timeout "
-                    f"(producer pid {os.getpid()})"
-                )
-            if self.parking.park(done, min(left, PARK_S)):
-                return
-
-    def close(self) -> None:
-        self.sem.close()
-        self.writer_sem.close()
-        self.w.release()
-        self.counter_w.release()
-        self.reg_w.release()
-        self.data = self.completions = self.words = None
-        self.segment.close()
 
 
 _scratch = [np.empty(1024, dtype=np.int64)]

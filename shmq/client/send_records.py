@@ -20,11 +20,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from shmq.codec import record as rec
+from shmq.codec.delay_levels import SCHEDULE_TOPIC, schedule_properties
 from shmq.codec.record_pack import record_struct, topic_head
 from shmq.errors import InvalidPropertyError
 from shmq.message import (
     MAX_PROPERTIES_LENGTH,
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_UNIQ_KEY,
     Message,
     build_properties,
@@ -77,18 +77,41 @@ class TopicRecords:
 
     def tail(self, msg: Message, uniq: bytes) -> bytes:
         """``TOPICLENGTH TOPIC PROPERTIESLENGTH PROPERTIES`` of ``msg`` with key ``uniq``."""
-        if msg.tags is None and not msg.keys and not msg.properties and not msg._delay_level:
+        if msg.tags is None and not msg.keys and not msg.properties:
             return self.uniq_tail + uniq + b"\x02"
-        system = {PROPERTY_DELAY_TIME_LEVEL: str(msg.delay_level)} if msg.delay_level else None
-        props = build_properties(msg.tags, msg.keys, msg.properties, system=system)
-        props += _UNIQ_NAME + uniq + b"\x02"
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            raise InvalidPropertyError(
-                f"properties are {len(props)} bytes encoded, above the limit "
-                f"{MAX_PROPERTIES_LENGTH}",
-                status="PROPERTIES_SIZE_EXCEEDED",
-            )
-        return self.head + len(props).to_bytes(2, "big") + props
+        return self.head + _with_length(_checked(_user_props(msg, uniq)))
+
+
+def _user_props(msg: Message, uniq: bytes) -> bytes:
+    return build_properties(msg.tags, msg.keys, msg.properties) + _UNIQ_NAME + uniq + b"\x02"
+
+
+def _with_length(props: bytes) -> bytes:
+    return len(props).to_bytes(2, "big") + props
+
+
+def _checked(props: bytes) -> bytes:
+    if len(props) > MAX_PROPERTIES_LENGTH:
+        raise InvalidPropertyError(
+            f"properties are {len(props)} bytes encoded, above the limit {MAX_PROPERTIES_LENGTH}",
+            status="PROPERTIES_SIZE_EXCEEDED",
+        )
+    return props
+
+
+class Delayed:
+    """A delayed message before its queue is chosen: stored in the schedule topic's queue
+    for its level with its real topic and queue in its properties (``scheduled``)."""
+
+    __slots__ = ("level", "props", "topic")
+
+    def __init__(self, topic: str, msg: Message, uniq: bytes) -> None:
+        self.topic = topic
+        self.level = msg.delay_level
+        self.props = _user_props(msg, uniq)
+
+
+_SCHEDULE_HEAD = topic_head(SCHEDULE_TOPIC.encode())[0]
 
 
 def one_record(topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKeys) -> tuple:
@@ -97,10 +120,23 @@ def one_record(topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKe
     body, tail, msg id)`` (a tuple: this runs once per message)."""
     now_ms = time.time_ns() // 1_000_000
     uniq = uniq_keys.key(now_ms)
+    if msg._delay_level:  # the record is made once the queue is known (``scheduled``)
+        return None, 0, 0, msg.flag, now_ms, body, Delayed(topic.topic, msg, uniq), uniq
     tail = topic.tail(msg, uniq)
     n, t = len(body), len(tail)
     return (record_struct(n, t), rec.HEADER_BODY_START + n + t, topic.magic, msg.flag, now_ms,
             body, tail, uniq)  # fmt: skip
+
+
+def scheduled(one: tuple, queue_id: int, levels: int) -> tuple[tuple, int]:
+    """A delayed ``one_record`` for ``queue_id`` of its topic: the record to append (in the
+    schedule topic, as RocketMQ's broker stores it) and the schedule queue id."""
+    _, _, _, flag, born_ts, body, delayed, uniq = one
+    qid, extra = schedule_properties(delayed.topic, queue_id, delayed.level, levels)
+    tail = _SCHEDULE_HEAD + _with_length(_checked(delayed.props + extra))
+    n, t = len(body), len(tail)
+    return (record_struct(n, t), rec.HEADER_BODY_START + n + t, rec.MAGIC_V1, flag, born_ts,
+            body, tail, uniq), qid  # fmt: skip
 
 
 # the fields of ``one_record``'s tuple that are read by name

@@ -23,8 +23,10 @@ processes write them::
                       allocated), FLUSH_FAILED (flush: an fsync failed; sticky until restart),
                       MIN_PHYSICAL_OFFSET (cleaner: the CommitLog's first byte after its last
                       deletion; readers unmap files below it)
-    10..  one line per agent kind: HEARTBEAT_MS  PID  RESTARTS  STOP (the agent writes the
-                      first two, the supervisor the others; all are rare writes)
+    10..  one line per agent kind: HEARTBEAT_MS  PID  RESTARTS  STOP  RING_SLOT  RING_GEN
+                      PARKED (the agent writes the first two and PARKED, the supervisor
+                      the others; RING_SLOT / RING_GEN name the producer slot of an agent
+                      that sends through the writer, the schedule agent's)
 
 A counter is published (stored) only after the data it covers is written; x86-64 keeps
 stores in program order and aligned 8-byte stores whole, so a reader that loads the counter
@@ -58,9 +60,9 @@ DISK_FULL, DISK_USED_PERMILLE, ALLOC_FAILED, FLUSH_FAILED, MIN_PHYSICAL_OFFSET =
     9 * W, 9 * W + 5
 )
 
-AGENT_KINDS = ("writer", "reput", "flush", "cleaner", "ha")
+AGENT_KINDS = ("writer", "reput", "flush", "cleaner", "ha", "schedule")
 AGENT_LINE0 = 10
-HEARTBEAT_MS, PID, RESTARTS, STOP = 0, 1, 2, 3
+HEARTBEAT_MS, PID, RESTARTS, STOP, RING_SLOT, RING_GEN, AGENT_PARKED = range(7)
 SIZE = (AGENT_LINE0 + len(AGENT_KINDS)) * CACHE_LINE
 
 # STATE values

@@ -139,6 +139,7 @@ class MessageStore:
             os.path.join(root, "consumequeue"),
             cfg.consume_queue_file_size,
             self.index if cfg.message_index_enable else None,
+            cfg.delay_levels_ms,
         )
         self.dispatcher.load()
         self.consume_queues = self.dispatcher.consume_queues

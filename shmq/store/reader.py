@@ -130,7 +130,7 @@ class StoreReader:
             topic, queue_id, offset, max_offset, max_count, tag_codes
         )
         messages: list[MessageExt] = []
-        for mf, rows, ok in self._records(topic, queue_id, phys, sizes, qoffs):
+        for mf, rows, ok in self.records(topic, queue_id, phys, sizes, qoffs):
             messages += ScanBatch(mf, rows).messages(ok, topic)
         return messages, next_offset
 
@@ -154,7 +154,7 @@ class StoreReader:
         body_offs = np.zeros(phys.shape[0] + 1, dtype=np.int64)
         queue_offs, store_ts = [], []
         k = 0
-        for mf, rows, ok in self._records(topic, queue_id, phys, sizes, qoffs):
+        for mf, rows, ok in self.records(topic, queue_id, phys, sizes, qoffs):
             if tags is not None:
                 ok = ok[[_tags(mf.buf, rows[r]) in tags for r in ok.tolist()]]
             k = rec.gather_bodies(mf.buf, rows, ok, bodies, body_offs, k)
@@ -198,7 +198,7 @@ class StoreReader:
         sizes = units["size"][picked].astype(np.int64)
         return phys, sizes, offset + picked.astype(np.int64), next_offset
 
-    def _records(
+    def records(
         self, topic: str, queue_id: int, phys: np.ndarray, sizes: np.ndarray, qoffs: np.ndarray
     ) -> Iterator[tuple[MappedFile, np.ndarray, np.ndarray]]:
         """The records at ``phys`` decoded one CommitLog file at a time: ``(file, rows,
@@ -220,8 +220,8 @@ class StoreReader:
             yield mf, rows[:n], np.flatnonzero(ok)
             i += n if n == run_end - i else n + 1  # skip a unit with no valid record
 
-    def view(self, physical_offset: int) -> MessageExt | None:
-        """The message at ``physical_offset`` (CRC-checked), or None."""
+    def record_at(self, physical_offset: int) -> ScanBatch | None:
+        """The record at ``physical_offset`` decoded (CRC-checked), or None."""
         mf = self.commitlog.file_at(physical_offset)
         if mf is None:
             return None
@@ -229,7 +229,12 @@ class StoreReader:
         local = np.array([physical_offset - mf.file_from_offset], dtype=np.int64)
         if rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, True, rows) != 1:
             return None
-        return ScanBatch(mf, rows).message(0)
+        return ScanBatch(mf, rows)
+
+    def view(self, physical_offset: int) -> MessageExt | None:
+        """The message at ``physical_offset`` (CRC-checked), or None."""
+        batch = self.record_at(physical_offset)
+        return batch.message(0) if batch is not None else None
 
     def store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
         units, _ = self.units(topic, queue_id, offset, offset + 1)

@@ -1,0 +1,218 @@
+"""The appending side of a producer ring (``ipc.ring``): publish records, wake the writer,
+wait for its answers.
+
+Producers (``client.ring_producer``) build on it with their encoders; the broker's own
+senders (the schedule agent's deliveries, consumers' send-backs) append records rebuilt
+from stored ones with ``append_raw``. Waiting spins briefly and then parks on the ring's
+semaphore, counted in ``PARKED`` of the ring's registry line (``ipc.parking``), so the
+writer posts once per parked thread, and only when one sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+
+import numpy as np
+
+from shmq.codec import record as rec
+from shmq.errors import SendError, SendTimeoutError
+from shmq.ipc import counters as cn
+from shmq.ipc import registry as rg
+from shmq.ipc import ring
+from shmq.ipc.parking import Parking
+from shmq.ipc.segment import FENCE_LOCK, Segment, open_semaphore, post
+
+DEFAULT_SPIN_US = 50  # spin this long on an answer before parking (see perf-notes)
+# A park ends at a post; the timeout only bounds how long a lost post (a dead broker) is
+# noticed late, and the caller's liveness checks come first.
+PARK_S = 0.2
+_PHYSICAL_OFFSET = struct.Struct(">q")
+PHYSICAL_OFFSET_POS = 28  # PHYSICALOFFSET in a record: the ring position for the writer
+
+
+class Answer:
+    """One record's outcome, read from the completion area."""
+
+    __slots__ = ("physical_offset", "queue_id", "queue_offset", "reason", "status", "store_ts")
+
+    def __init__(self, row: np.ndarray) -> None:
+        (
+            self.status,
+            self.reason,
+            self.queue_id,
+            self.queue_offset,
+            self.physical_offset,
+            self.store_ts,
+        ) = ring.unpack_completion(row)
+
+
+class RingAppender:
+    """One ring, attached by its registration ``info`` (ring, sem, writerSem, slot): records
+    go in at ``tail``, answers come back in the completion area. Callers serialise appends;
+    waiting for answers may happen in any thread."""
+
+    def __init__(
+        self, info: dict, counters: Segment, registry: Segment, spin_us: int = DEFAULT_SPIN_US
+    ) -> None:
+        self.spin_s = spin_us / 1e6
+        self.segment = Segment.attach(info["ring"])
+        self.words = self.segment.words
+        self.capacity, self.slots = ring.geometry(self.words)
+        self.mask = self.capacity - 1
+        self.data = ring.data(self.segment.buf, self.capacity)
+        self.completions = ring.completions(self.segment.buf, self.capacity, self.slots)
+        # word access from Python without numpy scalars: the hot path reads and publishes
+        # these words once per message
+        self.w = memoryview(self.segment.mm).cast("q")
+        self.answer_word = (ring.DATA + self.capacity) // 8
+        self.counter_w = memoryview(counters.mm).cast("q")
+        self.reg_w = memoryview(registry.mm).cast("q")
+        self.sem = open_semaphore(info["sem"])
+        self.writer_sem = open_semaphore(info["writerSem"])
+        self.counters = counters.words
+        self.registry = registry.words
+        self.reg_base = rg.producer_base(info["slot"])
+        self.parking = Parking(self.registry, self.reg_base + rg.PARKED, self.sem)
+        self.tail, self.seq = ring.load_tail(self.words)
+        self.head, self.seq_head = ring.load_head(self.words)  # as last seen
+        self._posted_park = -1  # the writer's park (WRITER_PARKS) this ring last posted
+
+    def append_raw(self, record: bytes | bytearray, deadline: float) -> int:
+        """Publish one whole record (its PHYSICALOFFSET is set to its ring position);
+        returns its sequence number. Blocks while the ring is full."""
+        size = len(record)
+        t, local = self._reserve(size, deadline)
+        mm = self.segment.mm
+        start = ring.DATA + local
+        mm[start : start + size] = record
+        _PHYSICAL_OFFSET.pack_into(mm, start + PHYSICAL_OFFSET_POS, t)
+        return self._publish(t + size)
+
+    def _reserve(self, size: int, deadline: float) -> tuple[int, int]:
+        """Room for one record of ``size`` bytes at the tail (a lap closed first when the
+        record would not fit before the ring's end): ``(ring position, index in data)``."""
+        t = self.tail
+        local = t & self.mask
+        if local + size + rec.MIN_BLANK > self.capacity:
+            t, local = self._close_lap(size, deadline), 0
+        if t + size - self.head > self.capacity or self.seq - self.seq_head >= self.slots:
+            self._wait_room(t, size, deadline)
+        return t, local
+
+    def _publish(self, tail: int) -> int:
+        """Publish one more record ending at ``tail``; returns its sequence number."""
+        seq = self.seq
+        self.seq = seq + 1
+        self.tail = tail
+        w = self.w
+        w[ring.SEQ_TAIL] = seq + 1
+        w[ring.TAIL] = tail
+        self._wake_writer()
+        return seq
+
+    def _wake_writer(self) -> None:
+        """After publishing: post the writer if it parked, once per park (it counts its
+        parks in WRITER_PARKS; a post per record while it sleeps costs ~10 µs each)."""
+        FENCE_LOCK.acquire()  # a full barrier before reading the writer's parked flag
+        FENCE_LOCK.release()
+        cw = self.counter_w
+        if cw[cn.WRITER_PARKED] and cw[cn.WRITER_PARKS] != self._posted_park:
+            self._posted_park = cw[cn.WRITER_PARKS]
+            post(self.writer_sem)
+
+    def stopped(self) -> bool:
+        """Whether the broker stops or stopped reading this ring (cheap: three words; the
+        reason comes from ``fence_reason``)."""
+        return (
+            self.counter_w[cn.STATE] == cn.STATE_STOPPING
+            or self.w[ring.FENCED] != 0
+            or self.reg_w[self.reg_base + rg.STATE] == rg.FENCED
+        )
+
+    def _close_lap(self, size: int, deadline: float) -> int:
+        """End the lap with a blank record once the writer left room for it; the record
+        then starts the next lap. Returns the new tail."""
+        if size + rec.MIN_BLANK > self.capacity:
+            raise SendError(
+                f"a record of {size} bytes does not fit the producer ring of "
+                f"{self.capacity} bytes (ringSize)"
+            )
+        t = self.tail
+        rest = self.capacity - (t & self.mask)
+        if t + rest - self.head > self.capacity:
+            self._wait_room(t, rest, deadline, records=0)
+        rec.write_blank(self.data, t & self.mask, rest)
+        self.tail = t + rest
+        ring.publish_tail(self.words, self.tail, self.seq)
+        return self.tail
+
+    def _wait_room(self, t: int, size: int, deadline: float, records: int = 1) -> None:
+        """Until the writer has consumed enough for ``size`` more bytes and ``records``
+        more completion slots."""
+
+        def room() -> bool:
+            w = self.w
+            self.seq_head = w[ring.SEQ_HEAD]
+            self.head = w[ring.HEAD]
+            return (
+                t + size - self.head <= self.capacity
+                and self.seq + records - self.seq_head <= self.slots
+            )
+
+        if not room():
+            self._wait_writer(room, deadline)
+
+    # -- answers ----------------------------------------------------------------------------
+
+    def fence_reason(self) -> str | None:
+        """Why the broker stopped reading this ring (the writer's FENCED word, or the
+        supervisor's fence of this registry slot), or None."""
+        if int(self.registry[self.reg_base + rg.STATE]) == rg.FENCED:
+            return ring.FENCES[ring.FENCE_CRASH]
+        return ring.load_fence(self.words)
+
+    def answered(self, seq: int) -> bool:
+        return self.w[ring.SEQ_HEAD] > seq
+
+    def answer(self, seq: int) -> Answer:
+        return Answer(self.completions[seq & (self.slots - 1)])
+
+    def answer_words(self, seq: int) -> tuple[int, int, int]:
+        """``(status | reason << 16 | queue id << 32, queue offset, physical offset)`` of an
+        answered record."""
+        w, k = self.w, self.answer_word + 4 * (seq & (self.slots - 1))
+        return w[k], w[k + 1], w[k + 2]
+
+    def wait_answer(self, seq: int, deadline: float) -> Answer:
+        if not self.answered(seq):
+            self._wait_writer(lambda: self.answered(seq), deadline)
+        return self.answer(seq)
+
+    def _wait_writer(self, done, deadline: float) -> None:
+        """Spin for ``spin_s``, then park until ``done()`` or the deadline."""
+        spin_end = time.perf_counter() + self.spin_s
+        while time.perf_counter() < spin_end:
+            if done():
+                return
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if done():
+                    return
+                raise SendTimeoutError(
+                    f"no answer from the broker's writer within the send timeout "
+                    f"(producer pid {os.getpid()})"
+                )
+            if self.parking.park(done, min(left, PARK_S)):
+                return
+
+    def close(self) -> None:
+        self.sem.close()
+        self.writer_sem.close()
+        self.w.release()
+        self.counter_w.release()
+        self.reg_w.release()
+        self.data = self.completions = self.words = None
+        self.segment.close()

@@ -1,0 +1,159 @@
+"""Delay levels with real processes: the schedule agent delivers each delayed message once,
+no earlier than its level's delay, across restarts and SIGKILLs (the store checked
+afterwards by the independent decoder)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import time
+
+import pytest
+
+import shmq
+from e2e_helpers import cluster, shm_entries
+from shmq.codec.delay_levels import SCHEDULE_TOPIC, parse_delay_levels
+from shmq.errors import ConfigError
+from spec_decoder import walk_commitlog
+
+LEVELS = "1s 2s 3s"
+PRECISION_MS = 1500  # the agent is woken at the due time; a loaded 2-core host adds a little
+
+
+def stored(store: str) -> list[dict]:
+    records, _ = walk_commitlog(os.path.join(store, "commitlog"))
+    return records
+
+
+def deliveries(store: str, topic: str) -> collections.Counter:
+    return collections.Counter(r["body"].decode() for r in stored(store) if r["topic"] == topic)
+
+
+def send_delayed(namesrv: str, topic: str, count: int, level: int, prefix: str = "d") -> None:
+    with shmq.Producer("delay-producer", namesrv) as producer:
+        for i in range(count):
+            producer.send(shmq.Message(topic, f"{prefix}{i}".encode(), delay_level=level))
+
+
+def wait_delivered(store_check, expected: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and store_check() < expected:
+        time.sleep(0.1)
+
+
+def test_parse_delay_levels_as_rocketmq():
+    assert parse_delay_levels("1s 5s 2m 1h 1d").tolist() == [
+        1000, 5000, 120_000, 3_600_000, 86_400_000
+    ]  # fmt: skip
+    for bad in ("", "1x", "s", "0s", "1.5s", "-1s"):
+        with pytest.raises(ConfigError, match="messageDelayLevel"):
+            parse_delay_levels(bad)
+
+
+def test_delayed_messages_arrive_after_their_delay_across_a_restart(tmp_path):
+    before = shm_entries()
+    with cluster(tmp_path, messageDelayLevel=LEVELS, defaultTopicQueueNums=2) as c:
+        c.create_topic("Delayed", 2)
+        sent_at = time.time() * 1000
+        send_delayed(c.namesrv, "Delayed", 20, level=3)  # 3 s
+        send_delayed(c.namesrv, "Delayed", 20, level=1, prefix="s")  # 1 s
+        with shmq.Producer("cap", c.namesrv) as producer:  # above the last level: capped
+            producer.send(shmq.Message("Delayed", b"capped", delay_level=18))
+        assert c.stop_broker() == 0  # in the middle: the 1 s ones may be out, not the 3 s
+        c.start_broker()
+        time.sleep(4.5)
+        assert c.stop_broker() == 0
+        records = stored(c.store)
+        scheduled = [r for r in records if r["topic"] == SCHEDULE_TOPIC]
+        assert len(scheduled) == 41
+        assert {r["queue_id"] for r in scheduled} == {0, 2}
+        delivered = [r for r in records if r["topic"] == "Delayed"]
+        bodies = collections.Counter(r["body"].decode() for r in delivered)
+        assert set(bodies) == {f"d{i}" for i in range(20)} | {f"s{i}" for i in range(20)} | {
+            "capped"
+        }
+        assert max(bodies.values()) == 1
+        by_body = {r["body"].decode(): r for r in scheduled}
+        for r in delivered:
+            origin = by_body[r["body"].decode()]
+            delay = {0: 1000, 2: 3000}[origin["queue_id"]]
+            assert r["store_timestamp"] >= origin["store_timestamp"] + delay
+            assert r["properties"]["REAL_TOPIC"] == "Delayed"
+            assert int(r["properties"]["REAL_QID"]) == r["queue_id"]
+            assert "DELAY" not in r["properties"]
+            assert r["born_timestamp"] == origin["born_timestamp"]
+            assert r["properties"]["UNIQ_KEY"] == origin["properties"]["UNIQ_KEY"]
+        late = [r["store_timestamp"] - sent_at for r in delivered if r["body"] == b"s0"]
+        assert late and late[0] >= 1000
+        with open(os.path.join(c.store, "config", "delayOffset.json")) as f:
+            assert '"offsetTable"' in f.read()
+    assert shm_entries() - before == set()
+
+
+def test_a_delayed_message_is_consumed_after_its_delay(tmp_path):
+    before = shm_entries()
+    with cluster(tmp_path, messageDelayLevel=LEVELS) as c:
+        c.create_topic("DelayedC", 1)
+        got: list[tuple[float, bytes]] = []
+        consumer = shmq.PushConsumer("delay-group", c.namesrv)
+        consumer.subscribe("DelayedC", "*")
+
+        def listener(msgs, _ctx):
+            got.extend((time.time(), m.body) for m in msgs)
+            return shmq.ConsumeStatus.CONSUME_SUCCESS
+
+        consumer.register_message_listener(listener)
+        consumer.start()
+        try:
+            sent = time.time()
+            send_delayed(c.namesrv, "DelayedC", 1, level=2)
+            deadline = time.monotonic() + 20
+            while not got and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            consumer.shutdown()
+        assert [b for _, b in got] == [b"d0"]
+        lateness_ms = (got[0][0] - sent) * 1000 - 2000
+        assert -50 <= lateness_ms <= PRECISION_MS
+    assert shm_entries() - before == set()
+
+
+@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.parametrize("victim", ["schedule", "broker"])
+def test_sigkill_during_delivery_delivers_each_delayed_message_once(tmp_path, victim):
+    before = shm_entries()
+    count = 3000
+    with cluster(tmp_path, messageDelayLevel="1s 2s", defaultTopicQueueNums=2) as c:
+        c.create_topic("DelayedK", 2)
+        started = time.monotonic()
+        with shmq.Producer("bulk-delay", c.namesrv) as producer:
+            futures = []
+            for i in range(count):  # over ~2 s, so deliveries go on from 2 s to 4 s
+                msg = shmq.Message("DelayedK", f"k{i}".encode(), delay_level=2)
+                futures.append(producer.send_async(msg))
+                time.sleep(max(0.0, started + 2.0 * i / count - time.monotonic()))
+            for future in futures:
+                future.result(30)
+        time.sleep(max(0.0, started + 3.0 - time.monotonic()))  # in the middle of delivery
+        if victim == "schedule":
+            os.kill(c.runtime_info()["agents"]["schedule"]["pid"], signal.SIGKILL)
+            time.sleep(0.3)
+            os.kill(c.runtime_info()["agents"]["schedule"]["pid"], signal.SIGKILL)
+        else:
+            c.broker_proc.send_signal(signal.SIGKILL)
+            c.broker_proc.wait(30)
+            c.procs.remove(c.broker_proc)
+            c.main.proc = None
+            time.sleep(1.0)  # the agents notice their supervisor is gone
+            c.start_broker()
+        wait_delivered(lambda: sum(deliveries(c.store, "DelayedK").values()), count)
+        time.sleep(1.0)  # anything delivered twice would show by now
+        if victim == "schedule":
+            assert c.runtime_info()["agents"]["schedule"]["restarts"] >= 1
+        assert c.stop_broker() == 0
+        bodies = deliveries(c.store, "DelayedK")
+        assert set(bodies) == {f"k{i}" for i in range(count)}
+        assert max(bodies.values()) == 1
+    assert shm_entries() - before == set()
