@@ -110,14 +110,14 @@ class AdminHandlers:
         if offset < 0:
             return 0
         with self.control._lock:
-            stored = self.control._store_reader().store_timestamp(topic, queue_id, offset)
+            stored = self.control.store_reader().store_timestamp(topic, queue_id, offset)
         return stored or 0
 
     def _read(self, topic: str, queue_id: int, offset: int, end: int) -> list[MessageExt]:
         """The messages at queue offsets ``[offset, end)`` (end below the max offset)."""
         out: list[MessageExt] = []
         with self.control._lock:
-            reader = self.control._store_reader()
+            reader = self.control.store_reader()
             while offset < end:
                 msgs, next_offset = reader.read_queue(topic, queue_id, offset, end, end - offset)
                 out += msgs

@@ -55,6 +55,7 @@ class BrokerConfig:
     broker_role: str = "ASYNC_MASTER"
     broker_permission: int = 6
     auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
     cluster_topic_enable: bool = True
     broker_topic_enable: bool = True

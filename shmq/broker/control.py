@@ -13,10 +13,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from shmq.broker.send_back import SendBack, retry_topic
 from shmq.broker.topic_config import TopicConfig
 from shmq.errors import ResponseError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
+from shmq.ipc.ring_appender import RingAppender
 from shmq.message import message_to_json
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
 from shmq.remoting.client import RemotingClient
@@ -40,6 +42,14 @@ class ControlHandlers:
         self.consumers = broker.consumers
         # group -> {client id: (last heartbeat ms, connection id)}
         self.producers: dict[str, dict[str, tuple[int, int]]] = {}
+        slot = broker.clients.register_producer(os.getpid(), "shmq-send-back")
+        info = {
+            "ring": slot.segment.name,
+            "sem": slot.sem_name,
+            "writerSem": broker.names.agent_sem("writer"),
+            "slot": slot.index,
+        }
+        self.send_back = SendBack(broker, RingAppender(info, broker.counters, broker.registry))
 
     def register(self, server: RemotingServer) -> None:
         handlers = {
@@ -62,6 +72,7 @@ class ControlHandlers:
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back.handle,
         }
         for code, handler in handlers.items():
             server.register(code, handler)
@@ -71,6 +82,7 @@ class ControlHandlers:
         AdminHandlers(self.broker, self).register(server)
 
     def close(self) -> None:
+        self.send_back.ring.close()
         self.client.close()
         if self._reader is not None:
             self._reader.close()
@@ -201,14 +213,14 @@ class ControlHandlers:
         topic, qid = request.ext_topic(), request.ext_int("queueId")
         timestamp = request.ext_int("timestamp")
         with self._lock:
-            offset = self._store_reader().offset_by_time(
+            offset = self.store_reader().offset_by_time(
                 topic, qid, timestamp, 0, self._max(topic, qid)
             )
         return RemotingCommand.response_to(request, ext_fields={"offset": offset})
 
     # -- queries ----------------------------------------------------------------------------
 
-    def _store_reader(self):
+    def store_reader(self):
         from shmq.store.reader import StoreReader
 
         if self._reader is None:
@@ -223,7 +235,7 @@ class ControlHandlers:
         if not 0 <= offset < cn.load(self.broker.counters.words, cn.WRITE_OFFSET):
             raise ResponseError(Rc.SYSTEM_ERROR, f"no message at CommitLog offset {offset}")
         with self._lock:
-            msg = self._store_reader().view(offset)
+            msg = self.store_reader().view(offset)
         if msg is None:
             raise ResponseError(Rc.SYSTEM_ERROR, f"no message at CommitLog offset {offset}")
         return _json(request, message_to_json(msg))
@@ -250,7 +262,7 @@ class ControlHandlers:
         found = []
         with self._lock:
             for phys in offsets:
-                msg = self._store_reader().view(phys)
+                msg = self.store_reader().view(phys)
                 if (
                     msg is not None
                     and msg.topic == topic
@@ -276,6 +288,12 @@ class ControlHandlers:
             _check_name("group", entry.get("groupName"), MAX_GROUP_LENGTH)
         for entry in data.get("consumerDataSet", []):
             self.consumers.register(client_id, conn, entry)
+            if entry.get("messageModel") == "CLUSTERING":  # the group and its retry topic
+                group_cfg = self.send_back.group_config(entry["groupName"])
+                if group_cfg.retry_queue_nums:
+                    self.send_back.ensure_topic(
+                        retry_topic(entry["groupName"]), group_cfg.retry_queue_nums
+                    )
         now = int(time.time() * 1000)
         with self._lock:
             for entry in data.get("producerDataSet", []):

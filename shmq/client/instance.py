@@ -66,7 +66,7 @@ class ClientInstance:
 
     # -- broker connections -------------------------------------------------------------------
 
-    def _channel(self, addr: str) -> DuplexChannel:
+    def channel(self, addr: str) -> DuplexChannel:
         with self._lock:
             channel = self._channels.get(addr)
             if channel is None:
@@ -127,7 +127,7 @@ class ClientInstance:
         """Send a heartbeat to every broker of the subscribed topics."""
         for addr in self.broker_addresses():
             try:
-                self._heartbeat_to(addr, self._channel(addr))
+                self._heartbeat_to(addr, self.channel(addr))
             except RemotingError as exc:
                 log.warning("%s: heartbeat to %s failed: %s", self.client_id, addr, exc)
 
@@ -136,7 +136,7 @@ class ClientInstance:
         last: Exception | None = None
         for b in self.routes.brokers(topic):
             try:
-                _, data = self._channel(b.address).invoke_json(
+                _, data = self.channel(b.address).invoke_json(
                     RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}
                 )
                 return [str(c) for c in data.get("consumerIdList", [])]

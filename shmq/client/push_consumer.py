@@ -34,9 +34,11 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
+from shmq.client.consume_retry import MessageBack, restore_topics, retry_topic
 from shmq.client.consumer_base import ConsumerBase, queues_of
 from shmq.client.process_queue import ProcessQueue
 from shmq.client.queue_reader import MAX_BULK_PULL, MAX_PULL
+from shmq.client.subscription import Subscription
 from shmq.client.types import ConsumeContext, ConsumeResult, MessageModel, MessageQueue, PullStatus
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import MessageBatch, MessageExt
@@ -52,6 +54,7 @@ FLOW_CONTROL_DELAY_S = 0.05  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTRO
 DIRECT_LISTENER_S = 100e-6
 LISTENER_WEIGHT = 0.125
 EXCEPTION_DELAY_S = 3.0  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
+TIMEOUT_DELAY_LEVEL = 3  # a message whose listener ran past consume_timeout (cleanExpireMsg)
 MIB = 1024 * 1024
 
 
@@ -64,7 +67,7 @@ class ConsumeRequest:
     process queue and offset are updated once for the whole request (a thread hand-off and
     two locks per message would cost more than a no-op listener)."""
 
-    __slots__ = ("abandoned", "mq", "msgs", "pq", "seq", "started")
+    __slots__ = ("abandoned", "delay_level", "mq", "msgs", "pq", "seq", "started")
 
     def __init__(
         self, msgs: list[MessageExt] | MessageBatch, pq: ProcessQueue, mq: MessageQueue
@@ -74,6 +77,7 @@ class ConsumeRequest:
         self.mq = mq
         self.started = 0.0
         self.abandoned = False
+        self.delay_level = 0  # the listener's delay_level_when_next_consume, for a send-back
         self.seq = next(_request_seq)
 
 
@@ -95,10 +99,14 @@ class PushConsumer(ConsumerBase):
     when set they are divided over the queues held), ``consume_concurrently_max_span`` 2000,
     ``consume_timeout`` 15 minutes. A listener returns ``ConsumeResult.CONSUME_SUCCESS`` or
     ``RECONSUME_LATER``; raising, returning anything else, or running past
-    ``consume_timeout`` counts as ``RECONSUME_LATER``: in clustering the messages are
-    consumed again after ``reconsume_delay`` (RocketMQ's local fallback; with the retry
-    topic they will go back to the broker), in broadcasting they are dropped with a log line,
-    as RocketMQ does.
+    ``consume_timeout`` counts as ``RECONSUME_LATER``. In clustering the messages go back to
+    the broker (``consume_retry``), which redelivers them through ``%RETRY%<group>`` after
+    growing delays (10 s, 30 s, 1 min, … ``ConsumeContext.delay_level_when_next_consume``
+    picks another level, a negative one sends them straight to the DLQ) and moves them to
+    ``%DLQ%<group>`` after ``max_reconsume_times`` (-1: 16); one the broker cannot take back
+    is consumed again here after ``reconsume_delay``. In broadcasting failed messages are
+    dropped with a log line, as RocketMQ does. A ``bulk`` listener's failed batch is
+    consumed again here.
 
     ``bulk=True`` is the consume side of ``Producer.send_bulk``: the listener gets one
     ``MessageBatch`` per pull (up to ``pull_batch_size``, which may then be up to 65,536)
@@ -131,6 +139,7 @@ class PushConsumer(ConsumerBase):
         consume_concurrently_max_span: int = 2000,
         consume_timeout: float = 15 * 60.0,
         reconsume_delay: float = 5.0,
+        max_reconsume_times: int = -1,
         await_termination: float = 10.0,
         bulk: bool = False,
         **options,
@@ -162,6 +171,11 @@ class PushConsumer(ConsumerBase):
         self.max_span = consume_concurrently_max_span
         self.consume_timeout = consume_timeout
         self.reconsume_delay = reconsume_delay
+        if max_reconsume_times < -1:
+            raise ConfigError(f"max_reconsume_times {max_reconsume_times} is below -1")
+        self.max_reconsume_times = max_reconsume_times
+        self._back: MessageBack | None = None
+        self._retry_topic = retry_topic(group)
         self.await_termination = await_termination
         self._table: dict[MessageQueue, ProcessQueue] = {}
         self._running: dict[int, ConsumeRequest] = {}
@@ -187,7 +201,12 @@ class PushConsumer(ConsumerBase):
         self._pool = ThreadPoolExecutor(
             self.consume_thread_max, thread_name_prefix=f"shmq-consume-{self.group}"
         )
+        if self.message_model is MessageModel.CLUSTERING:  # retries come back through it
+            with self._lock:
+                self._subs.setdefault(self._retry_topic, Subscription.parse(self._retry_topic))
         self._start_base(f"shmq-push-service-{self.group}")
+        if self.message_model is MessageModel.CLUSTERING:
+            self._back = MessageBack(self.instance, self.group, self.max_reconsume_times)
         self._puller = threading.Thread(
             target=self._pull_loop, name=f"shmq-pull-{self.group}", daemon=True
         )
@@ -338,6 +357,8 @@ class PushConsumer(ConsumerBase):
             return len(result.batch)
         if result.pull_status is PullStatus.FOUND:
             msgs = sub.filter(result.messages)
+            if mq.topic == self._retry_topic:
+                restore_topics(msgs)
             pq.next_offset = result.next_begin_offset
             if msgs:
                 pq.put(msgs)
@@ -402,7 +423,9 @@ class PushConsumer(ConsumerBase):
         for i in range(0, len(msgs), step):
             chunk = msgs[i : i + step]
             ctx = ConsumeContext(mq, len(chunk) - 1)
-            if self._call(chunk, ctx, request):
+            ok = self._call(chunk, ctx, request)
+            request.delay_level = ctx.delay_level_when_next_consume
+            if ok:
                 ack = min(ctx.ack_index, len(chunk) - 1)
                 done += chunk[: ack + 1]
                 failed += chunk[ack + 1 :]
@@ -437,6 +460,12 @@ class PushConsumer(ConsumerBase):
     ) -> None:
         self.counters["consumed"] += len(done)
         self.counters["failed"] += len(failed)
+        if failed and self._back is not None and not isinstance(failed, MessageBatch):
+            kept = self._back.send_back(failed, request.mq, request.delay_level)
+            if len(kept) < len(failed):  # what the broker took back counts as consumed
+                keep = set(map(id, kept))
+                done = [*done, *(m for m in failed if id(m) not in keep)]
+                failed = kept
         if failed and self.message_model is MessageModel.BROADCASTING:
             log.warning("consumer %s: broadcasting, dropping %d failed message(s) of %s",
                         self.group, len(failed), request.mq)  # fmt: skip
@@ -487,8 +516,8 @@ class PushConsumer(ConsumerBase):
                             " message(s) of %s; consuming them again", self.group,
                             now - request.started, self.consume_timeout, len(request.msgs),
                             request.mq)  # fmt: skip
-                self.counters["failed"] += len(request.msgs)
-                self._consume_later(ConsumeRequest(request.msgs, request.pq, request.mq))
+                request.delay_level = TIMEOUT_DELAY_LEVEL
+                self._finish(request, [], request.msgs)
 
 
 def _first_offset(msgs: list[MessageExt] | MessageBatch) -> int:

@@ -13,6 +13,7 @@ import time
 from datetime import datetime
 
 from shmq.client.allocate import AllocateMessageQueueStrategy
+from shmq.client.consume_retry import RETRY_GROUP_TOPIC_PREFIX
 from shmq.client.instance import ClientInstance
 from shmq.client.offset_store import OffsetStore
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
@@ -90,6 +91,8 @@ class Rebalance:
         if stored >= 0:
             return stored
         reader = self.instance.reader
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # every retry is consumed
+            return reader.min_offset(mq)
         if self.consume_from_where is ConsumeFromWhere.FIRST_OFFSET:
             return reader.min_offset(mq)
         if self.consume_from_where is ConsumeFromWhere.TIMESTAMP:

@@ -101,7 +101,7 @@ def test_a_delayed_message_is_consumed_after_its_delay(tmp_path):
 
         def listener(msgs, _ctx):
             got.extend((time.time(), m.body) for m in msgs)
-            return shmq.ConsumeStatus.CONSUME_SUCCESS
+            return shmq.ConsumeResult.CONSUME_SUCCESS
 
         consumer.register_message_listener(listener)
         consumer.start()

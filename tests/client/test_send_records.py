@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shmq.client.ring_producer import RingProducer
-from shmq.client.send_records import RecordBatch, TopicRecords, UniqKeys, one_record
+from shmq.client.send_records import RecordBatch, TopicRecords, UniqKeys, one_record, scheduled
+from shmq.codec.delay_levels import SCHEDULE_TOPIC
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
@@ -77,7 +78,7 @@ messages = st.builds(
     st.none() | text,
     st.lists(text, max_size=3),
     st.dictionaries(text.filter(lambda n: n not in RESERVED_PROPERTY_NAMES), text, max_size=3),
-    st.integers(0, 18),
+    st.just(0),  # delayed messages: test_a_delayed_message_is_stored_in_the_schedule_topic
     st.integers(-(2**31), 2**31 - 1),
 )
 
@@ -109,10 +110,33 @@ def test_the_single_message_encoder_writes_what_the_bulk_encoder_writes(rp, msg,
     props = single["properties"]
     assert props["UNIQ_KEY"] == one[-1].decode()
     assert props.get("TAGS") == msg.tags
-    assert props.get("DELAY") == (str(msg.delay_level) if msg.delay_level else None)
+    assert "DELAY" not in props
     assert props.get("KEYS", "") == " ".join(msg.keys)
     for name, value in msg.properties.items():
         assert props[name] == value
+
+
+@settings(max_examples=60, deadline=None)
+@given(msg=messages, level=st.integers(1, 18), levels=st.integers(1, 18),
+       queue_id=st.integers(0, 1023))  # fmt: skip
+def test_a_delayed_message_is_stored_in_the_schedule_topic(rp, msg, level, levels, queue_id):
+    """As RocketMQ's broker stores it: the schedule topic's queue for the level (capped at
+    the broker's last one), the real topic and queue in REAL_TOPIC / REAL_QID."""
+    msg.delay_level = level
+    one = one_record(TopicRecords(msg.topic, msg.topic.encode()), msg, msg.body, UniqKeys())
+    record, schedule_qid = scheduled(one, queue_id, levels)
+    free(rp)
+    rp.append_one(record, schedule_qid, 0, time.monotonic() + 5)
+    stored = decoded(rp, record[1])
+    assert stored["topic"] == SCHEDULE_TOPIC
+    assert stored["queue_id"] == schedule_qid == min(level, levels) - 1
+    assert stored["body"] == msg.body
+    props = stored["properties"]
+    assert props["REAL_TOPIC"] == msg.topic
+    assert props["REAL_QID"] == str(queue_id)
+    assert props["DELAY"] == str(min(level, levels))
+    assert props["UNIQ_KEY"] == one[-1].decode()
+    assert props.get("TAGS") == msg.tags
 
 
 def test_records_that_do_not_fit_the_rest_of_a_lap_start_the_next_one(rp):

@@ -1,0 +1,149 @@
+"""Retry and dead-letter queues with real processes: a PushConsumer's failed messages go
+back to the broker, come again through %RETRY%<group> with the original topic restored,
+and land in %DLQ%<group> after max_reconsume_times."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import shmq
+from e2e_helpers import cluster, shm_entries
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+
+LEVELS = "1s 1s 1s 1s 1s 1s"  # retries use level 3 + reconsume times: 1 s each here
+
+
+class Recorder:
+    """A listener that fails the first ``fail_times`` deliveries of each message."""
+
+    def __init__(self, fail_times: int) -> None:
+        self.fail_times = fail_times
+        self.calls: list[tuple[float, str, str, int, str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, msgs, ctx):
+        with self.lock:
+            for m in msgs:
+                self.calls.append(
+                    (time.monotonic(), m.body.decode(), m.topic, m.reconsume_times,
+                     ctx.message_queue.topic)
+                )  # fmt: skip
+            seen = sum(1 for c in self.calls if c[1] == msgs[0].body.decode())
+        if seen <= self.fail_times:
+            return shmq.ConsumeResult.RECONSUME_LATER
+        return shmq.ConsumeResult.CONSUME_SUCCESS
+
+    def bodies(self) -> list[str]:
+        with self.lock:
+            return [c[1] for c in self.calls]
+
+
+def consume(namesrv: str, group: str, topic: str, listener, seconds: float, **options):
+    consumer = shmq.PushConsumer(group, namesrv, listener=listener, **options)
+    consumer.subscribe(topic)
+    consumer.start()
+    try:
+        time.sleep(seconds)
+    finally:
+        consumer.shutdown()
+
+
+def wait_for(check, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not check():
+        time.sleep(0.05)
+
+
+def test_a_message_that_fails_once_is_consumed_once_more_with_its_topic(tmp_path):
+    before = shm_entries()
+    with cluster(tmp_path, messageDelayLevel=LEVELS) as c:
+        c.create_topic("Orders", 2)
+        with shmq.Producer("retry-p", c.namesrv) as producer:
+            for i in range(5):
+                producer.send(shmq.Message("Orders", f"o{i}".encode()))
+        recorder = Recorder(fail_times=1)
+        consumer = shmq.PushConsumer("retry-group", c.namesrv, listener=recorder,
+                                     consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # fmt: skip
+        consumer.subscribe("Orders")
+        consumer.start()
+        try:
+            wait_for(lambda: len(recorder.bodies()) >= 10, 30)
+            time.sleep(1.5)  # nothing more comes
+        finally:
+            consumer.shutdown()
+        calls = recorder.calls
+        assert sorted(recorder.bodies()) == sorted([f"o{i}" for i in range(5)] * 2)
+        first = {c[1]: c for c in calls if c[3] == 0}
+        again = {c[1]: c for c in calls if c[3] == 1}
+        assert set(first) == set(again) == {f"o{i}" for i in range(5)}
+        for body, call in again.items():
+            assert call[2] == "Orders"  # the original topic, restored
+            assert call[4] == "%RETRY%retry-group"  # read from the retry topic
+            assert call[0] - first[body][0] >= 0.9  # after the retry level's delay
+        with shmq.Admin(c.namesrv) as admin:
+            assert "%RETRY%retry-group" in admin.topic_list()
+    assert shm_entries() - before == set()
+
+
+def test_a_message_that_always_fails_lands_in_the_dlq(tmp_path):
+    before = shm_entries()
+    with cluster(tmp_path, messageDelayLevel=LEVELS) as c:
+        c.create_topic("Payments", 1)
+        with shmq.Producer("dlq-p", c.namesrv) as producer:
+            producer.send(shmq.Message("Payments", b"bad", tags="T1", keys=["k1"]))
+        recorder = Recorder(fail_times=1000)
+        consumer = shmq.PushConsumer("dlq-group", c.namesrv, listener=recorder,
+                                     max_reconsume_times=2,
+                                     consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # fmt: skip
+        consumer.subscribe("Payments")
+        consumer.start()
+        try:
+            wait_for(lambda: len(recorder.bodies()) >= 3, 30)
+            time.sleep(2.5)  # a 4th delivery would come by now
+        finally:
+            consumer.shutdown()
+        assert [(c[1], c[2], c[3]) for c in recorder.calls] == [
+            ("bad", "Payments", 0), ("bad", "Payments", 1), ("bad", "Payments", 2)
+        ]  # fmt: skip
+        # the DLQ is an ordinary topic: consume it
+        dlq = []
+        consume(c.namesrv, "dlq-reader", "%DLQ%dlq-group",
+                lambda msgs, _ctx: dlq.extend(msgs) or shmq.ConsumeResult.CONSUME_SUCCESS,
+                3.0, consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # fmt: skip
+        assert [m.body for m in dlq] == [b"bad"]
+        parked = dlq[0]
+        assert parked.reconsume_times == 3
+        assert parked.properties["RETRY_TOPIC"] == "Payments"
+        assert parked.properties["ORIGIN_MESSAGE_ID"]
+        assert parked.tags == "T1" and parked.keys == ["k1"]
+    assert shm_entries() - before == set()
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"offset": 123_456_789, "group": "g", "delayLevel": 0},  # no record there
+        {"offset": 7, "group": "g", "delayLevel": 0},  # inside a record
+        {"offset": -1, "group": "g", "delayLevel": 0},
+    ],
+)
+def test_a_send_back_for_an_offset_without_a_message_answers_an_error(tmp_path, fields):
+    before = shm_entries()
+    with cluster(tmp_path) as c:
+        c.create_topic("Plain", 1)
+        with shmq.Producer("sb-p", c.namesrv) as producer:
+            producer.send(shmq.Message("Plain", b"x" * 100))
+        info = c.runtime_info()
+        with RemotingClient() as client:
+            resp = client.invoke(
+                c.main.address,
+                RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields),
+            )
+        assert resp.code == ResponseCode.SYSTEM_ERROR
+        assert "look message by offset failed" in resp.remark
+        assert c.runtime_info()["write_offset"] == info["write_offset"]  # nothing written
+    assert shm_entries() - before == set()
