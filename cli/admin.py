@@ -293,6 +293,51 @@ def consumer_progress(group: str, topic: str | None, namesrv: str, as_json: bool
     _show(columns, rows, f"group {group}")
     click.echo(f"Consume TPS: {progress.consume_tps:.2f}")
     click.echo(f"Diff Total: {progress.diff_total}")
+    click.echo(f"Retry backlog: {progress.retry_diff}")
+    click.echo(f"DLQ messages: {progress.dlq_messages}")
+
+
+@admin.command("query-dlq")
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("--max-num", type=click.IntRange(1, 65536), default=64, show_default=True)
+@_options
+def query_dlq(group: str, max_num: int, namesrv: str, as_json: bool) -> None:
+    """What the group gave up on: its dead-letter queue, with each message's original
+    topic and the attempts it had."""
+    with _admin(namesrv) as a:
+        found = a.query_dlq(group, max_num)
+    if as_json:
+        _print_json(found)
+        return
+    rows = [[m["msgId"], m["originTopic"], m["attempts"], _time(m["storeTimestamp"]),
+             m["originMsgId"], _body(m)] for m in found]  # fmt: skip
+    columns = ["msgId", "original topic", "attempts", "stored", "origin msgId", "body"]
+    _show(columns, rows, f"%DLQ%{group}: {len(found)} message(s)")
+
+
+@admin.command("resend-dlq")
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-i", "--msg-id", help="The DLQ message (msgId, offset msgId or origin msgId).")
+@click.option("--all", "resend_all", is_flag=True, help="Every message in the DLQ.")
+@_options
+def resend_dlq(
+    group: str, msg_id: str | None, resend_all: bool, namesrv: str, as_json: bool
+) -> None:
+    """Send dead-lettered messages back to their original topic (they stay in the DLQ)."""
+    if bool(msg_id) == resend_all:
+        raise click.UsageError("give either --msg-id ID or --all")
+    with _admin(namesrv) as a:
+        rows = a.resend_dlq(group, msg_id)
+    if as_json:
+        _print_json(rows)
+    else:
+        table = [[r["msgId"], r["originTopic"], r.get("sendMsgId", ""), r.get("error", "")]
+                 for r in rows]  # fmt: skip
+        resent = sum("error" not in r for r in rows)
+        _show(["msgId", "original topic", "new msgId", "error"], table,
+              f"resent {resent} of {len(rows)}")  # fmt: skip
+    if any("error" in r for r in rows):
+        raise SystemExit(1)
 
 
 @admin.command("consumer-connection")

@@ -13,9 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from shmq.codec.delay_levels import parse_delay_levels
 from shmq.errors import ConfigError
 
 FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
@@ -114,7 +111,7 @@ class MessageStoreConfig:
         return -(-self.mapped_file_size_consume_queue // 20) * 20
 
     @property
-    def delay_levels_ms(self) -> np.ndarray:
+    def delay_levels_ms(self) -> tuple[int, ...]:
         """``message_delay_level`` parsed: level ``i + 1``'s delay in ms at index ``i``."""
         return parse_delay_levels(self.message_delay_level)
 
@@ -137,6 +134,31 @@ class MessageStoreConfig:
                 raise ConfigError(f"unknown store config key {key!r}")
             changes[name] = _coerce(name, value, fields[name].type)
         return dataclasses.replace(self, **changes)
+
+
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+MAX_DELAY_LEVELS = 64
+
+
+def parse_delay_levels(text: str) -> tuple[int, ...]:
+    """``"1s 5s 10s"`` → the levels' delays in ms (level ``i + 1`` at index ``i``), as
+    RocketMQ's ``parseDelayLevel``: tokens split on spaces, the last character the unit
+    (s, m, h, d), the rest a whole number; ``ConfigError`` naming a bad token."""
+    tokens = text.split()
+    if not tokens:
+        raise ConfigError("messageDelayLevel is empty: it needs at least one level like '1s'")
+    if len(tokens) > MAX_DELAY_LEVELS:
+        raise ConfigError(f"messageDelayLevel has {len(tokens)} levels, above {MAX_DELAY_LEVELS}")
+    delays = []
+    for i, token in enumerate(tokens):
+        unit, number = _UNIT_MS.get(token[-1]), token[:-1]
+        if unit is None or not number.isdigit() or int(number) <= 0:
+            raise ConfigError(
+                f"messageDelayLevel token {token!r} (level {i + 1}) is not a positive whole "
+                "number followed by s, m, h or d"
+            )
+        delays.append(int(number) * unit)
+    return tuple(delays)
 
 
 # RocketMQ's own spellings that differ from the field names here.

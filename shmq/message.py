@@ -507,6 +507,7 @@ def message_to_json(msg: MessageExt) -> dict:
         "bornHost": msg.born_host,
         "storeHost": msg.store_host,
         "reconsumeTimes": msg.reconsume_times,
+        "flag": msg.flag,
         "body": base64.b64encode(msg.body).decode(),
     }
 

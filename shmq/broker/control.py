@@ -105,7 +105,7 @@ class ControlHandlers:
             "syncFlushTimeout": store.sync_flush_timeout,
             "maxMessageSize": store.max_message_size,
             "checkProducerCrc": b.config.check_producer_crc,
-            "delayLevels": int(store.delay_levels_ms.shape[0]),
+            "delayLevels": len(store.delay_levels_ms),
             "storeHost": store.store_host,
             "prefix": b.names.prefix,
             "counters": b.names.counters,

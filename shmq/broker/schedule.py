@@ -75,7 +75,7 @@ class Schedule:
         self.root = store.store_path_root_dir
         self.path = os.path.join(self.root, "config", FILE_NAME)
         self.delays = store.delay_levels_ms
-        self.levels = int(self.delays.shape[0])
+        self.levels = len(self.delays)
         self.words = env.words
         self.reader = StoreReader(
             self.root, store.mapped_file_size_commit_log, store.consume_queue_file_size

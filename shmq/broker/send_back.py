@@ -55,7 +55,7 @@ class SendBack:
         self.broker = broker
         self.ring = ring_appender
         self.lock = threading.Lock()  # one appender per ring
-        self.levels = int(broker.config.store.delay_levels_ms.shape[0])
+        self.levels = len(broker.config.store.delay_levels_ms)
 
     def group_config(self, group: str) -> SubscriptionGroupConfig:
         """The group's settings, created with the defaults when absent and

@@ -125,7 +125,7 @@ class Broker:
                 cluster_topic_enable=cfg.cluster_topic_enable,
                 broker_topic_enable=cfg.broker_topic_enable,
             )
-            levels = int(cfg.store.delay_levels_ms.shape[0])
+            levels = len(cfg.store.delay_levels_ms)
             schedule = self.topics.get(SCHEDULE_TOPIC)
             if schedule is None or schedule.write_queue_nums < levels:  # a queue per level
                 self.topics.update(TopicConfig(SCHEDULE_TOPIC, levels, levels))

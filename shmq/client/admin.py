@@ -4,16 +4,19 @@ Topics, routes, queue and consume statistics, consumer connections, message quer
 offset resets, subscription groups and broker status, over the control plane: the namesrv
 for routes and cluster membership, each broker for its own part. Results are plain lists and
 dicts (messages in ``message_to_json``'s shape, the body base64-encoded) or the small frozen
-dataclasses below, each with ``to_json()`` giving RocketMQ's field names.
+dataclasses of ``admin_types``, each with ``to_json()`` giving RocketMQ's field names.
+Dead-letter queues: ``client.dlq``.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
 from types import TracebackType
 from typing import Any
 
+from shmq.client import dlq
+from shmq.client.admin_types import ConsumerProgress, QueueProgress, QueueStatus
+from shmq.client.consume_retry import dlq_topic
 from shmq.client.route import split_addrs
 from shmq.client.types import MessageQueue
 from shmq.errors import (
@@ -45,79 +48,6 @@ SUB_GROUP_SETTINGS = {
     "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
     "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable",
 }
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-class _Json:
-    def to_json(self) -> dict[str, Any]:
-        """The fields under RocketMQ's (camelCase) names."""
-        return {_camel(f.name): getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class QueueStatus(_Json):
-    """One queue of ``topic_status`` (RocketMQ's ``TopicOffset``)."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-    min_offset: int
-    max_offset: int
-    last_update_timestamp: int  # store time of the queue's last message, 0 when empty
-
-    @property
-    def message_queue(self) -> MessageQueue:
-        return MessageQueue(self.topic, self.broker_name, self.queue_id)
-
-
-@dataclass(frozen=True)
-class QueueProgress(_Json):
-    """One queue of ``consumer_progress`` (RocketMQ's ``OffsetWrapper``)."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-    broker_offset: int  # the queue's max offset
-    consumer_offset: int  # the group's committed offset (0 when none, as RocketMQ)
-    last_timestamp: int  # store time of the last consumed message, 0 when none
-
-    @property
-    def diff(self) -> int:
-        """The lag: messages stored but not yet consumed."""
-        return self.broker_offset - self.consumer_offset
-
-    @property
-    def message_queue(self) -> MessageQueue:
-        return MessageQueue(self.topic, self.broker_name, self.queue_id)
-
-    def to_json(self) -> dict[str, Any]:
-        return {**super().to_json(), "diff": self.diff}
-
-
-@dataclass(frozen=True)
-class ConsumerProgress(_Json):
-    """A group's progress over every broker (RocketMQ's ``ConsumeStats``)."""
-
-    group: str
-    queues: tuple[QueueProgress, ...]
-    consume_tps: float = 0.0
-
-    @property
-    def diff_total(self) -> int:
-        """The total lag over all queues."""
-        return sum(q.diff for q in self.queues)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "group": self.group,
-            "queues": [q.to_json() for q in self.queues],
-            "consumeTps": self.consume_tps,
-            "diffTotal": self.diff_total,
-        }
 
 
 class Admin:
@@ -427,7 +357,23 @@ class Admin:
                 " (maybe it consumed nothing yet)"
             )
         queues.sort(key=lambda q: (q.topic, q.broker_name, q.queue_id))
-        return ConsumerProgress(group, tuple(queues), tps)
+        return ConsumerProgress(group, tuple(queues), tps, self._dlq_messages(group))
+
+    def _dlq_messages(self, group: str) -> int:
+        """Messages in the group's dead-letter queue (0 without one)."""
+        try:
+            return sum(q.max_offset - q.min_offset for q in self.topic_status(dlq_topic(group)))
+        except NoRouteError:
+            return 0
+
+    def query_dlq(self, group: str, max_num: int = DEFAULT_QUERY_NUM) -> list[dict[str, Any]]:
+        """What is in the group's dead-letter queue, and why (``dlq.query_dlq``)."""
+        return dlq.query_dlq(self, group, max_num)
+
+    def resend_dlq(self, group: str, msg_id: str | None = None) -> list[dict[str, Any]]:
+        """Send DLQ messages (one, or all) back to their original topic
+        (``dlq.resend_dlq``)."""
+        return dlq.resend_dlq(self, group, msg_id)
 
     def consumer_connection(self, group: str) -> dict[str, Any]:
         """The group's online members over every broker (RocketMQ's

@@ -261,9 +261,10 @@ class PushConsumer(ConsumerBase):
         self._rebalance_now.set()
 
     def assignment(self) -> list[MessageQueue]:
-        """The queues this consumer holds now."""
+        """The queues of the subscribed topics this consumer holds now (those of the
+        group's retry topic, which it holds too, are in ``stats()``)."""
         with self._lock:
-            return sorted(self._table)
+            return sorted(mq for mq in self._table if mq.topic != self._retry_topic)
 
     def stats(self) -> dict:
         """Counters and each held queue's process-queue state (count, size, offsets)."""

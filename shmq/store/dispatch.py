@@ -11,8 +11,9 @@ import os
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.delay_levels import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
+from shmq.codec.delay_levels import SCHEDULE_TOPIC
 from shmq.codec.dispatch_plan import plan_dispatch
+from shmq.config import MessageStoreConfig
 from shmq.errors import InvalidMessageError
 from shmq.message import validate_topic
 from shmq.store.commitlog import ScanBatch
@@ -35,14 +36,12 @@ class Dispatcher:
         cq_root: str,
         cq_file_size: int,
         index: IndexService | None,
-        delay_levels_ms: np.ndarray | None = None,
+        delay_levels_ms: tuple[int, ...] | None = None,
     ) -> None:
         self.cq_root = cq_root
         self.cq_file_size = cq_file_size
         self.index = index
-        self.delays = (
-            parse_delay_levels(DEFAULT_DELAY_LEVELS) if delay_levels_ms is None else delay_levels_ms
-        )
+        self.delays = delay_levels_ms or MessageStoreConfig().delay_levels_ms
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._topics: dict[bytes, tuple[str, bool]] = {}
         self._plan: _Scratch | None = None
@@ -89,7 +88,7 @@ class Dispatcher:
                 continue
             if topic == SCHEDULE_TOPIC:  # the tag slot holds the delivery time
                 picked = s.picks[a:b]
-                delay = self.delays[min(qid, self.delays.shape[0] - 1)]
+                delay = self.delays[min(qid, len(self.delays) - 1)]
                 rows[picked, rec.R_TAGS_CODE] = rows[picked, rec.R_STORE_TS] + delay
             cq = self.consume_queue(topic, qid)
             cq.put_rows(rows, s.picks, a, b, base)

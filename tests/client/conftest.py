@@ -14,7 +14,10 @@ from shmq.client.queue_reader import QueueReader
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     before = shm_entries()
-    with cluster(tmp_path_factory.mktemp("cluster"), defaultTopicQueueNums=4) as c:
+    # a failed message comes back from the retry topic after a second, not 10 s
+    levels = " ".join(["1s"] * 18)
+    with cluster(tmp_path_factory.mktemp("cluster"), defaultTopicQueueNums=4,
+                 messageDelayLevel=levels) as c:  # fmt: skip
         yield c
     assert shm_entries() - before == set()
 

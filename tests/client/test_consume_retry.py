@@ -4,6 +4,8 @@ and land in %DLQ%<group> after max_reconsume_times."""
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 import time
 
@@ -11,6 +13,7 @@ import pytest
 
 import shmq
 from e2e_helpers import cluster, shm_entries
+from e2e_helpers import shmq as shmq_cli
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 
@@ -146,4 +149,53 @@ def test_a_send_back_for_an_offset_without_a_message_answers_an_error(tmp_path, 
         assert resp.code == ResponseCode.SYSTEM_ERROR
         assert "look message by offset failed" in resp.remark
         assert c.runtime_info()["write_offset"] == info["write_offset"]  # nothing written
+    assert shm_entries() - before == set()
+
+
+def test_query_dlq_and_resend_dlq_put_a_message_back(tmp_path):
+    before = shm_entries()
+    with cluster(tmp_path, messageDelayLevel=LEVELS) as c:
+        c.create_topic("Refunds", 1)
+        with shmq.Producer("refund-p", c.namesrv) as producer:
+            for body in (b"r1", b"r2"):
+                producer.send(shmq.Message("Refunds", body, keys=[body.decode()],
+                                           properties={"why": "test"}))  # fmt: skip
+        failing = Recorder(fail_times=1000)
+        consumer = shmq.PushConsumer("refund-group", c.namesrv, listener=failing,
+                                     max_reconsume_times=0,
+                                     consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # fmt: skip
+        consumer.subscribe("Refunds")
+        consumer.start()
+        try:
+            wait_for(lambda: len(failing.bodies()) >= 2, 30)
+            time.sleep(1.0)
+        finally:
+            consumer.shutdown()
+        assert sorted(failing.bodies()) == ["r1", "r2"]  # no retry: straight to the DLQ
+        n = ("-n", c.namesrv)
+        out = shmq_cli("admin", "query-dlq", "-g", "refund-group", *n, "--json")
+        assert out.returncode == 0, out.stderr
+        parked = json.loads(out.stdout)
+        assert sorted((m["originTopic"], m["attempts"]) for m in parked) == [("Refunds", 1)] * 2
+        table = shmq_cli("admin", "query-dlq", "-g", "refund-group", *n)
+        assert "Refunds" in table.stdout and table.returncode == 0
+        progress = json.loads(
+            shmq_cli("admin", "consumer-progress", "-g", "refund-group", *n, "--json").stdout
+        )
+        assert progress["dlqMessages"] == 2
+        assert "DLQ messages: 2" in shmq_cli("admin", "consumer-progress", "-g", "refund-group",
+                                         *n).stdout  # fmt: skip
+        usage = shmq_cli("admin", "resend-dlq", "-g", "refund-group", *n)
+        assert usage.returncode != 0 and "--msg-id" in usage.stderr
+        missing = shmq_cli("admin", "resend-dlq", "-g", "refund-group", "-i", "NOPE", *n)
+        assert missing.returncode != 0 and "not in the DLQ" in missing.stderr
+        r1 = next(m for m in parked if base64.b64decode(m["body"]) == b"r1")
+        resent = shmq_cli(
+            "admin", "resend-dlq", "-g", "refund-group", "-i", r1["msgId"], *n, "--json"
+        )
+        assert resent.returncode == 0, resent.stderr
+        assert [r["originTopic"] for r in json.loads(resent.stdout)] == ["Refunds"]
+        got = Recorder(fail_times=0)
+        consume(c.namesrv, "refund-group", "Refunds", got, 3.0)
+        assert [(c_[1], c_[2], c_[3]) for c_ in got.calls] == [("r1", "Refunds", 0)]
     assert shm_entries() - before == set()
