@@ -70,9 +70,6 @@ def test_offsets_queries_and_client_registry(make_broker):
             break
         time.sleep(0.05)
     assert int(resp.ext_fields["offset"]) == expected
-    with pytest.raises(ResponseError) as err:
-        invoke(broker, RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="g", topic="Q", queueId=0)
-    assert err.value.code == ResponseCode.QUERY_NOT_FOUND
     invoke(
         broker,
         RequestCode.UPDATE_CONSUMER_OFFSET,
@@ -101,6 +98,56 @@ def test_offsets_queries_and_client_registry(make_broker):
             broker.address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "g"}
         )
     assert ids == {"consumerIdList": ["c1"]}
+
+
+def wait_dispatched(broker: Broker, topic: str, queue_id: int, count: int) -> None:
+    """Until reput, in its own process, has dispatched ``count`` messages to the queue."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        resp, _ = invoke(broker, RequestCode.GET_MAX_OFFSET, topic=topic, queueId=queue_id)
+        if int(resp.ext_fields["offset"]) == count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{topic}:{queue_id} never reached {count} messages")
+
+
+def query_offset(broker: Broker, group: str, topic: str, queue_id: int) -> int | None:
+    """The QUERY_CONSUMER_OFFSET answer; None for QUERY_NOT_FOUND."""
+    try:
+        resp, _ = invoke(
+            broker,
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            consumerGroup=group,
+            topic=topic,
+            queueId=queue_id,
+        )
+    except ResponseError as err:
+        assert err.code == ResponseCode.QUERY_NOT_FOUND
+        return None
+    return int(resp.ext_fields["offset"])
+
+
+def test_query_offset_of_a_new_group_as_rocketmq_4_9(make_broker):
+    """No committed offset: 0 while the queue starts at 0 and its first message is "in
+    memory" (or it is empty); QUERY_NOT_FOUND once that message is "in disk", here forced
+    with accessMessageInMemoryMaxRatio 0."""
+    for ratio, on_a_used_queue in ((40, 0), (0, None)):
+        broker, namesrv = make_broker(access_message_in_memory_max_ratio=ratio)
+        with Producer("pg", namesrv) as producer:
+            mq = producer.send(Message("Young", "first")).message_queue
+        wait_dispatched(broker, "Young", mq.queue_id, 1)
+        assert query_offset(broker, "new-g", "Young", mq.queue_id) == on_a_used_queue
+        empty = (mq.queue_id + 1) % 4
+        assert query_offset(broker, "new-g", "Young", empty) == 0
+        invoke(
+            broker,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            consumerGroup="new-g",
+            topic="Young",
+            queueId=mq.queue_id,
+            commitOffset=1,
+        )
+        assert query_offset(broker, "new-g", "Young", mq.queue_id) == 1
 
 
 def test_malformed_frame_harms_nothing(make_broker):
