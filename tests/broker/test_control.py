@@ -3,7 +3,11 @@ agents are real processes) and namesrv."""
 
 from __future__ import annotations
 
+import collections
+import itertools
+import json
 import socket
+import struct
 import threading
 import time
 
@@ -20,7 +24,13 @@ from shmq.ipc import counters as cn
 from shmq.message import Message, parse_offset_msg_id
 from shmq.namesrv.server import NameServer
 from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode, ResponseCode
+from shmq.remoting.protocol import (
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+    read_frame,
+)
 
 
 @pytest.fixture
@@ -148,6 +158,60 @@ def test_query_offset_of_a_new_group_as_rocketmq_4_9(make_broker):
             commitOffset=1,
         )
         assert query_offset(broker, "new-g", "Young", mq.queue_id) == 1
+
+
+def test_numeric_and_boolean_ext_fields_are_answered_in_both_encodings(make_broker):
+    """Offsets requests as RocketMQ clients in other languages send them: JSON numbers and
+    booleans in a JSON header, or a ROCKETMQ (binary) header; each is answered in its own
+    encoding and the connection stays open."""
+    broker, namesrv = make_broker()
+    with Producer("pg", namesrv) as producer:
+        sent = [producer.send(Message("Num", f"m{i}")) for i in range(6)]
+    counts = collections.Counter(r.message_queue.queue_id for r in sent)
+    for queue_id, count in counts.items():
+        wait_dispatched(broker, "Num", queue_id, count)
+    opaques = itertools.count(1)
+
+    def frame(kind: SerializeType, code: int, **fields) -> bytes:
+        if kind is SerializeType.ROCKETMQ:  # every value is text in a binary header
+            return RemotingCommand(
+                code, next(opaques), ext_fields=fields, serialize_type=kind
+            ).encode()
+        header = {"code": code, "language": "CPP", "opaque": next(opaques), "flag": 0}
+        header |= {"extFields": fields, "serializeTypeCurrentRPC": "JSON"}
+        raw = json.dumps(header).encode()
+        assert b'"queueId": "' not in raw  # numbers stay JSON numbers
+        return struct.pack(">II", 4 + len(raw), len(raw)) + raw
+
+    host, port = broker.address.split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+
+        def call(kind: SerializeType, code: int, **fields) -> RemotingCommand:
+            s.sendall(frame(kind, code, **fields))
+            resp = read_frame(s)
+            assert resp is not None, "the broker closed the connection"
+            assert resp.serialize_type is kind and resp.code == ResponseCode.SUCCESS, resp
+            return resp
+
+        for kind in SerializeType:
+            group = f"g-{kind.name}"
+            q = RequestCode.QUERY_CONSUMER_OFFSET
+            resp = call(kind, q, consumerGroup=group, topic="Num", queueId=0)
+            assert resp.ext_fields["offset"] == "0"  # a new group on a queue starting at 0
+            call(
+                kind,
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                consumerGroup=group,
+                topic="Num",
+                queueId=0,
+                commitOffset=1,
+                k=False,
+            )
+            resp = call(kind, q, consumerGroup=group, topic="Num", queueId=0)
+            assert resp.ext_fields["offset"] == "1"
+            for queue_id, count in counts.items():
+                resp = call(kind, RequestCode.GET_MAX_OFFSET, topic="Num", queueId=queue_id)
+                assert resp.ext_fields["offset"] == str(count)
 
 
 def test_malformed_frame_harms_nothing(make_broker):
