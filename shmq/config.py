@@ -55,6 +55,9 @@ class MessageStoreConfig:
     warm_mapped_file_enable: bool = False
     mlock_mapped_file_enable: bool = True
     preallocate_mapped_file_enable: bool = True
+    # a message further than this % of physical RAM behind the CommitLog's end is "in disk"
+    # (RocketMQ's checkInDiskByCommitOffset); used by the offset query of a new group
+    access_message_in_memory_max_ratio: int = 40
     max_transfer_count_on_message_in_memory: int = 32
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     store_host: str = "127.0.0.1:10911"

@@ -167,13 +167,34 @@ class ControlHandlers:
 
     # -- offsets ----------------------------------------------------------------------------
 
-    def query_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        offset = self.broker.offsets.query(
-            request.ext_group("consumerGroup"), request.ext_topic(), request.ext_int("queueId")
+    def query_offset(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The group's committed offset; without one, RocketMQ 4.9's answer
+        (``ConsumerManageProcessor.queryConsumerOffset``): 0 when the queue's min offset is
+        0 and its first message is not "in disk", i.e. the queue is empty or that message
+        lies within ``accessMessageInMemoryMaxRatio`` % of physical RAM of the CommitLog's
+        end (``checkInDiskByConsumeOffset``), so a new group reads a young queue from its
+        start whatever its ConsumeFromWhere; QUERY_NOT_FOUND otherwise."""
+        topic, queue_id = request.ext_topic(), request.ext_int("queueId")
+        offset = self.broker.offsets.query(request.ext_group("consumerGroup"), topic, queue_id)
+        if offset >= 0:
+            return RemotingCommand.response_to(request, ext_fields={"offset": offset})
+        # the GET_MIN_OFFSET answer for the same topic and queue
+        if int(self.min_offset(request, conn).ext_fields["offset"]) <= 0:
+            first = None  # CommitLog offset of the queue's unit 0; None: the queue is empty
+            if self._max(topic, queue_id) > 0:
+                with self._lock:
+                    units, _ = self._store_reader().units(topic, queue_id, 0, 1)
+                    first = int(units["offset"][0]) if units.size else None
+            ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            in_memory = ram * self.broker.config.store.access_message_in_memory_max_ratio // 100
+            end = cn.load(self.broker.counters.words, cn.WRITE_OFFSET)
+            if first is None or end - first <= in_memory:
+                return RemotingCommand.response_to(request, ext_fields={"offset": 0})
+        return RemotingCommand.response_to(
+            request,
+            Rc.QUERY_NOT_FOUND,
+            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
         )
-        if offset < 0:
-            return RemotingCommand.response_to(request, Rc.QUERY_NOT_FOUND, "Not found")
-        return RemotingCommand.response_to(request, ext_fields={"offset": offset})
 
     def update_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Commit an offset of an existing topic's queue: consumerOffset.json only grows with

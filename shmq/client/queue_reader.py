@@ -218,7 +218,9 @@ class QueueReader:
     # -- offsets on the broker --------------------------------------------------------------
 
     def committed(self, mq: MessageQueue) -> int:
-        """The group's committed offset of ``mq`` on the broker, -1 when there is none."""
+        """The group's committed offset of ``mq`` on the broker, -1 when there is none
+        (QUERY_NOT_FOUND; for a group without one on a queue that starts at 0 with its first
+        message in memory, the broker answers 0, as RocketMQ 4.9's does)."""
         link = self._link(mq)
         try:
             response, _ = self.client.invoke_json(

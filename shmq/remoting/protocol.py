@@ -4,18 +4,35 @@ Every control-plane message (namesrv and broker requests, their responses) is on
 
     +----------------+-------------------------------+--------------+------------+
     | int32 BE       | int32 BE                      | header       | body       |
-    | length (of all | serialize type << 24 (0=JSON) | UTF-8 JSON   | raw bytes  |
+    | length (of all | serialize type << 24          |              | raw bytes  |
     | that follows)  | | header length (low 24 bits) |              |            |
     +----------------+-------------------------------+--------------+------------+
 
-The header is RocketMQ's JSON header (``code``, ``language``, ``version``, ``opaque``,
-``flag``, ``remark``, ``extFields``, ``serializeTypeCurrentRPC``). ``flag`` bit 0 marks a
-response, bit 1 a oneway request; a response carries its request's ``opaque``. Only the JSON
-serialize type is supported (RocketMQ's compact ``ROCKETMQ`` type is not).
+The header holds ``code``, ``language``, ``version``, ``opaque``, ``flag``, ``remark`` and
+``extFields`` (a string map) in one of RocketMQ's two serialize types:
+
+- ``JSON`` (0): UTF-8 JSON, the Java client's default. RocketMQ's broker reads it with
+  fastjson into a ``HashMap<String, String>``, which takes any JSON value: clients in other
+  languages send numbers and booleans (``"queueId":0``, ``"k":false``), so they are read as
+  the strings fastjson makes of them (see ``_ext_value``).
+- ``ROCKETMQ`` (1), RocketMQ's ``RocketMQSerializable``, big-endian::
+
+      int16 code | byte language | int16 version | int32 opaque | int32 flag
+      int32 remark length | remark (UTF-8)
+      int32 extFields length | { int16 key length | key | int32 value length | value }*
+
+  A length of 0 means null there, so an empty remark, key or value does not exist in it.
+
+A response is written in its request's serialize type (``response_to``), as RocketMQ's
+``serializeTypeCurrentRPC`` does; shmq's own requests use JSON. ``flag`` bit 0 marks a
+response, bit 1 a oneway request; a response carries its request's ``opaque``.
 
 Frames come from the network, so decoding trusts nothing: every malformed case raises
-``RemotingFrameError`` with the reason, and a length prefix above the frame limit is rejected
-before its body is read.
+``RemotingFrameError`` with the reason, every length is checked before the bytes it covers
+are read, and a length prefix above the frame limit is rejected before its body is read. A
+frame that is malformed only after its code, opaque and flag were read raises the subclass
+``RemotingHeaderError``: the frame's bounds are sound, so the server answers it with
+SYSTEM_ERROR instead of closing the connection.
 """
 
 from __future__ import annotations
@@ -27,6 +44,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import IntEnum
 from typing import Any
 
@@ -38,14 +56,44 @@ MAX_FRAME_SIZE = 16 * 1024 * 1024
 RECV_CHUNK = 64 * 1024
 MAX_HEADER_SIZE = 64 * 1024
 
-SERIALIZE_JSON = 0
 FLAG_RESPONSE = 1 << 0
 FLAG_ONEWAY = 1 << 1
-LANGUAGE = "PYTHON"
 
+_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
+_INT16_MIN, _INT16_MAX = -(2**15), 2**15 - 1
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+# the ROCKETMQ header's fixed part: code, language, version, opaque, flag
+_ROCKETMQ_FIXED = struct.Struct(">hBhii")
+
+
+class SerializeType(IntEnum):
+    """How a frame's header is encoded (RocketMQ's ``SerializeType``): the high byte of the
+    header-length word."""
+
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class LanguageCode(IntEnum):
+    """RocketMQ's ``LanguageCode``: a JSON header names it, a ROCKETMQ header carries its
+    byte. shmq writes PYTHON and, like RocketMQ, accepts any value from a peer (it does not
+    act on it)."""
+
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
 
 
 class RequestCode(IntEnum):
@@ -157,7 +205,8 @@ def _wire_fields(fields: dict[str, Any] | None) -> dict[str, str]:
 @dataclass
 class RemotingCommand:
     """One request or response. ``ext_fields`` values are always ``str`` (converted on
-    construction); ``opaque`` pairs a response with its request."""
+    construction); ``opaque`` pairs a response with its request; ``serialize_type`` is the
+    header encoding it was read in and is written in."""
 
     code: int
     opaque: int = 0
@@ -165,9 +214,11 @@ class RemotingCommand:
     remark: str | None = None
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
+    serialize_type: SerializeType = SerializeType.JSON
 
     def __post_init__(self) -> None:
         self.ext_fields = _wire_fields(self.ext_fields)
+        self.serialize_type = SerializeType(self.serialize_type)
 
     @property
     def is_response(self) -> bool:
@@ -185,10 +236,13 @@ class RemotingCommand:
         body: bytes = b"",
         *,
         oneway: bool = False,
+        serialize_type: SerializeType = SerializeType.JSON,
     ) -> RemotingCommand:
         """A new request with a process-wide unique opaque."""
         flag = FLAG_ONEWAY if oneway else 0
-        return cls(int(code), _next_opaque(), flag, None, _wire_fields(ext_fields), body)
+        return cls(
+            int(code), _next_opaque(), flag, None, _wire_fields(ext_fields), body, serialize_type
+        )
 
     @classmethod
     def response_to(
@@ -199,8 +253,17 @@ class RemotingCommand:
         ext_fields: dict[str, Any] | None = None,
         body: bytes = b"",
     ) -> RemotingCommand:
-        """The response to ``request`` (same opaque, response flag set)."""
-        return cls(int(code), request.opaque, FLAG_RESPONSE, remark, _wire_fields(ext_fields), body)
+        """The response to ``request``: same opaque, response flag set, and the request's
+        serialize type (a client that writes ROCKETMQ headers reads them back)."""
+        return cls(
+            int(code),
+            request.opaque,
+            FLAG_RESPONSE,
+            remark,
+            _wire_fields(ext_fields),
+            body,
+            request.serialize_type,
+        )
 
     @staticmethod
     def body_json(obj: Any) -> bytes:
@@ -263,20 +326,12 @@ class RemotingCommand:
             ) from None
 
     def encode(self) -> bytes:
-        """The whole frame, including the 4-byte length prefix."""
-        header: dict[str, Any] = {
-            "code": self.code,
-            "language": LANGUAGE,
-            "version": 0,
-            "opaque": self.opaque,
-            "flag": self.flag,
-        }
-        if self.remark is not None:
-            header["remark"] = self.remark
-        if self.ext_fields:
-            header["extFields"] = self.ext_fields
-        header["serializeTypeCurrentRPC"] = "JSON"
-        header_bytes = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+        """The whole frame, including the 4-byte length prefix, with the header in
+        ``serialize_type``."""
+        if self.serialize_type is SerializeType.ROCKETMQ:
+            header_bytes = self._rocketmq_header()
+        else:
+            header_bytes = self._json_header()
         if len(header_bytes) > MAX_HEADER_SIZE:
             raise RemotingFrameError(
                 f"header of {request_name(self.code)} is {len(header_bytes)} bytes,"
@@ -286,11 +341,63 @@ class RemotingCommand:
         return b"".join(
             (
                 _UINT32.pack(length),
-                _UINT32.pack(SERIALIZE_JSON << 24 | len(header_bytes)),
+                _UINT32.pack(self.serialize_type << 24 | len(header_bytes)),
                 header_bytes,
                 self.body,
             )
         )
+
+    def _json_header(self) -> bytes:
+        header: dict[str, Any] = {
+            "code": self.code,
+            "language": LanguageCode.PYTHON.name,
+            "version": 0,
+            "opaque": self.opaque,
+            "flag": self.flag,
+        }
+        if self.remark is not None:
+            header["remark"] = self.remark
+        if self.ext_fields:
+            header["extFields"] = self.ext_fields
+        header["serializeTypeCurrentRPC"] = SerializeType.JSON.name
+        return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def _rocketmq_header(self) -> bytes:
+        """RocketMQ's ``rocketMQProtocolEncode``: an empty remark, key or value is written
+        with length 0, which the reader takes for null (as RocketMQ's encoder does)."""
+        if not _INT16_MIN <= self.code <= _INT16_MAX:
+            raise RemotingFrameError(f"code {self.code} does not fit the ROCKETMQ header's 16 bits")
+        remark = (self.remark or "").encode()
+        ext: list[bytes] = []
+        for key, value in self.ext_fields.items():
+            key_bytes, value_bytes = key.encode(), value.encode()
+            if len(key_bytes) > _INT16_MAX:
+                raise RemotingFrameError(
+                    f"extFields key of {len(key_bytes)} bytes does not fit the ROCKETMQ"
+                    f" header's 16-bit length"
+                )
+            ext += [_INT16.pack(len(key_bytes)), key_bytes]
+            ext += [_INT32.pack(len(value_bytes)), value_bytes]
+        ext_bytes = b"".join(ext)
+        return b"".join(
+            (
+                _ROCKETMQ_FIXED.pack(self.code, LanguageCode.PYTHON, 0, self.opaque, self.flag),
+                _INT32.pack(len(remark)),
+                remark,
+                _INT32.pack(len(ext_bytes)),
+                ext_bytes,
+            )
+        )
+
+
+class RemotingHeaderError(RemotingFrameError):
+    """A request frame malformed only after its code, opaque and flag were read. Its length
+    was sound, so the stream is still in step: the server answers ``request`` (the part
+    decoded, enough for a response) with SYSTEM_ERROR and keeps the connection."""
+
+    def __init__(self, reason: str, request: RemotingCommand) -> None:
+        super().__init__(reason)
+        self.request = request
 
 
 def _int_field(header: dict[str, Any], name: str, default: int | None = None) -> int:
@@ -300,14 +407,133 @@ def _int_field(header: dict[str, Any], name: str, default: int | None = None) ->
     return value
 
 
+def _ext_value(name: str, value: object) -> str | None:
+    """A JSON extFields value as fastjson reads it into RocketMQ's ``HashMap<String, String>``
+    (its ``StringCodec``): a string as is, an integer as its digits, a fraction as Java's
+    ``BigDecimal.toString`` (which ``Decimal`` prints alike, the header being parsed with
+    ``parse_float=Decimal``), ``true`` / ``false``, an object or array as its JSON text
+    (fastjson's key order is a hash map's, so nobody may rely on that text), and null as no
+    value (``None``: the field is absent, as a null map value is to RocketMQ's readers)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | Decimal):
+        return str(value)
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=float)
+    except RecursionError:
+        raise RemotingFrameError(f"extFields value of {name!r} is nested too deeply") from None
+
+
+def _json_rest(header: dict[str, Any]) -> tuple[str | None, dict[str, str]]:
+    """The remark and extFields of a JSON header."""
+    remark = header.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise RemotingFrameError(f"header field 'remark' is {remark!r}, not a string")
+    ext_fields = header.get("extFields")
+    if ext_fields is None:
+        return remark, {}
+    if not isinstance(ext_fields, dict):
+        # fastjson fails the header here and RocketMQ closes the connection; the frame's
+        # bounds are sound, so shmq answers it instead
+        raise RemotingFrameError(f"header field 'extFields' is {ext_fields!r}, not an object")
+    fields = {}
+    for name, value in ext_fields.items():
+        text = _ext_value(name, value)
+        if text is not None:
+            fields[name] = text
+    return remark, fields
+
+
+def _decode_json(header_bytes: bytes, body: bytes) -> RemotingCommand:
+    try:
+        header = json.loads(header_bytes.decode(), parse_float=Decimal, parse_constant=Decimal)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise RemotingFrameError(f"header is not UTF-8 JSON: {exc}") from exc
+    if not isinstance(header, dict):
+        raise RemotingFrameError(f"header is a JSON {type(header).__name__}, not an object")
+    cmd = RemotingCommand(
+        _int_field(header, "code"), _int_field(header, "opaque", 0), _int_field(header, "flag", 0)
+    )
+    try:
+        cmd.remark, cmd.ext_fields = _json_rest(header)
+    except RemotingFrameError as exc:
+        raise RemotingHeaderError(str(exc), cmd) from None
+    cmd.body = body
+    return cmd
+
+
+class _Cursor:
+    """Reads a ROCKETMQ header front to back; every length is checked against the bytes
+    left before anything is read."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def left(self) -> int:
+        return len(self.data) - self.pos
+
+    def take(self, n: int, what: str) -> bytes:
+        if n > self.left():
+            raise RemotingFrameError(
+                f"ROCKETMQ header: {what} needs {n} bytes, {self.left()} are left"
+            )
+        self.pos += n
+        return self.data[self.pos - n : self.pos]
+
+    def length(self, fmt: struct.Struct, what: str) -> int:
+        (n,) = fmt.unpack(self.take(fmt.size, f"the length of {what}"))
+        if n < 0:
+            raise RemotingFrameError(f"ROCKETMQ header: the length of {what} is {n}")
+        return n
+
+    def text(self, fmt: struct.Struct, what: str) -> str | None:
+        """A length-prefixed UTF-8 string; length 0 is null (RocketMQ's ``readStr``)."""
+        raw = self.take(self.length(fmt, what), what)
+        try:
+            return raw.decode() if raw else None
+        except UnicodeDecodeError as exc:
+            raise RemotingFrameError(f"ROCKETMQ header: {what} is not UTF-8: {exc}") from None
+
+
+def _decode_rocketmq(header_bytes: bytes, body: bytes) -> RemotingCommand:
+    """RocketMQ's ``rocketMQProtocolDecode``, stricter where RocketMQ reads past a field's
+    end: each string must lie within its block and the extFields block must end the
+    header. The language byte and version are not kept (nothing acts on them)."""
+    cursor = _Cursor(header_bytes)
+    fixed = cursor.take(_ROCKETMQ_FIXED.size, "the code, language, version, opaque and flag")
+    code, _language, _version, opaque, flag = _ROCKETMQ_FIXED.unpack(fixed)
+    cmd = RemotingCommand(code, opaque, flag, serialize_type=SerializeType.ROCKETMQ)
+    try:
+        cmd.remark = cursor.text(_INT32, "the remark")
+        ext = _Cursor(cursor.take(cursor.length(_INT32, "extFields"), "extFields"))
+        if cursor.left():
+            raise RemotingFrameError(f"ROCKETMQ header: {cursor.left()} bytes after extFields")
+        while ext.left():
+            key = ext.text(_INT16, "an extFields key")
+            value = ext.text(_INT32, f"the extFields value of {key!r}")
+            if key is not None and value is not None:  # null keys and values are unusable
+                cmd.ext_fields[key] = value
+    except RemotingFrameError as exc:
+        raise RemotingHeaderError(str(exc), cmd) from None
+    cmd.body = body
+    return cmd
+
+
 def decode_frame(payload: bytes) -> RemotingCommand:
     """Decode one frame's ``payload`` (the bytes after the length prefix)."""
     if len(payload) < 4:
         raise RemotingFrameError(f"frame of {len(payload)} bytes is too short (minimum 4)")
     (mark,) = _UINT32.unpack_from(payload)
-    serialize_type, header_len = mark >> 24, mark & 0xFFFFFF
-    if serialize_type != SERIALIZE_JSON:
-        raise RemotingFrameError(f"unsupported serialize type {serialize_type} (only JSON=0)")
+    try:
+        serialize_type = SerializeType(mark >> 24)
+    except ValueError:
+        raise RemotingFrameError(
+            f"unsupported serialize type {mark >> 24} (JSON=0 and ROCKETMQ=1 are known)"
+        ) from None
+    header_len = mark & 0xFFFFFF
     if header_len > MAX_HEADER_SIZE:
         raise RemotingFrameError(
             f"header length {header_len} is over the limit of {MAX_HEADER_SIZE}"
@@ -316,26 +542,10 @@ def decode_frame(payload: bytes) -> RemotingCommand:
         raise RemotingFrameError(
             f"header length {header_len} exceeds the {len(payload) - 4} bytes left in the frame"
         )
-    try:
-        header = json.loads(bytes(payload[4 : 4 + header_len]).decode())
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise RemotingFrameError(f"header is not UTF-8 JSON: {exc}") from exc
-    if not isinstance(header, dict):
-        raise RemotingFrameError(f"header is a JSON {type(header).__name__}, not an object")
-    code = _int_field(header, "code")
-    opaque = _int_field(header, "opaque", 0)
-    flag = _int_field(header, "flag", 0)
-    remark = header.get("remark")
-    if remark is not None and not isinstance(remark, str):
-        raise RemotingFrameError(f"header field 'remark' is {remark!r}, not a string")
-    ext_fields = header.get("extFields")
-    if ext_fields is None:
-        ext_fields = {}
-    elif not isinstance(ext_fields, dict) or not all(
-        isinstance(v, str) for v in ext_fields.values()
-    ):
-        raise RemotingFrameError(f"header field 'extFields' is {ext_fields!r}, not str → str")
-    return RemotingCommand(code, opaque, flag, remark, ext_fields, bytes(payload[4 + header_len :]))
+    header, body = bytes(payload[4 : 4 + header_len]), bytes(payload[4 + header_len :])
+    if serialize_type is SerializeType.ROCKETMQ:
+        return _decode_rocketmq(header, body)
+    return _decode_json(header, body)
 
 
 def _recv_exactly(sock: socket.socket, n: int, deadline: float | None, eof_ok: bool) -> bytes:

@@ -2,8 +2,11 @@
 
 The control plane is rare and small (registrations, routes, offsets, admin), so simple wins
 over fast: one accept thread, one thread per connection, handlers run on the connection's
-thread in arrival order. A connection that sends anything malformed is closed with one
-warning; the server and every other connection keep working. Handlers may also push oneway
+thread in arrival order. A connection that sends a frame the server cannot answer (a bad
+length, a header that is not JSON, a response frame) is closed with one warning; a request
+whose header breaks only after its opaque was read is answered with SYSTEM_ERROR and the
+connection kept (``RemotingHeaderError``). The server and every other connection keep
+working. Handlers may also push oneway
 requests to a client through ``Connection.send`` from any thread.
 
 Nothing a peer sends may cost the server more than a bound: a frame's memory grows only as
@@ -33,6 +36,7 @@ from shmq.errors import (
 from shmq.remoting.protocol import (
     MAX_FRAME_SIZE,
     RemotingCommand,
+    RemotingHeaderError,
     ResponseCode,
     read_frame,
     request_name,
@@ -223,6 +227,10 @@ class RemotingServer:
                     request = read_frame(
                         conn.sock, self.max_frame, frame_timeout=self.frame_timeout
                     )
+                except RemotingHeaderError as exc:
+                    if self._answer_malformed(exc, conn):
+                        continue
+                    return
                 except (RemotingFrameError, RemotingConnectError) as exc:
                     self._warnings.warn("%s server: closing %s: %s", self.name, conn.peer, exc)
                     return
@@ -262,6 +270,28 @@ class RemotingServer:
                     callback(conn)
                 except Exception:
                     log.exception("%s server: disconnect callback failed for %r", self.name, conn)
+
+    def _answer_malformed(self, exc: RemotingHeaderError, conn: Connection) -> bool:
+        """Answer a request whose header broke after its opaque was read with SYSTEM_ERROR
+        naming the reason (nothing answers a oneway request); False when the connection is
+        to close: a malformed response frame, or the answer cannot be sent."""
+        request = exc.request
+        if request.is_response:
+            self._warnings.warn("%s server: closing %s: %s", self.name, conn.peer, exc)
+            return False
+        self._warnings.warn(
+            "%s server: %s from %s is malformed, %s: %s",
+            self.name, request_name(request.code), conn.peer,
+            "dropped (oneway)" if request.is_oneway else "answered SYSTEM_ERROR", exc,
+        )  # fmt: skip
+        if request.is_oneway:
+            return True
+        try:
+            conn.send(RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc)))
+        except RemotingConnectError as gone:
+            log.debug("%s server: %s", self.name, gone)
+            return False
+        return True
 
     def _dispatch(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         handler = self._handlers.get(request.code)

@@ -3,7 +3,11 @@ agents are real processes) and namesrv."""
 
 from __future__ import annotations
 
+import collections
+import itertools
+import json
 import socket
+import struct
 import threading
 import time
 
@@ -20,7 +24,13 @@ from shmq.ipc import counters as cn
 from shmq.message import Message, parse_offset_msg_id
 from shmq.namesrv.server import NameServer
 from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode, ResponseCode
+from shmq.remoting.protocol import (
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+    read_frame,
+)
 
 
 @pytest.fixture
@@ -70,9 +80,6 @@ def test_offsets_queries_and_client_registry(make_broker):
             break
         time.sleep(0.05)
     assert int(resp.ext_fields["offset"]) == expected
-    with pytest.raises(ResponseError) as err:
-        invoke(broker, RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="g", topic="Q", queueId=0)
-    assert err.value.code == ResponseCode.QUERY_NOT_FOUND
     invoke(
         broker,
         RequestCode.UPDATE_CONSUMER_OFFSET,
@@ -101,6 +108,110 @@ def test_offsets_queries_and_client_registry(make_broker):
             broker.address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "g"}
         )
     assert ids == {"consumerIdList": ["c1"]}
+
+
+def wait_dispatched(broker: Broker, topic: str, queue_id: int, count: int) -> None:
+    """Until reput, in its own process, has dispatched ``count`` messages to the queue."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        resp, _ = invoke(broker, RequestCode.GET_MAX_OFFSET, topic=topic, queueId=queue_id)
+        if int(resp.ext_fields["offset"]) == count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{topic}:{queue_id} never reached {count} messages")
+
+
+def query_offset(broker: Broker, group: str, topic: str, queue_id: int) -> int | None:
+    """The QUERY_CONSUMER_OFFSET answer; None for QUERY_NOT_FOUND."""
+    try:
+        resp, _ = invoke(
+            broker,
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            consumerGroup=group,
+            topic=topic,
+            queueId=queue_id,
+        )
+    except ResponseError as err:
+        assert err.code == ResponseCode.QUERY_NOT_FOUND
+        return None
+    return int(resp.ext_fields["offset"])
+
+
+def test_query_offset_of_a_new_group_as_rocketmq_4_9(make_broker):
+    """No committed offset: 0 while the queue starts at 0 and its first message is "in
+    memory" (or it is empty); QUERY_NOT_FOUND once that message is "in disk", here forced
+    with accessMessageInMemoryMaxRatio 0."""
+    for ratio, on_a_used_queue in ((40, 0), (0, None)):
+        broker, namesrv = make_broker(access_message_in_memory_max_ratio=ratio)
+        with Producer("pg", namesrv) as producer:
+            mq = producer.send(Message("Young", "first")).message_queue
+        wait_dispatched(broker, "Young", mq.queue_id, 1)
+        assert query_offset(broker, "new-g", "Young", mq.queue_id) == on_a_used_queue
+        empty = (mq.queue_id + 1) % 4
+        assert query_offset(broker, "new-g", "Young", empty) == 0
+        invoke(
+            broker,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            consumerGroup="new-g",
+            topic="Young",
+            queueId=mq.queue_id,
+            commitOffset=1,
+        )
+        assert query_offset(broker, "new-g", "Young", mq.queue_id) == 1
+
+
+def test_numeric_and_boolean_ext_fields_are_answered_in_both_encodings(make_broker):
+    """Offsets requests as RocketMQ clients in other languages send them: JSON numbers and
+    booleans in a JSON header, or a ROCKETMQ (binary) header; each is answered in its own
+    encoding and the connection stays open."""
+    broker, namesrv = make_broker()
+    with Producer("pg", namesrv) as producer:
+        sent = [producer.send(Message("Num", f"m{i}")) for i in range(6)]
+    counts = collections.Counter(r.message_queue.queue_id for r in sent)
+    for queue_id, count in counts.items():
+        wait_dispatched(broker, "Num", queue_id, count)
+    opaques = itertools.count(1)
+
+    def frame(kind: SerializeType, code: int, **fields) -> bytes:
+        if kind is SerializeType.ROCKETMQ:  # every value is text in a binary header
+            return RemotingCommand(
+                code, next(opaques), ext_fields=fields, serialize_type=kind
+            ).encode()
+        header = {"code": code, "language": "CPP", "opaque": next(opaques), "flag": 0}
+        header |= {"extFields": fields, "serializeTypeCurrentRPC": "JSON"}
+        raw = json.dumps(header).encode()
+        assert b'"queueId": "' not in raw  # numbers stay JSON numbers
+        return struct.pack(">II", 4 + len(raw), len(raw)) + raw
+
+    host, port = broker.address.split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+
+        def call(kind: SerializeType, code: int, **fields) -> RemotingCommand:
+            s.sendall(frame(kind, code, **fields))
+            resp = read_frame(s)
+            assert resp is not None, "the broker closed the connection"
+            assert resp.serialize_type is kind and resp.code == ResponseCode.SUCCESS, resp
+            return resp
+
+        for kind in SerializeType:
+            group = f"g-{kind.name}"
+            q = RequestCode.QUERY_CONSUMER_OFFSET
+            resp = call(kind, q, consumerGroup=group, topic="Num", queueId=0)
+            assert resp.ext_fields["offset"] == "0"  # a new group on a queue starting at 0
+            call(
+                kind,
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                consumerGroup=group,
+                topic="Num",
+                queueId=0,
+                commitOffset=1,
+                k=False,
+            )
+            resp = call(kind, q, consumerGroup=group, topic="Num", queueId=0)
+            assert resp.ext_fields["offset"] == "1"
+            for queue_id, count in counts.items():
+                resp = call(kind, RequestCode.GET_MAX_OFFSET, topic="Num", queueId=queue_id)
+                assert resp.ext_fields["offset"] == str(count)
 
 
 def test_malformed_frame_harms_nothing(make_broker):

@@ -182,6 +182,10 @@ def _expect_disconnect(sock: socket.socket) -> None:
     assert data == b""
 
 
+def _framed(serialize_type: int, header: bytes) -> bytes:
+    return struct.pack(">II", 4 + len(header), serialize_type << 24 | len(header)) + header
+
+
 @pytest.mark.parametrize(
     ("payload", "reason"),
     [
@@ -190,8 +194,9 @@ def _expect_disconnect(sock: socket.socket) -> None:
         (struct.pack(">I", 100) + b"\x00" * 10, "middle of a frame"),
         (struct.pack(">I", 8) + struct.pack(">I", 4) + b"nope", "not UTF-8 JSON"),
         (RemotingCommand(ECHO, flag=1).encode(), "response frame"),
+        (_framed(0, b'{"code":1001,"opaque":3,"flag":1,"extFields":[]}'), "'extFields'"),
     ],
-    ids=["garbage", "oversized", "truncated", "bad-header", "response"],
+    ids=["garbage", "oversized", "truncated", "bad-header", "response", "bad-response"],
 )
 def test_bad_client_is_disconnected_good_one_keeps_working(
     server, client, rec, caplog, payload, reason
@@ -212,6 +217,31 @@ def test_bad_client_is_disconnected_good_one_keeps_working(
     assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
     assert reason in warnings[0].getMessage()
     assert call(client, server, ECHO).code == ResponseCode.SUCCESS
+
+
+def test_malformed_header_past_the_opaque_is_answered_and_the_connection_kept(server, caplog):
+    bad_json = _framed(0, b'{"code":1001,"opaque":41,"flag":0,"extFields":["queueId",0]}')
+    bad_oneway = _framed(0, b'{"code":1001,"opaque":42,"flag":2,"extFields":"x"}')
+    # code ECHO, language JAVA, version 0, opaque 43, flag 0, then a remark longer than all
+    bad_rocketmq = _framed(1, struct.pack(">hbhiii", ECHO, 0, 0, 43, 0, 1000) + b"short")
+    good = RemotingCommand.request(ECHO, {"queueId": 0}, b"abc", serialize_type=1)
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=2) as raw,
+        caplog.at_level(logging.WARNING, logger="shmq.remoting.server"),
+    ):
+        raw.sendall(bad_json + bad_oneway + bad_rocketmq + good.encode())
+        answers = [read_frame(raw) for _ in range(3)]
+    first, second, third = answers
+    assert first is not None and second is not None and third is not None
+    assert (first.opaque, first.code, first.serialize_type) == (41, ResponseCode.SYSTEM_ERROR, 0)
+    assert "'extFields'" in first.remark
+    assert (second.opaque, second.code, second.serialize_type) == (43, 1, 1)
+    assert "the remark needs 1000 bytes" in second.remark
+    assert (third.opaque, third.code, third.body) == (good.opaque, ResponseCode.SUCCESS, b"cba")
+    assert third.serialize_type == 1 and third.ext_fields["queueId"] == "0"
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("answered SYSTEM_ERROR" in m for m in messages) == 2
+    assert sum("dropped (oneway)" in m for m in messages) == 1
 
 
 def test_timeout_then_next_invoke_gets_its_own_response(server, client):
