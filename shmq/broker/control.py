@@ -183,7 +183,7 @@ class ControlHandlers:
             first = None  # CommitLog offset of the queue's unit 0; None: the queue is empty
             if self._max(topic, queue_id) > 0:
                 with self._lock:
-                    units, _ = self._store_reader().units(topic, queue_id, 0, 1)
+                    units, _ = self.store_reader().units(topic, queue_id, 0, 1)
                     first = int(units["offset"][0]) if units.size else None
             ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
             in_memory = ram * self.broker.config.store.access_message_in_memory_max_ratio // 100

@@ -82,10 +82,10 @@ class Rebalance:
         """Where to start reading ``mq``: the stored offset, else per ConsumeFromWhere
         (RocketMQ's ``computePullFromWhere``).
 
-        LAST_OFFSET keeps RocketMQ 4.9's quirk: a group with no offset on a queue whose
-        minimum offset is still 0 starts from 0, not from the end (its broker answers the
-        offset query with 0 while the queue's first message is in memory), so a new
-        group sees a young topic from its beginning.
+        With LAST_OFFSET a new group still sees a young queue from its beginning: the
+        broker answers the offset query with 0 while the queue's first message is in
+        memory (RocketMQ 4.9's quirk, ``control.query_offset``); a group's retry queue is
+        always read from its beginning.
         """
         stored = self.offsets.read(mq, from_store=True)
         if stored >= 0:
@@ -97,8 +97,6 @@ class Rebalance:
             return reader.min_offset(mq)
         if self.consume_from_where is ConsumeFromWhere.TIMESTAMP:
             return reader.search_offset(mq, self.consume_timestamp_ms)
-        if reader.min_offset(mq) == 0:
-            return 0
         return reader.max_offset(mq)
 
     def correct(self, mq: MessageQueue, offset: int) -> int:

@@ -50,6 +50,9 @@ from typing import Any
 
 from shmq.errors import RemotingConnectError, RemotingFrameError, ResponseError
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
+from shmq.remoting.codes import RequestCode as RequestCode  # re-exported: the codes' usual home
+from shmq.remoting.codes import ResponseCode as ResponseCode
+from shmq.remoting.codes import request_name, response_name
 
 # RocketMQ's default frame limit (the com.rocketmq.remoting.frameMaxLength property).
 MAX_FRAME_SIZE = 16 * 1024 * 1024
@@ -94,91 +97,6 @@ class LanguageCode(IntEnum):
     PHP = 10
     OMS = 11
     RUST = 12
-
-
-class RequestCode(IntEnum):
-    """Request codes: RocketMQ's numbers, plus shmq's shared-memory data path in 9001+."""
-
-    SEND_MESSAGE = 10
-    PULL_MESSAGE = 11
-    QUERY_MESSAGE = 12
-    QUERY_CONSUMER_OFFSET = 14
-    UPDATE_CONSUMER_OFFSET = 15
-    UPDATE_AND_CREATE_TOPIC = 17
-    GET_ALL_TOPIC_CONFIG = 21
-    GET_BROKER_RUNTIME_INFO = 28
-    SEARCH_OFFSET_BY_TIMESTAMP = 29
-    GET_MAX_OFFSET = 30
-    GET_MIN_OFFSET = 31
-    VIEW_MESSAGE_BY_ID = 33
-    HEART_BEAT = 34
-    UNREGISTER_CLIENT = 35
-    CONSUMER_SEND_MSG_BACK = 36
-    GET_CONSUMER_LIST_BY_GROUP = 38
-    NOTIFY_CONSUMER_IDS_CHANGED = 40
-    REGISTER_BROKER = 103
-    UNREGISTER_BROKER = 104
-    GET_ROUTEINFO_BY_TOPIC = 105
-    GET_BROKER_CLUSTER_INFO = 106
-    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
-    GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
-    GET_TOPIC_STATS_INFO = 202
-    GET_CONSUMER_CONNECTION_LIST = 203
-    GET_PRODUCER_CONNECTION_LIST = 204
-    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
-    DELETE_SUBSCRIPTIONGROUP = 207
-    GET_CONSUME_STATS = 208
-    DELETE_TOPIC_IN_BROKER = 215
-    DELETE_TOPIC_IN_NAMESRV = 216
-    RESET_CONSUMER_CLIENT_OFFSET = 220
-    INVOKE_BROKER_TO_RESET_OFFSET = 222
-    GET_TOPICS_BY_CLUSTER = 224
-    QUERY_TOPIC_CONSUME_BY_WHO = 300
-    # shmq's own: messages of a topic stored in [beginTimestamp, endTimestamp]
-    QUERY_MESSAGE_BY_TIME = 9100
-    REGISTER_PRODUCER = 9001
-    UNREGISTER_PRODUCER = 9002
-    REGISTER_CONSUMER = 9003
-    UNREGISTER_CONSUMER = 9004
-    WATCH_QUEUES = 9005
-    GET_STORE_INFO = 9006
-
-
-class ResponseCode(IntEnum):
-    """RocketMQ's response codes (``ResponseCode`` / ``RemotingSysResponseCode``)."""
-
-    SUCCESS = 0
-    SYSTEM_ERROR = 1
-    SYSTEM_BUSY = 2
-    REQUEST_CODE_NOT_SUPPORTED = 3
-    FLUSH_DISK_TIMEOUT = 10
-    SLAVE_NOT_AVAILABLE = 11
-    FLUSH_SLAVE_TIMEOUT = 12
-    MESSAGE_ILLEGAL = 13
-    SERVICE_NOT_AVAILABLE = 14
-    NO_PERMISSION = 16
-    TOPIC_NOT_EXIST = 17
-    TOPIC_EXIST_ALREADY = 18
-    PULL_NOT_FOUND = 19
-    QUERY_NOT_FOUND = 22
-    SUBSCRIPTION_GROUP_NOT_EXIST = 26
-    CONSUMER_NOT_ONLINE = 206
-
-
-def request_name(code: int) -> str:
-    """``SEND_MESSAGE(10)`` for a known request code, ``request code 999`` otherwise."""
-    try:
-        return f"{RequestCode(code).name}({code})"
-    except ValueError:
-        return f"request code {code}"
-
-
-def response_name(code: int) -> str:
-    """``TOPIC_NOT_EXIST`` for a known response code, ``response code 999`` otherwise."""
-    try:
-        return ResponseCode(code).name
-    except ValueError:
-        return f"response code {code}"
 
 
 _opaques = itertools.count(1)
