@@ -63,6 +63,8 @@ class MessageStoreConfig:
     store_host: str = "127.0.0.1:10911"
     store_file_mode: str = "0600"  # shmq's: octal mode of store files (dirs get +x per r)
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    timer_max_delay_sec: int = 3 * 86_400  # RocketMQ 5's timer messages
+    timer_precision_ms: int = 1000
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in FLUSH_DISK_TYPES:
@@ -102,6 +104,12 @@ class MessageStoreConfig:
         if int(mode, 8) & 0o111:
             raise ConfigError(f"storeFileMode {mode} gives execute permission to store files")
         self.delay_levels_ms  # noqa: B018 (validates messageDelayLevel)
+        if not 1 <= self.timer_max_delay_sec <= 24 * 86_400:  # the timer log's int32 delay
+            raise ConfigError(
+                f"timerMaxDelaySec {self.timer_max_delay_sec} is not in 1..{24 * 86_400}"
+            )
+        if not 10 <= self.timer_precision_ms <= 60_000:
+            raise ConfigError(f"timerPrecisionMs {self.timer_precision_ms} is not in 10..60000")
 
     @property
     def file_mode(self) -> int:

@@ -517,15 +517,27 @@ class Message:
 
     ``delay_level`` (RocketMQ's ``DELAY`` property, 0 = deliver at once) asks the broker to
     deliver the message after the level's delay: 1 → 1 s, 2 → 5 s, 3 → 10 s, 4 → 30 s,
-    5 → 1 min, … 18 → 2 h (``messageDelayLevel``).
+    5 → 1 min, … 18 → 2 h (``messageDelayLevel``). ``deliver_time_ms`` (RocketMQ 5's timer
+    message, ``TIMER_DELIVER_MS``) asks for delivery at that wall-clock time in ms, up to
+    the broker's ``timerMaxDelaySec`` (3 days) ahead; a time already past delivers at once.
 
     Example::
 
         Message("Orders", b"order 42 paid", tags="Paid", keys=["order-42"])
         Message("Reminders", b"call back", delay_level=3)  # delivered after 10 s
+        Message("Reminders", b"at noon", deliver_time_ms=noon_ms)
     """
 
-    __slots__ = ("_delay_level", "body", "flag", "keys", "properties", "tags", "topic")
+    __slots__ = (
+        "_delay_level",
+        "_deliver_ms",
+        "body",
+        "flag",
+        "keys",
+        "properties",
+        "tags",
+        "topic"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -537,6 +549,7 @@ class Message:
         properties: Mapping[str, str] | None = None,
         flag: int = 0,
         delay_level: int = 0,
+        deliver_time_ms: int = 0,
     ) -> None:
         if topic not in _topic_cache:
             validate_topic(topic)
@@ -552,6 +565,10 @@ class Message:
             self._delay_level = 0
         else:
             self.delay_level = delay_level  # checked
+        if deliver_time_ms == 0 and type(deliver_time_ms) is int:
+            self._deliver_ms = 0
+        else:
+            self.deliver_time_ms = deliver_time_ms  # checked
 
     @property
     def delay_level(self) -> int:
@@ -569,7 +586,24 @@ class Message:
                 f"delay_level {level} is out of range: 0 (none) or 1..{MAX_DELAY_LEVEL} "
                 f"(maxDelayLevel)"
             )
+        if level and getattr(self, "_deliver_ms", 0):
+            raise InvalidMessageError("a message has a delay_level or a deliver_time_ms, not both")
         self._delay_level = level
+
+    @property
+    def deliver_time_ms(self) -> int:
+        """The timer delivery time in ms since the epoch (``TIMER_DELIVER_MS``), 0 for none."""
+        return self._deliver_ms
+
+    @deliver_time_ms.setter
+    def deliver_time_ms(self, ms: int) -> None:
+        if isinstance(ms, bool) or not isinstance(ms, int):
+            raise InvalidMessageError(f"deliver_time_ms must be an int, not {type(ms).__name__}")
+        if ms < 0:
+            raise InvalidMessageError(f"deliver_time_ms {ms} is negative")
+        if ms and self._delay_level:
+            raise InvalidMessageError("a message has a delay_level or a deliver_time_ms, not both")
+        self._deliver_ms = ms
 
     def encoded_properties(self, uniq_key: str | None = None) -> bytes:
         system = {}

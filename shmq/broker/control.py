@@ -106,6 +106,7 @@ class ControlHandlers:
             "maxMessageSize": store.max_message_size,
             "checkProducerCrc": b.config.check_producer_crc,
             "delayLevels": len(store.delay_levels_ms),
+            "timerMaxDelaySec": store.timer_max_delay_sec,
             "storeHost": store.store_host,
             "prefix": b.names.prefix,
             "counters": b.names.counters,

@@ -18,7 +18,7 @@ import numpy as np
 from shmq.broker.agent import AgentEnv
 from shmq.broker.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import record as rec
-from shmq.codec.delay_levels import SCHEDULE_TOPIC
+from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
 from shmq.errors import DiskFullError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
@@ -34,6 +34,7 @@ from shmq.store.warm_up import scratch_store
 log = logging.getLogger(__name__)
 DISK_FULL_RETRY_S = 1.0
 
+DELAYED_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)  # a message there wakes the schedule agent
 MAX_DISPATCH_BYTES = 4 << 20  # per pass, so consumers see progress during a backlog
 
 
@@ -165,7 +166,7 @@ class Reput:
         # A record cut by the 4 MiB window looks corrupt; only a cut at the limit is real.
         if code == rec.PARSE_CORRUPT and position < end == limit:
             log.error("CommitLog record at %d does not validate: reput waits there", position)
-        if any(topic == SCHEDULE_TOPIC for topic, _ in touched_all):
+        if any(topic in DELAYED_TOPICS for topic, _ in touched_all):
             self._wake_schedule()
         for (topic, qid), cq in touched_all.items():
             slot = self.directory.slot(topic.encode(), qid)

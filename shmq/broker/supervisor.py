@@ -31,7 +31,7 @@ from shmq.broker.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.subscription_groups import SubscriptionGroupManager
 from shmq.broker.topic_config import TopicConfig, TopicConfigManager
 from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
-from shmq.codec.delay_levels import SCHEDULE_TOPIC
+from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
@@ -129,6 +129,8 @@ class Broker:
             schedule = self.topics.get(SCHEDULE_TOPIC)
             if schedule is None or schedule.write_queue_nums < levels:  # a queue per level
                 self.topics.update(TopicConfig(SCHEDULE_TOPIC, levels, levels))
+            if self.topics.get(TIMER_TOPIC) is None:
+                self.topics.update(TopicConfig(TIMER_TOPIC, 1, 1))
             self.subscription_groups = SubscriptionGroupManager(os.path.join(self.root, "config"))
             self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
             self.consumers = ConsumerManager(cfg.channel_expired_timeout)

@@ -231,8 +231,8 @@ class Producer:
         The selector sees the first message."""
         if not messages:
             return []
-        if any(isinstance(m, Message) and m.delay_level for m in messages):
-            raise ClientError("a delay level is not supported in a batch (TimeDelayLevel)")
+        if any(isinstance(m, Message) and (m.delay_level or m.deliver_time_ms) for m in messages):
+            raise ClientError("a delay level or timer is not supported in a batch (TimeDelayLevel)")
         check_selection(selector, sharding_key)
         topic = check_batch(messages, self.max_message_size)
         self._check_open()

@@ -250,7 +250,7 @@ class ProducerLinks:
                     if future is not None and not link.pending and not link.draining:
                         link.drained_upto = rp.seq  # no async answer is unread
                     if one[0] is None:  # delayed: its record depends on the queue
-                        record, qid = scheduled(one, mq.queue_id, rp.delay_levels)
+                        record, qid = scheduled(one, mq.queue_id, rp.delay_levels, rp.max_delay_ms)
                         seq = rp.append_one(record, qid, link.born_host, deadline)
                         size = record[ONE_SIZE]
                     else:

@@ -21,7 +21,7 @@ from shmq.errors import SendError, SendTimeoutError
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
-from shmq.ipc.ring_appender import DEFAULT_SPIN_US, RingAppender
+from shmq.ipc.ring_appender import DEFAULT_SPIN_US, RingAppender, scratch_offsets
 from shmq.ipc.segment import Segment
 from shmq.message import MAX_DELAY_LEVEL
 
@@ -39,7 +39,7 @@ def warm_up(data: np.ndarray | None = None) -> None:
     fields[:, rec.F_BODY_CRC] = -1
     sizes = np.empty(1, dtype=np.int64)
     rec.batch_sizes(body_offs, topic.shape[0], props_offs, 1 << 20, sizes)
-    rec.place_batch(sizes[:1], 0, data.shape[0], 0, _scratch_offsets(1))
+    rec.place_batch(sizes[:1], 0, data.shape[0], 0, scratch_offsets(1))
     rec.encode_batch(data, 0, 0, topic, bodies, body_offs[0:2], props, props_offs, fields[0:1])
     rec.write_blank(np.zeros(16, dtype=np.uint8), 0, 8)
 
@@ -66,6 +66,7 @@ class RingProducer(RingAppender):
         # the writer computes stored CRCs; the producer's are only read when it checks them
         self.check_crc = bool(info.get("checkProducerCrc", True))
         self.delay_levels = int(info.get("delayLevels", MAX_DELAY_LEVEL))
+        self.max_delay_ms = int(info.get("timerMaxDelaySec", 3 * 86_400)) * 1000
         warm_up()
         freeze_startup_objects()
 
@@ -108,39 +109,17 @@ class RingProducer(RingAppender):
                 f"{self.capacity} bytes (ringSize)"
             )
         fields[:, rec.F_BODY_CRC] = -1 if self.check_crc else 0
-        first_seq = self.seq
         shared = props_offs.shape[0] == 2
-        cap = self.capacity
-        i = 0
-        while i < n:
-            head, seq_head = ring.load_head(self.words)
-            self.head, self.seq_head = head, seq_head
-            free = cap - (self.tail - head)
-            slots_free = self.slots - (self.seq - seq_head)
-            local = self.tail & (cap - 1)
-            room = min(cap - local, free)
-            count, used = rec.place_batch(sizes[: i + slots_free], i, room, 0, _scratch_offsets(n))
-            if count == 0:
-                if free >= cap - local and cap - local < sizes[i] + rec.MIN_BLANK:
-                    rec.write_blank(self.data, local, cap - local)  # close the lap
-                    self.tail += cap - local
-                    ring.publish_tail(self.words, self.tail, self.seq)
-                    continue
-                seen = (head, seq_head)
-                self._wait_writer(lambda seen=seen: ring.load_head(self.words) != seen, deadline)
-                continue
+
+        def encode(i: int, count: int, local: int) -> None:
             rec.encode_batch(
                 self.data, local, self.tail - local, topic, bodies,
                 body_offs[i : i + count + 1], props,
                 props_offs if shared else props_offs[i : i + count + 1],
                 fields[i : i + count],
             )  # fmt: skip
-            self.tail += used
-            self.seq += count
-            ring.publish_tail(self.words, self.tail, self.seq)
-            self._wake_writer()
-            i += count
-        return first_seq, sizes
+
+        return self._append_runs(sizes, encode, deadline), sizes
 
     def wait_flushed(self, end_offset: int, deadline: float) -> bool:
         """SYNC_FLUSH: wait until the CommitLog is flushed past ``end_offset``; False on
@@ -174,13 +153,3 @@ class RingProducer(RingAppender):
             else:
                 wants.pop(offset, None)
             self.registry[self.reg_base + rg.WAIT_FLUSH_OFFSET] = min(wants, default=0)
-
-
-_scratch = [np.empty(1024, dtype=np.int64)]
-
-
-def _scratch_offsets(n: int) -> np.ndarray:
-    """A reusable output array for ``place_batch`` (its offsets are not needed here)."""
-    if _scratch[0].shape[0] < n:
-        _scratch[0] = np.empty(n, dtype=np.int64)
-    return _scratch[0]

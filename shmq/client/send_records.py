@@ -20,9 +20,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.delay_levels import SCHEDULE_TOPIC, schedule_properties
+from shmq.codec.delay_levels import (
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    schedule_properties,
+    timer_properties,
+)
 from shmq.codec.record_pack import record_struct, topic_head
-from shmq.errors import InvalidPropertyError
+from shmq.errors import InvalidMessageError, InvalidPropertyError
 from shmq.message import (
     MAX_PROPERTIES_LENGTH,
     PROPERTY_UNIQ_KEY,
@@ -101,17 +106,20 @@ def _checked(props: bytes) -> bytes:
 
 class Delayed:
     """A delayed message before its queue is chosen: stored in the schedule topic's queue
-    for its level with its real topic and queue in its properties (``scheduled``)."""
+    for its level, or in the timer topic, with its real topic and queue in its properties
+    (``scheduled``)."""
 
-    __slots__ = ("level", "props", "topic")
+    __slots__ = ("deliver_ms", "level", "props", "topic")
 
     def __init__(self, topic: str, msg: Message, uniq: bytes) -> None:
         self.topic = topic
-        self.level = msg.delay_level
+        self.level = msg._delay_level
+        self.deliver_ms = msg._deliver_ms
         self.props = _user_props(msg, uniq)
 
 
-_SCHEDULE_HEAD = topic_head(SCHEDULE_TOPIC.encode())[0]
+_SCHEDULE_HEAD = topic_head(SCHEDULE_TOPIC.encode())
+_TIMER_HEAD = topic_head(TIMER_TOPIC.encode())
 
 
 def one_record(topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKeys) -> tuple:
@@ -120,7 +128,7 @@ def one_record(topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKe
     body, tail, msg id)`` (a tuple: this runs once per message)."""
     now_ms = time.time_ns() // 1_000_000
     uniq = uniq_keys.key(now_ms)
-    if msg._delay_level:  # the record is made once the queue is known (``scheduled``)
+    if msg._delay_level or msg._deliver_ms:  # made once the queue is known (``scheduled``)
         return None, 0, 0, msg.flag, now_ms, body, Delayed(topic.topic, msg, uniq), uniq
     tail = topic.tail(msg, uniq)
     n, t = len(body), len(tail)
@@ -128,14 +136,31 @@ def one_record(topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKe
             body, tail, uniq)  # fmt: skip
 
 
-def scheduled(one: tuple, queue_id: int, levels: int) -> tuple[tuple, int]:
+def scheduled(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[tuple, int]:
     """A delayed ``one_record`` for ``queue_id`` of its topic: the record to append (in the
-    schedule topic, as RocketMQ's broker stores it) and the schedule queue id."""
+    schedule or timer topic, as RocketMQ's broker stores it) and the queue id there. A timer
+    message whose time has passed is an ordinary one; one beyond ``max_delay_ms`` from now
+    is refused (``InvalidMessageError``)."""
     _, _, _, flag, born_ts, body, delayed, uniq = one
-    qid, extra = schedule_properties(delayed.topic, queue_id, delayed.level, levels)
-    tail = _SCHEDULE_HEAD + _with_length(_checked(delayed.props + extra))
+    if delayed.level:
+        qid, extra = schedule_properties(delayed.topic, queue_id, delayed.level, levels)
+        head, magic = _SCHEDULE_HEAD
+    else:
+        ahead = delayed.deliver_ms - time.time_ns() // 1_000_000
+        if ahead > max_delay_ms:
+            raise InvalidMessageError(
+                f"deliver_time_ms {delayed.deliver_ms} is {ahead / 1000:.0f} s ahead, beyond "
+                f"the broker's timerMaxDelaySec {max_delay_ms // 1000}"
+            )
+        if ahead > 0:
+            qid, extra = 0, timer_properties(delayed.topic, queue_id, delayed.deliver_ms)
+            head, magic = _TIMER_HEAD
+        else:
+            qid, extra = queue_id, f"TIMER_DELIVER_MS\x01{delayed.deliver_ms}\x02".encode()
+            head, magic = topic_head(delayed.topic.encode())
+    tail = head + _with_length(_checked(delayed.props + extra))
     n, t = len(body), len(tail)
-    return (record_struct(n, t), rec.HEADER_BODY_START + n + t, rec.MAGIC_V1, flag, born_ts,
+    return (record_struct(n, t), rec.HEADER_BODY_START + n + t, magic, flag, born_ts,
             body, tail, uniq), qid  # fmt: skip
 
 

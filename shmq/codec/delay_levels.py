@@ -1,14 +1,17 @@
-"""The schedule topic delayed messages live in until their delivery time.
+"""The system topics delayed messages live in until their delivery time.
 
 A message sent with delay level ``n`` is stored in ``SCHEDULE_TOPIC_XXXX`` queue ``n - 1``
 with its real topic and queue id in the ``REAL_TOPIC`` / ``REAL_QID`` properties; the
 consume-queue tag slot of such a record holds its delivery time (store time + the level's
-delay, ``messageDelayLevel``), which is what the schedule agent waits for.
+delay, ``messageDelayLevel``), which is what the schedule agent waits for. A timer message
+(RocketMQ 5: any delivery time, ``TIMER_DELIVER_MS``) is stored in ``rmq_sys_wheel_timer``
+queue 0 the same way, its delivery time in ``TIMER_OUT_MS``.
 """
 
 from __future__ import annotations
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"
 
 
 def schedule_properties(topic: str, queue_id: int, level: int, levels: int) -> tuple[int, bytes]:
@@ -18,3 +21,11 @@ def schedule_properties(topic: str, queue_id: int, level: int, levels: int) -> t
     level = min(level, levels)
     props = f"REAL_TOPIC\x01{topic}\x02REAL_QID\x01{queue_id}\x02DELAY\x01{level}\x02"
     return level - 1, props.encode()
+
+
+def timer_properties(topic: str, queue_id: int, deliver_ms: int) -> bytes:
+    """The properties a timer message for ``topic`` / ``queue_id`` gets in the timer topic."""
+    return (
+        f"REAL_TOPIC\x01{topic}\x02REAL_QID\x01{queue_id}\x02"
+        f"TIMER_OUT_MS\x01{deliver_ms}\x02TIMER_DELIVER_MS\x01{deliver_ms}\x02"
+    ).encode()

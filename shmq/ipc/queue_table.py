@@ -86,6 +86,8 @@ class QueueDirectory:
     def slot(self, topic: bytes, queue_id: int) -> int:
         found = self.slots.get((topic, queue_id))
         if found is None:
+            if int(self.words[COUNT]) == self._seen:
+                return -1  # nothing published since the last look
             self.refresh()
             found = self.slots.get((topic, queue_id), -1)
         return found

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from shmq.codec import record as rec
+from shmq.codec.record_rebuild import PHYSICAL_OFFSET_POS, stamp_positions
 from shmq.errors import SendError, SendTimeoutError
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
@@ -28,8 +29,7 @@ DEFAULT_SPIN_US = 50  # spin this long on an answer before parking (see perf-not
 # A park ends at a post; the timeout only bounds how long a lost post (a dead broker) is
 # noticed late, and the caller's liveness checks come first.
 PARK_S = 0.2
-_PHYSICAL_OFFSET = struct.Struct(">q")
-PHYSICAL_OFFSET_POS = 28  # PHYSICALOFFSET in a record: the ring position for the writer
+_PHYSICAL_OFFSET = struct.Struct(">q")  # PHYSICALOFFSET: the ring position, for the writer
 
 
 class Answer:
@@ -89,6 +89,61 @@ class RingAppender:
         mm[start : start + size] = record
         _PHYSICAL_OFFSET.pack_into(mm, start + PHYSICAL_OFFSET_POS, t)
         return self._publish(t + size)
+
+    def append_many(self, data: np.ndarray, ends: np.ndarray, deadline: float) -> int:
+        """Publish whole records laid out one after another in ``data`` (record ``k`` from
+        ``ends[k]`` to ``ends[k + 1]``); returns the first one's sequence number."""
+
+        def copy(i: int, count: int, local: int) -> None:
+            start, used = int(ends[i]), int(ends[i + count] - ends[i])
+            self.data[local : local + used] = data[start : start + used]
+            stamp_positions(self.data, local, ends, i, count, self.tail)
+
+        sizes = np.diff(ends)
+        if sizes.size and int(sizes.max()) + rec.MIN_BLANK > self.capacity:
+            raise SendError(
+                f"a record of {int(sizes.max())} bytes does not fit the ring of "
+                f"{self.capacity} bytes (ringSize)"
+            )
+        return self._append_runs(sizes, copy, deadline)
+
+    def _append_runs(self, sizes: np.ndarray, write, deadline: float) -> int:
+        """Publish records of ``sizes`` in runs: as many as fit before the ring's end (and
+        in its free completion slots) are written by ``write(first, count, index in
+        data)`` and published together; a lap is closed with a blank record when the next
+        record does not fit before the end. Returns the first record's sequence number."""
+        first_seq = self.seq
+        n, i, cap = sizes.shape[0], 0, self.capacity
+        while i < n:
+            head, seq_head = ring.load_head(self.words)
+            self.head, self.seq_head = head, seq_head
+            free = cap - (self.tail - head)
+            local = self.tail & self.mask
+            room = min(cap - local, free)
+            slots = self.slots - (self.seq - seq_head)
+            count, used = rec.place_batch(sizes[: i + slots], i, room, 0, scratch_offsets(n))
+            if count == 0:
+                if free >= cap - local and cap - local < sizes[i] + rec.MIN_BLANK:
+                    rec.write_blank(self.data, local, cap - local)  # close the lap
+                    self.tail += cap - local
+                    ring.publish_tail(self.words, self.tail, self.seq)
+                    continue
+                seen = (head, seq_head)
+                self._wait_writer(lambda seen=seen: ring.load_head(self.words) != seen, deadline)
+                continue
+            write(i, count, local)
+            self.tail += used
+            self.seq += count
+            ring.publish_tail(self.words, self.tail, self.seq)
+            self._wake_writer()
+            i += count
+        return first_seq
+
+    def answered_words(self, first_seq: int, count: int) -> np.ndarray:
+        """The packed STATUS | REASON << 16 | QUEUE_ID << 32 words of answered records
+        ``first_seq .. first_seq + count - 1``, in order."""
+        idx = (np.arange(first_seq, first_seq + count) & (self.slots - 1)).astype(np.int64)
+        return self.completions[idx, 0].copy()
 
     def _reserve(self, size: int, deadline: float) -> tuple[int, int]:
         """Room for one record of ``size`` bytes at the tail (a lap closed first when the
@@ -216,3 +271,13 @@ class RingAppender:
         self.reg_w.release()
         self.data = self.completions = self.words = None
         self.segment.close()
+
+
+_scratch_out = [np.empty(1024, dtype=np.int64)]
+
+
+def scratch_offsets(n: int) -> np.ndarray:
+    """A reusable output array for ``place_batch`` (its offsets are not needed here)."""
+    if _scratch_out[0].shape[0] < n:
+        _scratch_out[0] = np.empty(n, dtype=np.int64)
+    return _scratch_out[0]

@@ -5,11 +5,14 @@ afterwards by the independent decoder)."""
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import signal
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import shmq
 from e2e_helpers import cluster, shm_entries
@@ -123,7 +126,8 @@ def test_a_delayed_message_is_consumed_after_its_delay(tmp_path):
 @pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("victim", ["schedule", "broker"])
-def test_sigkill_during_delivery_delivers_each_delayed_message_once(tmp_path, victim):
+@pytest.mark.parametrize("kind", ["level", "timer"])
+def test_sigkill_during_delivery_delivers_each_delayed_message_once(tmp_path, victim, kind):
     before = shm_entries()
     count = 3000
     with cluster(tmp_path, messageDelayLevel="1s 2s", defaultTopicQueueNums=2) as c:
@@ -132,7 +136,11 @@ def test_sigkill_during_delivery_delivers_each_delayed_message_once(tmp_path, vi
         with shmq.Producer("bulk-delay", c.namesrv) as producer:
             futures = []
             for i in range(count):  # over ~2 s, so deliveries go on from 2 s to 4 s
-                msg = shmq.Message("DelayedK", f"k{i}".encode(), delay_level=2)
+                if kind == "level":
+                    msg = shmq.Message("DelayedK", f"k{i}".encode(), delay_level=2)
+                else:
+                    at = int(time.time() * 1000) + 2000
+                    msg = shmq.Message("DelayedK", f"k{i}".encode(), deliver_time_ms=at)
                 futures.append(producer.send_async(msg))
                 time.sleep(max(0.0, started + 2.0 * i / count - time.monotonic()))
             for future in futures:
@@ -158,3 +166,41 @@ def test_sigkill_during_delivery_delivers_each_delayed_message_once(tmp_path, vi
         assert set(bodies) == {f"k{i}" for i in range(count)}
         assert max(bodies.values()) == 1
     assert shm_entries() - before == set()
+
+
+@pytest.fixture(scope="module")
+def timer_broker(tmp_path_factory):
+    before = shm_entries()
+    with cluster(tmp_path_factory.mktemp("timers")) as c:
+        c.create_topic("Timed", 4)
+        yield c
+    assert shm_entries() - before == set()
+
+
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(delays=st.lists(st.integers(0, 2500), min_size=1, max_size=60))
+def test_timer_messages_arrive_in_time_order_within_the_precision(timer_broker, delays):
+    c = timer_broker
+    tag = f"x{time.monotonic_ns()}-"
+    with shmq.Producer("timer-p", c.namesrv) as producer:
+        now = int(time.time() * 1000)
+        for i, d in enumerate(delays):
+            producer.send(shmq.Message("Timed", f"{tag}{i}".encode(), deliver_time_ms=now + d))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        got = [r for r in stored(c.store)
+               if r["topic"] == "Timed" and r["body"].startswith(tag.encode())]  # fmt: skip
+        if len(got) >= len(delays):
+            break
+        time.sleep(0.1)
+    assert sorted(r["body"].decode() for r in got) == sorted(
+        f"{tag}{i}" for i in range(len(delays))
+    )
+    due = [int(r["properties"]["TIMER_DELIVER_MS"]) for r in got]  # in delivery order
+    late = [r["store_timestamp"] - d for r, d in zip(got, due, strict=True)]
+    assert min(late) >= 0, "delivered before its time"
+    assert max(late) <= PRECISION_MS
+    for earlier, later in itertools.pairwise(due):
+        assert later >= earlier - 1000  # time order, within the precision

@@ -124,7 +124,7 @@ def test_a_delayed_message_is_stored_in_the_schedule_topic(rp, msg, level, level
     the broker's last one), the real topic and queue in REAL_TOPIC / REAL_QID."""
     msg.delay_level = level
     one = one_record(TopicRecords(msg.topic, msg.topic.encode()), msg, msg.body, UniqKeys())
-    record, schedule_qid = scheduled(one, queue_id, levels)
+    record, schedule_qid = scheduled(one, queue_id, levels, 3 * 86_400_000)
     free(rp)
     rp.append_one(record, schedule_qid, 0, time.monotonic() + 5)
     stored = decoded(rp, record[1])
