@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from shmq.client.ring_producer import RingProducer
 from shmq.client.send_records import RecordBatch, TopicRecords, UniqKeys, one_record, scheduled
 from shmq.codec.delay_levels import SCHEDULE_TOPIC
+from shmq.errors import InvalidMessageError
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
@@ -154,3 +155,34 @@ def test_records_that_do_not_fit_the_rest_of_a_lap_start_the_next_one(rp):
         assert (record["body"], record["flag"]) == (body, i)
         seen += 1
     assert rp.tail > CAPACITY and seen
+
+
+def test_timer_messages_out_of_range_are_refused_with_a_clear_error():
+    with pytest.raises(InvalidMessageError, match="negative"):
+        Message("T", b"x", deliver_time_ms=-5)
+    with pytest.raises(InvalidMessageError, match="not both"):
+        Message("T", b"x", delay_level=2, deliver_time_ms=1)
+    with pytest.raises(InvalidMessageError, match="out of range"):
+        Message("T", b"x", delay_level=-1)
+    far = int(time.time() * 1000) + 3 * 86_400_000 + 60_000
+    msg = Message("T", b"x", deliver_time_ms=far)
+    one = one_record(TopicRecords("T", b"T"), msg, msg.body, UniqKeys())
+    with pytest.raises(InvalidMessageError, match="beyond the broker's timerMaxDelaySec 259200"):
+        scheduled(one, 0, 18, 3 * 86_400_000)
+
+
+def test_a_timer_message_goes_to_the_timer_topic_and_a_past_one_is_ordinary(rp):
+    soon = int(time.time() * 1000) + 60_000
+    for at, topic, qid in ((soon, "rmq_sys_wheel_timer", 0), (1, "Plain", 5)):
+        msg = Message("Plain", b"tick", deliver_time_ms=at)
+        one = one_record(TopicRecords("Plain", b"Plain"), msg, msg.body, UniqKeys())
+        record, queue_id = scheduled(one, 5, 18, 3 * 86_400_000)
+        free(rp)
+        rp.append_one(record, queue_id, 0, time.monotonic() + 5)
+        stored = decoded(rp, record[1])
+        assert (stored["topic"], stored["queue_id"]) == (topic, qid)
+        assert stored["properties"]["TIMER_DELIVER_MS"] == str(at)
+        if at == soon:
+            props = stored["properties"]
+            assert (props["REAL_TOPIC"], props["REAL_QID"], props["TIMER_OUT_MS"]) == (
+                "Plain", "5", str(soon))  # fmt: skip
