@@ -5,7 +5,9 @@ per acknowledged send to ``--out``; errors are written as lines with ``"error"``
 goes on. ``consume``: pulls the given queues until ``--expect`` messages arrived in total (or
 ``--stop-file`` exists and it is caught up), committing offsets, one JSON line per message.
 ``push``: a ``PushConsumer`` of ``--group`` on ``--topic`` until SIGTERM (then a clean
-shutdown), one JSON line per message consumed and one per change of its queue assignment.
+shutdown), one JSON line per message consumed and one per change of its queue assignment;
+with ``--orderly`` an orderly consumer, whose lines also say which process and thread
+consumed the message and when (``time.monotonic``, shared by the host's processes).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from shmq.client.producer import Producer
 from shmq.client.push_consumer import PushConsumer
 from shmq.client.queue_reader import QueueReader
-from shmq.client.types import ConsumeResult
+from shmq.client.types import ConsumeOrderlyStatus, ConsumeResult
 from shmq.message import Message
 
 
@@ -87,12 +89,17 @@ def push(args: argparse.Namespace) -> None:
             out.flush()
 
     def on_message(msgs, ctx):
-        for msg in msgs:
-            write({"queue": msg.queue_id, "offset": msg.queue_offset, "body": msg.body.decode(),
-                   "host": msg.store_host})  # fmt: skip
+        start = time.monotonic()
         if args.pause:
             time.sleep(args.pause)
-        return ConsumeResult.CONSUME_SUCCESS
+        end = time.monotonic()
+        for msg in msgs:
+            row = {"queue": msg.queue_id, "offset": msg.queue_offset, "body": msg.body.decode(),
+                   "host": msg.store_host}  # fmt: skip
+            if args.orderly:
+                row.update(pid=os.getpid(), thread=threading.get_ident(), start=start, end=end)
+            write(row)
+        return ConsumeOrderlyStatus.SUCCESS if args.orderly else ConsumeResult.CONSUME_SUCCESS
 
     consumer = PushConsumer(
         args.group,
@@ -104,6 +111,7 @@ def push(args: argparse.Namespace) -> None:
         persist_consumer_offset_interval=args.persist_interval,
         offset_store_dir=args.offset_dir or "~/.shmq_offsets",
         instance_name=args.instance,
+        orderly=args.orderly,
     )
     consumer.subscribe(args.topic, args.tags)
     consumer.start()
@@ -140,6 +148,7 @@ def main() -> None:
     parser.add_argument("--persist-interval", type=float, default=5.0)
     parser.add_argument("--offset-dir")
     parser.add_argument("--instance", default="DEFAULT")
+    parser.add_argument("--orderly", action="store_true")
     args = parser.parse_args()
     {"produce": produce, "consume": consume, "push": push}[args.mode](args)
 

@@ -56,6 +56,8 @@ class BrokerConfig:
     broker_permission: int = 6
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
+    # RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime (a system property there), ms
+    rebalance_lock_max_live_time: int = 60_000
     default_topic_queue_nums: int = 8
     cluster_topic_enable: bool = True
     broker_topic_enable: bool = True

@@ -80,6 +80,7 @@ class ControlHandlers:
         from shmq.broker.admin_handlers import AdminHandlers  # imports this module
 
         AdminHandlers(self.broker, self).register(server)
+        self.broker.queue_locks.register(server)
 
     def close(self) -> None:
         self.send_back.ring.close()

@@ -28,6 +28,7 @@ from shmq.broker.broker_config import RECORD_OVERHEAD_MAX, BrokerConfig
 from shmq.broker.clients import ClientSlots
 from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.queue_locks import QueueLocks
 from shmq.broker.subscription_groups import SubscriptionGroupManager
 from shmq.broker.topic_config import TopicConfig, TopicConfigManager
 from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
@@ -134,6 +135,7 @@ class Broker:
             self.subscription_groups = SubscriptionGroupManager(os.path.join(self.root, "config"))
             self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
             self.consumers = ConsumerManager(cfg.channel_expired_timeout)
+            self.queue_locks = QueueLocks(cfg.rebalance_lock_max_live_time)
             self.publish_topics()
             self.clients = ClientSlots(cfg, self.names.prefix, self.registry)
             for kind in RING_AGENTS:

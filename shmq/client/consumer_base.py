@@ -235,7 +235,7 @@ class ConsumerBase:
         for mq in sorted(removed):
             self._drop(mq)
             self._release(mq)
-        for mq in sorted(added):
+        for mq in sorted(self._acquire(added)):
             self.offsets.remove(mq)  # RocketMQ's removeDirtyOffset
             try:
                 offset = self.rebalance.start_offset(mq)
@@ -262,6 +262,11 @@ class ConsumerBase:
     def _drop(self, mq: MessageQueue) -> None:
         """Stop reading ``mq`` (a rebalance took it away)."""
         raise NotImplementedError
+
+    def _acquire(self, queues: set[MessageQueue]) -> set[MessageQueue]:
+        """Which of the queues a rebalance gave this consumer it may start now (an orderly
+        consumer: those it could lock)."""
+        return queues
 
     def _reset_offsets(self, topic: str, table: dict[MessageQueue, int]) -> None:
         raise NotImplementedError

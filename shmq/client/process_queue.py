@@ -34,6 +34,11 @@ class ProcessQueue:
         self._count = 0
         self._size = 0
         self._lock = threading.Lock()
+        # orderly consumption: the broker lock of the queue, held since locked_at
+        # (monotonic), and the lock one consume thread holds while it processes a batch
+        self.locked = False
+        self.locked_at = 0.0
+        self.consume_lock = threading.Lock()
 
     def put(self, msgs: list[MessageExt]) -> None:
         """Add a pulled batch (ascending offsets): whole-batch dict and deque operations,
@@ -81,6 +86,20 @@ class ProcessQueue:
             self._count -= len(gone)
             self._size -= sum([m.store_size for m in gone])
             return self._commit_offset()
+
+    def take(self, n: int) -> list[MessageExt]:
+        """The first ``n`` messages inside, in offset order (an orderly consumer's next
+        batch; they stay inside until ``remove``)."""
+        with self._lock:
+            msgs = self._msgs
+            out = []
+            for offset in self._order:  # put order: ascending offsets
+                msg = msgs.get(offset)
+                if msg is not None:
+                    out.append(msg)
+                    if len(out) == n:
+                        break
+            return out
 
     def _commit_offset(self) -> int:
         order = self._order

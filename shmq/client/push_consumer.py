@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from shmq.client.consume_retry import MessageBack, restore_topics, retry_topic
 from shmq.client.consumer_base import ConsumerBase, queues_of
+from shmq.client.orderly import OrderlyConsumption
 from shmq.client.process_queue import ProcessQueue
 from shmq.client.queue_reader import MAX_BULK_PULL, MAX_PULL
 from shmq.client.subscription import Subscription
@@ -142,6 +143,8 @@ class PushConsumer(ConsumerBase):
         max_reconsume_times: int = -1,
         await_termination: float = 10.0,
         bulk: bool = False,
+        orderly: bool = False,
+        suspend_current_queue_time_millis: int = 1000,
         **options,
     ) -> None:
         super().__init__(group, namesrv, **options)
@@ -163,6 +166,13 @@ class PushConsumer(ConsumerBase):
         self.batch_max = consume_message_batch_max_size
         self.pull_batch_size = pull_batch_size
         self.bulk = bulk
+        if orderly and bulk:
+            raise ConfigError("a consumer is orderly or bulk, not both")
+        if suspend_current_queue_time_millis < 0:
+            raise ConfigError("suspend_current_queue_time_millis must be >= 0")
+        self.orderly = orderly
+        self.suspend_current_queue_time_millis = suspend_current_queue_time_millis
+        self._orderly: OrderlyConsumption | None = None
         self.pull_interval = pull_interval
         self.threshold_queue = pull_threshold_for_queue
         self.threshold_size_queue = pull_threshold_size_for_queue
@@ -201,6 +211,8 @@ class PushConsumer(ConsumerBase):
         self._pool = ThreadPoolExecutor(
             self.consume_thread_max, thread_name_prefix=f"shmq-consume-{self.group}"
         )
+        if self.orderly:
+            self._orderly = OrderlyConsumption(self)
         if self.message_model is MessageModel.CLUSTERING:  # retries come back through it
             with self._lock:
                 self._subs.setdefault(self._retry_topic, Subscription.parse(self._retry_topic))
@@ -231,6 +243,8 @@ class PushConsumer(ConsumerBase):
         if self._running:
             log.warning("consumer %s: %d listener calls still running at shutdown", self.group,
                         len(self._running))  # fmt: skip
+        if self._orderly is not None:
+            self._orderly.shutdown()
         self._stop_base()
 
     close = shutdown
@@ -241,12 +255,26 @@ class PushConsumer(ConsumerBase):
         return self._table
 
     def _hold(self, mq: MessageQueue, offset: int) -> None:
-        self._table[mq] = ProcessQueue(offset)
+        pq = self._table[mq] = ProcessQueue(offset)
+        if self._orderly is not None:  # _acquire locked it
+            pq.locked, pq.locked_at = True, time.monotonic()
 
     def _drop(self, mq: MessageQueue) -> None:
         with self._lock:
             pq = self._table.pop(mq)
         pq.dropped = True
+        if self._orderly is not None:
+            self._orderly.release(mq, pq)
+
+    def _acquire(self, queues: set[MessageQueue]) -> set[MessageQueue]:
+        return queues if self._orderly is None else self._orderly.acquire(queues)
+
+    def _release(self, mq: MessageQueue) -> None:
+        if self._orderly is None:  # an orderly queue is released after its batch in flight
+            self.persist_released(mq)
+
+    def persist_released(self, mq: MessageQueue) -> None:
+        super()._release(mq)
 
     def _reset_offsets(self, topic: str, table: dict[MessageQueue, int]) -> None:
         """RocketMQ's ``resetOffset``: drop the topic's process queues, store the new
@@ -301,14 +329,15 @@ class PushConsumer(ConsumerBase):
             progressed = False
             waiting = {}
             for mq, pq in table:
-                if pq.dropped or pq.paused:
+                if pq.dropped or pq.paused or (self._orderly is not None and not pq.locked):
                     continue
                 if now < pq.next_pull_at:
                     next_due = min(next_due, pq.next_pull_at)
                     continue
                 count_limit, size_limit = self._limits(mq.topic)
                 room = count_limit - pq.count
-                if room <= 0 or pq.size > size_limit or pq.span() > self.max_span:
+                spread = pq.span() > self.max_span and self._orderly is None
+                if room <= 0 or pq.size > size_limit or spread:
                     self.counters["flowControlled"] += 1
                     pq.flow_controlled = True
                     pq.next_pull_at = now + FLOW_CONTROL_DELAY_S
@@ -364,6 +393,9 @@ class PushConsumer(ConsumerBase):
             if msgs:
                 pq.put(msgs)
                 self.counters["pulled"] += len(msgs)
+                if self._orderly is not None:
+                    self._orderly.submit(mq, pq)
+                    return len(msgs)
                 request = ConsumeRequest(msgs, pq, mq)
                 if not self._running and self._listener_s < DIRECT_LISTENER_S:
                     self._consume(request)  # a fast listener, nothing else running: no hand-off
@@ -479,7 +511,10 @@ class PushConsumer(ConsumerBase):
             offset = request.pq.remove(done)
         if offset >= 0 and not request.pq.dropped:
             self.offsets.update(request.mq, offset, increase_only=True)
-        pq = request.pq
+        self.drained(request.pq)
+
+    def drained(self, pq: ProcessQueue) -> None:
+        """Messages left ``pq``: a queue held back by flow control may pull again."""
         if pq.flow_controlled and pq.count <= self.threshold_queue // 2:
             # pull again now rather than after the flow-control delay: Python consume
             # threads drain a full process queue in far less than RocketMQ's 50 ms
@@ -498,11 +533,15 @@ class PushConsumer(ConsumerBase):
     def _next_tick(self) -> float:
         with self._lock:
             due = self._later[0][0] if self._later else time.monotonic() + 1.0
+        if self._orderly is not None:
+            due = min(due, self._orderly.next_tick())
         return min(due, time.monotonic() + 1.0)
 
     def _tick(self, now: float) -> None:
         """Resubmit failed messages whose delay is over; give up on listener calls that
         ran past ``consume_timeout`` and consume their messages again."""
+        if self._orderly is not None:
+            self._orderly.tick(now)
         ready = []
         with self._lock:
             while self._later and self._later[0][0] <= now:

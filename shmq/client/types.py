@@ -191,6 +191,24 @@ class ConsumeResult(enum.Enum):
     RECONSUME_LATER = "RECONSUME_LATER"
 
 
+class ConsumeOrderlyStatus(enum.Enum):
+    """What an orderly listener returns (RocketMQ's ``ConsumeOrderlyStatus``)."""
+
+    SUCCESS = "SUCCESS"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+
+@dataclass(slots=True)
+class ConsumeOrderlyContext:
+    """Passed to an orderly listener with each batch (RocketMQ's
+    ``ConsumeOrderlyContext``): on SUSPEND the queue waits
+    ``suspend_current_queue_time_millis`` (-1: the consumer's) before the same messages come
+    again."""
+
+    message_queue: MessageQueue
+    suspend_current_queue_time_millis: int = -1
+
+
 @dataclass(slots=True)
 class ConsumeContext:
     """Passed to the listener with each batch (RocketMQ's
