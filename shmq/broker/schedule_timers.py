@@ -17,6 +17,7 @@ and later ones was delivered is found again by the agent's CommitLog scan.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 
@@ -40,6 +41,7 @@ from shmq.store.timer_wheel import (
 
 log = logging.getLogger(__name__)
 
+OPEN_RETRY_S = 10.0  # after the timer store could not be opened (a full disk)
 ENQUEUE_BATCH = 16384  # timer-topic units moved onto the wheel per pass
 DELIVER_BATCH = 16384  # entries delivered per pass
 _TIMER = TIMER_TOPIC.encode()
@@ -65,27 +67,59 @@ class Timers:
         self.directory = directory
         self.maxima = maxima
         self.write_offset = write_offset
+        self.store = store
         self.precision = store.timer_precision_ms
-        wheel_path, log_dir, checkpoint_path = paths(root)
-        self.log = TimerLog(log_dir)
-        self.log.load()
-        self.wheel = TimerWheel(
-            wheel_path, slots_total_for(store.timer_max_delay_sec, self.precision), self.precision
-        )
-        self.checkpoint = TimerCheckpoint.load(checkpoint_path)
-        self.enqueue_offset = recover(self.wheel, self.log, self.checkpoint)
-        # a slot a whole lap old is gone from the wheel (RocketMQ starts no earlier either)
-        floor = now_ms - self.wheel.lap_ms + self.precision
-        self.dequeue_ms = self._slot_start(max(self.checkpoint.dequeue_ms or now_ms, floor))
+        self.paths = paths(root)
+        self.wheel: TimerWheel | None = None
+        self._open_after = 0.0
         self.done: set[int] = set()  # timer log positions delivered at or after dequeue_ms
         self.slot_scan_from = -1  # the write offset before the current slot's first delivery
         self._cache: tuple[int, int, np.ndarray] | None = None  # (slot ms, count, entries)
+        if os.path.exists(self.paths[0]):  # timers were used: recover them now
+            self._open(now_ms)
+
+    def _open(self, now_ms: int) -> bool:
+        """Open (creating when absent) the wheel, log and checkpoint, and recover them. The
+        store gets its 16 MiB wheel only once a timer message arrives; a full disk then
+        delays timers (retried every ``OPEN_RETRY_S``), and stops nothing else."""
+        if self.wheel is not None:
+            return True
+        if time.monotonic() < self._open_after:
+            return False
+        wheel_path, log_dir, checkpoint_path = self.paths
+        timer_log = wheel = None
+        try:
+            timer_log = TimerLog(log_dir)
+            timer_log.load()
+            slots = slots_total_for(self.store.timer_max_delay_sec, self.precision)
+            wheel = TimerWheel(wheel_path, slots, self.precision)
+            checkpoint = TimerCheckpoint.load(checkpoint_path)
+            self.enqueue_offset = recover(wheel, timer_log, checkpoint)
+        except OSError as exc:  # DiskFullError among them
+            log.error("timer messages wait: cannot open the timer store: %s", exc)
+            self._open_after = time.monotonic() + OPEN_RETRY_S
+            for opened in (wheel, timer_log):
+                if opened is not None:
+                    opened.close()
+            return False
+        self.log, self.wheel, self.checkpoint = timer_log, wheel, checkpoint
+        if not checkpoint.dequeue_ms:
+            # a new timer store: nothing on it is due before now; persisted at once, as a
+            # restart must not start later than a message that was enqueued meanwhile
+            checkpoint.dequeue_ms = self._slot_start(now_ms)
+            checkpoint.scan_from = self.write_offset()
+            checkpoint.persist()
+        # a slot a whole lap old is gone from the wheel (RocketMQ starts no earlier either)
+        floor = now_ms - wheel.lap_ms + self.precision
+        self.dequeue_ms = self._slot_start(max(checkpoint.dequeue_ms, floor))
+        return True
 
     def _slot_start(self, ms: int) -> int:
         return ms - ms % self.precision
 
     def load(self) -> int:
-        return self.checkpoint.scan_from
+        """Where the recovery scan must start for timers (nowhere: not yet in use)."""
+        return self.checkpoint.scan_from if self.wheel is not None else 1 << 62
 
     # -- enqueue ------------------------------------------------------------------------------
 
@@ -93,6 +127,8 @@ class Timers:
         """Move new timer-topic messages onto the wheel; returns how many."""
         slot = self.directory.slot(_TIMER, 0)
         end = int(self.maxima[slot]) if slot >= 0 else 0
+        if not end or not self._open(now):
+            return 0
         offset = self.enqueue_offset
         if offset >= end:
             return 0
@@ -176,6 +212,8 @@ class Timers:
 
     def due(self, now: int) -> tuple[list[tuple], list, int]:
         """``(runs to deliver, ids with no record, next due ms)`` (runs as ``_runs``)."""
+        if self.wheel is None:
+            return [], [], -1
         self.advance(now)
         entries, next_due = self._due_entries(now, DELIVER_BATCH)
         if next_due < 0:  # nothing more in the slots up to now: the next slot's start
@@ -189,6 +227,8 @@ class Timers:
 
     def pending(self, now: int) -> Iterator[tuple]:
         """Every due, undelivered entry (recovery looks for their deliveries)."""
+        if self.wheel is None:
+            return
         entries, _ = self._due_entries(now, 1 << 62)
         if entries.size:
             yield from self._runs(entries)[0]
@@ -210,15 +250,20 @@ class Timers:
             self.slot_scan_from = -1
             self._cache = None
 
-    def snapshot(self) -> tuple[int, int]:
+    def snapshot(self) -> tuple[int, int] | None:
+        if self.wheel is None:
+            return None
         scan_from = self.slot_scan_from if self.slot_scan_from >= 0 else self.write_offset()
         return self.dequeue_ms, scan_from
 
-    def persist(self, state: tuple[int, int], scan_from: int) -> None:
+    def persist(self, state: tuple[int, int] | None, scan_from: int) -> None:
+        if state is None:
+            return
         self.checkpoint.dequeue_ms, timer_scan_from = state
         self.checkpoint.scan_from = min(scan_from, timer_scan_from)
         self.checkpoint.persist()
 
     def close(self) -> None:
-        self.wheel.close()
-        self.log.close()
+        if self.wheel is not None:
+            self.wheel.close()
+            self.log.close()
