@@ -203,7 +203,16 @@ class ConsumeOrderlyContext:
     """Passed to an orderly listener with each batch (RocketMQ's
     ``ConsumeOrderlyContext``): on SUSPEND the queue waits
     ``suspend_current_queue_time_millis`` (-1: the consumer's) before the same messages come
-    again."""
+    again.
+
+    Example::
+
+        def on_step(msgs, ctx):
+            if not ready(msgs[0]):
+                ctx.suspend_current_queue_time_millis = 200  # the same message in 0.2 s
+                return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+            return ConsumeOrderlyStatus.SUCCESS
+    """
 
     message_queue: MessageQueue
     suspend_current_queue_time_millis: int = -1

@@ -26,6 +26,14 @@ def orderly_member(c, name: str) -> tuple:
     return proc, out
 
 
+def assignment(out: str) -> list[int]:
+    """The queues a member holds now (its last assignment line)."""
+    if not os.path.exists(out):
+        return []
+    found = [r["assignment"] for r in read_json_lines(out) if "assignment" in r]
+    return found[-1] if found else []
+
+
 def consumed(outs: list[str]) -> list[dict]:
     return [r for o in outs if os.path.exists(o) for r in read_json_lines(o) if "body" in r]
 
@@ -47,6 +55,7 @@ def test_orderly_members_keep_key_order_and_never_share_a_queue(tmp_path):
                 if i == total // 3:  # a member joins while messages flow
                     members.append(orderly_member(c, "o2"))
                     outs.append(members[-1][1])
+                    wait_for(lambda: assignment(outs[-1]), 120, "the new member's queues")
             for f in futures:
                 f.result(60)
         wait_for(lambda: len(consumed(outs)) >= 2 * total // 3, 120, "two thirds consumed")
