@@ -29,6 +29,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Producer": "shmq.client.producer",
+    "TransactionProducer": "shmq.client.transaction_producer",
     "PushConsumer": "shmq.client.push_consumer",
     "PullConsumer": "shmq.client.pull_consumer",
     "Admin": "shmq.client.admin",
@@ -44,6 +45,9 @@ _EXPORTS = {
     "ConsumeFromWhere": "shmq.client.types",
     "ConsumeResult": "shmq.client.types",
     "ConsumeContext": "shmq.client.types",
+    "LocalTransactionState": "shmq.client.transaction_types",
+    "TransactionListener": "shmq.client.transaction_types",
+    "TransactionSendResult": "shmq.client.transaction_types",
     "allocation_strategy": "shmq.client.allocate",
     "AllocateMessageQueueStrategy": "shmq.client.allocate",
     "ShmqError": "shmq.errors",
@@ -69,6 +73,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "ConsumeResult",
     "EmbeddedBroker",
     "InvalidMessageError",
+    "LocalTransactionState",
     "Message",
     "MessageBatch",
     "MessageExt",
@@ -86,6 +91,9 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "SendStatus",
     "SendTimeoutError",
     "ShmqError",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "allocation_strategy",
 ]
 
@@ -109,6 +117,12 @@ if TYPE_CHECKING:
     from shmq.client.producer import Producer
     from shmq.client.pull_consumer import PullConsumer
     from shmq.client.push_consumer import PushConsumer
+    from shmq.client.transaction_producer import TransactionProducer
+    from shmq.client.transaction_types import (
+        LocalTransactionState,
+        TransactionListener,
+        TransactionSendResult,
+    )
     from shmq.client.types import (
         BulkSendResult,
         ConsumeContext,
