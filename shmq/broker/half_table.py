@@ -11,8 +11,10 @@ consumerOffset.json under ``CID_RMQ_SYS_TRANS``:
   for transactions closed since the scan last passed them;
 - ``copies``: identity → queue offset of its newest check-back copy.
 
-- ``half_offset`` (the half queue): below it, every record belongs to a closed transaction
-  or has a newer copy above it, so a restart scans the half queue from there;
+- ``half_offset`` (the half queue): below it, every record belongs to a transaction closed
+  by an op record or has a newer copy above it, so a restart scans the half queue from
+  there (a transaction whose op record is not written yet is found open again, and its
+  commit by the search for commits without op records);
 - ``op_offset`` (the op queue): below it, every op record closes a transaction none of whose
   records is at or above ``half_offset``, so a restart reads op records from there.
 
@@ -126,8 +128,9 @@ class HalfTable:
     def advance(self) -> tuple[int, int]:
         """Move ``half_offset`` and ``op_offset`` as far as the rules allow, forget what
         lies wholly below them, and return both."""
-        half = min((h.queue_offset for h in self.open.values()), default=self.scanned)
-        half = max(self.half_offset, min(half, self.scanned))
+        held = [h.queue_offset for h in self.open.values()]
+        held += [max(i, self.copies.get(i, i)) for i, op in self.done.items() if op < 0]
+        half = max(self.half_offset, min(min(held, default=self.scanned), self.scanned))
         gone = [i for i in self.done if max(i, self.copies.get(i, i)) < half]
         for identity in gone:
             del self.done[identity]

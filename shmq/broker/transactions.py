@@ -15,9 +15,9 @@ with no producer online is waited for, not counted.
 Both run in threads of the supervisor process, not in an agent: they need the control
 plane's producer connections to send check-backs, and the supervisor is where a restart
 begins anyway. Their records go through a ring of their own to the writer. End requests
-are queued and finished in batches (every commit of a batch appended, one wait, then every
-op record, one wait), so a busy producer group costs two writer round trips per batch, not
-per transaction.
+are queued and finished in batches (the commits and op records of a batch appended together,
+one wait), so a busy producer group costs one writer round trip per batch, not per
+transaction.
 
 Exactly once, across a SIGKILL anywhere: outcomes are serialised by one lock over the
 open-transaction table (``half_table``), so no transaction is finished twice while the
@@ -108,7 +108,8 @@ class TransactionService:
         slot = broker.clients.register_producer(os.getpid(), "shmq-transactions")
         info = {"ring": slot.segment.name, "sem": slot.sem_name,
                 "writerSem": broker.names.agent_sem("writer"), "slot": slot.index}  # fmt: skip
-        self.ring = RingAppender(info, broker.counters, broker.registry)
+        # parks at once on an answer: a spinning thread here takes the CPU the writer needs
+        self.ring = RingAppender(info, broker.counters, broker.registry, spin_us=0)
         store = cfg.store
         self.reader = StoreReader(
             broker.root, store.mapped_file_size_commit_log, store.consume_queue_file_size
@@ -203,7 +204,51 @@ class TransactionService:
                         )
 
     def _finish(self, batch: list[EndRequest]) -> None:
-        """Decide each request, append the batch's commits, then its op records."""
+        """Decide each request, then write the batch's commits and op records in one run.
+
+        A commit's op record follows it in the same run only when the writer can refuse
+        nothing of the commit that it would not refuse of the op record too (its real topic
+        exists, is writable and has its queue): the writer takes a ring in order, so the
+        op record is never stored without its commit. Otherwise the op record is written
+        once the commit's answer is in."""
+        taken = self._decide(batch)
+        now = int(time.time() * 1000)
+        records: list[bytes | bytearray] = []
+        plan = []  # (request, half, index of its commit record, index of its op record)
+        for request, half in taken:
+            commit = op = None
+            if request.kind == hm.TRANSACTION_COMMIT_TYPE:
+                commit = len(records)
+                records.append(commit_record(half, self._first_offset(half)))
+            if commit is None or self._takes_commit(half):
+                op = len(records)
+                records.append(op_record(half.identity, self.born_host, now))
+            plan.append((request, half, commit, op))
+        answers = self._put(records)
+        later = []
+        for request, half, commit, op in plan:
+            op_stored = op is not None and refusal(answers[op], "op record") is None
+            error = None if commit is None else refusal(answers[commit], "commit")
+            if error is not None and not op_stored:  # stays open: the check-back asks again
+                request.done.set_exception(error)
+                continue
+            self.table.finished(half.identity, answers[op].queue_offset if op_stored else -1)
+            if error is not None:  # the topic changed under the commit: nothing delivers it
+                log.error("the commit of half message %d was refused after the check (%s): "
+                          "the message is lost", half.identity, error.remark)  # fmt: skip
+                request.done.set_exception(error)
+                continue
+            if op is None:
+                later.append(half.identity)
+            elif not op_stored:
+                log.warning("the op record of half message %d was refused; tried again later",
+                            half.identity)  # fmt: skip
+            request.done.set_result(None)
+        self._close(later, "end transaction")
+
+    def _decide(self, batch: list[EndRequest]) -> list[tuple[EndRequest, HalfRecord]]:
+        """The requests of ``batch`` that may end their transaction, with its half message;
+        the others are answered (UNKNOW: nothing to do; a refusal: why)."""
         taken: list[tuple[EndRequest, HalfRecord]] = []
         identities: set[int] = set()
         for request in batch:
@@ -223,19 +268,13 @@ class TransactionService:
                 continue
             identities.add(half.identity)
             taken.append((request, half))
-        commits = [(r, h) for r, h in taken if r.kind == hm.TRANSACTION_COMMIT_TYPE]
-        closing = [(r, h) for r, h in taken if r.kind == hm.TRANSACTION_ROLLBACK_TYPE]
-        if commits:
-            records = [commit_record(h, self._first_offset(h)) for _, h in commits]
-            for (request, half), answer in zip(commits, self._put(records), strict=True):
-                error = refusal(answer, f"the commit of half message {half.identity}")
-                if error is not None:  # stays open: the check-back asks again
-                    request.done.set_exception(error)
-                else:
-                    closing.append((request, half))
-        self._close([h.identity for _, h in closing], "end transaction")
-        for request, _ in closing:
-            request.done.set_result(None)
+        return taken
+
+    def _takes_commit(self, half: HalfRecord) -> bool:
+        """Whether the writer takes ``half``'s commit as surely as an op record: its real
+        topic exists, is writable and has its queue."""
+        cfg = self.broker.topics.get(half.real_topic)
+        return cfg is not None and cfg.is_writable and 0 <= half.real_qid < cfg.write_queue_nums
 
     def _half_for(self, request: EndRequest) -> HalfRecord:
         """The half message ``request`` names, checked as RocketMQ's

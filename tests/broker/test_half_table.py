@@ -80,6 +80,20 @@ def test_op_records_of_transactions_above_an_open_one_are_read_again_after_a_res
     assert set(store.restart(table).open) == {0}
 
 
+def test_a_transaction_whose_op_record_is_not_written_is_found_open_after_a_restart():
+    store, table = Store(), HalfTable()
+    store.add_half()
+    store.add_half()
+    store.scan(table)
+    table.finished(0, -1)  # committed, its op record refused for now
+    table.finished(1, store.add_op(1))
+    assert table.unwritten_ops() == [0]
+    assert table.advance() == (0, 0)
+    assert set(store.restart(table).open) == {0}  # its commit is searched for, or checked
+    table.op_written(0, store.add_op(0))
+    assert table.advance() == (2, 2)
+
+
 EVENTS = st.lists(
     st.tuples(
         st.sampled_from(
