@@ -14,10 +14,11 @@ with no producer online is waited for, not counted.
 
 Both run in threads of the supervisor process, not in an agent: they need the control
 plane's producer connections to send check-backs, and the supervisor is where a restart
-begins anyway. Their records go through a ring of their own to the writer. End requests
-are queued and finished in batches (the commits and op records of a batch appended together,
-one wait), so a busy producer group costs one writer round trip per batch, not per
-transaction.
+begins anyway. Their records go through a ring of their own to the writer. An end request
+is finished by the connection thread that read it when nothing else is being finished;
+otherwise it is queued and finished with the others in a batch (the commits and op records
+of a batch appended together, one wait), so a busy producer group costs one writer round
+trip per batch, not per transaction.
 
 Exactly once, across a SIGKILL anywhere: outcomes are serialised by one lock over the
 open-transaction table (``half_table``), so no transaction is finished twice while the
@@ -162,9 +163,16 @@ class TransactionService:
     # -- end transaction ------------------------------------------------------------------------
 
     def end(self, request: EndRequest) -> Future:
-        """Queue ``request``; its future holds None or the ``ResponseError`` to answer."""
+        """Finish ``request`` in this thread when nothing else is being finished (no thread
+        hand-off for a lone request), else queue it for the next batch; its future holds
+        None or the ``ResponseError`` to answer."""
         if self._stop.is_set():
             request.done.set_exception(ResponseError(Rc.SYSTEM_ERROR, "the broker is stopping"))
+        elif self.ready.is_set() and self._ends.empty() and self.lock.acquire(blocking=False):
+            try:
+                self._finish_safely([request])
+            finally:
+                self.lock.release()
         else:
             self._ends.put(request)
         return request.done
@@ -188,20 +196,23 @@ class TransactionService:
                             ResponseError(Rc.SYSTEM_ERROR, "the broker is stopping")
                         )
                     return
-            try:
-                with self.lock:
-                    self._finish(batch)
-            except ShmqError as exc:  # the broker stops under a put
-                for request in batch:
-                    if not request.done.done():
-                        request.done.set_exception(ResponseError(Rc.SYSTEM_ERROR, str(exc)))
-            except Exception:
-                log.exception("ending %d transaction(s) failed", len(batch))
-                for request in batch:
-                    if not request.done.done():
-                        request.done.set_exception(
-                            ResponseError(Rc.SYSTEM_ERROR, "ending the transaction failed")
-                        )
+            with self.lock:
+                self._finish_safely(batch)
+
+    def _finish_safely(self, batch: list[EndRequest]) -> None:
+        """``_finish`` (hold ``lock``); a request it could not answer gets the error."""
+        try:
+            self._finish(batch)
+        except ShmqError as exc:  # the broker stops under a put
+            error = ResponseError(Rc.SYSTEM_ERROR, str(exc))
+        except Exception:
+            log.exception("ending %d transaction(s) failed", len(batch))
+            error = ResponseError(Rc.SYSTEM_ERROR, "ending the transaction failed")
+        else:
+            return
+        for request in batch:
+            if not request.done.done():
+                request.done.set_exception(error)
 
     def _finish(self, batch: list[EndRequest]) -> None:
         """Decide each request, then write the batch's commits and op records in one run.
