@@ -19,6 +19,7 @@ import pytest
 import shmq
 from e2e_helpers import cluster, read_json_lines, shm_entries, spawn, stop
 from e2e_helpers import shmq as shmq_cli
+from shmq.broker.consumer_offsets import ConsumerOffsetManager
 from shmq.codec import half_messages as hm
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -116,6 +117,9 @@ def test_bad_end_requests_answer_an_error_and_write_nothing(tmp_path):
         assert bodies(c, "TxBad") == {"plain": 1, "half": 1}
         assert bodies(c, hm.OP_TOPIC) == {str(half.queue_offset): 1}
         assert c.stop_broker() == 0
+        offsets = ConsumerOffsetManager(os.path.join(c.store, "config"))  # the progress
+        assert offsets.query(hm.SYS_TRANS_GROUP, hm.HALF_TOPIC, 0) == 1
+        assert offsets.query(hm.SYS_TRANS_GROUP, hm.OP_TOPIC, 0) == 1
         c.start_broker()  # after a restart, the op record still says finished
         resp = end(c, **good)
         assert resp.code == ResponseCode.SYSTEM_ERROR and "finished" in resp.remark
