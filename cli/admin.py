@@ -340,6 +340,28 @@ def resend_dlq(
         raise SystemExit(1)
 
 
+@admin.command("trans-status")
+@click.option("-g", "--group", help="Producer group (default: every group with pending halves).")
+@click.option("-b", "--broker", help="Broker name or address (default: every master).")
+@click.option("-c", "--cluster", help="Cluster name.")
+@_options
+def trans_status(
+    group: str | None, broker: str | None, cluster: str | None, namesrv: str, as_json: bool
+) -> None:
+    """Half messages pending per producer group: transactions still waiting for a commit
+    or rollback, and the check-backs they had."""
+    with _admin(namesrv) as a:
+        rows = a.trans_status(group, broker, cluster)
+    if as_json:
+        _print_json(rows)
+        return
+    table = [[r["producerGroup"], r["brokerName"], r["pending"], f"{r['oldestAgeMs'] / 1000:.1f}",
+              r["maxCheckTimes"], r["producersOnline"], " ".join(r["transactionIds"][:3])]
+             for r in rows]  # fmt: skip
+    columns = ["group", "broker", "pending", "oldest (s)", "checks", "producers", "transaction ids"]
+    _show(columns, table, f"{sum(r['pending'] for r in rows)} half message(s) pending")
+
+
 @admin.command("consumer-connection")
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @_options

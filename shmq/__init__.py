@@ -29,6 +29,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Producer": "shmq.client.producer",
+    "TransactionProducer": "shmq.client.transaction_producer",
     "PushConsumer": "shmq.client.push_consumer",
     "PullConsumer": "shmq.client.pull_consumer",
     "Admin": "shmq.client.admin",
@@ -46,6 +47,9 @@ _EXPORTS = {
     "ConsumeContext": "shmq.client.types",
     "ConsumeOrderlyStatus": "shmq.client.types",
     "ConsumeOrderlyContext": "shmq.client.types",
+    "LocalTransactionState": "shmq.client.transaction_types",
+    "TransactionListener": "shmq.client.transaction_types",
+    "TransactionSendResult": "shmq.client.transaction_types",
     "allocation_strategy": "shmq.client.allocate",
     "AllocateMessageQueueStrategy": "shmq.client.allocate",
     "ShmqError": "shmq.errors",
@@ -73,6 +77,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "ConsumeResult",
     "EmbeddedBroker",
     "InvalidMessageError",
+    "LocalTransactionState",
     "Message",
     "MessageBatch",
     "MessageExt",
@@ -90,6 +95,9 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "SendStatus",
     "SendTimeoutError",
     "ShmqError",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "allocation_strategy",
 ]
 
@@ -113,6 +121,12 @@ if TYPE_CHECKING:
     from shmq.client.producer import Producer
     from shmq.client.pull_consumer import PullConsumer
     from shmq.client.push_consumer import PushConsumer
+    from shmq.client.transaction_producer import TransactionProducer
+    from shmq.client.transaction_types import (
+        LocalTransactionState,
+        TransactionListener,
+        TransactionSendResult,
+    )
     from shmq.client.types import (
         BulkSendResult,
         ConsumeContext,

@@ -526,6 +526,9 @@ class Message:
         Message("Orders", b"order 42 paid", tags="Paid", keys=["order-42"])
         Message("Reminders", b"call back", delay_level=3)  # delivered after 10 s
         Message("Reminders", b"at noon", deliver_time_ms=noon_ms)
+
+    ``transaction_id`` is set when a ``TransactionProducer`` sends the message in a
+    transaction, before the local transaction runs (RocketMQ's ``getTransactionId``).
     """
 
     __slots__ = (
@@ -536,7 +539,8 @@ class Message:
         "keys",
         "properties",
         "tags",
-        "topic"
+        "topic",
+        "transaction_id",
     )  # fmt: skip
 
     def __init__(
@@ -561,6 +565,7 @@ class Message:
         self.keys = [] if not keys else [keys] if isinstance(keys, str) else list(keys)
         self.properties = dict(properties) if properties else {}
         self.flag = flag
+        self.transaction_id: str | None = None  # set by a TransactionProducer's send
         if delay_level == 0 and type(delay_level) is int:
             self._delay_level = 0
         else:

@@ -91,6 +91,12 @@ class BrokerConfig:
     # differs (an end-to-end check of the rings, and producers then compute CRCs)
     check_producer_crc: bool = False
     agent_restart_max: int = 5
+    # transactional messages (ms, count): a half message without an outcome is checked back
+    # once older than transactionTimeOut, every transactionCheckInterval, at most
+    # transactionCheckMax times (RocketMQ 4.9's defaults)
+    transaction_time_out: int = 6_000
+    transaction_check_interval: int = 60_000
+    transaction_check_max: int = 15
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     tuning: Mapping[str, Any] = field(default_factory=dict)
 
@@ -129,8 +135,11 @@ class BrokerConfig:
             "max_consumers",
             "max_queue_slots",
             "agent_restart_max",
+            "transaction_check_interval",
+            "transaction_check_max",
         ):
             _range(self, name, 1)
+        _range(self, "transaction_time_out", 0)
         for name in ("idle_spin_us", "idle_yield_us", "idle_park_us"):
             _range(self, name, 0, 1_000_000)
         _require(self.idle_strategy in STRATEGIES, "idle_strategy", self.idle_strategy,

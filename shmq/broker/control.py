@@ -78,9 +78,11 @@ class ControlHandlers:
             server.register(code, handler)
         server.on_disconnect(self._disconnected)
         from shmq.broker.admin_handlers import AdminHandlers  # imports this module
+        from shmq.broker.transaction_handlers import TransactionHandlers
 
         AdminHandlers(self.broker, self).register(server)
         self.broker.queue_locks.register(server)
+        TransactionHandlers(self.broker, self).register(server)
 
     def close(self) -> None:
         self.send_back.ring.close()

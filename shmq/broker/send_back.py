@@ -8,7 +8,8 @@ another), through the schedule topic like any delayed message; once ``reconsumeT
 reaches the group's maximum (or the level asked for is negative) the copy goes to
 ``%DLQ%<group>`` instead, at once. The copy keeps body, flag, properties and born time, adds
 ``RETRY_TOPIC`` (the original topic) and ``ORIGIN_MESSAGE_ID``, and counts one more
-reconsume. Copies are appended through the control plane's own ring, as a producer's.
+reconsume. Copies are appended through the control plane's own ring, as a producer's
+(``ring_puts``).
 """
 
 from __future__ import annotations
@@ -16,15 +17,13 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 
+from shmq.broker.ring_puts import put_records, refusal
 from shmq.broker.subscription_groups import SubscriptionGroupConfig
 from shmq.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig
 from shmq.codec import record as rec
 from shmq.codec.delay_levels import SCHEDULE_TOPIC, schedule_properties
 from shmq.codec.record_rebuild import edit_properties, property_value, rebuild_record
-from shmq.errors import ShmqError
-from shmq.ipc import ring
 from shmq.ipc.ring_appender import RingAppender
 from shmq.message import offset_msg_id
 from shmq.remoting.protocol import RemotingCommand, ResponseCode, ResponseError
@@ -34,7 +33,6 @@ log = logging.getLogger(__name__)
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 DLQ_NUMS_PER_GROUP = 1
-APPEND_TIMEOUT_S = 5.0
 _RETRY_TOPIC, _ORIGIN_ID = b"RETRY_TOPIC", b"ORIGIN_MESSAGE_ID"
 _REAL_TOPIC, _REAL_QID, _DELAY = b"REAL_TOPIC", b"REAL_QID", b"DELAY"
 _SCHEDULE = SCHEDULE_TOPIC.encode()
@@ -127,17 +125,7 @@ class SendBack:
         return RemotingCommand.response_to(request)
 
     def _append(self, record: bytearray) -> None:
-        deadline = time.monotonic() + APPEND_TIMEOUT_S
-        with self.lock:
-            try:
-                seq = self.ring.append_raw(record, deadline)
-                answer = self.ring.wait_answer(seq, deadline)
-            except ShmqError as exc:
-                raise ResponseError(ResponseCode.SYSTEM_ERROR, f"send back failed: {exc}") from exc
-        if answer.status == ring.REJECTED:
-            code = (
-                ResponseCode.SERVICE_NOT_AVAILABLE
-                if answer.reason == ring.REASON_SERVICE_NOT_AVAILABLE
-                else ResponseCode.SYSTEM_ERROR
-            )
-            raise ResponseError(code, f"send back refused: {ring.REASONS[answer.reason]}")
+        (answer,) = put_records(self.ring, self.lock, [record], "send back")
+        error = refusal(answer, "send back")
+        if error is not None:
+            raise error

@@ -20,6 +20,7 @@ import multiprocessing as mp
 import os
 import threading
 import time
+from functools import partial
 from typing import Any
 
 from shmq import files
@@ -30,8 +31,9 @@ from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.queue_locks import QueueLocks
 from shmq.broker.subscription_groups import SubscriptionGroupManager
-from shmq.broker.topic_config import TopicConfig, TopicConfigManager
+from shmq.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
+from shmq.codec import half_messages as hm
 from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
@@ -60,6 +62,7 @@ MAX_TOPICS = 4096
 AGENT_STOP_TIMEOUT_S = 30.0
 AGENT_START_TIMEOUT_S = 300.0
 HOUSEKEEPING_S = 0.1
+PERM_READ_WRITE = PERM_READ | PERM_WRITE
 
 
 class Broker:
@@ -81,6 +84,7 @@ class Broker:
         self._stopped = False
         self._threads: list[threading.Thread] = []
         self.server = None
+        self.transactions = None
         self._lease = None
 
     # -- start ------------------------------------------------------------------------------
@@ -132,6 +136,10 @@ class Broker:
                 self.topics.update(TopicConfig(SCHEDULE_TOPIC, levels, levels))
             if self.topics.get(TIMER_TOPIC) is None:
                 self.topics.update(TopicConfig(TIMER_TOPIC, 1, 1))
+            for topic in (hm.HALF_TOPIC, hm.OP_TOPIC, hm.CHECK_MAX_TIME_TOPIC):
+                system = self.topics.get(topic)  # transactions need them, writable
+                if system is None or system.perm & PERM_READ_WRITE != PERM_READ_WRITE:
+                    self.topics.update(TopicConfig(topic, 1, 1))
             self.subscription_groups = SubscriptionGroupManager(os.path.join(self.root, "config"))
             self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
             self.consumers = ConsumerManager(cfg.channel_expired_timeout)
@@ -226,7 +234,11 @@ class Broker:
                 time.sleep(0.01)
 
     def _start_control(self) -> None:
+        """The control server, and the transaction service beside it (it checks back with
+        producers over the server's connections)."""
         from shmq.broker.control import ControlHandlers
+        from shmq.broker.transaction_handlers import live_producers
+        from shmq.broker.transactions import TransactionService
         from shmq.remoting.server import RemotingServer
 
         cfg = self.config
@@ -238,9 +250,11 @@ class Broker:
             idle_timeout=cfg.server_channel_max_idle_time_seconds,
             frame_timeout=cfg.server_frame_timeout_seconds,
         )
+        self.transactions = TransactionService(self)
         self.control = ControlHandlers(self)
         self.control.register(self.server)
         self.server.start()
+        self.transactions.start(partial(live_producers, self.control, self.server))
 
     @property
     def address(self) -> str:
@@ -448,6 +462,8 @@ class Broker:
         self._stop.set()
         if hasattr(self, "counters"):
             cn.publish(self.counters.words, cn.STATE, cn.STATE_STOPPING)
+        if self.transactions is not None:
+            self.transactions.stop()  # before the writer: it appends through it
         clean = True
         for kind in STOP_ORDER:
             clean &= self._stop_agent(kind)
@@ -458,6 +474,8 @@ class Broker:
             self._unregister_all()
             self.server.stop()
             self.control.close()
+        if self.transactions is not None:
+            self.transactions.close()
         for t in self._threads:
             t.join(2)
         if hasattr(self, "offsets"):

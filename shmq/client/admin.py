@@ -5,7 +5,7 @@ offset resets, subscription groups and broker status, over the control plane: th
 for routes and cluster membership, each broker for its own part. Results are plain lists and
 dicts (messages in ``message_to_json``'s shape, the body base64-encoded) or the small frozen
 dataclasses of ``admin_types``, each with ``to_json()`` giving RocketMQ's field names.
-Dead-letter queues: ``client.dlq``.
+Dead-letter queues: ``client.dlq``; pending transactions: ``client.transaction_status``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from types import TracebackType
 from typing import Any
 
-from shmq.client import dlq
+from shmq.client import dlq, transaction_status
 from shmq.client.admin_types import ConsumerProgress, QueueProgress, QueueStatus
 from shmq.client.consume_retry import dlq_topic
 from shmq.client.route import split_addrs
@@ -374,6 +374,12 @@ class Admin:
         """Send DLQ messages (one, or all) back to their original topic
         (``dlq.resend_dlq``)."""
         return dlq.resend_dlq(self, group, msg_id)
+
+    def trans_status(
+        self, group: str | None = None, broker: str | None = None, cluster: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Half messages pending per producer group (``transaction_status.trans_status``)."""
+        return transaction_status.trans_status(self._call, self._targets(broker, cluster), group)
 
     def consumer_connection(self, group: str) -> dict[str, Any]:
         """The group's online members over every broker (RocketMQ's

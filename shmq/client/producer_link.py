@@ -21,7 +21,7 @@ from shmq.client.answers import AttemptError
 from shmq.client.broker_link import BrokerLink
 from shmq.client.ring_producer import RingProducer
 from shmq.client.route import BrokerQueues
-from shmq.client.send_records import ONE_MSG_ID, ONE_SIZE, scheduled
+from shmq.client.send_records import ONE_MSG_ID, ONE_SIZE, placed
 from shmq.client.types import MessageQueue
 from shmq.errors import ClientError, SendTimeoutError, ShmqError
 from shmq.ipc import counters as cn
@@ -249,8 +249,8 @@ class ProducerLinks:
                     rp = link.ring
                     if future is not None and not link.pending and not link.draining:
                         link.drained_upto = rp.seq  # no async answer is unread
-                    if one[0] is None:  # delayed: its record depends on the queue
-                        record, qid = scheduled(one, mq.queue_id, rp.delay_levels, rp.max_delay_ms)
+                    if one[0] is None:  # delayed or half: its record depends on the queue
+                        record, qid = placed(one, mq.queue_id, rp.delay_levels, rp.max_delay_ms)
                         seq = rp.append_one(record, qid, link.born_host, deadline)
                         size = record[ONE_SIZE]
                     else:

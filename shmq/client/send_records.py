@@ -26,6 +26,7 @@ from shmq.codec.delay_levels import (
     schedule_properties,
     timer_properties,
 )
+from shmq.codec.half_messages import HALF_QUEUE_ID, HALF_TOPIC, half_properties
 from shmq.codec.record_pack import record_struct, topic_head
 from shmq.errors import InvalidMessageError, InvalidPropertyError
 from shmq.message import (
@@ -107,7 +108,7 @@ def _checked(props: bytes) -> bytes:
 class Delayed:
     """A delayed message before its queue is chosen: stored in the schedule topic's queue
     for its level, or in the timer topic, with its real topic and queue in its properties
-    (``scheduled``)."""
+    (``placed``)."""
 
     __slots__ = ("deliver_ms", "level", "props", "topic")
 
@@ -118,8 +119,22 @@ class Delayed:
         self.props = _user_props(msg, uniq)
 
 
+class Half:
+    """A transaction's half message before its queue is chosen: stored in the half topic's
+    queue 0, with its real topic and queue and its producer group in its properties
+    (``placed``), as RocketMQ's broker stores it."""
+
+    __slots__ = ("group", "props", "topic")
+
+    def __init__(self, topic: str, msg: Message, uniq: bytes, group: str) -> None:
+        self.topic = topic
+        self.group = group
+        self.props = _user_props(msg, uniq)
+
+
 _SCHEDULE_HEAD = topic_head(SCHEDULE_TOPIC.encode())
 _TIMER_HEAD = topic_head(TIMER_TOPIC.encode())
+_HALF_HEAD = topic_head(HALF_TOPIC.encode())
 
 
 def one_record(topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKeys) -> tuple:
@@ -128,7 +143,7 @@ def one_record(topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKe
     body, tail, msg id)`` (a tuple: this runs once per message)."""
     now_ms = time.time_ns() // 1_000_000
     uniq = uniq_keys.key(now_ms)
-    if msg._delay_level or msg._deliver_ms:  # made once the queue is known (``scheduled``)
+    if msg._delay_level or msg._deliver_ms:  # made once the queue is known (``placed``)
         return None, 0, 0, msg.flag, now_ms, body, Delayed(topic.topic, msg, uniq), uniq
     tail = topic.tail(msg, uniq)
     n, t = len(body), len(tail)
@@ -136,13 +151,24 @@ def one_record(topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKe
             body, tail, uniq)  # fmt: skip
 
 
-def scheduled(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[tuple, int]:
-    """A delayed ``one_record`` for ``queue_id`` of its topic: the record to append (in the
-    schedule or timer topic, as RocketMQ's broker stores it) and the queue id there. A timer
-    message whose time has passed is an ordinary one; one beyond ``max_delay_ms`` from now
-    is refused (``InvalidMessageError``)."""
+def half_record(one: tuple, msg: Message, group: str) -> tuple:
+    """``one_record`` of ``msg`` as the half message of a transaction of ``group`` (same
+    unique key), made once its queue is known (``placed``)."""
+    _, _, _, flag, born_ts, body, _, uniq = one
+    return None, 0, 0, flag, born_ts, body, Half(msg.topic, msg, uniq, group), uniq
+
+
+def placed(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[tuple, int]:
+    """A ``one_record`` whose record depends on its queue (delayed, or a half message) for
+    ``queue_id`` of its topic: the record to append (in the schedule, timer or half topic,
+    as RocketMQ's broker stores it) and the queue id there. A timer message whose time has
+    passed is an ordinary one; one beyond ``max_delay_ms`` from now is refused
+    (``InvalidMessageError``)."""
     _, _, _, flag, born_ts, body, delayed, uniq = one
-    if delayed.level:
+    if isinstance(delayed, Half):
+        qid, extra = HALF_QUEUE_ID, half_properties(delayed.topic, queue_id, delayed.group)
+        head, magic = _HALF_HEAD
+    elif delayed.level:
         qid, extra = schedule_properties(delayed.topic, queue_id, delayed.level, levels)
         head, magic = _SCHEDULE_HEAD
     else:

@@ -19,11 +19,14 @@ from shmq.codec.record_pack import tail
 
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
 _ZERO_OFFSETS = bytes(16)  # QUEUEOFFSET and PHYSICALOFFSET: the writer's to fill
 QUEUE_ID_POS, MAGIC_POS, QUEUE_OFFSET_POS, PHYSICAL_OFFSET_POS = 12, 4, 20, 28
+SYSFLAG_POS = 36
 # RECONSUMETIMES sits 16 bytes before the body (then PREPARED_TRANSACTION_OFFSET 8 and
 # BODYLENGTH 4), whatever the hosts' sizes
 _RECONSUME_BEFORE_BODY = 16
+_PREPARED_BEFORE_BODY = 12
 
 
 def rebuild_record(
@@ -33,9 +36,13 @@ def rebuild_record(
     queue_id: int,
     props: bytes,
     reconsume_times: int | None = None,
+    *,
+    sysflag: int | None = None,
+    prepared_offset: int | None = None,
 ) -> bytearray:
     """Record ``row`` of ``buf`` (decoded ``R_*`` columns) under ``topic`` / ``queue_id``
-    with properties ``props``; ``reconsume_times`` replaces RECONSUMETIMES when given."""
+    with properties ``props``; ``reconsume_times``, ``sysflag`` and ``prepared_offset``
+    (PREPARED_TRANSACTION_OFFSET) replace the stored fields when given."""
     pos = int(row[rec.R_POS])
     body_end = int(row[rec.R_BODY_START]) + int(row[rec.R_BODY_LEN])
     topic_part, magic = tail(topic, props)
@@ -45,9 +52,13 @@ def rebuild_record(
     _U32.pack_into(out, MAGIC_POS, magic)
     _I32.pack_into(out, QUEUE_ID_POS, queue_id)
     out[QUEUE_OFFSET_POS : QUEUE_OFFSET_POS + 16] = _ZERO_OFFSETS
+    before_body = int(row[rec.R_BODY_START]) - pos
     if reconsume_times is not None:
-        at = int(row[rec.R_BODY_START]) - pos - _RECONSUME_BEFORE_BODY
-        _I32.pack_into(out, at, reconsume_times)
+        _I32.pack_into(out, before_body - _RECONSUME_BEFORE_BODY, reconsume_times)
+    if sysflag is not None:
+        _I32.pack_into(out, SYSFLAG_POS, sysflag)
+    if prepared_offset is not None:
+        _I64.pack_into(out, before_body - _PREPARED_BEFORE_BODY, prepared_offset)
     return out
 
 

@@ -2,12 +2,12 @@
 
 ``append_from_ring`` walks the records a producer published, and for each one: validates
 its framing with the CommitLog parser, finds its topic in the writer's topic index, checks
-queue id, size and sysflag, copies it to the CommitLog while stamping queue offset, physical
-offset, store time and host and computing its BODYCRC, and answers it in the ring's
-completion area. Records that fail a check are answered REJECTED with the reason and not
-copied. It stops early, leaving the rest for the caller, when a record's topic needs Python
-(unknown, or its queue slots not allocated yet) or the CommitLog file has no room for the
-next record.
+queue id, size and sysflag (plain or COMMIT), copies it to the CommitLog while stamping
+queue offset, physical offset, store time and host and computing its BODYCRC, and answers
+it in the ring's completion area. Records that fail a check are answered REJECTED with the
+reason and not copied. It stops early, leaving the rest for the caller, when a record's
+topic needs Python (unknown, or its queue slots not allocated yet) or the CommitLog file
+has no room for the next record.
 
 BODYCRC is the broker's own (RocketMQ's broker computes it on receipt and ignores the
 client's value): a producer's CRC never reaches the store unchecked, so no client can plant
@@ -45,7 +45,10 @@ P_MAX_BODY, P_STORE_TS, P_STORE_HOST, P_REFUSE, P_CHECK_CRC = 0, 1, 2, 3, 4
 P_REASON_QUEUE, P_REASON_SIZE, P_REASON_SYSFLAG, P_REASON_CORRUPT = 5, 6, 7, 8
 N_PARAMS = 9
 
-_BAD_SYSFLAG = rec.SYSFLAG_STOREHOST_V6 | rec.SYSFLAG_TRANSACTION_MASK
+# A ring may hold plain records and COMMIT (0x8) records (the broker's own, for committed
+# transactions, as RocketMQ stores them); the 0x4 bit marks the types never stored from a
+# ring, PREPARED (0x4) and ROLLBACK (0xC).
+_BAD_SYSFLAG = rec.SYSFLAG_STOREHOST_V6 | rec.SYSFLAG_TRANSACTION_PREPARED
 
 
 @njit(cache=True, nogil=True)

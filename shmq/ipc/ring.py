@@ -62,7 +62,7 @@ REASONS = {
     REASON_NO_PERMISSION: "the topic is not writable on this broker",
     REASON_QUEUE_ID: "queue id is not below the topic's writeQueueNums",
     REASON_TOO_LARGE: "body is larger than maxMessageSize",
-    REASON_SYSFLAG: "sysflag not supported here (IPv6 store host or transaction bits)",
+    REASON_SYSFLAG: "sysflag not supported here (IPv6 store host, PREPARED or ROLLBACK type)",
     REASON_SERVICE_NOT_AVAILABLE: "the broker cannot store messages now",
     REASON_CORRUPT: "the producer ring holds bytes that are not a valid record",
 }

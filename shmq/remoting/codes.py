@@ -24,7 +24,9 @@ class RequestCode(IntEnum):
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
     GET_CONSUMER_LIST_BY_GROUP = 38
+    CHECK_TRANSACTION_STATE = 39
     NOTIFY_CONSUMER_IDS_CHANGED = 40
     LOCK_BATCH_MQ = 41
     UNLOCK_BATCH_MQ = 42
@@ -48,6 +50,8 @@ class RequestCode(IntEnum):
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     # shmq's own: messages of a topic stored in [beginTimestamp, endTimestamp]
     QUERY_MESSAGE_BY_TIME = 9100
+    # shmq's own: the half messages a broker holds open, per producer group
+    GET_TRANSACTION_STATUS = 9101
     REGISTER_PRODUCER = 9001
     UNREGISTER_PRODUCER = 9002
     REGISTER_CONSUMER = 9003

@@ -2,9 +2,11 @@
 
 A consumer's connection to a broker carries its heartbeats and, in the other direction, the
 broker's oneway requests to it (``NOTIFY_CONSUMER_IDS_CHANGED``,
-``RESET_CONSUMER_CLIENT_OFFSET``). Those arrive at any time, so a reader thread owns the
-socket: responses complete the waiting request by ``opaque``; requests go to ``on_request``
-(called on the reader thread, so it must only note the event and return).
+``RESET_CONSUMER_CLIENT_OFFSET``); a transaction producer's carries its heartbeats and
+oneway end requests, and the broker's check-backs (``CHECK_TRANSACTION_STATE``). Those
+arrive at any time, so a reader thread owns the socket: responses complete the waiting
+request by ``opaque``; requests go to ``on_request`` (called on the reader thread, so it
+must only note the event and return).
 
 A lost connection fails every waiting request; the next ``invoke`` reconnects, and
 ``on_reconnect`` lets the owner re-announce itself (a heartbeat).
@@ -24,6 +26,7 @@ from typing import Any
 from shmq.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 from shmq.remoting.client import parse_addr
 from shmq.remoting.protocol import (
+    FLAG_ONEWAY,
     MAX_FRAME_SIZE,
     RemotingCommand,
     check_response,
@@ -107,6 +110,20 @@ class DuplexChannel:
         finally:
             with self._lock:
                 self._pending.pop(request.opaque, None)
+
+    def send_oneway(self, request: RemotingCommand) -> None:
+        """Send ``request`` marked oneway (no response comes); ``RemotingConnectError`` when
+        it cannot be written."""
+        request.flag |= FLAG_ONEWAY
+        sock = self._connect()
+        try:
+            with self._send_lock:
+                sock.sendall(request.encode())
+        except OSError as exc:
+            self._drop(sock)
+            raise RemotingConnectError(
+                f"cannot send {request_name(request.code)} to {self.addr}: {exc}"
+            ) from exc
 
     def invoke_json(
         self,

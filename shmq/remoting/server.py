@@ -133,6 +133,13 @@ class RemotingServer:
         """Call ``callback(connection)`` once for each connection after it closes."""
         self._disconnect_callbacks.append(callback)
 
+    def connection(self, conn_id: int) -> Connection | None:
+        """The open connection with id ``conn_id``: handlers remember clients by connection
+        id and later push requests to them (a transaction check-back)."""
+        with self._lock:
+            entry = self._connections.get(conn_id)
+        return entry[0] if entry is not None else None
+
     @property
     def port(self) -> int:
         return self._port

@@ -12,8 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shmq.client.ring_producer import RingProducer
-from shmq.client.send_records import RecordBatch, TopicRecords, UniqKeys, one_record, scheduled
+from shmq.client.send_records import (
+    RecordBatch,
+    TopicRecords,
+    UniqKeys,
+    half_record,
+    one_record,
+    placed,
+)
 from shmq.codec.delay_levels import SCHEDULE_TOPIC
+from shmq.codec.half_messages import HALF_TOPIC
 from shmq.errors import InvalidMessageError
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
@@ -125,7 +133,7 @@ def test_a_delayed_message_is_stored_in_the_schedule_topic(rp, msg, level, level
     the broker's last one), the real topic and queue in REAL_TOPIC / REAL_QID."""
     msg.delay_level = level
     one = one_record(TopicRecords(msg.topic, msg.topic.encode()), msg, msg.body, UniqKeys())
-    record, schedule_qid = scheduled(one, queue_id, levels, 3 * 86_400_000)
+    record, schedule_qid = placed(one, queue_id, levels, 3 * 86_400_000)
     free(rp)
     rp.append_one(record, schedule_qid, 0, time.monotonic() + 5)
     stored = decoded(rp, record[1])
@@ -136,6 +144,26 @@ def test_a_delayed_message_is_stored_in_the_schedule_topic(rp, msg, level, level
     assert props["REAL_TOPIC"] == msg.topic
     assert props["REAL_QID"] == str(queue_id)
     assert props["DELAY"] == str(min(level, levels))
+    assert props["UNIQ_KEY"] == one[-1].decode()
+    assert props.get("TAGS") == msg.tags
+
+
+@settings(max_examples=30, deadline=None)
+@given(msg=messages, queue_id=st.integers(0, 1023))
+def test_a_half_message_is_stored_in_the_half_topic_queue_0(rp, msg, queue_id):
+    """As RocketMQ's broker stores a transaction's half message: sysflag 0 (NOT), the half
+    topic's queue 0, real topic and queue, TRAN_MSG and the producer group."""
+    one = half_record(one_record(TopicRecords(msg.topic, msg.topic.encode()), msg, msg.body,
+                                 UniqKeys()), msg, "TxGroup")  # fmt: skip
+    record, half_qid = placed(one, queue_id, 18, 3 * 86_400_000)
+    free(rp)
+    rp.append_one(record, half_qid, 0, time.monotonic() + 5)
+    stored = decoded(rp, record[1])
+    assert (stored["topic"], stored["queue_id"], stored["sysflag"]) == (HALF_TOPIC, 0, 0)
+    assert stored["body"] == msg.body
+    props = stored["properties"]
+    assert (props["REAL_TOPIC"], props["REAL_QID"]) == (msg.topic, str(queue_id))
+    assert (props["TRAN_MSG"], props["PGROUP"]) == ("true", "TxGroup")
     assert props["UNIQ_KEY"] == one[-1].decode()
     assert props.get("TAGS") == msg.tags
 
@@ -168,7 +196,7 @@ def test_timer_messages_out_of_range_are_refused_with_a_clear_error():
     msg = Message("T", b"x", deliver_time_ms=far)
     one = one_record(TopicRecords("T", b"T"), msg, msg.body, UniqKeys())
     with pytest.raises(InvalidMessageError, match="beyond the broker's timerMaxDelaySec 259200"):
-        scheduled(one, 0, 18, 3 * 86_400_000)
+        placed(one, 0, 18, 3 * 86_400_000)
 
 
 def test_a_timer_message_goes_to_the_timer_topic_and_a_past_one_is_ordinary(rp):
@@ -176,7 +204,7 @@ def test_a_timer_message_goes_to_the_timer_topic_and_a_past_one_is_ordinary(rp):
     for at, topic, qid in ((soon, "rmq_sys_wheel_timer", 0), (1, "Plain", 5)):
         msg = Message("Plain", b"tick", deliver_time_ms=at)
         one = one_record(TopicRecords("Plain", b"Plain"), msg, msg.body, UniqKeys())
-        record, queue_id = scheduled(one, 5, 18, 3 * 86_400_000)
+        record, queue_id = placed(one, 5, 18, 3 * 86_400_000)
         free(rp)
         rp.append_one(record, queue_id, 0, time.monotonic() + 5)
         stored = decoded(rp, record[1])

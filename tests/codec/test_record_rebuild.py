@@ -109,3 +109,18 @@ def test_ring_positions_are_stamped_for_the_writer():
     for k, base in enumerate((5000, 5000 + len(one))):
         record = decode_record(data.tobytes(), 100 + k * len(one), base - 100 - k * len(one))
         assert record is not None and record["phys"] == base
+
+
+def test_a_commit_record_gets_its_sysflag_and_prepared_offset_and_keeps_the_rest():
+    props = b"TRAN_MSG\x01true\x02PGROUP\x01G\x02REAL_TOPIC\x01Orders\x02REAL_QID\x015\x02"
+    raw, rows = stored(b"RMQ_SYS_TRANS_HALF_TOPIC", b"paid", props)
+    built = rebuild_record(np.frombuffer(raw, np.uint8), rows[0], b"Orders", 5, props,
+                           sysflag=rec.SYSFLAG_TRANSACTION_COMMIT,
+                           prepared_offset=123_456_789_012)  # fmt: skip
+    decoded = decode_record(bytes(built), 0)
+    assert decoded is not None
+    assert (decoded["topic"], decoded["queue_id"], decoded["body"]) == ("Orders", 5, b"paid")
+    assert decoded["sysflag"] == rec.SYSFLAG_TRANSACTION_COMMIT
+    assert decoded["prepared_transaction_offset"] == 123_456_789_012
+    assert (decoded["born_timestamp"], decoded["reconsume_times"], decoded["flag"]) == (1234, 2, 7)
+    assert decoded["properties_raw"] == props

@@ -16,7 +16,8 @@ from spec_decoder import decode_record
 TOPIC = b"Orders"
 
 
-def encode(bodies: list[bytes], topic: bytes = TOPIC, queue_id: int = 0, crc: int = 0):
+def encode(bodies: list[bytes], topic: bytes = TOPIC, queue_id: int = 0, crc: int = 0,
+           sysflag: int = 0):  # fmt: skip
     """A ring holding ``bodies`` as a producer encodes them (BODYCRC ``crc``, -1: right)."""
     data = np.zeros(1 << 16, dtype=np.uint8)
     flat = np.frombuffer(b"".join(bodies), dtype=np.uint8)
@@ -26,6 +27,7 @@ def encode(bodies: list[bytes], topic: bytes = TOPIC, queue_id: int = 0, crc: in
     fields = np.zeros((len(bodies), rec.N_FIELDS), dtype=np.int64)
     fields[:, rec.F_QUEUE_ID] = queue_id
     fields[:, rec.F_BODY_CRC] = crc
+    fields[:, rec.F_SYSFLAG] = sysflag
     end = rec.encode_batch(data, 0, 0, np.frombuffer(topic, dtype=np.uint8), flat, offs, props,
                            np.array([0, len(props)], dtype=np.int64), fields)  # fmt: skip
     return data, int(end)
@@ -114,6 +116,25 @@ def test_refusals_answer_with_their_reason_and_store_nothing():
     refused = params(refuse=ring.REASON_SERVICE_NOT_AVAILABLE)
     (n, _, used, _, _, _), _, comp, _ = run(src, end, index_of((TOPIC, 0, 4, [0] * 4)), refused)
     assert (n, used, comp[1, 0] >> 16 & 0xFFFF) == (2, 0, ring.REASON_SERVICE_NOT_AVAILABLE)
+
+
+@pytest.mark.parametrize(
+    ("tx_type", "stored"),
+    [
+        (0, True),
+        (rec.SYSFLAG_TRANSACTION_COMMIT, True),  # the broker's commit of a half message
+        (rec.SYSFLAG_TRANSACTION_PREPARED, False),
+        (rec.SYSFLAG_TRANSACTION_ROLLBACK, False),
+    ],
+)
+def test_only_plain_and_commit_transaction_types_are_stored(tx_type, stored):
+    src, end = encode([b"x"], sysflag=tx_type)
+    (n, _, used, kept, _, _), dst, comp, _ = run(src, end, index_of((TOPIC, 0, 1, [0])), params())
+    assert (n, kept) == (1, int(stored))
+    if stored:
+        assert decode_record(dst.tobytes(), 0, 4096)["sysflag"] == tx_type
+    else:
+        assert used == 0 and comp[0, 0] >> 16 & 0xFFFF == ring.REASON_SYSFLAG
 
 
 def test_it_stops_for_python_at_an_unknown_topic_and_a_full_file():

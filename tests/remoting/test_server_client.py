@@ -343,3 +343,25 @@ def test_bind_failure_is_a_clear_error(server):
     other = RemotingServer(port=server.port, name="second")
     with pytest.raises(RemotingError, match=rf"cannot listen on 127.0.0.1:{server.port}"):
         other.start()
+
+
+def test_a_duplex_oneway_request_reaches_the_server_which_pushes_back_by_connection_id(server, rec):
+    """A transaction producer's path: oneway requests out, the server's pushes back on the
+    same connection, found by its id (``RemotingServer.connection``)."""
+    from shmq.remoting.duplex import DuplexChannel
+
+    pushed: queue.Queue[RemotingCommand] = queue.Queue()
+    channel = DuplexChannel(server.address, pushed.put)
+    try:
+        conn_id = int(channel.invoke(RemotingCommand.request(ECHO)).ext_fields["conn"])
+        channel.send_oneway(RemotingCommand.request(ONEWAY, {"n": 2}))
+        assert rec.oneway.get(timeout=2).ext_fields == {"n": "2"}
+        conn = server.connection(conn_id)
+        assert conn is not None and server.connection(conn_id + 1000) is None
+        conn.send(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {"x": 1},
+                                          oneway=True))  # fmt: skip
+        assert pushed.get(timeout=2).code == RequestCode.CHECK_TRANSACTION_STATE
+    finally:
+        channel.close()
+    rec.disconnected.get(timeout=2)
+    assert server.connection(conn_id) is None
