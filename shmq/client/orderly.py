@@ -44,6 +44,7 @@ LOCK_MAX_LIVE_S = 30.0  # rocketmq.client.rebalance.lockMaxLiveTime (the client'
 LOCK_RETRY_S = 1.0  # queues allocated here but locked by another member: try again
 MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0  # then the queue yields its thread
 NOT_LOCKED_RETRY_S = 0.1
+TAKE_BATCH = 64  # listener calls per visit of a queue: the queue is updated once for them
 LOCK_TIMEOUT_S = 3.0
 UNLIMITED = sys.maxsize  # what max_reconsume_times -1 means for an orderly consumer
 
@@ -206,30 +207,43 @@ class OrderlyConsumption:
                     return -1
                 if not pq.locked or time.monotonic() - pq.locked_at > LOCK_MAX_LIVE_S:
                     return NOT_LOCKED_RETRY_S if pq.locked else -1
-                msgs = pq.take(c.batch_max)
-                if not msgs:
+                taken = pq.take(TAKE_BATCH * c.batch_max)
+                if not taken:
                     return -1
                 if mq.topic == c._retry_topic:
-                    restore_topics(msgs)
-                ctx = ConsumeOrderlyContext(mq)
-                ok = self._call_listener(msgs, ctx)
-                if not ok and not self._give_up(msgs, mq):
-                    for m in msgs:
-                        m.reconsume_times += 1
-                    c.counters["failed"] += len(msgs)
-                    millis = ctx.suspend_current_queue_time_millis
-                    pause = millis / 1000 if millis >= 0 else self.suspend_s
-                    with self._state:
-                        self._suspended[mq] = time.monotonic() + pause - 0.001
+                    restore_topics(taken)
+                pause, done = self._call_chunks(mq, taken)
+                if done:
+                    c.counters["consumed"] += done
+                    offset = pq.remove(taken[:done])
+                    if offset >= 0:  # also when dropped: the release persists it after this
+                        c.offsets.update(mq, offset, increase_only=True)
+                    c.drained(pq)
+                if pause >= 0:
                     return pause
-                c.counters["consumed"] += len(msgs)
-                offset = pq.remove(msgs)
-                if offset >= 0:  # also when dropped: the release persists it after this
-                    c.offsets.update(mq, offset, increase_only=True)
-                c.drained(pq)
             if time.monotonic() - started > MAX_TIME_CONSUME_CONTINUOUSLY_S:
                 return 0.01  # let other queues have this thread
         return -1
+
+    def _call_chunks(self, mq: MessageQueue, taken: list[MessageExt]) -> tuple[float, int]:
+        """The listener on ``taken`` in chunks of ``consume_message_batch_max_size``, in
+        order, until one is suspended: ``(the suspension in seconds or -1, how many were
+        consumed)``. The process queue and the offset are then updated once for them all."""
+        step = self.c.batch_max
+        for i in range(0, len(taken), step):
+            msgs = taken[i : i + step]
+            ctx = ConsumeOrderlyContext(mq)
+            if self._call_listener(msgs, ctx) or self._give_up(msgs, mq):
+                continue
+            for m in msgs:
+                m.reconsume_times += 1
+            self.c.counters["failed"] += len(msgs)
+            millis = ctx.suspend_current_queue_time_millis
+            pause = millis / 1000 if millis >= 0 else self.suspend_s
+            with self._state:
+                self._suspended[mq] = time.monotonic() + pause - 0.001
+            return pause, i
+        return -1.0, len(taken)
 
     def _call_listener(self, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> bool:
         try:
