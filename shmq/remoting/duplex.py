@@ -92,14 +92,7 @@ class DuplexChannel:
         with self._lock:
             self._pending[request.opaque] = future
         try:
-            try:
-                with self._send_lock:
-                    sock.sendall(request.encode())
-            except OSError as exc:
-                self._drop(sock)
-                raise RemotingConnectError(
-                    f"cannot send {request_name(request.code)} to {self.addr}: {exc}"
-                ) from exc
+            self._send(sock, request)
             try:
                 return future.result(timeout)
             except FutureTimeout:
@@ -115,7 +108,10 @@ class DuplexChannel:
         """Send ``request`` marked oneway (no response comes); ``RemotingConnectError`` when
         it cannot be written."""
         request.flag |= FLAG_ONEWAY
-        sock = self._connect()
+        self._send(self._connect(), request)
+
+    def _send(self, sock, request: RemotingCommand) -> None:
+        """Write one frame; a failed write drops the connection (``RemotingConnectError``)."""
         try:
             with self._send_lock:
                 sock.sendall(request.encode())
