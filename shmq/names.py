@@ -23,3 +23,16 @@ def name_problem(kind: str, name: object, limit: int) -> str | None:
         f"{kind} {shown!r} is invalid: it must match ^{NAME_CHARS}{{1,{limit}}}$ "
         f"(length {len(name)}, at most {limit})"
     )
+
+
+# A consumer group's retry and dead-letter topics (RocketMQ's ``MixAll``)
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group

@@ -13,14 +13,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from shmq.broker.send_back import SendBack, retry_topic
+from shmq.broker.send_back import SendBack
 from shmq.broker.topic_config import TopicConfig
 from shmq.errors import ResponseError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc.ring_appender import RingAppender
 from shmq.message import message_to_json
-from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
+from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem, retry_topic
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer

@@ -26,24 +26,15 @@ from shmq.codec.delay_levels import SCHEDULE_TOPIC, schedule_properties
 from shmq.codec.record_rebuild import edit_properties, property_value, rebuild_record
 from shmq.ipc.ring_appender import RingAppender
 from shmq.message import offset_msg_id
+from shmq.names import dlq_topic, retry_topic
 from shmq.remoting.protocol import RemotingCommand, ResponseCode, ResponseError
 
 log = logging.getLogger(__name__)
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 DLQ_NUMS_PER_GROUP = 1
 _RETRY_TOPIC, _ORIGIN_ID = b"RETRY_TOPIC", b"ORIGIN_MESSAGE_ID"
 _REAL_TOPIC, _REAL_QID, _DELAY = b"REAL_TOPIC", b"REAL_QID", b"DELAY"
 _SCHEDULE = SCHEDULE_TOPIC.encode()
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 class SendBack:

@@ -16,7 +16,6 @@ from typing import Any
 
 from shmq.client import dlq, transaction_status
 from shmq.client.admin_types import ConsumerProgress, QueueProgress, QueueStatus
-from shmq.client.consume_retry import dlq_topic
 from shmq.client.route import split_addrs
 from shmq.client.types import MessageQueue
 from shmq.errors import (
@@ -29,6 +28,7 @@ from shmq.errors import (
     ResponseError,
 )
 from shmq.message import parse_offset_msg_id
+from shmq.names import dlq_topic
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from shmq.client.consume_retry import RETRY_GROUP_TOPIC_PREFIX
 from shmq.client.types import MessageQueue
+from shmq.names import RETRY_GROUP_TOPIC_PREFIX
 
 
 def _camel(name: str) -> str:

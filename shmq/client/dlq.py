@@ -13,9 +13,9 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from shmq.client.consume_retry import dlq_topic
 from shmq.errors import ClientError, NoRouteError
 from shmq.message import RESERVED_PROPERTY_NAMES, Message
+from shmq.names import dlq_topic
 
 RESEND_GROUP = "shmq-dlq-resend"
 MAX_DLQ_QUERY = 65536

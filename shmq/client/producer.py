@@ -207,16 +207,25 @@ class Producer:
         another queue then). Raises ``InvalidMessageError`` (before anything is sent),
         ``NoRouteError``, or ``SendError`` / ``SendTimeoutError`` after the retries."""
         one = self._record(msg, selector, sharding_key)
+        if selector is None and sharding_key is None:
+            return self.send_record(msg.topic, one)
 
         def attempt(broker: BrokerQueues, mq: MessageQueue, deadline: float) -> SendResult:
             return self._attempt_one(broker, mq, one, deadline)
 
         info = self._infos.get(msg.topic)
+        mq = select_by(info, msg, selector, arg, sharding_key)
+        return self._retry.send_selected(info, mq, attempt)
 
-        if selector is not None or sharding_key is not None:
-            mq = select_by(info, msg, selector, arg, sharding_key)
-            return self._retry.send_selected(info, mq, attempt)
-        return self._retry.send_with_retries(msg.topic, attempt, _status_of_one)
+    def send_record(self, topic: str, one: tuple) -> SendResult:
+        """Sync send, with the retries, of a record prepared by ``send_records`` for
+        ``topic`` (``send`` of a message, or a consumer's resend to its retry topic)."""
+        self._check_open()
+
+        def attempt(broker: BrokerQueues, mq: MessageQueue, deadline: float) -> SendResult:
+            return self._attempt_one(broker, mq, one, deadline)
+
+        return self._retry.send_with_retries(topic, attempt, _status_of_one)
 
     def send_batch(
         self,

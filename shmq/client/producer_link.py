@@ -250,8 +250,10 @@ class ProducerLinks:
                     if future is not None and not link.pending and not link.draining:
                         link.drained_upto = rp.seq  # no async answer is unread
                     if one[0] is None:  # delayed or half: its record depends on the queue
-                        record, qid = placed(one, mq.queue_id, rp.delay_levels, rp.max_delay_ms)
-                        seq = rp.append_one(record, qid, link.born_host, deadline)
+                        record, qid, reconsume = placed(
+                            one, mq.queue_id, rp.delay_levels, rp.max_delay_ms
+                        )
+                        seq = rp.append_one(record, qid, link.born_host, deadline, reconsume)
                         size = record[ONE_SIZE]
                     else:
                         seq = rp.append_one(one, mq.queue_id, link.born_host, deadline)

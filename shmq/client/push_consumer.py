@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from shmq.client.consume_retry import MessageBack, restore_topics, retry_topic
+from shmq.client.consume_retry import MessageBack, restore_topics
 from shmq.client.consumer_base import ConsumerBase, queues_of
 from shmq.client.orderly import OrderlyConsumption
 from shmq.client.process_queue import ProcessQueue
@@ -43,6 +43,7 @@ from shmq.client.subscription import Subscription
 from shmq.client.types import ConsumeContext, ConsumeResult, MessageModel, MessageQueue, PullStatus
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import MessageBatch, MessageExt
+from shmq.names import retry_topic
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +219,9 @@ class PushConsumer(ConsumerBase):
                 self._subs.setdefault(self._retry_topic, Subscription.parse(self._retry_topic))
         self._start_base(f"shmq-push-service-{self.group}")
         if self.message_model is MessageModel.CLUSTERING:
-            self._back = MessageBack(self.instance, self.group, self.max_reconsume_times)
+            self._back = MessageBack(
+                self.instance, self.namesrv, self.group, self.max_reconsume_times
+            )
         self._puller = threading.Thread(
             target=self._pull_loop, name=f"shmq-pull-{self.group}", daemon=True
         )
@@ -245,6 +248,8 @@ class PushConsumer(ConsumerBase):
                         len(self._running))  # fmt: skip
         if self._orderly is not None:
             self._orderly.shutdown()
+        if self._back is not None:
+            self._back.close()
         self._stop_base()
 
     close = shutdown

@@ -13,11 +13,11 @@ import time
 from datetime import datetime
 
 from shmq.client.allocate import AllocateMessageQueueStrategy
-from shmq.client.consume_retry import RETRY_GROUP_TOPIC_PREFIX
 from shmq.client.instance import ClientInstance
 from shmq.client.offset_store import OffsetStore
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import ConfigError, NoRouteError
+from shmq.names import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -72,7 +72,9 @@ class RingProducer(RingAppender):
 
     # -- sending ----------------------------------------------------------------------------
 
-    def append_one(self, one: tuple, queue_id: int, born_host: int, deadline: float) -> int:
+    def append_one(
+        self, one: tuple, queue_id: int, born_host: int, deadline: float, reconsume: int = 0
+    ) -> int:
         """Write one record (``send_records.one_record``) at the tail and publish it;
         returns its sequence number. Blocks while the ring is full."""
         record, size, magic, flag, born_ts, body, tail, _ = one
@@ -80,7 +82,7 @@ class RingProducer(RingAppender):
         crc = zlib.crc32(body) & 0x7FFFFFFF if self.check_crc else 0
         record.pack_into(
             self.segment.mm, ring.DATA + local, size, magic, crc, queue_id, flag, 0, t, 0,
-            born_ts, born_host, 0, 0, 0, 0, len(body), body, tail,
+            born_ts, born_host, 0, 0, reconsume, 0, len(body), body, tail,
         )  # fmt: skip
         return self._publish(t + size)
 

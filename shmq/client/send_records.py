@@ -33,8 +33,10 @@ from shmq.message import (
     MAX_PROPERTIES_LENGTH,
     PROPERTY_UNIQ_KEY,
     Message,
+    MessageExt,
     build_properties,
 )
+from shmq.names import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 
 _HEX4 = tuple(f"{i:04X}".encode() for i in range(1 << 16))
 _UNIQ_NAME = PROPERTY_UNIQ_KEY.encode() + b"\x01"
@@ -132,6 +134,42 @@ class Half:
         self.props = _user_props(msg, uniq)
 
 
+class Retried:
+    """A consumed message that its consumer sends to the group's retry topic itself, when
+    the broker did not take it back (RocketMQ's ``sendMessageBack`` fallback through the
+    client's inner producer), before its queue is chosen (``placed``). Stored as RocketMQ's
+    broker stores a send to a retry topic (``handleRetryAndDLQ``): delayed by its level
+    with ``reconsume`` in RECONSUMETIMES, or, once ``reconsume`` reaches ``max_times``, in
+    the group's DLQ at once."""
+
+    __slots__ = ("dead_letter_topic", "level", "max_times", "props", "reconsume", "topic")
+
+    def __init__(self, topic: str, props: bytes, level: int, reconsume: int, max_times: int):
+        self.topic = topic
+        self.dead_letter_topic = dlq_topic(topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
+        self.props = props
+        self.level = level
+        self.reconsume = reconsume
+        self.max_times = max_times
+
+
+_RETRY_DROPPED = frozenset(("REAL_TOPIC", "REAL_QID", "DELAY", "TRAN_MSG", "RECONSUME_TIME",
+                            "MAX_RECONSUME_TIMES", "TIMER_DELIVER_MS", "TIMER_OUT_MS"))  # fmt: skip
+
+
+def retried_record(msg: MessageExt, group_retry_topic: str, level: int, max_times: int) -> tuple:
+    """``one_record`` of consumed ``msg`` resent to ``group_retry_topic`` (its properties
+    kept, unique key included, with ``RETRY_TOPIC`` and ``ORIGIN_MESSAGE_ID`` added, one
+    more reconsume counted, born now): RocketMQ's client builds the same message."""
+    props = {k: v for k, v in msg.properties.items() if k not in _RETRY_DROPPED}
+    props.setdefault("RETRY_TOPIC", msg.topic)
+    props.setdefault("ORIGIN_MESSAGE_ID", msg.msg_id)
+    raw = _checked("".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode())
+    uniq = props.get(PROPERTY_UNIQ_KEY, msg.msg_id).encode()
+    retried = Retried(group_retry_topic, raw, level, msg.reconsume_times + 1, max_times)
+    return None, 0, 0, msg.flag, time.time_ns() // 1_000_000, msg.body, retried, uniq
+
+
 _SCHEDULE_HEAD = topic_head(SCHEDULE_TOPIC.encode())
 _TIMER_HEAD = topic_head(TIMER_TOPIC.encode())
 _HALF_HEAD = topic_head(HALF_TOPIC.encode())
@@ -158,14 +196,23 @@ def half_record(one: tuple, msg: Message, group: str) -> tuple:
     return None, 0, 0, flag, born_ts, body, Half(msg.topic, msg, uniq, group), uniq
 
 
-def placed(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[tuple, int]:
-    """A ``one_record`` whose record depends on its queue (delayed, or a half message) for
-    ``queue_id`` of its topic: the record to append (in the schedule, timer or half topic,
-    as RocketMQ's broker stores it) and the queue id there. A timer message whose time has
-    passed is an ordinary one; one beyond ``max_delay_ms`` from now is refused
-    (``InvalidMessageError``)."""
+def placed(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[tuple, int, int]:
+    """A ``one_record`` whose record depends on its queue (delayed, a half message, or a
+    retried one) for ``queue_id`` of its topic: the record to append (in the schedule,
+    timer, half or dead-letter topic, as RocketMQ's broker stores it), the queue id there
+    and its RECONSUMETIMES. A timer message whose time has passed is an ordinary one; one
+    beyond ``max_delay_ms`` from now is refused (``InvalidMessageError``)."""
     _, _, _, flag, born_ts, body, delayed, uniq = one
-    if isinstance(delayed, Half):
+    reconsume = 0
+    if isinstance(delayed, Retried):
+        reconsume = delayed.reconsume
+        if reconsume >= delayed.max_times:
+            qid, extra = 0, b""
+            head, magic = topic_head(delayed.dead_letter_topic.encode())
+        else:
+            qid, extra = schedule_properties(delayed.topic, queue_id, delayed.level, levels)
+            head, magic = _SCHEDULE_HEAD
+    elif isinstance(delayed, Half):
         qid, extra = HALF_QUEUE_ID, half_properties(delayed.topic, queue_id, delayed.group)
         head, magic = _HALF_HEAD
     elif delayed.level:
@@ -187,7 +234,7 @@ def placed(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[t
     tail = head + _with_length(_checked(delayed.props + extra))
     n, t = len(body), len(tail)
     return (record_struct(n, t), rec.HEADER_BODY_START + n + t, magic, flag, born_ts,
-            body, tail, uniq), qid  # fmt: skip
+            body, tail, uniq), qid, reconsume  # fmt: skip
 
 
 # the fields of ``one_record``'s tuple that are read by name

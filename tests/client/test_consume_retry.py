@@ -126,6 +126,51 @@ def test_a_message_that_always_fails_lands_in_the_dlq(tmp_path):
     assert shm_entries() - before == set()
 
 
+def test_a_message_the_broker_does_not_take_back_is_resent_to_the_retry_topic(tmp_path):
+    """RocketMQ's client fallback: when CONSUMER_SEND_MSG_BACK fails (here the listener
+    spoils the message's CommitLog offset, so the broker finds no record there), the
+    consumer sends the message to %RETRY%<group> itself; a later failure past the maximum
+    sends it to the DLQ the same way."""
+    before = shm_entries()
+    with cluster(tmp_path, messageDelayLevel=LEVELS) as c:
+        c.create_topic("Invoices", 1)
+        with shmq.Producer("fallback-p", c.namesrv) as producer:
+            sent = producer.send(shmq.Message("Invoices", b"inv", tags="T", keys=["k9"]))
+        seen = []
+
+        def listener(msgs, ctx):
+            for m in msgs:
+                seen.append((m.msg_id, m.topic, m.reconsume_times, ctx.message_queue.topic,
+                             m.properties.get("ORIGIN_MESSAGE_ID")))  # fmt: skip
+                m.physical_offset = 123_456_789  # no record there: the send back fails
+            return shmq.ConsumeResult.RECONSUME_LATER
+
+        consumer = shmq.PushConsumer("fallback-group", c.namesrv, listener=listener,
+                                     max_reconsume_times=2,
+                                     consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # fmt: skip
+        consumer.subscribe("Invoices")
+        consumer.start()
+        try:
+            wait_for(lambda: len(seen) >= 2, 30)
+            time.sleep(2.5)  # a third delivery would come by now
+        finally:
+            consumer.shutdown()
+        assert seen == [
+            (sent.msg_id, "Invoices", 0, "Invoices", None),
+            (sent.msg_id, "Invoices", 1, "%RETRY%fallback-group", sent.msg_id),
+        ]
+        dlq = []
+        consume(c.namesrv, "fallback-dlq-reader", "%DLQ%fallback-group",
+                lambda msgs, _ctx: dlq.extend(msgs) or shmq.ConsumeResult.CONSUME_SUCCESS,
+                3.0, consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # fmt: skip
+        assert [(m.body, m.msg_id, m.reconsume_times) for m in dlq] == [(b"inv", sent.msg_id, 2)]
+        props = dlq[0].properties
+        assert props["RETRY_TOPIC"] == "Invoices" and props["ORIGIN_MESSAGE_ID"] == sent.msg_id
+        assert dlq[0].tags == "T" and dlq[0].keys == ["k9"]
+        assert not {"REAL_TOPIC", "REAL_QID", "DELAY"} & set(props)
+    assert shm_entries() - before == set()
+
+
 @pytest.mark.parametrize(
     "fields",
     [

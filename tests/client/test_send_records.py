@@ -19,6 +19,7 @@ from shmq.client.send_records import (
     half_record,
     one_record,
     placed,
+    retried_record,
 )
 from shmq.codec.delay_levels import SCHEDULE_TOPIC
 from shmq.codec.half_messages import HALF_TOPIC
@@ -27,7 +28,7 @@ from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
 from shmq.ipc.segment import Segment, create_semaphore, new_prefix, unlink_prefix
-from shmq.message import RESERVED_PROPERTY_NAMES, Message, pack_host
+from shmq.message import RESERVED_PROPERTY_NAMES, Message, MessageExt, pack_host
 from spec_decoder import decode_record
 
 CAPACITY, SLOTS = 1 << 20, 1024
@@ -133,7 +134,7 @@ def test_a_delayed_message_is_stored_in_the_schedule_topic(rp, msg, level, level
     the broker's last one), the real topic and queue in REAL_TOPIC / REAL_QID."""
     msg.delay_level = level
     one = one_record(TopicRecords(msg.topic, msg.topic.encode()), msg, msg.body, UniqKeys())
-    record, schedule_qid = placed(one, queue_id, levels, 3 * 86_400_000)
+    record, schedule_qid, _ = placed(one, queue_id, levels, 3 * 86_400_000)
     free(rp)
     rp.append_one(record, schedule_qid, 0, time.monotonic() + 5)
     stored = decoded(rp, record[1])
@@ -155,7 +156,7 @@ def test_a_half_message_is_stored_in_the_half_topic_queue_0(rp, msg, queue_id):
     topic's queue 0, real topic and queue, TRAN_MSG and the producer group."""
     one = half_record(one_record(TopicRecords(msg.topic, msg.topic.encode()), msg, msg.body,
                                  UniqKeys()), msg, "TxGroup")  # fmt: skip
-    record, half_qid = placed(one, queue_id, 18, 3 * 86_400_000)
+    record, half_qid, _ = placed(one, queue_id, 18, 3 * 86_400_000)
     free(rp)
     rp.append_one(record, half_qid, 0, time.monotonic() + 5)
     stored = decoded(rp, record[1])
@@ -204,7 +205,7 @@ def test_a_timer_message_goes_to_the_timer_topic_and_a_past_one_is_ordinary(rp):
     for at, topic, qid in ((soon, "rmq_sys_wheel_timer", 0), (1, "Plain", 5)):
         msg = Message("Plain", b"tick", deliver_time_ms=at)
         one = one_record(TopicRecords("Plain", b"Plain"), msg, msg.body, UniqKeys())
-        record, queue_id = placed(one, 5, 18, 3 * 86_400_000)
+        record, queue_id, _ = placed(one, 5, 18, 3 * 86_400_000)
         free(rp)
         rp.append_one(record, queue_id, 0, time.monotonic() + 5)
         stored = decoded(rp, record[1])
@@ -214,3 +215,33 @@ def test_a_timer_message_goes_to_the_timer_topic_and_a_past_one_is_ordinary(rp):
             props = stored["properties"]
             assert (props["REAL_TOPIC"], props["REAL_QID"], props["TIMER_OUT_MS"]) == (
                 "Plain", "5", str(soon))  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(reconsume=st.integers(0, 20), max_times=st.integers(1, 16), level=st.integers(1, 18),
+       queue_id=st.integers(0, 7))  # fmt: skip
+def test_a_resent_message_is_stored_as_a_send_to_the_retry_topic(
+    rp, reconsume, max_times, level, queue_id
+):
+    """A consumer's resend to %RETRY%<group> (``retried_record``) as RocketMQ's broker
+    stores such a send: delayed by its level, or in the DLQ once its reconsume times reach
+    the maximum; RECONSUMETIMES one more, the user's properties and unique key kept."""
+    props = b"TAGS\x01t\x02UNIQ_KEY\x01ABC\x02DELAY\x013\x02REAL_TOPIC\x01X\x02REAL_QID\x011\x02"
+    consumed = MessageExt("Orders", 0, 7, 100, b"payload", props, 1, 2, b"\0" * 8, b"\0" * 8,
+                          reconsume_times=reconsume)  # fmt: skip
+    one = retried_record(consumed, "%RETRY%g", level, max_times)
+    record, qid, stored_reconsume = placed(one, queue_id, 18, 3 * 86_400_000)
+    free(rp)
+    rp.append_one(record, qid, 0, time.monotonic() + 5, stored_reconsume)
+    stored = decoded(rp, record[1])
+    assert stored["reconsume_times"] == stored_reconsume == reconsume + 1
+    got = stored["properties"]
+    assert (got["TAGS"], got["UNIQ_KEY"], got["RETRY_TOPIC"], got["ORIGIN_MESSAGE_ID"]) == (
+        "t", "ABC", "Orders", "ABC")  # fmt: skip
+    if reconsume + 1 >= max_times:
+        assert (stored["topic"], stored["queue_id"]) == ("%DLQ%g", 0)
+        assert not {"REAL_TOPIC", "REAL_QID", "DELAY"} & set(got)
+    else:
+        assert (stored["topic"], stored["queue_id"]) == (SCHEDULE_TOPIC, level - 1)
+        assert (got["REAL_TOPIC"], got["REAL_QID"], got["DELAY"]) == (
+            "%RETRY%g", str(queue_id), str(level))  # fmt: skip
