@@ -82,12 +82,14 @@ def flushed(link: ProducerLink, end: int) -> bool:
 
 def result(
     status: SendStatus, msg_id: str, mq: MessageQueue, answer: tuple[int, int, int],
-    store_host: bytes,
+    store_host: bytes, placed: bool = False,
 ) -> SendResult:  # fmt: skip
     """The ``SendResult`` of one stored record from its answer ``(packed, queue offset,
-    physical offset)``; the queue is the answer's (the broker may have chosen another)."""
+    physical offset)``; the queue is the answer's (the broker may have chosen another),
+    but ``mq`` for a record ``placed`` in a system topic's queue (a delayed, retried or
+    half message: RocketMQ's answer names the queue it was sent to)."""
     packed, queue_offset, physical_offset = answer
     qid = packed >> 32
-    if qid != mq.queue_id:
+    if qid != mq.queue_id and not placed:
         mq = MessageQueue(mq.topic, mq.broker_name, qid)
     return SendResult.answered(status, msg_id, mq, queue_offset, store_host, physical_offset)

@@ -287,7 +287,8 @@ class AsyncCompletion:
             self.fault(link.broker_name, entry[STARTED], False)
             status = ok if flushed is None or flushed[i] else timeout
             msg_id = entry[MSG_ID].decode()
-            entry[FUTURE].settle(answers.result(status, msg_id, entry[MQ], answer, host))
+            placed = entry[MESSAGE][0] is None
+            entry[FUTURE].settle(answers.result(status, msg_id, entry[MQ], answer, host, placed))
 
     def _expire(self, link: ProducerLink) -> None:
         """Fail (or retry) the unanswered async sends of ``link`` whose broker is gone or

@@ -267,7 +267,8 @@ class Producer:
             if error is not None:
                 raise error
             status = answers.flush_status(link, answer[2] + size)
-            return answers.result(status, one[ONE_MSG_ID].decode(), mq, answer, link.store_host)
+            msg_id = one[ONE_MSG_ID].decode()
+            return answers.result(status, msg_id, mq, answer, link.store_host, one[0] is None)
         except (SendTimeoutError, AttemptError) as exc:
             self._after_failed_attempt(link, exc)
             raise

@@ -123,6 +123,22 @@ def test_a_delayed_message_is_consumed_after_its_delay(tmp_path):
     assert shm_entries() - before == set()
 
 
+def test_a_delayed_send_answers_with_the_queue_it_was_sent_to(tmp_path):
+    """As RocketMQ's broker answers: the real topic and queue, not the schedule queue."""
+    before = shm_entries()
+    with cluster(tmp_path, messageDelayLevel=LEVELS) as c:
+        c.create_topic("DelayedQ", 4)
+        with shmq.Producer("delay-q-p", c.namesrv) as producer:
+            last = lambda queues, _msg, _arg: queues[-1]  # noqa: E731
+            sync = producer.send(shmq.Message("DelayedQ", b"s", delay_level=2), selector=last)
+            later = producer.send_async(shmq.Message("DelayedQ", b"a", delay_level=2),
+                                        selector=last).result(10)  # fmt: skip
+        for result in (sync, later):
+            assert result.send_status is shmq.SendStatus.SEND_OK
+            assert (result.message_queue.topic, result.message_queue.queue_id) == ("DelayedQ", 3)
+    assert shm_entries() - before == set()
+
+
 @pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("victim", ["schedule", "broker"])
