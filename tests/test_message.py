@@ -7,14 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shmq.errors import InvalidMessageIdError, InvalidTopicError
-from shmq.message import (
-    build_properties,
-    decode_properties,
-    offset_msg_id,
-    pack_host,
-    parse_offset_msg_id,
-    validate_topic,
-)
+from shmq.message import offset_msg_id, pack_host, parse_offset_msg_id, validate_topic
+from shmq.properties import build_properties, decode_properties
 
 names = st.text(
     st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1
@@ -37,7 +31,7 @@ def test_decoder_follows_rocketmq_rules():
 
 @given(st.dictionaries(names, values, max_size=8))
 def test_user_properties_round_trip(props):
-    from shmq.message import RESERVED_PROPERTY_NAMES
+    from shmq.properties import RESERVED_PROPERTY_NAMES
 
     props = {k: v for k, v in props.items() if k not in RESERVED_PROPERTY_NAMES}
     assert decode_properties(build_properties(properties=props)) == props

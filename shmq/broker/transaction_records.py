@@ -30,7 +30,8 @@ from shmq.codec.record_rebuild import (
     edit_properties,
     rebuild_record,
 )
-from shmq.message import PROPERTY_UNIQ_KEY, decode_properties, offset_msg_id
+from shmq.message import offset_msg_id
+from shmq.properties import PROPERTY_UNIQ_KEY, decode_properties
 from shmq.store.commitlog import ScanBatch
 
 _HALF_TOPIC = hm.HALF_TOPIC.encode()

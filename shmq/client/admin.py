@@ -10,24 +10,22 @@ Dead-letter queues: ``client.dlq``; pending transactions: ``client.transaction_s
 
 from __future__ import annotations
 
-import time
 from types import TracebackType
 from typing import Any
 
 from shmq.client import dlq, transaction_status
+from shmq.client.admin_messages import DEFAULT_QUERY_NUM, MessageQueries
 from shmq.client.admin_types import ConsumerProgress, QueueProgress, QueueStatus
 from shmq.client.route import split_addrs
 from shmq.client.types import MessageQueue
 from shmq.errors import (
     ClientError,
     ConfigError,
-    InvalidMessageIdError,
     NoRouteError,
     RemotingConnectError,
     RemotingError,
     ResponseError,
 )
-from shmq.message import parse_offset_msg_id
 from shmq.names import dlq_topic
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
@@ -35,7 +33,6 @@ from shmq.remoting.protocol import RequestCode, ResponseCode
 Rc = ResponseCode
 
 MASTER_ID = "0"
-DEFAULT_QUERY_NUM = 64
 
 # update_sub_group's settings → RocketMQ's SubscriptionGroupConfig JSON keys.
 SUB_GROUP_SETTINGS = {
@@ -50,7 +47,7 @@ SUB_GROUP_SETTINGS = {
 }
 
 
-class Admin:
+class Admin(MessageQueries):
     """Administers the brokers registered with the namesrv(s) ``namesrv`` (``;``-separated).
 
     Calls that touch several brokers go to the master of every broker name involved: the
@@ -435,110 +432,6 @@ class Admin:
             raise unknown
         return dict(sorted(table.items()))
 
-    # -- messages -------------------------------------------------------------------------------
-
-    def _by_store_host(self, store_host: str) -> tuple[str, str] | None:
-        """The broker whose messages carry ``store_host`` (its address, or the storeHost
-        it reports)."""
-        masters = self._masters()
-        for name, addr in masters:
-            if addr == store_host:
-                return name, addr
-        for name, addr in masters:
-            if addr not in self._store_hosts:
-                try:
-                    info = self._call((name, addr), RequestCode.GET_STORE_INFO)[1]
-                except RemotingError:
-                    continue
-                self._store_hosts[addr] = info.get("storeHost", "")
-            if self._store_hosts[addr] == store_host:
-                return name, addr
-        return None
-
-    def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> dict[str, Any]:
-        """The message with offset message id ``msg_id`` (store host + CommitLog offset),
-        read from the broker at that store host. When ``msg_id`` is a unique key (the
-        client's msg id) instead, give ``topic``: it is then looked up as one, as mqadmin
-        does."""
-        try:
-            host, offset = parse_offset_msg_id(msg_id)
-        except InvalidMessageIdError:
-            if topic is None:
-                raise
-            return self.query_msg_by_unique_key(topic, msg_id)
-        target = self._by_store_host(host)
-        if target is not None:
-            try:
-                return self._call(target, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})[1]
-            except ResponseError:
-                if topic is None:
-                    raise
-        if topic is not None:
-            return self.query_msg_by_unique_key(topic, msg_id)
-        raise ClientError(
-            f"message id {msg_id}: no broker stores messages at {host} (offset {offset});"
-            " if it is a unique key (client msg id), give its topic"
-        )
-
-    def _query_index(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list:
-        found = []
-        fields_ = {
-            "topic": topic,
-            "key": key,
-            "maxNum": max_num,
-            "beginTimestamp": begin,
-            "endTimestamp": end,
-        }
-        for target in self._topic_brokers(topic):
-            try:
-                found += self._call(target, RequestCode.QUERY_MESSAGE, fields_)[1]["messages"]
-            except ResponseError as exc:
-                if exc.code != Rc.QUERY_NOT_FOUND:
-                    raise
-        return sorted(found, key=_store_order)
-
-    def query_msg_by_key(
-        self,
-        topic: str,
-        key: str,
-        max_num: int = DEFAULT_QUERY_NUM,
-        begin: int = 0,
-        end: int | None = None,
-    ) -> list[dict[str, Any]]:
-        """The newest ``max_num`` messages of ``topic`` with ``key`` among their keys,
-        stored in ``[begin, end]`` ms (end: now), oldest first; [] when none."""
-        end = _now_ms() + 1000 if end is None else end
-        found = [
-            m
-            for m in self._query_index(topic, key, max_num, begin, end)
-            if key in m["keys"] and begin <= m["storeTimestamp"] <= end  # the index has seconds
-        ]
-        return found[-max_num:]
-
-    def query_msg_by_unique_key(self, topic: str, msg_id: str) -> dict[str, Any]:
-        """The message of ``topic`` whose unique key (``UNIQ_KEY``, the msg id a producer's
-        ``send`` returns) is ``msg_id``; the first stored when it was stored again."""
-        found = [
-            m
-            for m in self._query_index(topic, msg_id, 32, 0, _now_ms() + 1000)
-            if m["properties"].get("UNIQ_KEY") == msg_id
-        ]
-        if not found:
-            raise ClientError(f"no message of topic {topic} has the unique key {msg_id}")
-        return found[0]
-
-    def query_msg_by_time(
-        self, topic: str, begin: int, end: int | None = None, max_num: int = DEFAULT_QUERY_NUM
-    ) -> list[dict[str, Any]]:
-        """The first ``max_num`` messages of ``topic`` stored in ``[begin, end]`` ms (end:
-        now), by store time."""
-        end = _now_ms() + 1000 if end is None else end
-        fields_ = {"topic": topic, "beginTimestamp": begin, "endTimestamp": end, "maxNum": max_num}
-        found = []
-        for target in self._topic_brokers(topic):
-            found += self._call(target, RequestCode.QUERY_MESSAGE_BY_TIME, fields_)[1]["messages"]
-        return sorted(found, key=_store_order)[:max_num]
-
     # -- subscription groups --------------------------------------------------------------------
 
     def _sub_groups(self, target: tuple[str, str]) -> dict[str, dict[str, Any]]:
@@ -616,13 +509,5 @@ class Admin:
         return deleted
 
 
-def _store_order(msg: dict[str, Any]) -> tuple[int, str, int]:
-    return msg["storeTimestamp"], msg.get("storeHost", ""), msg["commitLogOffset"]
-
-
 def _id_order(item: tuple[str, str]) -> int:
     return int(item[0])
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

@@ -14,8 +14,9 @@ import base64
 from typing import Any
 
 from shmq.errors import ClientError, NoRouteError
-from shmq.message import RESERVED_PROPERTY_NAMES, Message
+from shmq.message import Message
 from shmq.names import dlq_topic
+from shmq.properties import RESERVED_PROPERTY_NAMES
 
 RESEND_GROUP = "shmq-dlq-resend"
 MAX_DLQ_QUERY = 65536

@@ -73,7 +73,8 @@ from shmq.errors import (
     ShmqError,
 )
 from shmq.ipc import ring
-from shmq.message import Message, body_arrays, build_properties
+from shmq.message import Message, body_arrays
+from shmq.properties import build_properties
 from shmq.remoting.client import RemotingClient
 
 __all__ = ["MessageQueueSelector", "Producer", "select_by_hash", "select_by_random"]

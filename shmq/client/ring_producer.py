@@ -23,7 +23,7 @@ from shmq.ipc import registry as rg
 from shmq.ipc import ring
 from shmq.ipc.ring_appender import DEFAULT_SPIN_US, RingAppender, scratch_offsets
 from shmq.ipc.segment import Segment
-from shmq.message import MAX_DELAY_LEVEL
+from shmq.properties import MAX_DELAY_LEVEL
 
 
 def warm_up(data: np.ndarray | None = None) -> None:

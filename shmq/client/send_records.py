@@ -29,14 +29,9 @@ from shmq.codec.delay_levels import (
 from shmq.codec.half_messages import HALF_QUEUE_ID, HALF_TOPIC, half_properties
 from shmq.codec.record_pack import record_struct, topic_head
 from shmq.errors import InvalidMessageError, InvalidPropertyError
-from shmq.message import (
-    MAX_PROPERTIES_LENGTH,
-    PROPERTY_UNIQ_KEY,
-    Message,
-    MessageExt,
-    build_properties,
-)
+from shmq.message import Message, MessageExt
 from shmq.names import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
+from shmq.properties import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, build_properties
 
 _HEX4 = tuple(f"{i:04X}".encode() for i in range(1 << 16))
 _UNIQ_NAME = PROPERTY_UNIQ_KEY.encode() + b"\x01"

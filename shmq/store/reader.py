@@ -18,7 +18,8 @@ import numpy as np
 from shmq.codec import record as rec
 from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, match_tags
 from shmq.errors import CorruptStoreError
-from shmq.message import PROPERTY_TAGS, MessageBatch, MessageExt, decode_properties
+from shmq.message import MessageBatch, MessageExt
+from shmq.properties import PROPERTY_TAGS, decode_properties
 from shmq.store.commitlog import ScanBatch
 from shmq.store.mapped_file import MappedFile, offset_to_file_name
 

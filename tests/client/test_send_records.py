@@ -28,7 +28,8 @@ from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
 from shmq.ipc.segment import Segment, create_semaphore, new_prefix, unlink_prefix
-from shmq.message import RESERVED_PROPERTY_NAMES, Message, MessageExt, pack_host
+from shmq.message import Message, MessageExt, pack_host
+from shmq.properties import RESERVED_PROPERTY_NAMES
 from spec_decoder import decode_record
 
 CAPACITY, SLOTS = 1 << 20, 1024

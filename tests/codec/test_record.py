@@ -310,7 +310,7 @@ def test_tag_code_and_index_flags_follow_decode_properties(props):
     """The parser reads properties as ``decode_properties`` does, malformed pairs too (pairs
     split at 0x02 first, a name and a value needed, a later pair wins)."""
     from shmq.codec.jhash import java_hash
-    from shmq.message import decode_properties
+    from shmq.properties import decode_properties
 
     buf = np.zeros(4096, dtype=np.uint8)
     fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)

@@ -188,7 +188,7 @@ def test_the_batch_index_kernel_writes_what_one_record_at_a_time_writes(
     import numpy as np
 
     from shmq.codec import record as rec
-    from shmq.message import decode_properties
+    from shmq.properties import decode_properties
 
     props = []
     for uniq, keys, gap, _ in records:
