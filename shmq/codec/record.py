@@ -150,7 +150,7 @@ def put_i64(buf, p, v):
 def property_pair(buf, s, end):
     """The end of the property pair starting at ``s`` (its 0x02, or ``end``) and the
     position of its 0x01 separator (``stop`` when there is none): pairs are split at 0x02
-    first, as ``message.decode_properties`` (and RocketMQ's decoder) split them."""
+    first, as ``properties.decode_properties`` (and RocketMQ's decoder) split them."""
     stop = s
     while stop < end and buf[stop] != 2:
         stop += 1

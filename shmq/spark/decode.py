@@ -53,7 +53,7 @@ _TAGS, _KEYS, _UNIQ = rec.PROP_TAGS, rec.PROP_KEYS, rec.PROP_UNIQ_KEY
 @njit(cache=True, nogil=True)
 def scan_properties(buf, rows, tags_name, keys_name, uniq_name, out):
     """Spans of the TAGS, KEYS and UNIQ_KEY values of each row's properties (start, length;
-    length -1 when absent). Pairs follow ``message.decode_properties``: a pair needs a
+    length -1 when absent). Pairs follow ``properties.decode_properties``: a pair needs a
     non-empty name and value, and a later pair of the same name wins."""
     for i in range(rows.shape[0]):
         for c in range(0, N_PROPS, 2):
