@@ -20,15 +20,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.delay_levels import (
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
-    schedule_properties,
-    timer_properties,
-)
+from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC, delayed_placement
 from shmq.codec.half_messages import HALF_QUEUE_ID, HALF_TOPIC, half_properties
 from shmq.codec.record_pack import record_struct, topic_head
-from shmq.errors import InvalidMessageError, InvalidPropertyError
+from shmq.errors import InvalidPropertyError
 from shmq.message import (
     MAX_PROPERTIES_LENGTH,
     PROPERTY_UNIQ_KEY,
@@ -132,8 +127,7 @@ class Half:
         self.props = _user_props(msg, uniq)
 
 
-_SCHEDULE_HEAD = topic_head(SCHEDULE_TOPIC.encode())
-_TIMER_HEAD = topic_head(TIMER_TOPIC.encode())
+_HEADS = {t: topic_head(t.encode()) for t in (SCHEDULE_TOPIC, TIMER_TOPIC)}
 _HALF_HEAD = topic_head(HALF_TOPIC.encode())
 
 
@@ -168,22 +162,12 @@ def placed(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[t
     if isinstance(delayed, Half):
         qid, extra = HALF_QUEUE_ID, half_properties(delayed.topic, queue_id, delayed.group)
         head, magic = _HALF_HEAD
-    elif delayed.level:
-        qid, extra = schedule_properties(delayed.topic, queue_id, delayed.level, levels)
-        head, magic = _SCHEDULE_HEAD
     else:
-        ahead = delayed.deliver_ms - time.time_ns() // 1_000_000
-        if ahead > max_delay_ms:
-            raise InvalidMessageError(
-                f"deliver_time_ms {delayed.deliver_ms} is {ahead / 1000:.0f} s ahead, beyond "
-                f"the broker's timerMaxDelaySec {max_delay_ms // 1000}"
-            )
-        if ahead > 0:
-            qid, extra = 0, timer_properties(delayed.topic, queue_id, delayed.deliver_ms)
-            head, magic = _TIMER_HEAD
-        else:
-            qid, extra = queue_id, f"TIMER_DELIVER_MS\x01{delayed.deliver_ms}\x02".encode()
-            head, magic = topic_head(delayed.topic.encode())
+        target, qid, extra = delayed_placement(
+            delayed.topic, queue_id, delayed.level, delayed.deliver_ms, levels, max_delay_ms,
+            time.time_ns() // 1_000_000,
+        )  # fmt: skip
+        head, magic = _HEADS.get(target) or topic_head(target.encode())
     tail = head + _with_length(_checked(delayed.props + extra))
     n, t = len(body), len(tail)
     return (record_struct(n, t), rec.HEADER_BODY_START + n + t, magic, flag, born_ts,
