@@ -67,7 +67,7 @@ SEND_HEADER: Spec = {
     "batch": (BOOL, False),
     "maxReconsumeTimes": (INT, False),
 }
-V2_NAMES = dict(zip("abcdefghijmkl", SEND_HEADER, strict=True))
+V2_NAMES = dict(zip("abcdefghijkml", SEND_HEADER, strict=True))  # k unitMode, m batch
 SEND_HEADER_V2: Spec = {short: SEND_HEADER[name] for short, name in V2_NAMES.items()}
 # TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (and 5.x's timer topic)
 NOT_ALLOWED_SEND_TOPICS = frozenset(
