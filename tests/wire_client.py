@@ -113,6 +113,7 @@ class WireClient:
         self.serialize = serialize
         self.opaque = 100
         self.early: dict[int, Frame] = {}
+        self.pushed: list[Frame] = []
 
     def send(self, code: int, ext: dict[str, str], body: bytes = b"", *, oneway: bool = False,
              raw_ext: dict | None = None) -> int:  # fmt: skip
@@ -124,8 +125,10 @@ class WireClient:
     def receive(self, opaque: int) -> Frame:
         while opaque not in self.early:
             frame = self.read()
-            assert frame.flag & RESPONSE, frame
-            self.early[frame.opaque] = frame
+            if frame.flag & RESPONSE:
+                self.early[frame.opaque] = frame
+            else:  # the broker's own request (NOTIFY_CONSUMER_IDS_CHANGED)
+                self.pushed.append(frame)
         return self.early.pop(opaque)
 
     def read(self) -> Frame:

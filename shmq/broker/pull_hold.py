@@ -136,8 +136,10 @@ class PullHold:
         )
 
     def _answer(self, held: list[HeldPull]) -> None:
+        """Re-run the held pulls whose queue grew or whose time is up; those answered leave
+        the table before their answers go out."""
         now = time.monotonic()
-        done = []
+        done: list[tuple[HeldPull, RemotingCommand]] = []
         for h in held:
             final = now >= h.deadline
             grown = self.control.max_offset_of(h.topic, h.queue_id)
@@ -145,15 +147,17 @@ class PullHold:
                 continue
             h.seen = grown
             response = self.answer(h, final)
-            if response is None:
+            if response is not None:
+                done.append((h, response))
+        if not done:
+            return
+        gone = {id(h) for h, _ in done}
+        with self._lock:
+            self._held = [h for h in self._held if id(h) not in gone]
+        for h, response in done:
+            if h.request.is_oneway:
                 continue
-            done.append(h)
-            if not h.request.is_oneway:
-                try:
-                    h.conn.send(response)
-                except RemotingError as exc:
-                    log.debug("held pull not answered: %s", exc)
-        if done:
-            gone = {id(h) for h in done}
-            with self._lock:
-                self._held = [h for h in self._held if id(h) not in gone]
+            try:
+                h.conn.send(response)
+            except RemotingError as exc:
+                log.debug("held pull not answered: %s", exc)
