@@ -30,6 +30,7 @@ import numpy as np
 
 from shmq.broker.ring_puts import broker_ring, put_encoded
 from shmq.broker.send_back import DLQ_NUMS_PER_GROUP, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
+from shmq.broker.send_header import SendHeader, asked_delay
 from shmq.broker.topic_config import TopicConfig
 from shmq.codec import half_messages as hm
 from shmq.codec import record as rec
@@ -41,7 +42,6 @@ from shmq.errors import ConfigError, InvalidMessageError, SendError
 from shmq.ipc import ring
 from shmq.message import MAX_PROPERTIES_LENGTH, offset_msg_id, pack_host
 from shmq.names import MAX_TOPIC_LENGTH, name_problem
-from shmq.remoting.custom_header import BOOL, INT, LONG, STR, Spec, decode_header
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection, RemotingServer
 
@@ -51,24 +51,6 @@ if TYPE_CHECKING:
 
 Rc = ResponseCode
 
-# SendMessageRequestHeader, and SendMessageRequestHeaderV2's one-letter names for it
-SEND_HEADER: Spec = {
-    "producerGroup": (STR, True),
-    "topic": (STR, True),
-    "defaultTopic": (STR, True),
-    "defaultTopicQueueNums": (INT, True),
-    "queueId": (INT, True),
-    "sysFlag": (INT, True),
-    "bornTimestamp": (LONG, True),
-    "flag": (INT, True),
-    "properties": (STR, False),
-    "reconsumeTimes": (INT, False),
-    "unitMode": (BOOL, False),
-    "batch": (BOOL, False),
-    "maxReconsumeTimes": (INT, False),
-}
-V2_NAMES = dict(zip("abcdefghijkml", SEND_HEADER, strict=True))  # k unitMode, m batch
-SEND_HEADER_V2: Spec = {short: SEND_HEADER[name] for short, name in V2_NAMES.items()}
 # TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (and 5.x's timer topic)
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
@@ -100,32 +82,6 @@ _REFUSALS = {
     ring.REASON_SYSFLAG: Rc.MESSAGE_ILLEGAL,
     ring.REASON_SERVICE_NOT_AVAILABLE: Rc.SERVICE_NOT_AVAILABLE,
 }
-
-
-@dataclass
-class SendHeader:
-    """A send request's header under SendMessageRequestHeader's names, whatever the code."""
-
-    producerGroup: str
-    topic: str
-    defaultTopic: str
-    defaultTopicQueueNums: int
-    queueId: int
-    sysFlag: int
-    bornTimestamp: int
-    flag: int
-    properties: str | None
-    reconsumeTimes: int | None
-    unitMode: bool | None
-    batch: bool | None
-    maxReconsumeTimes: int | None
-
-    @classmethod
-    def parse(cls, request: RemotingCommand) -> SendHeader:
-        if request.code == RequestCode.SEND_MESSAGE:
-            return cls(**decode_header(request, SEND_HEADER))
-        short = decode_header(request, SEND_HEADER_V2)
-        return cls(**{V2_NAMES[k]: v for k, v in short.items()})
 
 
 @dataclass
@@ -311,7 +267,7 @@ class RemotingSend:
                 "message but its properties have no TRAN_MSG=true",
             )
         else:
-            level, deliver_ms = self._delay(props)
+            level, deliver_ms = asked_delay(props)
             if level or deliver_ms:
                 try:
                     topic, qid, extra = delayed_placement(
@@ -343,30 +299,6 @@ class RemotingSend:
             wait,
         )
 
-    def _delay(self, props: bytes) -> tuple[int, int]:
-        """``(delay level, delivery time in ms)`` asked for by the properties (``DELAY``,
-        or 5.x's ``TIMER_DELIVER_MS`` / ``TIMER_DELAY_SEC`` / ``TIMER_DELAY_MS``)."""
-        values = {}
-        for name in ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"):
-            text = property_value(props, name.encode())
-            if text is not None:
-                try:
-                    values[name] = int(text)
-                except ValueError:
-                    raise ResponseError(
-                        Rc.MESSAGE_ILLEGAL, f"property {name} = {text!r} is not an integer"
-                    ) from None
-        now = time.time_ns() // 1_000_000
-        if values.get("DELAY", 0) > 0:
-            return values["DELAY"], 0
-        if "TIMER_DELIVER_MS" in values:
-            return 0, values["TIMER_DELIVER_MS"]
-        if "TIMER_DELAY_SEC" in values:
-            return 0, now + values["TIMER_DELAY_SEC"] * 1000
-        if "TIMER_DELAY_MS" in values:
-            return 0, now + values["TIMER_DELAY_MS"]
-        return 0, 0
-
     def _batch(self, header: SendHeader, cfg: TopicConfig, body: bytes) -> Records:
         """A batch (4.9's ``asyncSendBatchMessage`` and ``checkMessages``): no transaction
         and no delay, at most ``maxMessageSize`` in all; the header's properties and
@@ -374,7 +306,7 @@ class RemotingSend:
         if header.sysFlag & rec.SYSFLAG_TRANSACTION_MASK:
             raise ResponseError(Rc.MESSAGE_ILLEGAL, "a batch cannot be transactional")
         props = (header.properties or "").encode()
-        if any(self._delay(props)):
+        if any(asked_delay(props)):
             raise ResponseError(Rc.MESSAGE_ILLEGAL, "a batch cannot be delayed")
         if len(body) > self.broker.config.store.max_message_size:
             raise ResponseError(

@@ -217,3 +217,15 @@ def test_many_held_pulls_are_all_answered(shared_broker):
     for t in threads:
         t.join(30)
     assert answers == [wc.SUCCESS] * 12
+
+
+def test_earliest_message_store_time(shared_broker):
+    broker, _ = shared_broker
+    with wc.WireClient(broker.address) as c:
+        resp = c.call(32, {"topic": "Early", "queueId": "0"})  # GET_EARLIEST_MSG_STORETIME
+        assert resp.code == wc.SYSTEM_ERROR and "no message" in resp.remark
+        assert send(broker, "Early", 0, {}).code == wc.SUCCESS
+        until(lambda: max_offset(broker, "Early", 0) == 1)
+        (record,) = wc.pulled_records(pull(broker, "Early", 0, 0, sys_flag=wc.SUBSCRIPTION).body)
+        resp = c.call(32, {"topic": "Early", "queueId": "0"})
+    assert resp.code == wc.SUCCESS and resp.ext == {"timestamp": str(record["store_timestamp"])}
