@@ -13,9 +13,11 @@ before anything is appended, so a batch is stored whole or not at all. In SYNC_F
 send that waits for its store (``WAIT`` not false) is answered once the CommitLog is
 flushed past it, or FLUSH_DISK_TIMEOUT.
 
-The response header is 4.9's ``SendMessageResponseHeader`` (msgId: the offset message id,
-a batch's joined by commas; queueId; queueOffset: the first record's), and every response
-carries ``MSG_REGION`` and ``TRACE_ON`` as 4.9's does.
+The response header is 4.9's ``SendMessageResponseHeader``: msgId, the offset message id (a
+batch's joined by commas); queueId, the queue the request named (or drew at random), even
+when the message went to a system topic or the DLQ; queueOffset, the first record's in the
+queue it went to. Every response carries ``MSG_REGION`` and ``TRACE_ON``, as 4.9's does.
+4.9's broker never sets ``transactionId`` (its clients take the unique key), nor does this.
 """
 
 from __future__ import annotations
@@ -150,6 +152,9 @@ class RemotingSend:
         header = SendHeader.parse(request)
         self._check_broker()
         cfg = self._topic_config(header)
+        queue_id = header.queueId  # answered as 4.9 answers it, wherever the message went
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            cfg = self._retry_or_dlq(header, cfg)
         batch = bool(header.batch) or request.code == RequestCode.SEND_BATCH_MESSAGE
         records = (self._batch if batch else self._single)(header, cfg, request.body)
         n = records.body_offs.shape[0] - 1
@@ -168,7 +173,7 @@ class RemotingSend:
         msg_ids = ",".join(offset_msg_id(self.store_host, int(p)) for p in phys)
         return code, {
             "msgId": msg_ids,
-            "queueId": int(answers[0, 0] >> 32),
+            "queueId": queue_id,
             "queueOffset": int(answers[0, 1]),
         }
 
@@ -225,8 +230,6 @@ class RemotingSend:
             )
         if header.queueId < 0:
             header.queueId = random.randrange(cfg.write_queue_nums)
-        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return self._retry_or_dlq(header, cfg)
         return cfg
 
     def _retry_or_dlq(self, header: SendHeader, cfg: TopicConfig) -> TopicConfig:

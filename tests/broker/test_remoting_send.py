@@ -134,7 +134,7 @@ def send(broker, topic: str, queue_id: int, props: dict[str, str], body: bytes =
 def test_delayed_message_goes_through_the_schedule_topic_as_a_producers(shared_broker):
     broker, namesrv = shared_broker
     resp = send(broker, "Later", 3, {"DELAY": "1", "UNIQ_KEY": "D" * 32})
-    assert resp.code == wc.SUCCESS and resp.ext["queueId"] == "0", resp  # schedule queue 0
+    assert resp.code == wc.SUCCESS and resp.ext["queueId"] == "3", resp  # the one asked for
     (record,) = stored(broker, "SCHEDULE_TOPIC_XXXX", 0, 1)
     expected = {"UNIQ_KEY": "D" * 32, "CLUSTER": "DefaultCluster", "REAL_TOPIC": "Later",
                 "REAL_QID": "3", "DELAY": "1"}  # fmt: skip
