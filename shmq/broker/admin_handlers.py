@@ -87,13 +87,10 @@ class AdminHandlers:
         return cfg
 
     def _max(self, topic: str, queue_id: int) -> int:
-        return self.control._max(topic, queue_id)
+        return self.control.max_offset_of(topic, queue_id)
 
     def _min(self, topic: str, queue_id: int) -> int:
-        request = RemotingCommand.request(
-            RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": queue_id}
-        )
-        return int(self.control.min_offset(request, None).ext_fields["offset"])
+        return self.control.min_offset_of(topic, queue_id)
 
     def _offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (the max offset when none;

@@ -13,12 +13,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from shmq.broker.ring_puts import broker_ring
 from shmq.broker.send_back import SendBack
 from shmq.broker.topic_config import TopicConfig
 from shmq.errors import ResponseError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
-from shmq.ipc.ring_appender import RingAppender
 from shmq.message import message_to_json
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem, retry_topic
 from shmq.remoting.client import RemotingClient
@@ -42,14 +42,8 @@ class ControlHandlers:
         self.consumers = broker.consumers
         # group -> {client id: (last heartbeat ms, connection id)}
         self.producers: dict[str, dict[str, tuple[int, int]]] = {}
-        slot = broker.clients.register_producer(os.getpid(), "shmq-send-back")
-        info = {
-            "ring": slot.segment.name,
-            "sem": slot.sem_name,
-            "writerSem": broker.names.agent_sem("writer"),
-            "slot": slot.index,
-        }
-        self.send_back = SendBack(broker, RingAppender(info, broker.counters, broker.registry))
+        self.data_path: list = []  # RocketMQ's send and pull codes over TCP (register)
+        self.send_back = SendBack(broker, broker_ring(broker, "shmq-send-back"))
 
     def register(self, server: RemotingServer) -> None:
         handlers = {
@@ -65,6 +59,7 @@ class ControlHandlers:
             RequestCode.UPDATE_CONSUMER_OFFSET: self.update_offset,
             RequestCode.GET_MAX_OFFSET: self.max_offset,
             RequestCode.GET_MIN_OFFSET: self.min_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.earliest_store_time,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message,
             RequestCode.QUERY_MESSAGE: self.query_message,
@@ -78,13 +73,20 @@ class ControlHandlers:
             server.register(code, handler)
         server.on_disconnect(self._disconnected)
         from shmq.broker.admin_handlers import AdminHandlers  # imports this module
+        from shmq.broker.remoting_pull import RemotingPull
+        from shmq.broker.remoting_send import RemotingSend
         from shmq.broker.transaction_handlers import TransactionHandlers
 
         AdminHandlers(self.broker, self).register(server)
         self.broker.queue_locks.register(server)
         TransactionHandlers(self.broker, self).register(server)
+        self.data_path = [RemotingSend(self.broker, self), RemotingPull(self.broker, self)]
+        for handlers in self.data_path:
+            handlers.register(server)
 
     def close(self) -> None:
+        for handlers in self.data_path:
+            handlers.close()
         self.send_back.ring.close()
         self.client.close()
         if self._reader is not None:
@@ -183,9 +185,9 @@ class ControlHandlers:
         if offset >= 0:
             return RemotingCommand.response_to(request, ext_fields={"offset": offset})
         # the GET_MIN_OFFSET answer for the same topic and queue
-        if int(self.min_offset(request, conn).ext_fields["offset"]) <= 0:
+        if self.min_offset_of(topic, queue_id) <= 0:
             first = None  # CommitLog offset of the queue's unit 0; None: the queue is empty
-            if self._max(topic, queue_id) > 0:
+            if self.max_offset_of(topic, queue_id) > 0:
                 with self._lock:
                     units, _ = self.store_reader().units(topic, queue_id, 0, 1)
                     first = int(units["offset"][0]) if units.size else None
@@ -215,31 +217,47 @@ class ControlHandlers:
         self.broker.offsets.commit(group, topic, queue_id, request.ext_int("commitOffset"))
         return RemotingCommand.response_to(request)
 
-    def _max(self, topic: str, queue_id: int) -> int:
+    def max_offset_of(self, topic: str, queue_id: int) -> int:
+        """The queue's max offset as reput last published it (0: no such queue yet)."""
         slot = self.directory.slot(topic.encode(), queue_id)
         return int(self.maxima[slot]) if slot >= 0 else 0
 
+    def min_offset_of(self, topic: str, queue_id: int) -> int:
+        """The queue's first offset still stored: where its oldest file starts."""
+        directory = os.path.join(self.broker.root, "consumequeue", topic, str(queue_id))
+        try:
+            names = [n for n in os.listdir(directory) if n.isdigit()]
+        except OSError:
+            return 0
+        return min(int(n) for n in names) // 20 if names else 0
+
     def max_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        offset = self._max(request.ext_topic(), request.ext_int("queueId"))
+        offset = self.max_offset_of(request.ext_topic(), request.ext_int("queueId"))
         return RemotingCommand.response_to(request, ext_fields={"offset": offset})
 
     def min_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        topic, qid = request.ext_topic(), request.ext_int("queueId")
-        directory = os.path.join(self.broker.root, "consumequeue", topic, str(qid))
-        names = (
-            sorted(n for n in os.listdir(directory) if n.isdigit())
-            if os.path.isdir(directory)
-            else []
-        )
-        offset = int(names[0]) // 20 if names else 0
+        offset = self.min_offset_of(request.ext_topic(), request.ext_int("queueId"))
         return RemotingCommand.response_to(request, ext_fields={"offset": offset})
+
+    def earliest_store_time(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """GET_EARLIEST_MSG_STORETIME: the store time of the queue's first stored message
+        (4.9 answers SYSTEM_ERROR when there is none)."""
+        topic, qid = request.ext_topic(), request.ext_int("queueId")
+        first = self.min_offset_of(topic, qid)
+        stamp = None
+        if first < self.max_offset_of(topic, qid):
+            with self._lock:
+                stamp = self.store_reader().store_timestamp(topic, qid, first)
+        if stamp is None:
+            raise ResponseError(Rc.SYSTEM_ERROR, f"no message stored in {topic}:{qid}")
+        return RemotingCommand.response_to(request, ext_fields={"timestamp": stamp})
 
     def search_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         topic, qid = request.ext_topic(), request.ext_int("queueId")
         timestamp = request.ext_int("timestamp")
         with self._lock:
             offset = self.store_reader().offset_by_time(
-                topic, qid, timestamp, 0, self._max(topic, qid)
+                topic, qid, timestamp, 0, self.max_offset_of(topic, qid)
             )
         return RemotingCommand.response_to(request, ext_fields={"offset": offset})
 

@@ -10,16 +10,35 @@ time is a ``ResponseError`` (SYSTEM_ERROR) naming what was being written.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from shmq.errors import ShmqError
 from shmq.ipc import ring
-from shmq.ipc.ring_appender import Answer, RingAppender
+from shmq.ipc.ring_appender import DEFAULT_SPIN_US, Answer, RingAppender
 from shmq.remoting.protocol import ResponseCode, ResponseError
 
+if TYPE_CHECKING:
+    from shmq.broker.supervisor import Broker
+
 PUT_TIMEOUT_S = 5.0
+
+
+def broker_ring(broker: Broker, group: str, spin_us: int = DEFAULT_SPIN_US) -> RingAppender:
+    """A producer ring of the broker's own process, registered like any producer's."""
+    slot = broker.clients.register_producer(os.getpid(), group)
+    info = {
+        "ring": slot.segment.name,
+        "sem": slot.sem_name,
+        "writerSem": broker.names.agent_sem("writer"),
+        "slot": slot.index,
+    }
+    return RingAppender(info, broker.counters, broker.registry, spin_us)
 
 
 def put_records(
@@ -40,6 +59,31 @@ def put_records(
         except ShmqError as exc:
             raise ResponseError(ResponseCode.SYSTEM_ERROR, f"{what} failed: {exc}") from exc
         return [appender.answer(seq) for seq in seqs]
+
+
+def put_encoded(
+    appender: RingAppender,
+    lock: threading.Lock,
+    data: np.ndarray,
+    ends: np.ndarray,
+    what: str,
+    timeout_s: float = PUT_TIMEOUT_S,
+) -> np.ndarray:
+    """Append the encoded records of ``data`` (record ``k`` from ``ends[k]`` to ``ends[k +
+    1]``) in as few runs as the ring allows and return a copy of their answers, one
+    completion row each (``STATUS | REASON << 16 | QUEUE_ID << 32``, queue offset,
+    physical offset, store time), read before ``lock`` is let go so no later append can
+    reuse their slots first."""
+    deadline = time.monotonic() + timeout_s
+    n = ends.shape[0] - 1
+    with lock:
+        try:
+            first = appender.append_many(data, ends, deadline)
+            appender.wait_answer(first + n - 1, deadline)
+        except ShmqError as exc:
+            raise ResponseError(ResponseCode.SYSTEM_ERROR, f"{what} failed: {exc}") from exc
+        idx = np.arange(first, first + n, dtype=np.int64) & (appender.slots - 1)
+        return appender.completions[idx].copy()
 
 
 def refusal(answer: Answer, what: str) -> ResponseError | None:

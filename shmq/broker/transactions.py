@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shmq.broker.half_table import HalfTable, OpenHalf
-from shmq.broker.ring_puts import refusal
+from shmq.broker.ring_puts import broker_ring, refusal
 from shmq.broker.transaction_records import (
     HalfRecord,
     check_copy,
@@ -62,7 +62,7 @@ from shmq.errors import RemotingError, SendTimeoutError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import ring
-from shmq.ipc.ring_appender import Answer, RingAppender
+from shmq.ipc.ring_appender import Answer
 from shmq.message import pack_host
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection
@@ -106,11 +106,8 @@ class TransactionService:
         self.check_max = cfg.transaction_check_max
         self.reserved_ms = cfg.store.file_reserved_time * 3_600_000
         self.words = broker.counters.words
-        slot = broker.clients.register_producer(os.getpid(), "shmq-transactions")
-        info = {"ring": slot.segment.name, "sem": slot.sem_name,
-                "writerSem": broker.names.agent_sem("writer"), "slot": slot.index}  # fmt: skip
         # parks at once on an answer: a spinning thread here takes the CPU the writer needs
-        self.ring = RingAppender(info, broker.counters, broker.registry, spin_us=0)
+        self.ring = broker_ring(broker, "shmq-transactions", spin_us=0)
         store = cfg.store
         self.reader = StoreReader(
             broker.root, store.mapped_file_size_commit_log, store.consume_queue_file_size

@@ -10,15 +10,13 @@ a SYNC_FLUSH wait parks the same way, posted by the flush agent.
 
 from __future__ import annotations
 
-import threading
 import zlib
 
 import numpy as np
 
 from shmq.client.gc_freeze import freeze_startup_objects
 from shmq.codec import record as rec
-from shmq.errors import SendError, SendTimeoutError
-from shmq.ipc import counters as cn
+from shmq.errors import SendError
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
 from shmq.ipc.ring_appender import DEFAULT_SPIN_US, RingAppender, scratch_offsets
@@ -60,8 +58,6 @@ class RingProducer(RingAppender):
         super().__init__(info, counters, registry, spin_us)
         # what an auto-created topic gets (the send header's defaultTopicQueueNums)
         self.registry[self.reg_base + rg.DEFAULT_QUEUE_NUMS] = default_queue_nums
-        self._flush_wants: dict[int, int] = {}  # offset -> threads waiting for its flush
-        self._flush_lock = threading.Lock()
         self.max_body = int(info["maxMessageSize"])
         # the writer computes stored CRCs; the producer's are only read when it checks them
         self.check_crc = bool(info.get("checkProducerCrc", True))
@@ -122,36 +118,3 @@ class RingProducer(RingAppender):
             )  # fmt: skip
 
         return self._append_runs(sizes, encode, deadline), sizes
-
-    def wait_flushed(self, end_offset: int, deadline: float) -> bool:
-        """SYNC_FLUSH: wait until the CommitLog is flushed past ``end_offset``; False on
-        timeout. A flush failure raises ``SendError``."""
-        errors = int(self.counters[cn.FLUSH_ERRORS])
-
-        def flushed() -> bool:
-            if self.counters[cn.FLUSH_FAILED] or int(self.counters[cn.FLUSH_ERRORS]) != errors:
-                raise SendError("the broker failed to flush the CommitLog (fsync error)")
-            return int(self.counters[cn.FLUSHED_OFFSET]) >= end_offset
-
-        if flushed():
-            return True
-        self._want_flush(end_offset, 1)
-        try:
-            self._wait_writer(flushed, deadline)
-        except SendTimeoutError:
-            return False
-        finally:
-            self._want_flush(end_offset, -1)
-        return True
-
-    def _want_flush(self, offset: int, delta: int) -> None:
-        """Count a thread in or out of waiting for ``offset`` to be flushed, and publish
-        the smallest offset waited for: the flush agent posts once it is reached."""
-        with self._flush_lock:
-            wants = self._flush_wants
-            left = wants.get(offset, 0) + delta
-            if left > 0:
-                wants[offset] = left
-            else:
-                wants.pop(offset, None)
-            self.registry[self.reg_base + rg.WAIT_FLUSH_OFFSET] = min(wants, default=0)

@@ -23,12 +23,12 @@ from shmq.codec import record as rec
 from shmq.codec.delay_levels import (
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
+    delayed_placement,
     schedule_properties,
-    timer_properties,
 )
 from shmq.codec.half_messages import HALF_QUEUE_ID, HALF_TOPIC, half_properties
 from shmq.codec.record_pack import record_struct, topic_head
-from shmq.errors import InvalidMessageError, InvalidPropertyError
+from shmq.errors import InvalidPropertyError
 from shmq.message import Message, MessageExt
 from shmq.names import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from shmq.properties import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, build_properties
@@ -165,8 +165,7 @@ def retried_record(msg: MessageExt, group_retry_topic: str, level: int, max_time
     return None, 0, 0, msg.flag, time.time_ns() // 1_000_000, msg.body, retried, uniq
 
 
-_SCHEDULE_HEAD = topic_head(SCHEDULE_TOPIC.encode())
-_TIMER_HEAD = topic_head(TIMER_TOPIC.encode())
+_HEADS = {t: topic_head(t.encode()) for t in (SCHEDULE_TOPIC, TIMER_TOPIC)}
 _HALF_HEAD = topic_head(HALF_TOPIC.encode())
 
 
@@ -206,26 +205,16 @@ def placed(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[t
             head, magic = topic_head(delayed.dead_letter_topic.encode())
         else:
             qid, extra = schedule_properties(delayed.topic, queue_id, delayed.level, levels)
-            head, magic = _SCHEDULE_HEAD
+            head, magic = _HEADS[SCHEDULE_TOPIC]
     elif isinstance(delayed, Half):
         qid, extra = HALF_QUEUE_ID, half_properties(delayed.topic, queue_id, delayed.group)
         head, magic = _HALF_HEAD
-    elif delayed.level:
-        qid, extra = schedule_properties(delayed.topic, queue_id, delayed.level, levels)
-        head, magic = _SCHEDULE_HEAD
     else:
-        ahead = delayed.deliver_ms - time.time_ns() // 1_000_000
-        if ahead > max_delay_ms:
-            raise InvalidMessageError(
-                f"deliver_time_ms {delayed.deliver_ms} is {ahead / 1000:.0f} s ahead, beyond "
-                f"the broker's timerMaxDelaySec {max_delay_ms // 1000}"
-            )
-        if ahead > 0:
-            qid, extra = 0, timer_properties(delayed.topic, queue_id, delayed.deliver_ms)
-            head, magic = _TIMER_HEAD
-        else:
-            qid, extra = queue_id, f"TIMER_DELIVER_MS\x01{delayed.deliver_ms}\x02".encode()
-            head, magic = topic_head(delayed.topic.encode())
+        target, qid, extra = delayed_placement(
+            delayed.topic, queue_id, delayed.level, delayed.deliver_ms, levels, max_delay_ms,
+            time.time_ns() // 1_000_000,
+        )  # fmt: skip
+        head, magic = _HEADS.get(target) or topic_head(target.encode())
     tail = head + _with_length(_checked(delayed.props + extra))
     n, t = len(body), len(tail)
     return (record_struct(n, t), rec.HEADER_BODY_START + n + t, magic, flag, born_ts,

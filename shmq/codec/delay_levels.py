@@ -10,6 +10,8 @@ queue 0 the same way, its delivery time in ``TIMER_OUT_MS``.
 
 from __future__ import annotations
 
+from shmq.errors import InvalidMessageError
+
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 
@@ -29,3 +31,27 @@ def timer_properties(topic: str, queue_id: int, deliver_ms: int) -> bytes:
         f"REAL_TOPIC\x01{topic}\x02REAL_QID\x01{queue_id}\x02"
         f"TIMER_OUT_MS\x01{deliver_ms}\x02TIMER_DELIVER_MS\x01{deliver_ms}\x02"
     ).encode()
+
+
+def delayed_placement(
+    topic: str, queue_id: int, level: int, deliver_ms: int, levels: int, max_delay_ms: int,
+    now_ms: int,
+) -> tuple[str, int, bytes]:  # fmt: skip
+    """Where a message for ``topic`` / ``queue_id`` with delay ``level`` (or, without one,
+    delivery time ``deliver_ms``) is stored: ``(topic, queue id, properties to append)``.
+    One rule for the producer's rings and the broker's TCP sends: a level goes to the
+    schedule topic; a delivery time still ahead to the timer topic, one that has passed is
+    an ordinary message that keeps ``TIMER_DELIVER_MS``; one beyond ``max_delay_ms`` from
+    ``now_ms`` is refused (``InvalidMessageError``)."""
+    if level:
+        qid, extra = schedule_properties(topic, queue_id, level, levels)
+        return SCHEDULE_TOPIC, qid, extra
+    ahead = deliver_ms - now_ms
+    if ahead > max_delay_ms:
+        raise InvalidMessageError(
+            f"deliver_time_ms {deliver_ms} is {ahead / 1000:.0f} s ahead, beyond "
+            f"the broker's timerMaxDelaySec {max_delay_ms // 1000}"
+        )
+    if ahead > 0:
+        return TIMER_TOPIC, 0, timer_properties(topic, queue_id, deliver_ms)
+    return topic, queue_id, f"TIMER_DELIVER_MS\x01{deliver_ms}\x02".encode()

@@ -2,16 +2,19 @@
 wait for its answers.
 
 Producers (``client.ring_producer``) build on it with their encoders; the broker's own
-senders (the schedule agent's deliveries, consumers' send-backs) append records rebuilt
-from stored ones with ``append_raw``. Waiting spins briefly and then parks on the ring's
-semaphore, counted in ``PARKED`` of the ring's registry line (``ipc.parking``), so the
-writer posts once per parked thread, and only when one sleeps.
+senders (the schedule agent's deliveries, consumers' send-backs, sends that arrive over
+TCP) append records rebuilt from stored ones with ``append_raw`` or encoded ones with
+``append_many``, and a SYNC_FLUSH sender waits for the flush with ``wait_flushed``.
+Waiting spins briefly and then parks on the ring's semaphore, counted in ``PARKED`` of the
+ring's registry line (``ipc.parking``), so the writer (or the flush agent) posts once per
+parked thread, and only when one sleeps.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
 import time
 
 import numpy as np
@@ -78,6 +81,8 @@ class RingAppender:
         self.tail, self.seq = ring.load_tail(self.words)
         self.head, self.seq_head = ring.load_head(self.words)  # as last seen
         self._posted_park = -1  # the writer's park (WRITER_PARKS) this ring last posted
+        self._flush_wants: dict[int, int] = {}  # offset -> threads waiting for its flush
+        self._flush_lock = threading.Lock()
 
     def append_raw(self, record: bytes | bytearray, deadline: float) -> int:
         """Publish one whole record (its PHYSICALOFFSET is set to its ring position);
@@ -244,6 +249,39 @@ class RingAppender:
         if not self.answered(seq):
             self._wait_writer(lambda: self.answered(seq), deadline)
         return self.answer(seq)
+
+    def wait_flushed(self, end_offset: int, deadline: float) -> bool:
+        """SYNC_FLUSH: wait until the CommitLog is flushed past ``end_offset``; False on
+        timeout. A flush failure raises ``SendError``."""
+        errors = int(self.counters[cn.FLUSH_ERRORS])
+
+        def flushed() -> bool:
+            if self.counters[cn.FLUSH_FAILED] or int(self.counters[cn.FLUSH_ERRORS]) != errors:
+                raise SendError("the broker failed to flush the CommitLog (fsync error)")
+            return int(self.counters[cn.FLUSHED_OFFSET]) >= end_offset
+
+        if flushed():
+            return True
+        self._want_flush(end_offset, 1)
+        try:
+            self._wait_writer(flushed, deadline)
+        except SendTimeoutError:
+            return False
+        finally:
+            self._want_flush(end_offset, -1)
+        return True
+
+    def _want_flush(self, offset: int, delta: int) -> None:
+        """Count a thread in or out of waiting for ``offset`` to be flushed, and publish
+        the smallest offset waited for: the flush agent posts once it is reached."""
+        with self._flush_lock:
+            wants = self._flush_wants
+            left = wants.get(offset, 0) + delta
+            if left > 0:
+                wants[offset] = left
+            else:
+                wants.pop(offset, None)
+            self.registry[self.reg_base + rg.WAIT_FLUSH_OFFSET] = min(wants, default=0)
 
     def _wait_writer(self, done, deadline: float) -> None:
         """Spin for ``spin_s``, then park until ``done()`` or the deadline."""

@@ -20,6 +20,7 @@ class RequestCode(IntEnum):
     SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30
     GET_MIN_OFFSET = 31
+    GET_EARLIEST_MSG_STORETIME = 32
     VIEW_MESSAGE_BY_ID = 33
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
@@ -48,6 +49,8 @@ class RequestCode(IntEnum):
     INVOKE_BROKER_TO_RESET_OFFSET = 222
     GET_TOPICS_BY_CLUSTER = 224
     QUERY_TOPIC_CONSUME_BY_WHO = 300
+    SEND_MESSAGE_V2 = 310
+    SEND_BATCH_MESSAGE = 320
     # shmq's own: messages of a topic stored in [beginTimestamp, endTimestamp]
     QUERY_MESSAGE_BY_TIME = 9100
     # shmq's own: the half messages a broker holds open, per producer group
@@ -76,7 +79,12 @@ class ResponseCode(IntEnum):
     TOPIC_NOT_EXIST = 17
     TOPIC_EXIST_ALREADY = 18
     PULL_NOT_FOUND = 19
+    PULL_RETRY_IMMEDIATELY = 20
+    PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23
+    SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     CONSUMER_NOT_ONLINE = 206
 

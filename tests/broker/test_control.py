@@ -13,8 +13,6 @@ import time
 
 import pytest
 
-from e2e_helpers import shm_entries
-from shmq.broker.broker_config import BrokerConfig
 from shmq.broker.supervisor import Broker
 from shmq.client.producer import Producer
 from shmq.client.queue_reader import QueueReader
@@ -22,7 +20,6 @@ from shmq.client.types import PullStatus, SendStatus
 from shmq.errors import MessageTooLargeError, NoRouteError, ResponseError, SendError
 from shmq.ipc import counters as cn
 from shmq.message import Message, parse_offset_msg_id
-from shmq.namesrv.server import NameServer
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import (
     RemotingCommand,
@@ -31,33 +28,6 @@ from shmq.remoting.protocol import (
     SerializeType,
     read_frame,
 )
-
-
-@pytest.fixture
-def make_broker(tmp_path):
-    started = []
-    before = shm_entries()
-
-    def factory(**conf) -> tuple[Broker, str]:
-        ns = NameServer("127.0.0.1", 0)
-        ns.start()
-        cfg = BrokerConfig().replace(
-            namesrv_addr=ns.address,
-            listen_port=0,
-            store_path_root_dir=str(tmp_path / f"store{len(started)}"),
-            mapped_file_size_commit_log=1 << 20,
-            **conf,
-        )
-        broker = Broker(cfg)
-        started.append((broker, ns))
-        broker.start()
-        return broker, ns.address
-
-    yield factory
-    for broker, ns in started:
-        broker.stop()
-        ns.stop()
-    assert shm_entries() - before == set()
 
 
 def invoke(broker: Broker, code: int, **fields):
