@@ -160,16 +160,13 @@ class TransactionService:
     # -- end transaction ------------------------------------------------------------------------
 
     def end(self, request: EndRequest) -> Future:
-        """Finish ``request`` in this thread when nothing else is being finished (no thread
-        hand-off for a lone request), else queue it for the next batch; its future holds
-        None or the ``ResponseError`` to answer."""
+        """Queue ``request`` for the end thread, which finishes whatever is queued as one
+        batch (one write of the commits and op records, one wait for the writer); its
+        future holds None or the ``ResponseError`` to answer. Never finished on the
+        caller's thread: that is the connection's reader, and while it waited for the
+        writer the ends behind it would wait unread, one writer round trip each."""
         if self._stop.is_set():
             request.done.set_exception(ResponseError(Rc.SYSTEM_ERROR, "the broker is stopping"))
-        elif self.ready.is_set() and self._ends.empty() and self.lock.acquire(blocking=False):
-            try:
-                self._finish_safely([request])
-            finally:
-                self.lock.release()
         else:
             self._ends.put(request)
         return request.done

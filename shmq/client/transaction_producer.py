@@ -180,7 +180,7 @@ class TransactionProducer(Producer):
                   "fromTransactionCheck": from_check, "msgId": msg_id,
                   "transactionId": msg_id}  # fmt: skip
         request = RemotingCommand.request(RequestCode.END_TRANSACTION, fields, oneway=True)
-        self._presence.send_oneway(addr, request)
+        self._presence.send_soon(addr, request)
 
     # -- check-backs ----------------------------------------------------------------------------
 

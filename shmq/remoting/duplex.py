@@ -8,6 +8,10 @@ arrive at any time, so a reader thread owns the socket: responses complete the w
 request by ``opaque``; requests go to ``on_request`` (called on the reader thread, so it
 must only note the event and return).
 
+Oneway requests whose sender need not wait for the socket (a transaction's end) go through
+``send_soon``: a writer thread of the channel writes whatever is queued in one write, so a
+producer's next send overlaps the last one's end, and ends that pile up share a syscall.
+
 A lost connection fails every waiting request; the next ``invoke`` reconnects, and
 ``on_reconnect`` lets the owner re-announce itself (a heartbeat).
 """
@@ -33,6 +37,7 @@ from shmq.remoting.protocol import (
     read_frame,
     request_name,
 )
+from shmq.wakeup import Signal
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,9 @@ class DuplexChannel:
         self._sock: socket.socket | None = None
         self._pending: dict[int, Future] = {}
         self._closed = False
+        self._outbox: list[bytes] = []  # frames of send_soon, for the writer thread
+        self._outbox_ready = Signal()
+        self._writer: threading.Thread | None = None
 
     def _connect(self) -> socket.socket:
         with self._lock:
@@ -104,22 +112,47 @@ class DuplexChannel:
             with self._lock:
                 self._pending.pop(request.opaque, None)
 
-    def send_oneway(self, request: RemotingCommand) -> None:
-        """Send ``request`` marked oneway (no response comes); ``RemotingConnectError`` when
-        it cannot be written."""
+    def send_soon(self, request: RemotingCommand) -> None:
+        """Queue ``request``, marked oneway, for the channel's writer thread and return: the
+        caller does not wait for the socket. Whatever is sent later on the channel goes
+        after it; a failed write is logged by the writer (a oneway request has no answer
+        to fail either)."""
         request.flag |= FLAG_ONEWAY
-        self._send(self._connect(), request)
+        frame = request.encode()
+        with self._lock:
+            if self._closed:
+                raise RemotingConnectError(f"the channel to {self.addr} is closed")
+            self._outbox.append(frame)
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_loop, daemon=True,
+                                                name=f"shmq-duplex-writer-{self.addr}")  # fmt: skip
+                self._writer.start()
+        self._outbox_ready.set()
+
+    def _write_loop(self) -> None:
+        while not self._closed:
+            self._outbox_ready.wait(1.0)
+            if not self._outbox or self._closed:
+                continue
+            try:
+                self._write(self._connect(), b"", "oneway requests")
+            except RemotingConnectError as exc:
+                log.warning("oneway requests to %s not sent: %s", self.addr, exc)
 
     def _send(self, sock, request: RemotingCommand) -> None:
-        """Write one frame; a failed write drops the connection (``RemotingConnectError``)."""
+        self._write(sock, request.encode(), request_name(request.code))
+
+    def _write(self, sock, frame: bytes, what: str) -> None:
+        """Write the queued frames of ``send_soon``, then ``frame``, in one write; a failed
+        write drops the connection (``RemotingConnectError``)."""
         try:
             with self._send_lock:
-                sock.sendall(request.encode())
+                with self._lock:
+                    queued, self._outbox = self._outbox, []
+                sock.sendall(b"".join(queued) + frame if queued else frame)
         except OSError as exc:
             self._drop(sock)
-            raise RemotingConnectError(
-                f"cannot send {request_name(request.code)} to {self.addr}: {exc}"
-            ) from exc
+            raise RemotingConnectError(f"cannot send {what} to {self.addr}: {exc}") from exc
 
     def invoke_json(
         self,
@@ -176,5 +209,6 @@ class DuplexChannel:
         with self._lock:
             self._closed = True
             sock = self._sock
+        self._outbox_ready.set()  # the writer thread ends
         if sock is not None:
             self._drop(sock)

@@ -354,8 +354,13 @@ def test_a_duplex_oneway_request_reaches_the_server_which_pushes_back_by_connect
     channel = DuplexChannel(server.address, pushed.put)
     try:
         conn_id = int(channel.invoke(RemotingCommand.request(ECHO)).ext_fields["conn"])
-        channel.send_oneway(RemotingCommand.request(ONEWAY, {"n": 2}))
-        assert rec.oneway.get(timeout=2).ext_fields == {"n": "2"}
+        for n in range(50):  # queued: written by the channel's writer, in order
+            channel.send_soon(RemotingCommand.request(ONEWAY, {"n": n}))
+        assert [rec.oneway.get(timeout=2).ext_fields for _ in range(50)] == [
+            {"n": str(n)} for n in range(50)]  # fmt: skip
+        channel.send_soon(RemotingCommand.request(ONEWAY, {"n": "last"}))
+        channel.invoke(RemotingCommand.request(ECHO))  # writes what is queued before it
+        assert rec.oneway.get_nowait().ext_fields == {"n": "last"}
         conn = server.connection(conn_id)
         assert conn is not None and server.connection(conn_id + 1000) is None
         conn.send(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {"x": 1},
