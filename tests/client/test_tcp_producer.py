@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from shmq import Message
 from shmq.client.producer import Producer
 from shmq.client.queue_reader import QueueReader
@@ -97,10 +96,10 @@ def test_tcp_send_to_a_missing_broker_fails_clearly(broker):
     create_topic(broker, "TcpGone", 1)
     with Producer("tcp-pg5", broker.namesrv, transport="tcp", send_timeout=1.0) as producer:
         producer._tcp.channel = _refuse  # the broker's port refuses connections
-        with pytest.raises(Exception, match="cannot reach|failed"):
+        with pytest.raises(Exception, match=r"cannot reach|failed"):
             producer.send(Message("TcpGone", b"x"))
         future = producer.send_async(Message("TcpGone", b"x"))
-        with pytest.raises(Exception, match="cannot reach|failed"):
+        with pytest.raises(Exception, match=r"cannot reach|failed"):
             future.result(5)
 
 
