@@ -26,7 +26,7 @@ class Peer:
 
     def __init__(self, behaviour) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
-        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
         self.behaviour = behaviour
         self.conns: list[socket.socket] = []
         threading.Thread(target=self._serve, daemon=True).start()
