@@ -112,12 +112,14 @@ def run(namesrv: str, transport: str, mode: str, count: int, rate: float = 0.0) 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     c_ready, p_ready, go = ctx.Event(), ctx.Event(), ctx.Event()
-    consumer = ctx.Process(target=consumer_main,
-                           args=(namesrv, transport, mode == "bulk", count, c_ready, out))  # fmt: skip
+    bulk = mode == "bulk"
+    consumer = ctx.Process(
+        target=consumer_main, args=(namesrv, transport, bulk, count, c_ready, out)
+    )
     consumer.start()
     c_ready.wait(120)
-    producer = ctx.Process(target=producer_main,
-                           args=(namesrv, transport, mode, count, rate, p_ready, go, out))  # fmt: skip
+    args = (namesrv, transport, mode, count, rate, p_ready, go, out)
+    producer = ctx.Process(target=producer_main, args=args)
     producer.start()
     p_ready.wait(120)
     start = time.perf_counter()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from conftest import create_topic
 
 from shmq import Message
