@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 # 64 KiB, so a request carries at most this many messages.
 CHUNK_MESSAGES = 1024
 MAX_BATCH_BODY = 4 * 1024 * 1024  # the broker's default maxMessageSize bounds a batch body
+# Async sends in flight per broker: beyond, ``send_async`` waits for answers (as a full
+# ring makes it wait), so what is queued is answered within the send timeout.
+MAX_IN_FLIGHT = 4096
 
 
 class TcpSends:
@@ -100,7 +103,8 @@ class TcpSends:
             ch = self._channels.get(broker.address)
             if ch is None or ch.closed:
                 try:
-                    ch = PipelinedChannel(broker.address, connect_timeout=self.send_timeout)
+                    ch = PipelinedChannel(broker.address, connect_timeout=self.send_timeout,
+                                          max_in_flight=MAX_IN_FLIGHT)  # fmt: skip
                 except RemotingError as exc:
                     raise AttemptError(f"cannot reach broker {broker.broker_name}: {exc}",
                                        retryable=True) from exc  # fmt: skip
@@ -155,7 +159,8 @@ class TcpSends:
 
     def send_oneway(self, broker: BrokerQueues, mq: MessageQueue, one: tuple) -> None:
         ch = self.channel(broker)
-        ch.send_oneway(self.template(mq.topic).one_frame(0, mq, one, oneway=True))
+        frame = self.template(mq.topic).one_frame(0, mq, one, oneway=True)
+        ch.send_oneway(frame, time.monotonic() + self.send_timeout)
 
     def send_batch(
         self, broker: BrokerQueues, mq: MessageQueue, batch: Any

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import select
 import socket
 import struct
 import threading
@@ -121,7 +122,7 @@ class PipelinedChannel:
             reason = exc.strerror or str(exc) or type(exc).__name__
             raise RemotingConnectError(f"cannot connect to {addr}: {reason}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(SWEEP_S)
+        sock.settimeout(None)  # writes wait for room up to their deadline (``_write``)
         self.sock = sock
         self.local = sock.getsockname()[:2]
         self._opaques = itertools.count(1)
@@ -154,7 +155,7 @@ class PipelinedChannel:
                 if self.closed:
                     raise RemotingConnectError(f"the connection to {self.addr} is closed: "
                                                f"{self.error}")  # fmt: skip
-                self.sock.sendall(frame)
+                self._write(frame, deadline)
         except (OSError, RemotingError) as exc:
             pending.pop(opaque, None)
             if isinstance(exc, RemotingError):
@@ -162,16 +163,32 @@ class PipelinedChannel:
             self._fail(RemotingConnectError(f"cannot send to {self.addr}: {exc}"))
             raise RemotingConnectError(f"cannot send to {self.addr}: {exc}") from exc
 
-    def send_oneway(self, frame: bytes) -> None:
+    def send_oneway(self, frame: bytes, deadline: float) -> None:
         """Write a oneway request's frame (no response comes)."""
         try:
             with self._send_lock:
                 if self.closed:
                     raise RemotingConnectError(f"the connection to {self.addr} is closed")
-                self.sock.sendall(frame)
+                self._write(frame, deadline)
         except OSError as exc:
             self._fail(RemotingConnectError(f"cannot send to {self.addr}: {exc}"))
             raise RemotingConnectError(f"cannot send to {self.addr}: {exc}") from exc
+
+    def _write(self, frame: bytes, deadline: float) -> None:
+        """Write all of ``frame``, waiting for room in the socket until ``deadline`` (then
+        the connection is out of step: ``OSError``, and the caller closes it)."""
+        sock = self.sock
+        view = memoryview(frame)
+        while view:
+            try:
+                view = view[sock.send(view, socket.MSG_DONTWAIT) :]
+                continue
+            except BlockingIOError:
+                pass
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no room to write to {self.addr} before the deadline")
+            select.select([], [sock], [], min(left, 1.0))
 
     def forget(self, opaque: int) -> None:
         """Drop a request's callback (its caller stopped waiting)."""
@@ -205,10 +222,8 @@ class PipelinedChannel:
                         buf.extend(bytes(len(buf)))
                     view.release()
                     view = memoryview(buf)
-                try:
-                    count = self.sock.recv_into(view[end:])
-                except TimeoutError:
-                    count = -1
+                readable, _, _ = select.select([self.sock], [], [], SWEEP_S)
+                count = self.sock.recv_into(view[end:]) if readable else -1
                 if count == 0:
                     raise RemotingConnectError(f"{self.addr} closed the connection")
                 if count > 0:
