@@ -154,3 +154,20 @@ def test_pull_consumer_over_tcp(broker):
         while len(bodies) < 60 and time.monotonic() < deadline:
             bodies += [m.body for m in consumer.poll(1.0)]
     assert sorted(bodies) == sorted(f"m{i}".encode() for i in range(60))
+
+
+def test_auto_transport_takes_shared_memory_only_for_this_hosts_store(broker):
+    from shmq.client.transport import TransportChooser, broker_is_local
+    from shmq.remoting.client import RemotingClient
+    from shmq.remoting.protocol import RequestCode
+
+    address = broker.brokers["broker-a"].address
+    with RemotingClient() as client:
+        _, info = client.invoke_json(address, RequestCode.GET_STORE_INFO)
+        assert broker_is_local(info)
+        assert TransportChooser(client, "auto").tcp(address) is False
+        assert TransportChooser(client, "tcp").tcp(address) is True
+    # another kernel, another /dev/shm, or another directory of the same path: TCP
+    assert not broker_is_local({**info, "hostId": "another-boot-id/0:0"})
+    assert not broker_is_local({**info, "storeId": "0:0"})
+    assert not broker_is_local({k: v for k, v in info.items() if k != "hostId"})
