@@ -19,6 +19,7 @@ from shmq.broker.topic_config import TopicConfig
 from shmq.errors import ResponseError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
+from shmq.ipc.host import host_id, path_id
 from shmq.message import message_to_json
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem, retry_topic
 from shmq.remoting.client import RemotingClient
@@ -104,6 +105,8 @@ class ControlHandlers:
             "brokerName": b.config.broker_name,
             "brokerAddr": b.address,
             "storePathRootDir": os.path.abspath(store.store_path_root_dir),
+            "hostId": host_id(),
+            "storeId": path_id(store.store_path_root_dir),
             "mappedFileSizeCommitLog": store.mapped_file_size_commit_log,
             "consumeQueueFileSize": store.consume_queue_file_size,
             "flushDiskType": store.flush_disk_type,

@@ -104,7 +104,11 @@ class MessageBack:
         max_times = self.max_reconsume_times if delay_level >= 0 else 0
         try:
             if self._producer is None:
-                self._producer = Producer(INNER_PRODUCER_GROUP, self.namesrv)
+                self._producer = Producer(
+                    INNER_PRODUCER_GROUP,
+                    self.namesrv,
+                    transport=self.instance.reader.transport.transport,
+                )
             self._producer.send_record(topic, retried_record(msg, topic, level, max_times))
         except ShmqError as exc:
             log.warning("consumer %s: resending %s to %s failed (%s): consuming it again here",

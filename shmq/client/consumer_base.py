@@ -23,6 +23,7 @@ from shmq.client.rebalance import (
     parse_consume_timestamp,
 )
 from shmq.client.subscription import Subscription
+from shmq.client.transport import check_transport
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import validate_topic
@@ -56,6 +57,7 @@ class ConsumerBase:
         offset_store_dir: str = DEFAULT_OFFSET_DIR,
         instance_name: str = "DEFAULT",
         spin_us: int = 20,
+        transport: str = "auto",
     ) -> None:
         try:
             validate_topic(group)
@@ -80,6 +82,7 @@ class ConsumerBase:
         self.offset_store_dir = offset_store_dir
         self.instance_name = instance_name
         self.spin_us = spin_us
+        self.transport = check_transport(transport)
         self._subs: dict[str, Subscription] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -132,6 +135,7 @@ class ConsumerBase:
             on_ids_changed=self._rebalance_now.set,
             on_reset_offset=self._reset_offsets,
             spin_us=self.spin_us,
+            transport=self.transport,
         )
         if self.message_model is MessageModel.BROADCASTING:
             self.offsets = LocalFileOffsetStore(

@@ -50,10 +50,11 @@ class ClientInstance:
         on_ids_changed: Callable[[], None],
         on_reset_offset: Callable[[str, dict[MessageQueue, int]], None],
         spin_us: int = 20,
+        transport: str = "auto",
     ) -> None:
         self.group = group
         self.client_id = f"{_local_ip()}@{os.getpid()}#{next(_instances)}"
-        self.reader = QueueReader(group, namesrv, spin_us=spin_us)
+        self.reader = QueueReader(group, namesrv, spin_us=spin_us, transport=transport)
         self.routes = self.reader.routes
         self.consume_type = consume_type
         self.message_model = message_model

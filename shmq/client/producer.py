@@ -63,6 +63,8 @@ from shmq.client.send_records import (
     one_record,
 )
 from shmq.client.send_retry import SendRetry
+from shmq.client.tcp_send import TcpSends
+from shmq.client.transport import TransportChooser
 from shmq.client.types import BulkSendResult, MessageQueue, SendResult, SendStatus
 from shmq.errors import (
     ClientError,
@@ -103,7 +105,9 @@ class Producer:
     1..``max_message_size`` bytes; a topic new to the cluster is created by the brokers
     with ``default_topic_queue_nums`` queues written to until its route is known.
     ``spin_us`` is how long a send spins on the broker's answer before parking (0 parks
-    at once: less CPU, ~25 µs more latency per send).
+    at once: less CPU, ~25 µs more latency per send). ``transport``: ``"auto"`` sends
+    through a broker's shared-memory ring when its store is on this host and over TCP
+    (RocketMQ's send requests, ``tcp_send``) otherwise; ``"shm"`` or ``"tcp"`` force one.
 
     Example::
 
@@ -129,6 +133,7 @@ class Producer:
         max_message_size: int = 4 * 1024 * 1024,
         default_topic_queue_nums: int = 4,
         spin_us: int = 50,
+        transport: str = "auto",
     ) -> None:
         if not send_timeout > 0:
             raise ConfigError(f"send_timeout must be > 0 seconds, not {send_timeout!r}")
@@ -162,6 +167,7 @@ class Producer:
         self.spin_us = spin_us
         self.client = RemotingClient()
         self.routes = RouteTable(namesrv, self.client, refresh_s=self.poll_name_server_interval)
+        self._transport = TransportChooser(self.client, transport)
         self._stats: collections.Counter = collections.Counter()
         self._infos = PublishInfoTable(
             self.routes, group, default_topic_queue_nums, self.poll_name_server_interval
@@ -186,6 +192,17 @@ class Producer:
             resend=self._resend,
             invalidate=self._infos.invalidate,
             fault=self._retry.update_fault,
+            stats=self._stats,
+        )
+        self._tcp = TcpSends(
+            group,
+            send_timeout=self.send_timeout,
+            default_topic_queue_nums=default_topic_queue_nums,
+            max_message_size=max_message_size,
+            retries=retry_times_when_send_async_failed,
+            fault=self._retry.update_fault,
+            invalidate=self._infos.invalidate,
+            route=self._broker_of,
             stats=self._stats,
         )
         self._topics: dict[str, TopicRecords] = {}
@@ -261,6 +278,8 @@ class Producer:
         self, broker: BrokerQueues, mq: MessageQueue, one: tuple, deadline: float
     ) -> SendResult:
         """One sync attempt of one record; raises ``AttemptError`` / ``SendTimeoutError``."""
+        if self._transport.tcp(broker.address):
+            return self._tcp.send_one(broker, mq, one, deadline)
         link, seq, size = self._links.append_one(broker, mq, one, deadline, hold=True)
         try:
             answer = self._links.wait_answer(link, mq, seq, seq, deadline)
@@ -288,6 +307,8 @@ class Producer:
     ) -> tuple[SendStatus, np.ndarray, bytes]:
         """One sync attempt of a batch or bulk send: its status (after the flush in
         SYNC_FLUSH), the answers as int64 ``(n, 4)`` rows and the broker's store host."""
+        if self._transport.tcp(broker.address):
+            return self._tcp.send_batch(broker, mq, batch)
         link, rows, sizes = self._links.send_batch(broker, mq, batch)
         try:
             error = answers.rejection(link, mq, rows[:, 0].tolist())
@@ -353,6 +374,9 @@ class Producer:
         one = self._record(msg, selector, sharding_key)
         mq, broker = self._route(msg, selector, arg, sharding_key)
         try:
+            if self._transport.tcp(broker.address):
+                self._tcp.send_oneway(broker, mq, one)
+                return
             self._links.append_one(broker, mq, one, time.monotonic() + self.send_timeout)
         except (AttemptError, SendTimeoutError, RemotingError) as exc:
             self._retry.update_fault(mq.broker_name, time.monotonic(), isolation=True)
@@ -388,8 +412,15 @@ class Producer:
         started = time.monotonic()
         try:
             mq, broker = self._route(msg, selector, arg, sharding_key)
+            tcp = self._transport.tcp(broker.address)
         except ShmqError as exc:
             future.settle(exc=exc)
+            return future
+        if tcp:
+            try:
+                self._tcp.send_async(broker, mq, one, future, started)
+            except ShmqError as exc:
+                self._tcp.failed(mq, one, future, started, exc)
             return future
         completion = self._completion
         completion.ensure_started()
@@ -406,16 +437,20 @@ class Producer:
         """The completion thread retries a failed async send on the same broker (its route
         may have a new address)."""
         _, _, _, mq, _, one, _ = entry
-        info = self._infos.get(mq.topic)
-        broker = info.brokers.get(mq.broker_name)
-        if broker is None:
-            raise AttemptError(f"broker {mq.broker_name} left the route of {mq.topic}",
-                               retryable=False)  # fmt: skip
+        broker = self._broker_of(mq)
         started = time.monotonic()
         self._links.append_one(broker, mq, one, started + self.send_timeout, future=entry[2],
                                started=started)  # fmt: skip
 
     # -- selection and records --------------------------------------------------------------
+
+    def _broker_of(self, mq: MessageQueue) -> BrokerQueues:
+        """The broker of ``mq`` in its topic's current route (an async retry's target)."""
+        broker = self._infos.get(mq.topic).brokers.get(mq.broker_name)
+        if broker is None:
+            raise AttemptError(f"broker {mq.broker_name} left the route of {mq.topic}",
+                               retryable=False)  # fmt: skip
+        return broker
 
     def _record(self, msg: Message, selector: Any, sharding_key: Any) -> tuple:
         """``msg`` checked and encoded for the ring (``send_records.one_record``; a new topic
@@ -496,6 +531,7 @@ class Producer:
                         f"the producer was closed before broker {entry[3].broker_name} "
                         f"answered the send to {entry[3].topic}"
                     ))  # fmt: skip
+        self._tcp.close()
         deadline = time.monotonic() + self.send_timeout
         for link in list(self._links.all):
             self._links.drain(link, deadline)  # oneway records still in the ring
@@ -518,7 +554,7 @@ class Producer:
         return {
             "group": self.group,
             "topics": sorted(self._infos.infos),
-            "brokers": self._links.stats(),
+            "brokers": {**self._links.stats(), **self._tcp.stats_of()},
             "faults": {
                 item.name: {
                     "latency_ms": item.current_latency,

@@ -114,6 +114,10 @@ class PushConsumer(ConsumerBase):
     ``MessageBatch`` per pull (up to ``pull_batch_size``, which may then be up to 65,536)
     instead of a list of ``MessageExt``, and its result applies to the whole batch.
 
+    ``transport`` (``"auto"``, ``"shm"``, ``"tcp"``): a broker whose store is on this host
+    is read through shared memory, another over TCP with PULL_MESSAGE and long polling
+    (``tcp_pull``); the same for ``PullConsumer``.
+
     Example::
 
         with PushConsumer("Telemetry", listener=lambda msgs, ctx: ConsumeResult.CONSUME_SUCCESS

@@ -3,6 +3,10 @@ files, long-poll on the consumer's own semaphore when caught up, and keep offset
 broker (RocketMQ's plain ``DefaultMQPullConsumer`` calls). ``PushConsumer`` and
 ``PullConsumer`` are built on it; tools use it directly.
 
+Each broker is read through a link with ``pull``, ``wait``, ``max_offset`` and ``wake``:
+the shared-memory one here, or, for a broker whose store is not on this host (or with
+``transport="tcp"``), ``tcp_pull.TcpConsumerLink`` (PULL_MESSAGE with long polling).
+
 Example::
 
     with QueueReader("OrderReaders", "127.0.0.1:9876") as consumer:
@@ -23,6 +27,8 @@ import time
 from shmq.client.broker_link import BrokerLink
 from shmq.client.gc_freeze import freeze_startup_objects
 from shmq.client.route import PERM_READ, RouteTable
+from shmq.client.tcp_pull import TcpConsumerLink
+from shmq.client.transport import TransportChooser
 from shmq.client.types import MessageQueue, PullResult, PullStatus
 from shmq.errors import ClientError, ResponseError
 from shmq.ipc import queue_table as qt
@@ -64,9 +70,83 @@ class _ConsumerLink:
         self.base = rg.consumer_base(int(self.reg[rg.PRODUCERS]), info["slot"])
         self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
 
-    def max_offset(self, topic: str, queue_id: int) -> tuple[int, int]:
+    @property
+    def address(self) -> str:
+        return self.link.address
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self.slot_max(mq.topic, mq.queue_id)[1]
+
+    def slot_max(self, topic: str, queue_id: int) -> tuple[int, int]:
         slot = self.directory.slot(topic.encode(), queue_id)
         return slot, (int(self.maxima[slot]) if slot >= 0 else 0)
+
+    def pull(
+        self, mq: MessageQueue, offset: int, max_nums: int, codes, tags: frozenset[str] | None,
+        timeout: float, bulk: bool, spin_s: float,
+    ) -> PullResult:  # fmt: skip
+        """Read ``mq`` from the mapped files, parking on the semaphore until ``timeout``."""
+        deadline = time.monotonic() + timeout
+        reader = self.reader
+        while True:
+            slot, max_offset = self.slot_max(mq.topic, mq.queue_id)
+            if offset > max_offset or offset < 0:
+                return PullResult(PullStatus.OFFSET_ILLEGAL, max(0, min(offset, max_offset)), 0,
+                                  max_offset)  # fmt: skip
+            if offset < max_offset:
+                if bulk:
+                    batch, next_offset = reader.read_queue_bulk(
+                        mq.topic, mq.queue_id, offset, max_offset, max_nums, codes, tags
+                    )
+                    if len(batch):
+                        return PullResult(PullStatus.FOUND, next_offset, 0, max_offset,
+                                          batch=batch)  # fmt: skip
+                else:
+                    msgs, next_offset = reader.read_queue(
+                        mq.topic, mq.queue_id, offset, max_offset, max_nums, codes
+                    )
+                    if tags is not None:
+                        msgs = [m for m in msgs if m.tags in tags]
+                    if msgs:
+                        return PullResult(PullStatus.FOUND, next_offset, 0, max_offset, msgs)
+                if next_offset > offset:
+                    offset = next_offset
+                    continue
+            if time.monotonic() >= deadline:
+                status = (
+                    PullStatus.NO_NEW_MSG if offset >= max_offset else PullStatus.NO_MATCHED_MSG
+                )
+                return PullResult(status, offset, 0, max_offset)
+            self._park(slot, mq, max_offset, deadline, spin_s)
+
+    def _park(self, slot: int, mq: MessageQueue, seen: int, deadline: float, spin_s: float):
+        spin_end = time.perf_counter() + spin_s
+        while time.perf_counter() < spin_end:
+            if self.slot_max(mq.topic, mq.queue_id)[1] != seen:
+                return
+        rg.set_watch(self.reg, self.base, [slot] if slot >= 0 else None)
+        self.parking.park(
+            lambda: self.slot_max(mq.topic, mq.queue_id)[1] != seen,
+            max(0.0, min(deadline - time.monotonic(), 1.0)),
+        )
+
+    def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
+        """Park until any of the queues has a message at or after its offset."""
+        deadline = time.monotonic() + timeout
+
+        def ready() -> bool:
+            return any(self.max_offset(mq) > off for mq, off in offsets.items())
+
+        while not ready():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            rg.set_watch(self.reg, self.base, None)
+            self.parking.park(ready, min(left, 1.0))
+        return True
+
+    def wake(self) -> None:
+        post(self.sem)
 
     def close(self) -> None:
         self.sem.close()
@@ -80,15 +160,25 @@ class QueueReader:
     """Reads queues of any topic for ``group`` (registered with each broker it reads).
 
     ``spin_us``: how long a long-polling pull spins on the queue's max offset before
-    parking on the consumer's semaphore."""
+    parking on the consumer's semaphore. ``transport``: ``"auto"`` reads a broker's
+    store through shared memory when it is on this host and with PULL_MESSAGE over TCP
+    otherwise; ``"shm"`` or ``"tcp"`` force one."""
 
-    def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", *, spin_us: int = 20) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        spin_us: int = 20,
+        transport: str = "auto",
+    ) -> None:
         _warm_up()
         self.group = group
         self.spin_s = spin_us / 1e6
         self.client = RemotingClient()
         self.routes = RouteTable(namesrv, self.client)
-        self._links: dict[str, _ConsumerLink] = {}
+        self.transport = TransportChooser(self.client, transport)
+        self._links: dict[str, _ConsumerLink | TcpConsumerLink] = {}
         self._addresses: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -101,7 +191,7 @@ class QueueReader:
                 out += [MessageQueue(topic, b.broker_name, q) for q in range(b.read_queue_nums)]
         return sorted(out)
 
-    def _link(self, mq: MessageQueue) -> _ConsumerLink:
+    def _link(self, mq: MessageQueue) -> _ConsumerLink | TcpConsumerLink:
         with self._lock:
             link = self._links.get(mq.broker_name)
             if link is None:
@@ -111,7 +201,11 @@ class QueueReader:
                     address = self._addresses.get(mq.broker_name)
                 if address is None:
                     raise ClientError(f"no address known for broker {mq.broker_name}")
-                link = self._links[mq.broker_name] = _ConsumerLink(self.client, address, self.group)
+                if self.transport.tcp(address):
+                    link = TcpConsumerLink(self.client, address, self.group)
+                else:
+                    link = _ConsumerLink(self.client, address, self.group)
+                self._links[mq.broker_name] = link
             return link
 
     def pull(
@@ -150,70 +244,31 @@ class QueueReader:
         bulk: bool,
     ) -> PullResult:
         link = self._link(mq)
+        max_nums = max(1, max_nums)
         codes = parse_tag_filter(expression)
         tags = None if codes is None else frozenset(t.strip() for t in expression.split("||"))
-        deadline = time.monotonic() + timeout
-        max_nums = max(1, max_nums)
-        reader = link.reader
-        while True:
-            slot, max_offset = link.max_offset(mq.topic, mq.queue_id)
-            if offset > max_offset or offset < 0:
-                return PullResult(PullStatus.OFFSET_ILLEGAL, max(0, min(offset, max_offset)), 0,
-                                  max_offset)  # fmt: skip
-            if offset < max_offset:
-                if bulk:
-                    batch, next_offset = reader.read_queue_bulk(
-                        mq.topic, mq.queue_id, offset, max_offset, max_nums, codes, tags
-                    )
-                    if len(batch):
-                        return PullResult(PullStatus.FOUND, next_offset, 0, max_offset,
-                                          batch=batch)  # fmt: skip
-                else:
-                    msgs, next_offset = reader.read_queue(
-                        mq.topic, mq.queue_id, offset, max_offset, max_nums, codes
-                    )
-                    if tags is not None:
-                        msgs = [m for m in msgs if m.tags in tags]
-                    if msgs:
-                        return PullResult(PullStatus.FOUND, next_offset, 0, max_offset, msgs)
-                if next_offset > offset:
-                    offset = next_offset
-                    continue
-            if time.monotonic() >= deadline:
-                status = (
-                    PullStatus.NO_NEW_MSG if offset >= max_offset else PullStatus.NO_MATCHED_MSG
-                )
-                return PullResult(status, offset, 0, max_offset)
-            self._park(link, slot, mq, max_offset, deadline)
-
-    def _park(self, link: _ConsumerLink, slot: int, mq: MessageQueue, seen: int, deadline: float):
-        spin_end = time.perf_counter() + self.spin_s
-        while time.perf_counter() < spin_end:
-            if link.max_offset(mq.topic, mq.queue_id)[1] != seen:
-                return
-        rg.set_watch(link.reg, link.base, [slot] if slot >= 0 else None)
-        link.parking.park(
-            lambda: link.max_offset(mq.topic, mq.queue_id)[1] != seen,
-            max(0.0, min(deadline - time.monotonic(), 1.0)),
-        )
+        if isinstance(link, TcpConsumerLink):
+            return link.pull(mq, offset, max_nums, expression, tags, timeout, bulk)
+        return link.pull(mq, offset, max_nums, codes, tags, timeout, bulk, self.spin_s)
 
     def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
         """Park until any of the queues has a message at or after its offset in
-        ``offsets``, or ``timeout`` seconds pass; True when one has."""
+        ``offsets``, or ``timeout`` seconds pass; True when one has. Queues of several
+        brokers are waited on in turns of 10 ms."""
+        by_link: dict = {}
+        for mq, offset in offsets.items():
+            by_link.setdefault(self._link(mq), {})[mq] = offset
+        if len(by_link) == 1:
+            ((link, offs),) = by_link.items()
+            return link.wait(offs, timeout)
         deadline = time.monotonic() + timeout
-
-        def ready() -> bool:
-            return any(self.max_offset(mq) > off for mq, off in offsets.items())
-
-        while not ready():
-            left = deadline - time.monotonic()
-            if left <= 0:
+        while True:
+            for link, offs in by_link.items():
+                left = deadline - time.monotonic()
+                if link.wait(offs, max(0.0, min(left, 0.01))):
+                    return True
+            if time.monotonic() >= deadline:
                 return False
-            by_broker = {mq.broker_name for mq in offsets}
-            link = self._link(next(iter(offsets)))
-            rg.set_watch(link.reg, link.base, None)
-            link.parking.park(ready, min(left, 1.0 if len(by_broker) == 1 else 0.01))
-        return True
 
     # -- offsets on the broker --------------------------------------------------------------
 
@@ -221,10 +276,9 @@ class QueueReader:
         """The group's committed offset of ``mq`` on the broker, -1 when there is none
         (QUERY_NOT_FOUND; for a group without one on a queue that starts at 0 with its first
         message in memory, the broker answers 0, as RocketMQ 4.9's does)."""
-        link = self._link(mq)
         try:
             response, _ = self.client.invoke_json(
-                link.link.address,
+                self.address(mq),
                 RequestCode.QUERY_CONSUMER_OFFSET,
                 {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id},
             )
@@ -236,9 +290,8 @@ class QueueReader:
 
     def commit(self, mq: MessageQueue, offset: int) -> None:
         """Store ``offset`` (the next one to consume) for the group on the broker."""
-        link = self._link(mq)
         self.client.invoke_json(
-            link.link.address,
+            self.address(mq),
             RequestCode.UPDATE_CONSUMER_OFFSET,
             {
                 "consumerGroup": self.group,
@@ -249,7 +302,7 @@ class QueueReader:
         )
 
     def max_offset(self, mq: MessageQueue) -> int:
-        return self._link(mq).max_offset(mq.topic, mq.queue_id)[1]
+        return self._link(mq).max_offset(mq)
 
     def min_offset(self, mq: MessageQueue) -> int:
         """The smallest offset still stored in ``mq`` (above 0 after cleanup)."""
@@ -272,14 +325,14 @@ class QueueReader:
 
     def address(self, mq: MessageQueue) -> str:
         """The control address of the broker holding ``mq``."""
-        return self._link(mq).link.address
+        return self._link(mq).address
 
     def wake(self) -> None:
         """Wake a thread parked in ``pull`` or ``wait`` (shutdown, rebalance)."""
         with self._lock:
             links = list(self._links.values())
         for link in links:
-            post(link.sem)
+            link.wake()
 
     def close(self) -> None:
         with self._lock:

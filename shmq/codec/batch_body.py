@@ -10,6 +10,8 @@ Java client always writes it so). ``decode_batch`` turns a body into the arrays
 ``record.encode_batch`` takes, each message's properties followed by the batch's own (RocketMQ's
 ``MessageExtBatchEncoder`` appends the request header's properties, ``CLUSTER`` among them, to
 every message's), so a batch of any size costs two kernel calls, no Python per message.
+``encode_batch_body`` is the client's side (``MessageDecoder.encodeMessages``): one kernel
+call writes a batch from the same arrays a producer's ``RecordBatch`` holds.
 """
 
 from __future__ import annotations
@@ -147,3 +149,58 @@ def decode_batch(body: bytes, suffix: bytes = b"") -> BatchBody:
             f"properties, above the limit {MAX_PROPERTIES}"
         )
     return BatchBody(entries[:, E_FLAG].copy(), bodies, body_offs, props[:used], props_offs)
+
+
+@njit(cache=True, nogil=True)
+def write_entries(bodies, body_offs, props, props_offs, flags, start, end, out):
+    """Write entries ``start .. end - 1`` into ``out`` (sized by ``batch_body_size``); a
+    ``props_offs`` of two elements is every message's properties (a bulk send's)."""
+    shared = props_offs.shape[0] == 2
+    p = 0
+    for k in range(start, end):
+        b0, b1 = body_offs[k], body_offs[k + 1]
+        j = 0 if shared else k
+        q0, q1 = props_offs[j], props_offs[j + 1]
+        n, m = b1 - b0, q1 - q0
+        rec.put_i32(out, p, ENTRY_FIXED + n + m)
+        rec.put_i32(out, p + 4, 0)
+        rec.put_i32(out, p + 8, 0)
+        rec.put_i32(out, p + 12, flags[k] if flags.shape[0] > 1 else flags[0])
+        rec.put_i32(out, p + 16, n)
+        for i in range(n):
+            out[p + 20 + i] = bodies[b0 + i]
+        q = p + 20 + n
+        out[q] = (m >> 8) & 0xFF
+        out[q + 1] = m & 0xFF
+        for i in range(m):
+            out[q + 2 + i] = props[q0 + i]
+        p = q + 2 + m
+    return p
+
+
+def batch_body_size(body_offs: np.ndarray, props_offs: np.ndarray, start: int, end: int) -> int:
+    """The bytes entries ``start .. end - 1`` take."""
+    bodies = int(body_offs[end] - body_offs[start])
+    if props_offs.shape[0] == 2:
+        props = (end - start) * int(props_offs[1] - props_offs[0])
+    else:
+        props = int(props_offs[end] - props_offs[start])
+    return (end - start) * ENTRY_FIXED + bodies + props
+
+
+def encode_batch_body(
+    bodies: np.ndarray,
+    body_offs: np.ndarray,
+    props: np.ndarray,
+    props_offs: np.ndarray,
+    flags: np.ndarray,
+    start: int = 0,
+    end: int = -1,
+) -> bytes:
+    """A batch body of messages ``start .. end - 1`` (all by default): ``bodies`` /
+    ``body_offs`` and ``props`` / ``props_offs`` as ``encode_batch`` takes them, ``flags``
+    one per message or a single one for all."""
+    end = body_offs.shape[0] - 1 if end < 0 else end
+    out = np.empty(batch_body_size(body_offs, props_offs, start, end), dtype=np.uint8)
+    write_entries(bodies, body_offs, props, props_offs, flags, start, end, out)
+    return out.tobytes()

@@ -1,0 +1,174 @@
+"""The TCP transport beside the shared-memory one: W1 throughput and W3 latency.
+
+    python bench/tcp_bench.py --quick       # tens of seconds
+    python bench/tcp_bench.py --json out.json
+
+A namesrv and a broker (ASYNC_FLUSH) serve one producer process and one consumer process
+with 100-byte messages, each run once with ``transport="tcp"`` and once with ``"shm"``:
+  W1 bulk     ``send_bulk`` of 4,096 bodies at a time, consumed with ``pull_bulk``;
+              msgs/s from the first send to the consumer's last receive
+  W1 async    ``send_async`` of single messages (futures settled by the transport),
+              consumed with ``pull``; msgs/s as above
+  W3 latency  ``send_oneway`` paced at 10,000 msg/s, each body carrying its intended send
+              time, the consumer long-polling: p50/p99 µs (coordinated omission corrected)
+The broker lets a TCP pull carry up to 4,096 messages (``maxTransferCountOnMessageInMemory``,
+RocketMQ's default 32 is too small for bulk consumption). Goals (issue 17): TCP bulk ≥
+1,000,000 msg/s, TCP ``send_async`` ≥ 100,000 msg/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import struct
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from embedded import embedded_broker, gather_results
+
+TOPIC = "BenchTcp"
+BODY = 100
+STAMP = struct.Struct(">qq")  # intended send time (monotonic ns), sequence
+GOALS = {"bulk": 1_000_000, "async": 100_000}
+
+
+def _body(seq: int, intended_ns: int = 0) -> bytes:
+    return STAMP.pack(intended_ns, seq) + b"x" * (BODY - STAMP.size)
+
+
+def producer_main(namesrv, transport, mode, count, rate, ready, go, out) -> None:
+    from shmq.client.producer import Producer
+    from shmq.message import Message
+
+    with Producer("bench-producer", namesrv, transport=transport) as producer:
+        producer.send(Message(TOPIC, _body(-1)))  # connect and warm up
+        ready.set()
+        go.wait()
+        start = time.perf_counter()
+        if mode == "bulk":
+            batch = 4096
+            bodies = np.frombuffer(b"".join(_body(i) for i in range(batch)), dtype=np.uint8)
+            offsets = np.arange(batch + 1, dtype=np.int64) * BODY
+            for i in range(0, count, batch):
+                n = min(batch, count - i)
+                producer.send_bulk(TOPIC, (bodies[: n * BODY], offsets[: n + 1]))
+        elif mode == "async":
+            futures = [producer.send_async(Message(TOPIC, _body(i))) for i in range(count)]
+            for f in futures:
+                f.result(30)
+        else:  # paced oneway sends for latency
+            t0 = time.monotonic_ns() + 1_000_000
+            interval = 1e9 / rate
+            for i in range(count):
+                intended = t0 + int(i * interval)
+                gap = intended - time.monotonic_ns()
+                if gap > 200_000:
+                    time.sleep((gap - 100_000) / 1e9)
+                while time.monotonic_ns() < intended:
+                    pass
+                producer.send_oneway(Message(TOPIC, _body(i, intended)))
+        out.put(("producer", time.perf_counter() - start))
+
+
+def consumer_main(namesrv, transport, bulk, count, ready, out) -> None:
+    from shmq.client.queue_reader import QueueReader
+
+    with QueueReader("bench-consumer", namesrv, transport=transport) as consumer:
+        (mq,) = consumer.queues(TOPIC)
+        offset = consumer.max_offset(mq)
+        ready.set()
+        latencies = np.zeros(count, dtype=np.int64)
+        received = 0
+        first = last = 0.0
+        while received < count:
+            if bulk:
+                result = consumer.pull_bulk(mq, offset, 65536, timeout=1.0)
+                got = len(result.batch) if result.batch is not None else 0
+            else:
+                result = consumer.pull(mq, offset, 1024, timeout=1.0)
+                now = time.monotonic_ns()
+                for msg in result.messages:
+                    intended, seq = STAMP.unpack_from(msg.body)
+                    if 0 <= seq < count and intended:
+                        latencies[seq] = now - intended
+                got = len(result.messages)
+            offset = result.next_begin_offset
+            if got:
+                first = first or time.perf_counter()
+                received += got
+                last = time.perf_counter()
+        out.put(("consumer", (first, last, latencies)))
+
+
+def run(namesrv: str, transport: str, mode: str, count: int, rate: float = 0.0) -> dict:
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    c_ready, p_ready, go = ctx.Event(), ctx.Event(), ctx.Event()
+    bulk = mode == "bulk"
+    consumer = ctx.Process(
+        target=consumer_main, args=(namesrv, transport, bulk, count, c_ready, out)
+    )
+    consumer.start()
+    c_ready.wait(120)
+    args = (namesrv, transport, mode, count, rate, p_ready, go, out)
+    producer = ctx.Process(target=producer_main, args=args)
+    producer.start()
+    p_ready.wait(120)
+    start = time.perf_counter()
+    go.set()
+    results = gather_results(out, [producer, consumer], f"{transport} {mode}")
+    _, last, latencies = results["consumer"]
+    row = {"transport": transport, "mode": mode, "messages": count,
+           "msgs_per_s": count / max(last - start, results["producer"])}  # fmt: skip
+    if mode == "latency":
+        lat = latencies[latencies > 0] / 1000
+        row.update(p50_us=float(np.percentile(lat, 50)), p99_us=float(np.percentile(lat, 99)))
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", dest="json_path")
+    args = parser.parse_args()
+    sizes = {"bulk": 400_000, "async": 100_000, "latency": 5_000}
+    if not args.quick:
+        sizes = {k: v * 5 for k, v in sizes.items()}
+    rows = []
+    with embedded_broker(TOPIC, max_transfer_count_on_message_in_memory=4096,
+                         max_transfer_bytes_on_message_in_memory=1 << 20) as namesrv:  # fmt: skip
+        for mode in ("bulk", "async", "latency"):
+            for transport in ("tcp", "shm"):
+                print(f"running {transport} {mode} ({sizes[mode]:,} messages)...",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                rows.append(run(namesrv, transport, mode, sizes[mode], rate=10_000.0))
+    report(rows, args.json_path)
+
+
+def report(rows: list[dict], json_path: str | None) -> None:
+    for r in rows:
+        extra = f", p50 {r['p50_us']:.0f} µs, p99 {r['p99_us']:.0f} µs" if "p50_us" in r else ""
+        print(f"{r['transport']:>3} {r['mode']:<8} {r['msgs_per_s']:>12,.0f} msg/s{extra}")
+    tcp = {r["mode"]: r for r in rows if r["transport"] == "tcp"}
+    for mode, name in (("bulk", "send_bulk"), ("async", "send_async")):
+        got, goal = tcp[mode]["msgs_per_s"], GOALS[mode]
+        met = "MET" if got >= goal else "NOT MET"
+        print(f"TCP {name} ≥ {goal:,} msg/s: {got:,.0f} msg/s ({got / goal:.2f} of goal) {met}")
+    lat = tcp["latency"]
+    print(f"TCP latency at 10,000 msg/s: p50 {lat['p50_us']:.0f} µs, p99 {lat['p99_us']:.0f} µs "
+          "(Redis comparison: bench/run.py's peers)")  # fmt: skip
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"machine": platform.node(), "rows": rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Which data path a client uses for a broker: shared memory or TCP.
+
+``transport="shm"`` always attaches the broker's segments and reads its store files;
+``"tcp"`` always speaks RocketMQ's send and pull codes on the broker's address; ``"auto"``
+(the default) asks the broker once for its store info and takes shared memory only when
+the broker's host id (boot id and ``/dev/shm``, see ``shmq.ipc.host``) and store directory
+are this process's own. A broker on another host is therefore never attached through
+``/dev/shm`` names that happen to exist here, and a broker that cannot be asked is tried
+again at the next use instead of being pinned to one answer.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from shmq.errors import ConfigError
+from shmq.ipc.host import host_id, path_id
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode
+
+TRANSPORTS = ("auto", "shm", "tcp")
+
+
+def check_transport(transport: str) -> str:
+    if transport not in TRANSPORTS:
+        raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
+    return transport
+
+
+def broker_is_local(info: dict) -> bool:
+    """Whether a broker's store info (``GET_STORE_INFO``) describes this host's store."""
+    store_id = info.get("storeId")
+    return (
+        info.get("hostId") == host_id()
+        and bool(store_id)
+        and path_id(info.get("storePathRootDir", "")) == store_id
+    )
+
+
+class TransportChooser:
+    """The transport of each broker address, decided once per address (``auto``)."""
+
+    def __init__(self, client: RemotingClient, transport: str) -> None:
+        self.client = client
+        self.transport = check_transport(transport)
+        self._tcp: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    def tcp(self, address: str) -> bool:
+        """True when ``address``'s data path is TCP. ``auto`` raises the ``RemotingError``
+        of a broker that cannot be asked (the caller's attempt fails, as a send would)."""
+        if self.transport != "auto":
+            return self.transport == "tcp"
+        known = self._tcp.get(address)
+        if known is None:
+            _, info = self.client.invoke_json(address, RequestCode.GET_STORE_INFO)
+            known = not broker_is_local(info or {})
+            with self._lock:
+                self._tcp[address] = known
+        return known

@@ -1,0 +1,63 @@
+"""The body of a PULL_MESSAGE response: stored CommitLog records back to back, each a copy
+of the record as the broker's CommitLog holds it (from anywhere in the CommitLog, so each
+record's PHYSICALOFFSET is its own, not its position in the body).
+
+``parse_pull_body`` decodes them with the store's record parser (``record.parse_one``, the
+same rows the consumers' mmap path gets), so a message pulled over TCP decodes exactly as
+one read from the mapped files. The body comes from the network: a record that does not
+parse, or of another topic or queue than the pull's, is an error, never a message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from shmq.codec import record as rec
+from shmq.errors import RemotingFrameError
+
+
+@njit(cache=True, nogil=True)
+def parse_records_anywhere(buf, out):
+    """Decode the records of ``buf`` into ``out`` (at least one row per ``RECORD_OVERHEAD``
+    bytes); returns ``(count, code)``: the records decoded and ``PARSE_OK`` when they
+    cover ``buf`` exactly, else the parse code of the first that does not decode."""
+    p = 0
+    n = 0
+    limit = buf.shape[0]
+    while p < limit:
+        if limit - p < 36 or n >= out.shape[0]:
+            return n, rec.PARSE_CORRUPT
+        base = rec.get_i64(buf, p + 28) - p  # the record's own PHYSICALOFFSET
+        code = rec.parse_one(buf, p, limit, base, False, out, n)
+        if code != rec.PARSE_OK:
+            return n, code
+        p += out[n, rec.R_SIZE]
+        n += 1
+    return n, rec.PARSE_OK
+
+
+def parse_pull_body(body: bytes, topic: str, queue_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(buf, rows)``: the body as uint8 and its records' ``R_*`` rows, checked to be of
+    ``topic`` and ``queue_id`` in increasing queue offsets; ``RemotingFrameError`` names
+    the first record that breaks a rule."""
+    buf = np.frombuffer(body, dtype=np.uint8)
+    rows = np.zeros((buf.shape[0] // rec.RECORD_OVERHEAD + 1, rec.N_COLS), dtype=np.int64)
+    n, code = parse_records_anywhere(buf, rows)
+    if code != rec.PARSE_OK:
+        raise RemotingFrameError(
+            f"pull body of {topic}:{queue_id}: record {n} does not decode "
+            f"({rec.PARSE_REASONS[code]})"
+        )
+    rows = rows[:n]
+    ok = np.empty(n, dtype=np.bool_)
+    good = rec.units_match(buf, rows, rows[:, rec.R_SIZE], rows[:, rec.R_QUEUE_OFFSET],
+                           np.frombuffer(topic.encode(), dtype=np.uint8), queue_id, ok)  # fmt: skip
+    if good != n or (n > 1 and not np.all(np.diff(rows[:, rec.R_QUEUE_OFFSET]) > 0)):
+        bad = int(np.flatnonzero(~ok)[0]) if good != n else -1
+        raise RemotingFrameError(
+            f"pull body of {topic}:{queue_id}: "
+            + (f"record {bad} is of another topic or queue" if bad >= 0
+               else "queue offsets do not increase")
+        )  # fmt: skip
+    return buf, rows

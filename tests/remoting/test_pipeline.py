@@ -1,0 +1,140 @@
+"""The data-path connection against hostile peers: a peer that closes, one that answers
+garbage, one that never answers. Every case ends in a clear shmq error, never a hang
+(and the producer's and consumer's TCP links built on it report them as such)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from shmq.client.route import BrokerQueues
+from shmq.client.tcp_pull import TcpConsumerLink
+from shmq.client.tcp_send import TcpSends
+from shmq.client.types import MessageQueue
+from shmq.errors import RemotingError, SendError, SendTimeoutError
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.pipeline import PipelinedChannel, decode_reply
+from shmq.remoting.protocol import RemotingCommand, ResponseCode, SerializeType
+
+
+class Peer:
+    """A one-connection TCP server that does ``behaviour(conn)`` with each connection."""
+
+    def __init__(self, behaviour) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.behaviour = behaviour
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self.behaviour, args=(conn,), daemon=True).start()
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.conns:
+            conn.close()
+
+
+def closes(conn: socket.socket) -> None:
+    conn.recv(65536)
+    conn.close()
+
+
+def garbage(conn: socket.socket) -> None:
+    conn.recv(65536)
+    conn.sendall(struct.pack(">i", 12) + b"\x01\x00\x00\x05not a header")
+
+
+def silent(conn: socket.socket) -> None:
+    try:
+        while conn.recv(65536):
+            pass
+    except OSError:  # closed by the test
+        pass
+
+
+@pytest.fixture
+def peer():
+    made = []
+
+    def make(behaviour) -> Peer:
+        made.append(Peer(behaviour))
+        return made[-1]
+
+    yield make
+    for p in made:
+        p.close()
+
+
+def sends(address: str, timeout: float = 0.5) -> tuple[TcpSends, BrokerQueues, MessageQueue]:
+    tcp = TcpSends("g", send_timeout=timeout, default_topic_queue_nums=4,
+                   max_message_size=1 << 20, retries=0, fault=lambda *a: None,
+                   invalidate=lambda t: None, route=lambda mq: None, stats={})  # fmt: skip
+    return tcp, BrokerQueues("b", address, 1, 1, 6), MessageQueue("T", "b", 0)
+
+
+ONE = (struct.Struct(">i"), 0, 0, 0, 1, b"body", b"\x01T\x00\x02a\x01b\x02", b"K" * 32)
+
+
+@pytest.mark.parametrize(("behaviour", "error"), [
+    (closes, "closed the connection|cannot send|lost"),
+    (garbage, "ROCKETMQ header|frame"),
+    (silent, "did not answer"),
+])  # fmt: skip
+def test_a_bad_broker_fails_sends_clearly(peer, behaviour, error):
+    tcp, broker, mq = sends(peer(behaviour).address)
+    try:
+        with pytest.raises((SendError, SendTimeoutError), match=error):
+            tcp.send_one(broker, mq, ONE, 0)
+    finally:
+        tcp.close()
+
+
+def test_a_bad_broker_fails_pulls_clearly(peer):
+    client = RemotingClient()
+    link = TcpConsumerLink(client, peer(garbage).address, "g")
+    try:
+        with pytest.raises(RemotingError, match="ROCKETMQ header"):
+            link.pull(MessageQueue("T", "b", 0), 0, 32, "*", None, 0.0, False)
+    finally:
+        link.close()
+        client.close()
+
+
+def test_a_lost_connection_fails_every_request_in_flight(peer):
+    conns = []
+    p = peer(lambda c: conns.append(c) or silent(c))
+    channel = PipelinedChannel(p.address)
+    errors: list = []
+    for _ in range(3):
+        channel.send(channel.next_opaque(), b"\x00\x00\x00\x04\x00\x00\x00\x00",
+                     lambda reply, exc: errors.append(exc), 1e12)  # fmt: skip
+    while not conns:
+        time.sleep(0.001)
+    conns[0].close()
+    channel._reader.join(5)
+    assert len(errors) == 3 and all(isinstance(e, RemotingError) for e in errors)
+    with pytest.raises(RemotingError):
+        channel.send(channel.next_opaque(), b"", lambda r, e: None, 1e12)
+    channel.close()
+
+
+def test_decode_reply_reads_both_header_encodings():
+    for kind in (SerializeType.ROCKETMQ, SerializeType.JSON):
+        request = RemotingCommand.request(10, serialize_type=kind)
+        frame = RemotingCommand.response_to(request, ResponseCode.SUCCESS, "r", {"a": "1"},
+                                            b"body").encode()  # fmt: skip
+        opaque, flag, reply = decode_reply(memoryview(frame)[4:])
+        assert (opaque, flag & 1, reply.code, reply.remark, reply.ext, reply.body) == (
+            request.opaque, 1, 0, "r", {"a": "1"}, b"body")  # fmt: skip
