@@ -23,14 +23,14 @@ queue it went to. Every response carries ``MSG_REGION`` and ``TRACE_ON``, as 4.9
 from __future__ import annotations
 
 import random
-import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shmq.broker.ring_puts import broker_ring, put_encoded
+from shmq.broker.ring_puts import broker_ring
+from shmq.broker.send_answers import Appended, SendAnswers
 from shmq.broker.send_back import DLQ_NUMS_PER_GROUP
 from shmq.broker.send_header import SendHeader, asked_delay
 from shmq.broker.topic_config import TopicConfig
@@ -87,6 +87,23 @@ _REFUSALS = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What the response of an appended request needs besides the writer's answers."""
+
+    topic: str
+    queue_id: int
+    wait: bool
+    last_size: int  # of its last record: the flush must pass its end
+
+
+def _response(
+    request: RemotingCommand, code: int, fields: dict[str, Any], remark: str | None = None
+) -> RemotingCommand:
+    """A send's response, with the region fields 4.9 adds to every one."""
+    return RemotingCommand.response_to(request, code, remark, {**fields, **REGION_FIELDS})
+
+
 @dataclass
 class Records:
     """What one request appends: its messages as ``encode_batch``'s arrays, where to."""
@@ -110,7 +127,7 @@ class RemotingSend:
         self.broker = broker
         self.control = control
         self.ring = broker_ring(broker, "shmq-tcp-send")
-        self.lock = threading.Lock()  # one appender per ring
+        self.answers = SendAnswers(self.ring, self._respond, self._fail)
         cfg, store = broker.config, broker.config.store
         self.max_body = min(
             store.max_message_size,
@@ -134,30 +151,31 @@ class RemotingSend:
             server.register(code, self.handle)
 
     def close(self) -> None:
+        self.answers.close()
         self.ring.close()
 
-    def handle(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """The response, SUCCESS or not, with the region fields 4.9 adds to every one."""
+    def handle(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        """Check, encode and append the request's messages; the answer thread responds once
+        they are stored (``send_answers``). A request refused before anything is appended
+        is answered here."""
         try:
-            code, fields = self._send(request, conn)
-            remark = None
+            header = SendHeader.parse(request)
+            self._check_broker()
+            cfg = self._topic_config(header)
+            queue_id = header.queueId  # answered as 4.9 answers it, wherever the message went
+            if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                cfg = self._retry_or_dlq(header, cfg)
+            batch = bool(header.batch) or request.code == RequestCode.SEND_BATCH_MESSAGE
+            records = (self._batch if batch else self._single)(header, cfg, request.body)
+            data, ends = self._encode(records, self._fields(header, records, conn))
+            pending = Pending(records.topic, queue_id, records.wait, int(ends[-1] - ends[-2]))
+            self.answers.append(Appended(request, conn, pending), data, ends)
         except ResponseError as exc:
-            code, fields, remark = exc.code, {}, exc.remark
-        return RemotingCommand.response_to(request, code, remark, {**fields, **REGION_FIELDS})
+            return _response(request, exc.code, {}, exc.remark)
+        return None
 
-    # -- the request ------------------------------------------------------------------------
-
-    def _send(self, request: RemotingCommand, conn: Connection) -> tuple[int, dict[str, Any]]:
-        """Store the request's messages: the response code (SUCCESS or FLUSH_DISK_TIMEOUT,
-        both stored) and header; ``ResponseError`` for anything not stored."""
-        header = SendHeader.parse(request)
-        self._check_broker()
-        cfg = self._topic_config(header)
-        queue_id = header.queueId  # answered as 4.9 answers it, wherever the message went
-        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            cfg = self._retry_or_dlq(header, cfg)
-        batch = bool(header.batch) or request.code == RequestCode.SEND_BATCH_MESSAGE
-        records = (self._batch if batch else self._single)(header, cfg, request.body)
+    def _fields(self, header: SendHeader, records: Records, conn: Connection) -> np.ndarray:
+        """The per-record fields ``encode_batch`` takes, from the header and the peer."""
         n = records.body_offs.shape[0] - 1
         fields = np.zeros((n, rec.N_FIELDS), dtype=np.int64)
         fields[:, rec.F_QUEUE_ID] = records.queue_id
@@ -168,15 +186,34 @@ class RemotingSend:
         fields[:, rec.F_BORN_HOST] = pack_host(host, int(port))
         fields[:, rec.F_RECONSUME] = header.reconsumeTimes or 0
         fields[:, rec.F_BODY_CRC] = self.body_crc
-        answers, ends = self._append(records, fields)
-        phys = answers[:, 2]
-        code = self._durability(records.wait, int(phys[-1]) + int(ends[-1] - ends[-2]))
-        msg_ids = ",".join(offset_msg_id(self.store_host, int(p)) for p in phys)
-        return code, {
-            "msgId": msg_ids,
-            "queueId": queue_id,
-            "queueOffset": int(answers[0, 1]),
+        return fields
+
+    def _respond(self, appended: Appended, rows: np.ndarray) -> RemotingCommand:
+        """The response to a request whose records the writer answered (``rows``): SUCCESS
+        or FLUSH_DISK_TIMEOUT, both stored; a refusal as 4.9 answers its put status."""
+        pending: Pending = appended.context
+        n = rows.shape[0]
+        status = rows[:, 0] & 0xFFFF
+        refused = np.flatnonzero(status == ring.REJECTED)
+        if refused.size:
+            reason = int(rows[refused[0], 0] >> 16) & 0xFFFF
+            stored = f" ({n - refused.size} of {n} were stored)" if refused.size < n else ""
+            raise ResponseError(
+                _REFUSALS.get(reason, Rc.SYSTEM_ERROR),
+                f"the broker refused the message: {ring.REASONS[reason]}{stored}",
+            )
+        phys = rows[:, 2]
+        code = self._durability(pending.wait, int(phys[-1]) + pending.last_size)
+        fields = {
+            "msgId": ",".join(offset_msg_id(self.store_host, int(p)) for p in phys),
+            "queueId": pending.queue_id,
+            "queueOffset": int(rows[0, 1]),
         }
+        return _response(appended.request, code, fields)
+
+    @staticmethod
+    def _fail(appended: Appended, exc: ResponseError) -> RemotingCommand:
+        return _response(appended.request, exc.code, {}, exc.remark)
 
     def _check_broker(self) -> None:
         cfg = self.broker.config
@@ -344,9 +381,8 @@ class RemotingSend:
 
     # -- storing ----------------------------------------------------------------------------
 
-    def _append(self, records: Records, fields: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Encode and append; the answers (``put_encoded``) and the records' ends. A
-        refusal of any record answers as 4.9 answers its put status."""
+    def _encode(self, records: Records, fields: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The records encoded back to back and their ends (``encode_batch``)."""
         n = fields.shape[0]
         topic = np.frombuffer(records.topic.encode(), dtype=np.uint8)
         sizes = np.empty(n, dtype=np.int64)
@@ -374,17 +410,7 @@ class RemotingSend:
             records.props_offs,
             fields,
         )
-        answers = put_encoded(self.ring, self.lock, data, ends, f"send to {records.topic}")
-        status = answers[:, 0] & 0xFFFF
-        refused = np.flatnonzero(status == ring.REJECTED)
-        if refused.size:
-            reason = int(answers[refused[0], 0] >> 16) & 0xFFFF
-            stored = f" ({n - refused.size} of {n} were stored)" if refused.size < n else ""
-            raise ResponseError(
-                _REFUSALS.get(reason, Rc.SYSTEM_ERROR),
-                f"the broker refused the message: {ring.REASONS[reason]}{stored}",
-            )
-        return answers, ends
+        return data, ends
 
     def _durability(self, wait: bool, end: int) -> int:
         """SUCCESS, or FLUSH_DISK_TIMEOUT when SYNC_FLUSH did not flush past ``end`` within

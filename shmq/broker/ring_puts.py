@@ -16,8 +16,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from shmq.errors import ShmqError
 from shmq.ipc import ring
 from shmq.ipc.ring_appender import DEFAULT_SPIN_US, Answer, RingAppender
@@ -59,31 +57,6 @@ def put_records(
         except ShmqError as exc:
             raise ResponseError(ResponseCode.SYSTEM_ERROR, f"{what} failed: {exc}") from exc
         return [appender.answer(seq) for seq in seqs]
-
-
-def put_encoded(
-    appender: RingAppender,
-    lock: threading.Lock,
-    data: np.ndarray,
-    ends: np.ndarray,
-    what: str,
-    timeout_s: float = PUT_TIMEOUT_S,
-) -> np.ndarray:
-    """Append the encoded records of ``data`` (record ``k`` from ``ends[k]`` to ``ends[k +
-    1]``) in as few runs as the ring allows and return a copy of their answers, one
-    completion row each (``STATUS | REASON << 16 | QUEUE_ID << 32``, queue offset,
-    physical offset, store time), read before ``lock`` is let go so no later append can
-    reuse their slots first."""
-    deadline = time.monotonic() + timeout_s
-    n = ends.shape[0] - 1
-    with lock:
-        try:
-            first = appender.append_many(data, ends, deadline)
-            appender.wait_answer(first + n - 1, deadline)
-        except ShmqError as exc:
-            raise ResponseError(ResponseCode.SYSTEM_ERROR, f"{what} failed: {exc}") from exc
-        idx = np.arange(first, first + n, dtype=np.int64) & (appender.slots - 1)
-        return appender.completions[idx].copy()
 
 
 def refusal(answer: Answer, what: str) -> ResponseError | None:
