@@ -229,6 +229,7 @@ class AsyncBatches:
                 self._finish(request, reply, error)
 
             ch.send(op, frame, answered, entries[0][STARTED] + self.sends.send_timeout)
+            self.sends.stats["tcp_async_requests"] += 1
         except ShmqError as exc:
             self._finish(request, None, exc)
 
