@@ -24,8 +24,9 @@ msg id, its offset msg id from the comma-joined list, the batch's queueOffset pl
 index), or, when the request fails, handed to ``TcpSends.failed`` one by one, exactly as a
 single async send's failure (retried on the same broker, or its future gets the error). A
 request is finished once, whichever of its response, its failure or its write error comes
-first. Memory stays bounded: ``send_async`` waits while ``max_outstanding`` messages to a
-broker are unanswered (waiting or in flight), as a full ring makes it wait.
+first; the broker's latency is recorded once per request, from its oldest send. Memory
+stays bounded: ``send_async`` waits while ``max_outstanding`` messages to a broker are
+unanswered (waiting or in flight), as a full ring makes it wait.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from shmq.client.send_records import (
 from shmq.client.types import MessageQueue
 from shmq.codec import record as rec
 from shmq.codec.batch_body import ENTRY_FIXED, encode_batch_body
-from shmq.errors import ClientError, SendError, SendTimeoutError, ShmqError
+from shmq.errors import ClientError, SendError, SendTimeoutError
 from shmq.remoting.pipeline import Reply
 
 if TYPE_CHECKING:
@@ -228,9 +229,9 @@ class AsyncBatches:
             def answered(reply: Reply | None, error: BaseException | None) -> None:
                 self._finish(request, reply, error)
 
-            ch.send(op, frame, answered, entries[0][STARTED] + self.sends.send_timeout)
             self.sends.stats["tcp_async_requests"] += 1
-        except ShmqError as exc:
+            ch.send(op, frame, answered, entries[0][STARTED] + self.sends.send_timeout)
+        except Exception as exc:  # whatever failed, the request's sends are not left waiting
             self._finish(request, None, exc)
 
     def _finish(self, request: _Request, reply: Reply | None, error: BaseException | None) -> None:
@@ -284,7 +285,7 @@ class AsyncBatches:
         while (q := self._ready.get()) is not None:
             try:
                 self.pump(q)
-            except Exception:  # never let the sender die: the sends are failed by _write
+            except Exception:  # never let the sender die
                 log.exception("producer %s: sending a batch failed", self.sends.group)
 
     # -- lifecycle --------------------------------------------------------------------------
