@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 
 import pytest
+from bad_peers import Peer
 
 from shmq.store import MessageStore
 
@@ -40,3 +41,17 @@ def open_store(store_dir) -> Iterator[Callable[..., MessageStore]]:
     yield factory
     for store in opened:
         store.close()
+
+
+@pytest.fixture
+def peer() -> Iterator[Callable[..., Peer]]:
+    """Make hostile TCP peers (``bad_peers``), closed at teardown."""
+    made = []
+
+    def make(behaviour) -> Peer:
+        made.append(Peer(behaviour))
+        return made[-1]
+
+    yield make
+    for p in made:
+        p.close()

@@ -107,7 +107,8 @@ class Producer:
     ``spin_us`` is how long a send spins on the broker's answer before parking (0 parks
     at once: less CPU, ~25 µs more latency per send). ``transport``: ``"auto"`` sends
     through a broker's shared-memory ring when its store is on this host and over TCP
-    (RocketMQ's send requests, ``tcp_send``) otherwise; ``"shm"`` or ``"tcp"`` force one.
+    (RocketMQ's send requests, ``tcp_send``; async sends to one queue are batched while its
+    requests are in flight, ``tcp_batching``) otherwise; ``"shm"`` or ``"tcp"`` force one.
 
     Example::
 

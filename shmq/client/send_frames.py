@@ -19,13 +19,19 @@ import struct
 import numpy as np
 
 from shmq.client.answers import AttemptError
+from shmq.client.route import BrokerQueues
 from shmq.client.send_records import Delayed, Half, Retried
 from shmq.client.types import MessageQueue, SendResult, SendStatus
 from shmq.codec import record as rec
 from shmq.codec.record_pack import topic_head
+from shmq.errors import RemotingError, RemotingTimeoutError, SendError, SendTimeoutError, ShmqError
 from shmq.remoting.codes import response_name
 from shmq.remoting.protocol import FLAG_ONEWAY, LanguageCode, RequestCode, ResponseCode
 
+# A batch response lists every offset message id (33 bytes each) in a header of at most
+# 64 KiB, so a request carries at most this many messages.
+CHUNK_MESSAGES = 1024
+MAX_BATCH_BODY = 4 * 1024 * 1024  # the broker's default maxMessageSize bounds a batch body
 Rc = ResponseCode
 STATUSES = {
     Rc.SUCCESS: SendStatus.SEND_OK,
@@ -146,3 +152,38 @@ def result(
         mq = MessageQueue(mq.topic, mq.broker_name, qid)
     host, phys = bytes.fromhex(offset_id[:16]), int(offset_id[16:32], 16)
     return SendResult.answered(status, msg_id, mq, int(ext["queueOffset"]), host, phys)
+
+
+def batch_results(
+    status: SendStatus, mq: MessageQueue, ext: dict[str, str], msg_ids: list[bytes]
+) -> list[SendResult]:
+    """The ``SendResult`` of each message of a stored batch, in the batch's order: its own
+    unique key (``msg_ids``), offset message id (the ``msgId`` list) and queue offset (the
+    batch's ``queueOffset`` plus its index); ``ValueError`` when the ids do not match."""
+    host, phys = split_offset_ids(ext["msgId"])
+    if phys.shape[0] != len(msg_ids):
+        raise ValueError(f"{phys.shape[0]} offset message ids for a batch of {len(msg_ids)}")
+    base = int(ext["queueOffset"])
+    answered = SendResult.answered
+    return [answered(status, msg_id.decode(), mq, base + i, host, p)
+            for i, (msg_id, p) in enumerate(zip(msg_ids, phys.tolist(), strict=True))]  # fmt: skip
+
+
+def timeout_error(broker: BrokerQueues, mq: MessageQueue, send_timeout: float) -> SendTimeoutError:
+    return SendTimeoutError(
+        f"broker {broker.broker_name} ({broker.address}) did not answer the send to "
+        f"{mq.topic} within send_timeout {send_timeout:g} s"
+    )
+
+
+def send_error(exc: BaseException, broker: BrokerQueues | None, mq: MessageQueue) -> ShmqError:
+    """A transport failure as the send path's errors: a timeout is a ``SendTimeoutError``,
+    a lost connection a retryable ``AttemptError``."""
+    if isinstance(exc, RemotingTimeoutError):
+        where = f"broker {broker.broker_name} ({broker.address})" if broker else "the broker"
+        return SendTimeoutError(f"{where} did not answer the send to {mq.topic} in time: {exc}")
+    if isinstance(exc, RemotingError):
+        return AttemptError(f"send to {mq} failed: {exc}", retryable=True)
+    if isinstance(exc, ShmqError):
+        return exc
+    return SendError(f"send to {mq} failed: {exc!r}")

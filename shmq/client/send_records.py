@@ -222,7 +222,15 @@ def placed(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[t
 
 
 # the fields of ``one_record``'s tuple that are read by name
-ONE_SIZE, ONE_MSG_ID = 1, 7
+ONE_SIZE, ONE_FLAG, ONE_BORN, ONE_BODY, ONE_TAIL, ONE_MSG_ID = 1, 3, 4, 5, 6, 7
+
+
+def laid_out(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``parts`` back to back as uint8 and their n + 1 boundaries, as ``encode_batch`` and
+    ``encode_batch_body`` take them."""
+    offs = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)), out=offs[1:])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), offs
 
 
 class RecordBatch:
@@ -238,12 +246,8 @@ class RecordBatch:
         self.uniq = uniq
         n = self.n = len(messages)
         props = [m.encoded_properties(u) for m, u in zip(messages, uniq, strict=True)]
-        self.props = np.frombuffer(b"".join(props), dtype=np.uint8)
-        self.props_offs = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, props), np.int64, n), out=self.props_offs[1:])
-        self.bodies = np.frombuffer(b"".join(m.body for m in messages), dtype=np.uint8)
-        self.body_offs = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter((len(m.body) for m in messages), np.int64, n), out=self.body_offs[1:])
+        self.props, self.props_offs = laid_out(props)
+        self.bodies, self.body_offs = laid_out([m.body for m in messages])
         self.flags = np.fromiter((m.flag for m in messages), np.int64, n)
 
     @classmethod

@@ -2,12 +2,13 @@
 
 The same sends as the ring path (``producer_link``), with RocketMQ's requests on one
 pipelined connection per broker (``remoting.pipeline``): a sync send writes its request
-and waits for the response; ``send_async`` writes and returns, and the connection's reader
-thread settles the future when the response comes, so any number of sends (up to the
-connection's in-flight limit) are on the wire at once without a thread per request; a
-oneway send is flagged oneway and not answered. A batch or bulk send goes as
-SEND_BATCH_MESSAGE requests of at most ``CHUNK_MESSAGES`` messages and the broker's
-message size, all written before the first answer is awaited.
+and waits for the response; ``send_async`` hands its message over and returns, and the
+connection's reader thread settles the future when the response comes; async sends of
+plain messages to one queue are batched while its requests are in flight
+(``tcp_batching``), so many sends are on the wire at once, in few requests, without a
+thread per request; a oneway send is flagged oneway and not answered. A batch or bulk send
+goes as SEND_BATCH_MESSAGE requests of at most ``CHUNK_MESSAGES`` messages and the
+broker's message size, all written before the first answer is awaited.
 
 Results, errors and retries are the ring path's: ``send_frames`` maps each response code
 to a ``SendStatus`` or an ``AttemptError``; a lost connection or a timeout is retryable,
@@ -31,13 +32,23 @@ import numpy as np
 from shmq.client.answers import AttemptError, retryable
 from shmq.client.async_completion import SendFuture
 from shmq.client.route import BrokerQueues
-from shmq.client.send_frames import STATUSES, SendTemplate, failure, result, split_offset_ids
+from shmq.client.send_frames import (
+    CHUNK_MESSAGES,
+    MAX_BATCH_BODY,
+    STATUSES,
+    SendTemplate,
+    failure,
+    result,
+    send_error,
+    split_offset_ids,
+    timeout_error,
+)
+from shmq.client.tcp_batching import AsyncBatches
 from shmq.client.types import MessageQueue, SendStatus
 from shmq.codec.batch_body import ENTRY_FIXED, encode_batch_body
 from shmq.errors import (
     ClientError,
     RemotingError,
-    RemotingTimeoutError,
     SendError,
     SendTimeoutError,
     ShmqError,
@@ -46,12 +57,9 @@ from shmq.remoting.pipeline import PipelinedChannel, Reply
 
 log = logging.getLogger(__name__)
 
-# A batch response lists every offset message id (33 bytes each) in a header of at most
-# 64 KiB, so a request carries at most this many messages.
-CHUNK_MESSAGES = 1024
-MAX_BATCH_BODY = 4 * 1024 * 1024  # the broker's default maxMessageSize bounds a batch body
-# Async sends in flight per broker: beyond, ``send_async`` waits for answers (as a full
-# ring makes it wait), so what is queued is answered within the send timeout.
+# Async sends unanswered per broker (accumulated or in flight): beyond, ``send_async`` waits
+# for answers (as a full ring makes it wait), so what is queued is answered within the send
+# timeout; also the connection's limit of requests in flight.
 MAX_IN_FLIGHT = 4096
 
 
@@ -88,6 +96,7 @@ class TcpSends:
         self._lock = threading.Lock()
         self._resends: queue.SimpleQueue = queue.SimpleQueue()
         self._resender: threading.Thread | None = None
+        self._batches = AsyncBatches(self, MAX_IN_FLIGHT)
 
     # -- connections ------------------------------------------------------------------------
 
@@ -136,8 +145,13 @@ class TcpSends:
         self, broker: BrokerQueues, mq: MessageQueue, one: tuple, future: SendFuture,
         started: float,
     ) -> None:  # fmt: skip
-        """Write one record's request; ``future`` is settled from the response (or by the
-        retries); raises when the request cannot be written."""
+        """Send one record without waiting; ``future`` is settled from the response (or by
+        the retries); raises when the request cannot be written. A plain record is batched
+        with the queue's other async sends (``tcp_batching``); a delayed, half or retried
+        one, which RocketMQ never batches, goes alone."""
+        if one[0] is not None:
+            self._batches.append(broker, mq, one, future, started)
+            return
         ch = self.channel(broker)
         op = ch.next_opaque()
         frame = self.template(mq.topic).one_frame(op, mq, one)
@@ -153,7 +167,7 @@ class TcpSends:
                         future.settle(exc=SendError(f"bad answer from {broker.address}: {exc!r}"))
                     return
                 error = failure(reply.code, reply.remark, mq, broker.broker_name)
-            self.failed(mq, one, future, started, _send_error(error, broker, mq))
+            self.failed(mq, one, future, started, send_error(error, broker, mq))
 
         ch.send(op, frame, done, started + self.send_timeout)
 
@@ -244,9 +258,9 @@ class TcpSends:
             return waiter.result(max(0.0, deadline - time.monotonic()) + 0.5)
         except FutureTimeout:
             ch.forget(op)
-            raise _timeout(broker, mq, self.send_timeout) from None
+            raise timeout_error(broker, mq, self.send_timeout) from None
         except RemotingError as exc:
-            raise _send_error(exc, broker, mq) from exc
+            raise send_error(exc, broker, mq) from exc
 
     def _call(
         self, broker: BrokerQueues, mq: MessageQueue, frame: Callable[[int], bytes],
@@ -261,7 +275,7 @@ class TcpSends:
     ) -> None:
         """Retry a failed async send on the same broker (from the resend thread), or fail
         its future (RocketMQ's ``onExceptionImpl``)."""
-        exc = _send_error(exc, None, mq)
+        exc = send_error(exc, None, mq)
         self.fault(mq.broker_name, started, True)
         if retryable(exc) and future.attempts < self.retries and not self.closing:
             future.attempts += 1
@@ -306,6 +320,7 @@ class TcpSends:
         """Wait (up to ``send_timeout``) for the answers of sends in flight, then close."""
         self.closing = True
         deadline = time.monotonic() + self.send_timeout
+        self._batches.close(deadline)
         with self._lock:
             channels = list(self._channels.values())
             self._channels.clear()
@@ -330,23 +345,3 @@ class TcpSends:
 
 def _answered(status: SendStatus, one: tuple, mq: MessageQueue, reply: Reply) -> Any:
     return result(status, one[7].decode(), mq, reply.ext, one[0] is None)
-
-
-def _timeout(broker: BrokerQueues, mq: MessageQueue, send_timeout: float) -> SendTimeoutError:
-    return SendTimeoutError(
-        f"broker {broker.broker_name} ({broker.address}) did not answer the send to "
-        f"{mq.topic} within send_timeout {send_timeout:g} s"
-    )
-
-
-def _send_error(exc: BaseException, broker: BrokerQueues | None, mq: MessageQueue) -> ShmqError:
-    """A transport failure as the send path's errors: a timeout is a ``SendTimeoutError``,
-    a lost connection a retryable ``AttemptError``."""
-    if isinstance(exc, RemotingTimeoutError):
-        where = f"broker {broker.broker_name} ({broker.address})" if broker else "the broker"
-        return SendTimeoutError(f"{where} did not answer the send to {mq.topic} in time: {exc}")
-    if isinstance(exc, RemotingError):
-        return AttemptError(f"send to {mq} failed: {exc}", retryable=True)
-    if isinstance(exc, ShmqError):
-        return exc
-    return SendError(f"send to {mq} failed: {exc!r}")

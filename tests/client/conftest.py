@@ -9,6 +9,7 @@ import pytest
 
 from e2e_helpers import cluster, shm_entries
 from shmq.client.queue_reader import QueueReader
+from shmq.client.types import MessageQueue
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +47,14 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:
             return
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_all(c, topic: str, queue_id: int, count: int) -> list:
+    """The first ``count`` messages of a queue, read through shared memory."""
+    with QueueReader("tcp-check", c.namesrv) as reader:
+        mq = MessageQueue(topic, "broker-a", queue_id)
+        out: list = []
+        deadline = time.monotonic() + 10
+        while len(out) < count and time.monotonic() < deadline:
+            out += reader.pull(mq, len(out), count - len(out), timeout=0.5).messages
+        return out

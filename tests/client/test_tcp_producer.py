@@ -4,26 +4,12 @@ reads back."""
 
 from __future__ import annotations
 
-import time
-
-from conftest import create_topic
+from conftest import create_topic, read_all
 
 from shmq import Message
 from shmq.client.producer import Producer
-from shmq.client.queue_reader import QueueReader
 from shmq.client.types import MessageQueue, SendStatus
 from shmq.message import parse_offset_msg_id
-
-
-def read_all(c, topic: str, queue_id: int, count: int) -> list:
-    """The first ``count`` messages of a queue, read through shared memory."""
-    with QueueReader("tcp-check", c.namesrv) as reader:
-        mq = MessageQueue(topic, "broker-a", queue_id)
-        out: list = []
-        deadline = time.monotonic() + 10
-        while len(out) < count and time.monotonic() < deadline:
-            out += reader.pull(mq, len(out), count - len(out), timeout=0.5).messages
-        return out
 
 
 def test_sync_send_over_tcp_gives_the_shm_result_fields(broker):

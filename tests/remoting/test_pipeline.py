@@ -4,85 +4,18 @@ garbage, one that never answers. Every case ends in a clear shmq error, never a 
 
 from __future__ import annotations
 
-import socket
 import struct
-import threading
 import time
 
 import pytest
+from bad_peers import closes, garbage, sends, silent
 
-from shmq.client.route import BrokerQueues
 from shmq.client.tcp_pull import TcpConsumerLink
-from shmq.client.tcp_send import TcpSends
 from shmq.client.types import MessageQueue
 from shmq.errors import RemotingError, SendError, SendTimeoutError
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.pipeline import PipelinedChannel, decode_reply
 from shmq.remoting.protocol import RemotingCommand, ResponseCode, SerializeType
-
-
-class Peer:
-    """A one-connection TCP server that does ``behaviour(conn)`` with each connection."""
-
-    def __init__(self, behaviour) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
-        self.behaviour = behaviour
-        self.conns: list[socket.socket] = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(conn)
-            threading.Thread(target=self.behaviour, args=(conn,), daemon=True).start()
-
-    def close(self) -> None:
-        self.sock.close()
-        for conn in self.conns:
-            conn.close()
-
-
-def closes(conn: socket.socket) -> None:
-    conn.recv(65536)
-    conn.close()
-
-
-def garbage(conn: socket.socket) -> None:
-    conn.recv(65536)
-    conn.sendall(struct.pack(">i", 12) + b"\x01\x00\x00\x05not a header")
-
-
-def silent(conn: socket.socket) -> None:
-    try:
-        while conn.recv(65536):
-            pass
-    except OSError:  # closed by the test
-        pass
-
-
-@pytest.fixture
-def peer():
-    made = []
-
-    def make(behaviour) -> Peer:
-        made.append(Peer(behaviour))
-        return made[-1]
-
-    yield make
-    for p in made:
-        p.close()
-
-
-def sends(address: str, timeout: float = 0.5) -> tuple[TcpSends, BrokerQueues, MessageQueue]:
-    tcp = TcpSends("g", send_timeout=timeout, default_topic_queue_nums=4,
-                   max_message_size=1 << 20, retries=0, fault=lambda *a: None,
-                   invalidate=lambda t: None, route=lambda mq: None, stats={})  # fmt: skip
-    return tcp, BrokerQueues("b", address, 1, 1, 6), MessageQueue("T", "b", 0)
-
 
 ONE = (struct.Struct(">i"), 0, 0, 0, 1, b"body", b"\x01T\x00\x02a\x01b\x02", b"K" * 32)
 
