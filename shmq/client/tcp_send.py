@@ -172,6 +172,12 @@ class TcpSends:
         ch.send(op, frame, done, started + self.send_timeout)
 
     def send_oneway(self, broker: BrokerQueues, mq: MessageQueue, one: tuple) -> None:
+        """A plain record joins its queue's batch as an async send whose answer nobody reads
+        (a oneway request per message would cost the broker a request each); a delayed,
+        half or retried one goes alone, flagged oneway."""
+        if one[0] is not None:
+            self._batches.append(broker, mq, one, SendFuture(), time.monotonic())
+            return
         ch = self.channel(broker)
         frame = self.template(mq.topic).one_frame(0, mq, one, oneway=True)
         ch.send_oneway(frame, time.monotonic() + self.send_timeout)
