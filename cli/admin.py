@@ -546,6 +546,25 @@ def update_sub_group(
     """Create a subscription group or change its settings (mqadmin updateSubGroup)."""
     with _admin(namesrv) as a:
         configs = a.update_sub_group(group, broker=broker, cluster=cluster, **settings)
+    _show_sub_group(group, configs, as_json)
+
+
+@admin.command("examine-sub-group")
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-b", "--broker", help="Broker name or address (default: the whole cluster).")
+@click.option("-c", "--cluster", help="Cluster name (default: the only cluster).")
+@_options
+def examine_sub_group(
+    group: str, broker: str | None, cluster: str | None, namesrv: str, as_json: bool
+) -> None:
+    """A subscription group's settings on each broker (mqadmin examineSubGroup)."""
+    with _admin(namesrv) as a:
+        configs = a.examine_sub_group(group, broker=broker, cluster=cluster)
+    _show_sub_group(group, configs, as_json)
+
+
+def _show_sub_group(group: str, configs: dict[str, dict[str, Any]], as_json: bool) -> None:
+    """Broker name → config, as JSON or as a table of settings by broker."""
     if as_json:
         _print_json(configs)
         return

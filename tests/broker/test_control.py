@@ -303,3 +303,39 @@ def test_every_name_a_request_carries_is_checked(make_broker, tmp_path):
         _, info = client.invoke_json(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
     assert info["broker"] == broker.config.broker_name
     assert not (tmp_path / "etc").exists()
+
+
+def test_a_clustering_heartbeat_creates_the_group_and_its_retry_topic(make_broker):
+    """Issue 18, as RocketMQ 4.9: a CLUSTERING consumer's first HEART_BEAT creates its
+    subscription group (autoCreateSubscriptionGroup) and ``%RETRY%<group>``, which the
+    namesrv routes right after; ``shmq admin examine-sub-group`` shows the group."""
+    from click.testing import CliRunner
+
+    from shmq_cli.admin import admin
+
+    broker, namesrv = make_broker()
+    consumer = {"groupName": "hb-group", "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet": [{"topic": "HbTopic", "subString": "*"}],
+                "unitMode": False}  # fmt: skip
+    body = {"clientID": "10.0.0.9@1#hb", "producerDataSet": [], "consumerDataSet": [consumer]}
+    with RemotingClient() as client:
+        client.invoke_json(broker.address, RequestCode.HEART_BEAT, body_obj=body)
+        deadline = time.monotonic() + 10
+        while True:
+            resp = client.invoke(namesrv, RemotingCommand.request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "%RETRY%hb-group"}))  # fmt: skip
+            if resp.code == ResponseCode.SUCCESS or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    route = resp.json_body()
+    assert [q["brokerName"] for q in route["queueDatas"]] == [broker.config.broker_name]
+    result = CliRunner().invoke(
+        admin, ["examine-sub-group", "-g", "hb-group", "-n", namesrv, "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    configs = json.loads(result.output)
+    assert configs[broker.config.broker_name]["groupName"] == "hb-group"
+    result = CliRunner().invoke(admin, ["examine-sub-group", "-g", "nobody", "-n", namesrv])
+    assert result.exit_code != 0 and "does not exist" in str(result.exception or result.output)
