@@ -211,8 +211,10 @@ def shm_entries() -> set[str]:
 
 
 def read_json_lines(path: str) -> list[dict]:
+    """The whole lines of a JSON-lines file (one still being written ends without its
+    newline and is left out)."""
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ garbage, one that never answers. Every case ends in a clear shmq error, never a 
 
 from __future__ import annotations
 
+import socket
 import struct
 import time
 
@@ -55,6 +56,7 @@ def test_a_lost_connection_fails_every_request_in_flight(peer):
                      lambda reply, exc: errors.append(exc), 1e12)  # fmt: skip
     while not conns:
         time.sleep(0.001)
+    conns[0].shutdown(socket.SHUT_RDWR)  # close() alone leaves the peer's recv holding it
     conns[0].close()
     channel._reader.join(5)
     assert len(errors) == 3 and all(isinstance(e, RemotingError) for e in errors)
