@@ -10,150 +10,22 @@ exit status 1 (``shmq_cli.main``). Client modules are imported inside the comman
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import datetime as dt
-import json
-import re
-import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 
-DEFAULT_NAMESRV = "127.0.0.1:9876"
-BODY_PREVIEW = 200  # characters of a body shown in tables
-
-
-def _options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")(f)
-    return click.option(
-        "-n", "--namesrv", default=DEFAULT_NAMESRV, show_default=True,
-        help="Namesrv address(es), ';'-separated.",
-    )(f)  # fmt: skip
-
-
-@contextlib.contextmanager
-def _admin(namesrv: str) -> Iterator[Any]:
-    from shmq.client.admin import Admin
-
-    with Admin(namesrv) as admin:
-        yield admin
-
-
-def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def _console():
-    from rich.console import Console
-
-    return Console()
-
-
-def _table(columns: list[str], rows: list[list[Any]], title: str | None = None):
-    from rich.table import Table
-
-    table = Table(*columns, title=title)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    return table
-
-
-def _show(columns: list[str], rows: list[list[Any]], title: str | None = None) -> None:
-    _console().print(_table(columns, rows, title))
-
-
-def _show_pairs(pairs: dict[str, Any], title: str | None = None) -> None:
-    _show(["field", "value"], [[k, v] for k, v in pairs.items()], title)
-
-
-def _time(ms: int) -> str:
-    """Local time with milliseconds, as mqadmin prints it; '-' for 0."""
-    if not ms:
-        return "-"
-    return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
-def parse_timestamp(text: str) -> int:
-    """A timestamp option: ms since the epoch (-1: the end of the queues), ``now``,
-    ``yyyyMMddHHmmss``, mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS`` or ISO 8601; local time
-    unless a zone is given."""
-    text = text.strip()
-    if text.lower() == "now":
-        return int(time.time() * 1000)
-    try:
-        if re.fullmatch(r"\d{14}", text):
-            return _ms(dt.datetime.strptime(text, "%Y%m%d%H%M%S"))
-        if re.fullmatch(r"-?\d+", text):
-            return int(text)
-        if "#" in text:
-            return _ms(dt.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f"))
-        return _ms(dt.datetime.fromisoformat(text))
-    except ValueError:
-        raise click.BadParameter(
-            f"{text!r} is not a timestamp: give milliseconds, 'now', yyyyMMddHHmmss,"
-            " yyyy-MM-dd#HH:mm:ss:SSS or ISO 8601 (2024-05-01T12:00:00)"
-        ) from None
-
-
-def _ms(when: dt.datetime) -> int:
-    return int(when.timestamp() * 1000)  # a naive time is local, as mqadmin's
-
-
-class _Timestamp(click.ParamType):
-    name = "TIMESTAMP"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> int:
-        return value if isinstance(value, int) else parse_timestamp(str(value))
-
-
-TIMESTAMP = _Timestamp()
-
-
-def _body(msg: dict[str, Any]) -> str:
-    text = base64.b64decode(msg.get("body", "")).decode("utf-8", "replace")
-    return text if len(text) <= BODY_PREVIEW else text[: BODY_PREVIEW - 3] + "..."
-
-
-def _show_messages(messages: list[dict[str, Any]]) -> None:
-    columns = ["msgId", "queue", "offset", "tags", "keys", "store time", "body"]
-    rows = [
-        [
-            m["msgId"],
-            m["queueId"],
-            m["queueOffset"],
-            m.get("tags") or "",
-            " ".join(m.get("keys", [])),
-            _time(m["storeTimestamp"]),
-            _body(m),
-        ]
-        for m in messages
-    ]
-    _show(columns, rows, f"{len(messages)} message(s)")
-
-
-def _show_message(m: dict[str, Any]) -> None:
-    props = {k: v for k, v in m.get("properties", {}).items() if k not in ("TAGS", "KEYS")}
-    _show_pairs(
-        {
-            "OffsetID": m["offsetMsgId"],
-            "Topic": m["topic"],
-            "Tags": m.get("tags") or "",
-            "Keys": " ".join(m.get("keys", [])),
-            "Queue ID": m["queueId"],
-            "Queue Offset": m["queueOffset"],
-            "CommitLog Offset": m["commitLogOffset"],
-            "Reconsume Times": m.get("reconsumeTimes", 0),
-            "Born Timestamp": _time(m["bornTimestamp"]),
-            "Store Timestamp": _time(m["storeTimestamp"]),
-            "Born Host": m["bornHost"],
-            "Store Host": m["storeHost"],
-            "Properties": json.dumps(props, ensure_ascii=False),
-            "Message Body": _body(m),
-        },
-        f"message {m['msgId']}",
-    )
+from shmq_cli.admin_output import (
+    TIMESTAMP,
+    body_preview,
+    local_time,
+    open_admin,
+    options,
+    print_json,
+    show,
+    show_message,
+    show_messages,
+    show_pairs,
+)
 
 
 @click.group("admin")
@@ -174,7 +46,7 @@ def admin() -> None:
               help="Permission bits: 4 read, 2 write, 1 inherit.")  # fmt: skip
 @click.option("-b", "--broker", help="Broker name or address (default: the whole cluster).")
 @click.option("-c", "--cluster", help="Cluster name (default: the only cluster).")
-@_options
+@options
 def update_topic(
     topic: str,
     read_queue_nums: int,
@@ -186,7 +58,7 @@ def update_topic(
     as_json: bool,
 ) -> None:
     """Create or change a topic (mqadmin updateTopic)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         brokers = a.update_topic(
             topic,
             read_queue_nums=read_queue_nums,
@@ -203,7 +75,7 @@ def update_topic(
         "brokers": brokers,
     }
     if as_json:
-        _print_json(result)
+        print_json(result)
     else:
         click.echo(
             f"topic {topic} created or updated on {', '.join(brokers)}: {read_queue_nums} read"
@@ -214,25 +86,25 @@ def update_topic(
 @admin.command("delete-topic")
 @click.option("-t", "--topic", required=True)
 @click.option("-c", "--cluster", help="Cluster name (default: the brokers serving the topic).")
-@_options
+@options
 def delete_topic(topic: str, cluster: str | None, namesrv: str, as_json: bool) -> None:
     """Delete a topic from its brokers and the namesrv (mqadmin deleteTopic)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         brokers = a.delete_topic(topic, cluster)
     if as_json:
-        _print_json({"topic": topic, "brokers": brokers})
+        print_json({"topic": topic, "brokers": brokers})
     else:
         click.echo(f"topic {topic} deleted from {', '.join(brokers)} and the namesrv")
 
 
 @admin.command("topic-list")
-@_options
+@options
 def topic_list(namesrv: str, as_json: bool) -> None:
     """Every topic the namesrv routes (mqadmin topicList)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         topics = a.topic_list()
     if as_json:
-        _print_json(topics)
+        print_json(topics)
     else:
         for topic in topics:
             click.echo(topic)
@@ -240,13 +112,13 @@ def topic_list(namesrv: str, as_json: bool) -> None:
 
 @admin.command("topic-route")
 @click.option("-t", "--topic", required=True)
-@_options
+@options
 def topic_route(topic: str, namesrv: str, as_json: bool) -> None:
     """A topic's brokers and queue counts (mqadmin topicRoute)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         route = a.topic_route(topic)
     if as_json:
-        _print_json(route)
+        print_json(route)
         return
     addrs = {b["brokerName"]: b for b in route.get("brokerDatas", [])}
     rows = []
@@ -255,22 +127,22 @@ def topic_route(topic: str, namesrv: str, as_json: bool) -> None:
         ids = ", ".join(f"{i}={a}" for i, a in sorted(b.get("brokerAddrs", {}).items()))
         rows.append([q["brokerName"], b.get("cluster", ""), ids, q["readQueueNums"],
                      q["writeQueueNums"], q["perm"]])  # fmt: skip
-    _show(["broker", "cluster", "addresses", "read", "write", "perm"], rows, f"route of {topic}")
+    show(["broker", "cluster", "addresses", "read", "write", "perm"], rows, f"route of {topic}")
 
 
 @admin.command("topic-status")
 @click.option("-t", "--topic", required=True)
-@_options
+@options
 def topic_status(topic: str, namesrv: str, as_json: bool) -> None:
     """Min/max offset and last update time of every queue (mqadmin topicStatus)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         queues = a.topic_status(topic)
     if as_json:
-        _print_json([q.to_json() for q in queues])
+        print_json([q.to_json() for q in queues])
         return
     rows = [[q.broker_name, q.queue_id, q.min_offset, q.max_offset,
-             _time(q.last_update_timestamp)] for q in queues]  # fmt: skip
-    _show(["broker", "queue", "min offset", "max offset", "last updated"], rows, topic)
+             local_time(q.last_update_timestamp)] for q in queues]  # fmt: skip
+    show(["broker", "queue", "min offset", "max offset", "last updated"], rows, topic)
 
 
 # -- consumers ------------------------------------------------------------------------------------
@@ -279,18 +151,18 @@ def topic_status(topic: str, namesrv: str, as_json: bool) -> None:
 @admin.command("consumer-progress")
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @click.option("-t", "--topic", help="Only this topic.")
-@_options
+@options
 def consumer_progress(group: str, topic: str | None, namesrv: str, as_json: bool) -> None:
     """Broker offset, consumer offset and lag per queue (mqadmin consumerProgress)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         progress = a.consumer_progress(group, topic)
     if as_json:
-        _print_json(progress.to_json())
+        print_json(progress.to_json())
         return
     rows = [[q.topic, q.broker_name, q.queue_id, q.broker_offset, q.consumer_offset, q.diff,
-             _time(q.last_timestamp)] for q in progress.queues]  # fmt: skip
+             local_time(q.last_timestamp)] for q in progress.queues]  # fmt: skip
     columns = ["topic", "broker", "queue", "broker offset", "consumer offset", "diff", "last time"]
-    _show(columns, rows, f"group {group}")
+    show(columns, rows, f"group {group}")
     click.echo(f"Consume TPS: {progress.consume_tps:.2f}")
     click.echo(f"Diff Total: {progress.diff_total}")
     click.echo(f"Retry backlog: {progress.retry_diff}")
@@ -300,41 +172,41 @@ def consumer_progress(group: str, topic: str | None, namesrv: str, as_json: bool
 @admin.command("query-dlq")
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @click.option("--max-num", type=click.IntRange(1, 65536), default=64, show_default=True)
-@_options
+@options
 def query_dlq(group: str, max_num: int, namesrv: str, as_json: bool) -> None:
     """What the group gave up on: its dead-letter queue, with each message's original
     topic and the attempts it had."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         found = a.query_dlq(group, max_num)
     if as_json:
-        _print_json(found)
+        print_json(found)
         return
-    rows = [[m["msgId"], m["originTopic"], m["attempts"], _time(m["storeTimestamp"]),
-             m["originMsgId"], _body(m)] for m in found]  # fmt: skip
+    rows = [[m["msgId"], m["originTopic"], m["attempts"], local_time(m["storeTimestamp"]),
+             m["originMsgId"], body_preview(m)] for m in found]  # fmt: skip
     columns = ["msgId", "original topic", "attempts", "stored", "origin msgId", "body"]
-    _show(columns, rows, f"%DLQ%{group}: {len(found)} message(s)")
+    show(columns, rows, f"%DLQ%{group}: {len(found)} message(s)")
 
 
 @admin.command("resend-dlq")
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @click.option("-i", "--msg-id", help="The DLQ message (msgId, offset msgId or origin msgId).")
 @click.option("--all", "resend_all", is_flag=True, help="Every message in the DLQ.")
-@_options
+@options
 def resend_dlq(
     group: str, msg_id: str | None, resend_all: bool, namesrv: str, as_json: bool
 ) -> None:
     """Send dead-lettered messages back to their original topic (they stay in the DLQ)."""
     if bool(msg_id) == resend_all:
         raise click.UsageError("give either --msg-id ID or --all")
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         rows = a.resend_dlq(group, msg_id)
     if as_json:
-        _print_json(rows)
+        print_json(rows)
     else:
         table = [[r["msgId"], r["originTopic"], r.get("sendMsgId", ""), r.get("error", "")]
                  for r in rows]  # fmt: skip
         resent = sum("error" not in r for r in rows)
-        _show(["msgId", "original topic", "new msgId", "error"], table,
+        show(["msgId", "original topic", "new msgId", "error"], table,
               f"resent {resent} of {len(rows)}")  # fmt: skip
     if any("error" in r for r in rows):
         raise SystemExit(1)
@@ -344,39 +216,39 @@ def resend_dlq(
 @click.option("-g", "--group", help="Producer group (default: every group with pending halves).")
 @click.option("-b", "--broker", help="Broker name or address (default: every master).")
 @click.option("-c", "--cluster", help="Cluster name.")
-@_options
+@options
 def trans_status(
     group: str | None, broker: str | None, cluster: str | None, namesrv: str, as_json: bool
 ) -> None:
     """Half messages pending per producer group: transactions still waiting for a commit
     or rollback, and the check-backs they had."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         rows = a.trans_status(group, broker, cluster)
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
     table = [[r["producerGroup"], r["brokerName"], r["pending"], f"{r['oldestAgeMs'] / 1000:.1f}",
               r["maxCheckTimes"], r["producersOnline"], " ".join(r["transactionIds"][:3])]
              for r in rows]  # fmt: skip
     columns = ["group", "broker", "pending", "oldest (s)", "checks", "producers", "transaction ids"]
-    _show(columns, table, f"{sum(r['pending'] for r in rows)} half message(s) pending")
+    show(columns, table, f"{sum(r['pending'] for r in rows)} half message(s) pending")
 
 
 @admin.command("consumer-connection")
 @click.option("-g", "--group", required=True, help="Consumer group.")
-@_options
+@options
 def consumer_connection(group: str, namesrv: str, as_json: bool) -> None:
     """A group's online consumers and subscriptions (mqadmin consumerConnection)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         conn = a.consumer_connection(group)
     if as_json:
-        _print_json(conn)
+        print_json(conn)
         return
     rows = [[c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version")]
             for c in conn.get("connectionSet", [])]  # fmt: skip
-    _show(["client id", "client address", "language", "version"], rows, f"group {group}")
+    show(["client id", "client address", "language", "version"], rows, f"group {group}")
     subs = [[t, s.get("subString", "")] for t, s in sorted(conn["subscriptionTable"].items())]
-    _show(["topic", "sub expression"], subs, "subscriptions")
+    show(["topic", "sub expression"], subs, "subscriptions")
     for key in ("consumeType", "messageModel", "consumeFromWhere"):
         click.echo(f"{key}: {conn.get(key, '')}")
 
@@ -388,22 +260,22 @@ def consumer_connection(group: str, namesrv: str, as_json: bool) -> None:
               help="ms, now, -1 (end), yyyyMMddHHmmss, yyyy-MM-dd#HH:mm:ss:SSS, ISO.")  # fmt: skip
 @click.option("-f", "--force/--no-force", default=True,
               help="Also move offsets forward (default), or only back.")  # fmt: skip
-@_options
+@options
 def reset_offset_by_time(
     group: str, topic: str, timestamp: int, force: bool, namesrv: str, as_json: bool
 ) -> None:
     """Move a group's offsets to a point in time (mqadmin resetOffsetByTime)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         table = a.reset_offset(group, topic, timestamp, force)
     entries = [
         {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
         for mq, off in table.items()
     ]
     if as_json:
-        _print_json(entries)
+        print_json(entries)
         return
     rows = [[e["brokerName"], e["queueId"], e["offset"]] for e in entries]
-    _show(["broker", "queue", "offset"], rows, f"group {group} on {topic} reset to {timestamp}")
+    show(["broker", "queue", "offset"], rows, f"group {group} on {topic} reset to {timestamp}")
 
 
 # -- messages -------------------------------------------------------------------------------------
@@ -412,29 +284,29 @@ def reset_offset_by_time(
 @admin.command("query-msg-by-id")
 @click.option("-i", "--msg-id", required=True, help="Offset msg id (or a unique key, with -t).")
 @click.option("-t", "--topic", help="The topic, to look a unique key up.")
-@_options
+@options
 def query_msg_by_id(msg_id: str, topic: str | None, namesrv: str, as_json: bool) -> None:
     """A message by its offset message id (mqadmin queryMsgById)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         msg = a.query_msg_by_id(msg_id, topic)
     if as_json:
-        _print_json(msg)
+        print_json(msg)
     else:
-        _show_message(msg)
+        show_message(msg)
 
 
 @admin.command("query-msg-by-unique-key")
 @click.option("-t", "--topic", required=True)
 @click.option("-i", "--msg-id", required=True, help="The unique key (a producer's msgId).")
-@_options
+@options
 def query_msg_by_unique_key(msg_id: str, topic: str, namesrv: str, as_json: bool) -> None:
     """A message by its unique key (mqadmin queryMsgByUniqueKey)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         msg = a.query_msg_by_unique_key(topic, msg_id)
     if as_json:
-        _print_json(msg)
+        print_json(msg)
     else:
-        _show_message(msg)
+        show_message(msg)
 
 
 _MAX_NUM = click.option("--max-num", type=click.IntRange(1, 1024), default=64, show_default=True)
@@ -446,17 +318,17 @@ _MAX_NUM = click.option("--max-num", type=click.IntRange(1, 1024), default=64, s
 @click.option("-b", "--begin", type=TIMESTAMP, default=0, help="Stored at or after (default 0).")
 @click.option("-e", "--end", type=TIMESTAMP, help="Stored at or before (default now).")
 @_MAX_NUM
-@_options
+@options
 def query_msg_by_key(
     topic: str, key: str, begin: int, end: int | None, max_num: int, namesrv: str, as_json: bool
 ) -> None:
     """Messages with a key (mqadmin queryMsgByKey)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         messages = a.query_msg_by_key(topic, key, max_num, begin, end)
     if as_json:
-        _print_json(messages)
+        print_json(messages)
     else:
-        _show_messages(messages)
+        show_messages(messages)
 
 
 @admin.command("query-msg-by-time")
@@ -464,30 +336,30 @@ def query_msg_by_key(
 @click.option("-b", "--begin", type=TIMESTAMP, required=True, help="Stored at or after.")
 @click.option("-e", "--end", type=TIMESTAMP, help="Stored at or before (default now).")
 @_MAX_NUM
-@_options
+@options
 def query_msg_by_time(
     topic: str, begin: int, end: int | None, max_num: int, namesrv: str, as_json: bool
 ) -> None:
     """The first messages stored within a time range."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         messages = a.query_msg_by_time(topic, begin, end, max_num)
     if as_json:
-        _print_json(messages)
+        print_json(messages)
     else:
-        _show_messages(messages)
+        show_messages(messages)
 
 
 # -- brokers --------------------------------------------------------------------------------------
 
 
 @admin.command("cluster-list")
-@_options
+@options
 def cluster_list(namesrv: str, as_json: bool) -> None:
     """Every broker of every cluster, with its counters (mqadmin clusterList)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         brokers = a.cluster_list()
     if as_json:
-        _print_json(brokers)
+        print_json(brokers)
         return
     rows = []
     for b in brokers:
@@ -497,26 +369,26 @@ def cluster_list(namesrv: str, as_json: bool) -> None:
                      s.get("flush_disk_type", ""), b.get("error") or "ok"])  # fmt: skip
     columns = ["cluster", "broker", "id", "address", "msgs in", "dispatched", "write offset",
                "flush type", "status"]  # fmt: skip
-    _show(columns, rows)
+    show(columns, rows)
 
 
 @admin.command("broker-status")
 @click.option("-b", "--broker", required=True, help="Broker name or address.")
-@_options
+@options
 def broker_status(broker: str, namesrv: str, as_json: bool) -> None:
     """A broker's runtime numbers (mqadmin brokerStatus)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         status = a.broker_status(broker)
     if as_json:
-        _print_json(status)
+        print_json(status)
         return
-    _show_pairs(
+    show_pairs(
         {k: v for k, v in sorted(status.items()) if not isinstance(v, dict | list)},
         f"broker {status.get('broker', broker)}",
     )
     agents = [[k, v.get("pid"), "yes" if v.get("alive") else "NO", v.get("restarts")]
               for k, v in status.get("agents", {}).items()]  # fmt: skip
-    _show(["agent", "pid", "alive", "restarts"], agents)
+    show(["agent", "pid", "alive", "restarts"], agents)
 
 
 # -- subscription groups --------------------------------------------------------------------------
@@ -534,7 +406,7 @@ def broker_status(broker: str, namesrv: str, as_json: bool) -> None:
 @click.option("-i", "--broker-id", type=click.IntRange(0))
 @click.option("-w", "--which-broker-when-consume-slowly", type=click.IntRange(0))
 @click.option("-a", "--notify-consumer-ids-changed-enable", type=bool, help="true/false")
-@_options
+@options
 def update_sub_group(
     group: str,
     broker: str | None,
@@ -544,7 +416,7 @@ def update_sub_group(
     **settings: Any,
 ) -> None:
     """Create a subscription group or change its settings (mqadmin updateSubGroup)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         configs = a.update_sub_group(group, broker=broker, cluster=cluster, **settings)
     _show_sub_group(group, configs, as_json)
 
@@ -553,12 +425,12 @@ def update_sub_group(
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @click.option("-b", "--broker", help="Broker name or address (default: the whole cluster).")
 @click.option("-c", "--cluster", help="Cluster name (default: the only cluster).")
-@_options
+@options
 def examine_sub_group(
     group: str, broker: str | None, cluster: str | None, namesrv: str, as_json: bool
 ) -> None:
     """A subscription group's settings on each broker (mqadmin examineSubGroup)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         configs = a.examine_sub_group(group, broker=broker, cluster=cluster)
     _show_sub_group(group, configs, as_json)
 
@@ -566,11 +438,11 @@ def examine_sub_group(
 def _show_sub_group(group: str, configs: dict[str, dict[str, Any]], as_json: bool) -> None:
     """Broker name → config, as JSON or as a table of settings by broker."""
     if as_json:
-        _print_json(configs)
+        print_json(configs)
         return
     keys = sorted({k for c in configs.values() for k in c} - {"groupName"})
     rows = [[k, *(c.get(k, "") for c in configs.values())] for k in keys]
-    _show(["setting", *configs], rows, f"subscription group {group}")
+    show(["setting", *configs], rows, f"subscription group {group}")
 
 
 @admin.command("delete-sub-group")
@@ -578,7 +450,7 @@ def _show_sub_group(group: str, configs: dict[str, dict[str, Any]], as_json: boo
 @click.option("-b", "--broker", help="Broker name or address (default: the whole cluster).")
 @click.option("-c", "--cluster", help="Cluster name (default: the only cluster).")
 @click.option("--remove-offset", is_flag=True, help="Also forget the group's offsets.")
-@_options
+@options
 def delete_sub_group(
     group: str,
     broker: str | None,
@@ -588,11 +460,11 @@ def delete_sub_group(
     as_json: bool,
 ) -> None:
     """Delete a subscription group (mqadmin deleteSubGroup)."""
-    with _admin(namesrv) as a:
+    with open_admin(namesrv) as a:
         brokers = a.delete_sub_group(
             group, broker=broker, cluster=cluster, remove_offset=remove_offset
         )
     if as_json:
-        _print_json({"group": group, "brokers": brokers})
+        print_json({"group": group, "brokers": brokers})
     else:
         click.echo(f"subscription group {group} deleted from {', '.join(brokers)}")

@@ -17,7 +17,7 @@ from e2e_helpers import cluster, env, shm_entries
 from shmq.client.producer import Producer
 from shmq.client.queue_reader import QueueReader
 from shmq.message import Message
-from shmq_cli.admin import parse_timestamp
+from shmq_cli.admin_output import parse_timestamp
 from shmq_cli.main import cli
 
 
