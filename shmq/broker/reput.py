@@ -28,6 +28,7 @@ from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore, post
 from shmq.store.commitlog import CommitLog
 from shmq.store.dispatch import Dispatcher
 from shmq.store.index_service import IndexService
+from shmq.store.mapped_file_queue import first_file_from
 from shmq.store.warm_up import TOPIC as SCRATCH_TOPIC
 from shmq.store.warm_up import scratch_store
 
@@ -153,6 +154,8 @@ class Reput:
     def _dispatch(self, limit: int) -> int:
         if limit <= self.dispatched:
             return 0
+        if self.commitlog.queue.find_file(self.dispatched) is None:
+            self._skip_to_first_file(limit)
         end = min(limit, self.dispatched + self.window)
         total = 0
         last_ts = 0
@@ -185,6 +188,14 @@ class Reput:
             self._wake_consumers()
             self.changed[:] = False
         return total or int(self.dispatched > before)
+
+    def _skip_to_first_file(self, limit: int) -> None:
+        """No CommitLog file holds the dispatched offset: a slave that started empty
+        receives the master's CommitLog from a later file on; dispatch starts there."""
+        start = first_file_from(self.commitlog.queue.directory, self.dispatched, limit)
+        if start is not None:
+            log.info("no CommitLog file at %d: dispatch starts at %d", self.dispatched, start)
+            self.dispatched = start
 
     def _active_consumers(self) -> list[tuple[int, int, int]]:
         """``[(slot, word base, gen)]`` of registered consumers, re-read only when the

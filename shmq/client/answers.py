@@ -66,18 +66,31 @@ def rejection(link: ProducerLink, mq: MessageQueue, packed: list[int]) -> Attemp
 
 
 def flush_status(link: ProducerLink, end: int) -> SendStatus:
-    """SYNC_FLUSH: SEND_OK once the CommitLog is flushed past ``end``, FLUSH_DISK_TIMEOUT
-    after the broker's ``syncFlushTimeout``; ASYNC_FLUSH: SEND_OK. A failed flush raises."""
-    if not link.sync_flush:
+    """SEND_OK once the records up to ``end`` are as durable as the broker promises:
+    flushed (SYNC_FLUSH; else FLUSH_DISK_TIMEOUT after ``syncFlushTimeout``) and, on a
+    SYNC_MASTER, acknowledged by a slave (RocketMQ 4.9: SLAVE_NOT_AVAILABLE at once when no
+    slave is connected or it lags by haSlaveFallbehindMax or more, else FLUSH_SLAVE_TIMEOUT
+    after the same timeout). A failed flush raises."""
+    if not link.waits or flushed(link, end):
         return SendStatus.SEND_OK
-    if link.ring.wait_flushed(end, time.monotonic() + link.flush_timeout):
+    if link.sync_master and not cn.slave_ok(link.counters, end, link.fallbehind_max):
+        if link.sync_flush and not link.ring.wait_durable(end, _deadline(link), True, False):
+            return SendStatus.FLUSH_DISK_TIMEOUT
+        return SendStatus.SLAVE_NOT_AVAILABLE
+    if link.ring.wait_durable(end, _deadline(link), link.sync_flush, link.sync_master):
         return SendStatus.SEND_OK
-    return SendStatus.FLUSH_DISK_TIMEOUT
+    if link.sync_flush and int(link.counters[cn.FLUSHED_OFFSET]) < end:
+        return SendStatus.FLUSH_DISK_TIMEOUT
+    return SendStatus.FLUSH_SLAVE_TIMEOUT
+
+
+def _deadline(link: ProducerLink) -> float:
+    return time.monotonic() + link.flush_timeout
 
 
 def flushed(link: ProducerLink, end: int) -> bool:
-    """Whether the CommitLog is flushed past ``end`` now (no waiting)."""
-    return int(link.counters[cn.FLUSHED_OFFSET]) >= end
+    """Whether the records up to ``end`` are as durable as the broker promises, now."""
+    return cn.durable_offset(link.counters, link.sync_flush, link.sync_master) >= end
 
 
 def result(

@@ -121,15 +121,18 @@ class RingProducer(RingAppender):
 
         return self._append_runs(sizes, encode, deadline), sizes
 
-    def wait_flushed(self, end_offset: int, deadline: float) -> bool:
-        """SYNC_FLUSH: wait until the CommitLog is flushed past ``end_offset``; False on
-        timeout. A flush failure raises ``SendError``."""
+    def wait_durable(
+        self, end_offset: int, deadline: float, sync_flush: bool, sync_master: bool
+    ) -> bool:
+        """Wait until the CommitLog is flushed (``sync_flush``) and acknowledged by a slave
+        (``sync_master``) past ``end_offset``; False on timeout. A flush failure raises
+        ``SendError``."""
         errors = int(self.counters[cn.FLUSH_ERRORS])
 
         def flushed() -> bool:
             if self.counters[cn.FLUSH_FAILED] or int(self.counters[cn.FLUSH_ERRORS]) != errors:
                 raise SendError("the broker failed to flush the CommitLog (fsync error)")
-            return int(self.counters[cn.FLUSHED_OFFSET]) >= end_offset
+            return cn.durable_offset(self.counters, sync_flush, sync_master) >= end_offset
 
         if flushed():
             return True
