@@ -1,0 +1,131 @@
+"""Master/slave replication with real processes: a namesrv, a master and a slave broker on
+separate stores, crashed with SIGKILL, checked by comparing their files."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import struct
+import time
+
+import pytest
+
+from e2e_helpers import cluster, shm_entries
+from shmq import Message, Producer
+from shmq.client.types import SendStatus
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode
+from spec_decoder import read_consume_queue
+
+TOPIC = "HaTopic"
+SLAVE = {"brokerName": "broker-a", "brokerId": 1, "brokerRole": "SLAVE"}
+
+
+def ha_status(c, name: str) -> dict:
+    with RemotingClient() as client:
+        _, status = client.invoke_json(c.brokers[name].address, RequestCode.GET_BROKER_HA_STATUS)
+    return status
+
+
+def wait_until(check, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def caught_up(c) -> int:
+    """Until the slave's whole-record write offset equals the master's; that offset."""
+
+    def same():
+        master = c.runtime_info()["write_offset"]
+        return master if c.runtime_info("slave")["write_offset"] == master else 0
+
+    return wait_until(same, what="the slave to catch up")
+
+
+def commitlog_bytes(store: str, end: int) -> bytes:
+    directory = os.path.join(store, "commitlog")
+    data = bytearray()
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name), "rb") as f:
+            data += f.read()
+    return bytes(data[:end])
+
+
+def assert_replica(c, end: int) -> None:
+    """The slave's CommitLog equals the master's up to ``end`` and its consume queues point
+    at the same messages."""
+    assert commitlog_bytes(c.brokers["slave"].store, end) == commitlog_bytes(c.store, end)
+    for qid in range(2):
+        master = read_consume_queue(c.store, TOPIC, qid)
+        slave = read_consume_queue(c.brokers["slave"].store, TOPIC, qid)
+        assert master and slave == master
+
+
+def sigkill_broker(c, name: str) -> None:
+    """SIGKILL the broker's supervisor and every agent process (no clean stop at all)."""
+    agents = c.runtime_info(name)["agents"]
+    proc = c.brokers[name].proc
+    proc.kill()
+    for agent in agents.values():
+        if agent["pid"]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(agent["pid"], signal.SIGKILL)
+    proc.wait(10)
+    c.procs.remove(proc)
+    c.brokers[name].proc = None
+
+
+def read_log(tmp_path, name: str) -> str:
+    with open(os.path.join(str(tmp_path), name)) as f:
+        return f.read()
+
+
+def send_many(producer: Producer, count: int, tag: str) -> list:
+    return [producer.send(Message(TOPIC, f"{tag}-{i}".encode() * 120)) for i in range(count)]
+
+
+@pytest.mark.slow
+def test_async_master_slave_replica_is_byte_identical_and_survives_sigkill(tmp_path):
+    before = shm_entries()
+    with cluster(tmp_path, brokerRole="ASYNC_MASTER") as c:
+        c.create_topic(TOPIC, 2)
+        c.add_broker("slave", **SLAVE)
+        time.sleep(1.2)
+        with Producer("ha-p", c.namesrv) as producer:
+            sent = send_many(producer, 1500, "a")  # ~1.2 MB: the CommitLog rolls a file
+            assert {r.send_status for r in sent} == {SendStatus.SEND_OK}
+            end = caught_up(c)
+            assert end > 1 << 20
+            assert_replica(c, end)
+            status = ha_status(c, "broker-a")
+            assert [s["inSync"] for s in status["slaves"]] == [True]
+            assert status["slaves"][0]["ackOffset"] == end
+
+            # the master's HA port takes garbage and a slave ahead of it without harm
+            port = status["haPort"]
+            for bad in (struct.pack(">q", -8), struct.pack(">q", end + 4096)):
+                with socket.create_connection(("127.0.0.1", port)) as s:
+                    s.sendall(bad)
+                    s.settimeout(5)
+                    assert s.recv(100) == b""  # the master closed it
+            assert producer.send(Message(TOPIC, b"still served")).send_status == SendStatus.SEND_OK
+
+            sigkill_broker(c, "slave")
+            send_many(producer, 300, "b")  # written while the slave is down
+            c.start_broker("slave")
+            end = caught_up(c)
+            assert_replica(c, end)
+        slave_log = read_log(tmp_path, "slave.log")
+        resumed = re.findall(r"connected to the master's HA service \S+ at offset (\d+)", slave_log)
+        assert int(resumed[-1]) > 0  # it caught up from its own max offset
+        master_log = read_log(tmp_path, "broker.log")
+        assert "negative offset" in master_log and "is ahead of the master's" in master_log
+    assert shm_entries() <= before
