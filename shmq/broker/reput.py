@@ -93,6 +93,7 @@ class Reput:
         self.changed = np.zeros(self.maxima.shape[0], dtype=np.bool_)
         self.registry = Segment.attach(env.names.registry)
         self.sync_flush = store.sync_flush
+        self.is_slave = env.config.is_slave
         self.flush_interval_ms = store.flush_interval_consume_queue
         self.least_pages = store.flush_consume_queue_least_pages
         self._last_flush = time.monotonic()
@@ -173,6 +174,9 @@ class Reput:
             self._wake_schedule()
         for (topic, qid), cq in touched_all.items():
             slot = self.directory.slot(topic.encode(), qid)
+            if slot < 0 and self.is_slave:  # no writer adds a slave's queues: reput does
+                slot = qt.add_queue(self.queues_seg.buf, self.queues_seg.words, topic.encode(), qid)
+                self.directory.slots[(topic.encode(), qid)] = slot
             if slot >= 0:
                 self.maxima[slot] = cq.max_offset
                 self.changed[slot] = True

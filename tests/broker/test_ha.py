@@ -14,7 +14,7 @@ import time
 import pytest
 
 from e2e_helpers import cluster, shm_entries
-from shmq import Message, Producer
+from shmq import Message, Producer, PullConsumer
 from shmq.client.types import SendStatus
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
@@ -128,4 +128,77 @@ def test_async_master_slave_replica_is_byte_identical_and_survives_sigkill(tmp_p
         assert int(resumed[-1]) > 0  # it caught up from its own max offset
         master_log = read_log(tmp_path, "broker.log")
         assert "negative offset" in master_log and "is ahead of the master's" in master_log
+    assert shm_entries() <= before
+
+
+def agent_pid(c, name: str, kind: str) -> int:
+    return wait_until(lambda: c.runtime_info(name)["agents"][kind]["pid"], what=f"{kind} pid")
+
+
+def connected(c) -> None:
+    wait_until(lambda: c.runtime_info()["ha_slaves"] == 1, what="the slave to connect")
+
+
+@pytest.mark.slow
+def test_sync_master_acks_only_what_the_slave_holds(tmp_path):
+    before = shm_entries()
+    with cluster(tmp_path, brokerRole="SYNC_MASTER", syncFlushTimeout=1000) as c:
+        c.create_topic(TOPIC, 2)
+        time.sleep(1.2)
+        with Producer("ha-sync", c.namesrv, send_timeout=10) as producer:
+            # no slave: SLAVE_NOT_AVAILABLE at once, never SEND_OK
+            started = time.monotonic()
+            assert producer.send(Message(TOPIC, b"alone")).send_status == (
+                SendStatus.SLAVE_NOT_AVAILABLE
+            )
+            assert time.monotonic() - started < 1.0
+
+            c.add_broker("slave", **SLAVE)
+            connected(c)
+            assert producer.send(Message(TOPIC, b"paired")).send_status == SendStatus.SEND_OK
+
+            # a slave that does not acknowledge: FLUSH_SLAVE_TIMEOUT after syncFlushTimeout
+            slave_ha = agent_pid(c, "slave", "ha")
+            os.kill(slave_ha, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                status = producer.send(Message(TOPIC, b"unacked")).send_status
+                waited = time.monotonic() - started
+            finally:
+                os.kill(slave_ha, signal.SIGCONT)
+            assert status == SendStatus.FLUSH_SLAVE_TIMEOUT
+            assert 0.9 < waited < 3.0
+
+            # the master's HA agent SIGKILLed alone: restarted, replication resumes
+            master_ha = agent_pid(c, "broker-a", "ha")
+            os.kill(master_ha, signal.SIGKILL)
+            wait_until(lambda: agent_pid(c, "broker-a", "ha") != master_ha, what="a restart")
+            connected(c)
+            assert producer.send(Message(TOPIC, b"resumed")).send_status == SendStatus.SEND_OK
+
+            # a run of acked sends (sync, async, bulk), then the master dies at once
+            acked = [f"sync-{i}".encode() for i in range(200)
+                     if producer.send(Message(TOPIC, f"sync-{i}".encode())).send_status
+                     == SendStatus.SEND_OK]  # fmt: skip
+            futures = [(f"async-{i}".encode(),
+                        producer.send_async(Message(TOPIC, f"async-{i}".encode())))
+                       for i in range(500)]  # fmt: skip
+            acked += [body for body, f in futures if f.result(10).send_status == SendStatus.SEND_OK]
+            bodies = [f"bulk-{i}".encode() for i in range(2000)]
+            if producer.send_bulk(TOPIC, bodies).send_status == SendStatus.SEND_OK:
+                acked += bodies
+        assert len(acked) >= 2700 - 10
+        sigkill_broker(c, "broker-a")
+
+        # every acknowledged message is on the slave; a consumer reads them all from it
+        got: set[bytes] = set()
+        with PullConsumer("ha-reader", c.namesrv, consume_from_where="FIRST_OFFSET") as pc:
+            pc.subscribe(TOPIC)
+            pc.start()
+            deadline = time.monotonic() + 60
+            while not set(acked) <= got and time.monotonic() < deadline:
+                got.update(m.body for m in pc.poll(0.5))
+        assert set(acked) <= got
+        c.start_broker("broker-a")  # recovers, and removes what the killed one left in /dev/shm
+        connected(c)
     assert shm_entries() <= before
