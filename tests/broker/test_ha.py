@@ -4,6 +4,7 @@ separate stores, crashed with SIGKILL, checked by comparing their files."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from e2e_helpers import cluster, shm_entries
+from e2e_helpers import cluster, shm_entries, shmq
 from shmq import Message, Producer, PullConsumer
 from shmq.client.types import SendStatus
 from shmq.remoting.client import RemotingClient
@@ -108,6 +109,10 @@ def test_async_master_slave_replica_is_byte_identical_and_survives_sigkill(tmp_p
             status = ha_status(c, "broker-a")
             assert [s["inSync"] for s in status["slaves"]] == [True]
             assert status["slaves"][0]["ackOffset"] == end
+            cli = shmq("admin", "ha-status", "-n", c.namesrv, "--json")
+            assert cli.returncode == 0, cli.stderr
+            roles = {(b["brokerId"], b["brokerRole"]) for b in json.loads(cli.stdout)}
+            assert roles == {(0, "ASYNC_MASTER"), (1, "SLAVE")}
 
             # the master's HA port takes garbage and a slave ahead of it without harm
             port = status["haPort"]
