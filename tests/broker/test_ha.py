@@ -17,8 +17,9 @@ import pytest
 from e2e_helpers import cluster, shm_entries, shmq
 from shmq import Message, Producer, PullConsumer
 from shmq.client.types import SendStatus
+from shmq.errors import ResponseError
 from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode
+from shmq.remoting.protocol import RequestCode, ResponseCode
 from spec_decoder import read_consume_queue
 
 TOPIC = "HaTopic"
@@ -206,4 +207,42 @@ def test_sync_master_acks_only_what_the_slave_holds(tmp_path):
         assert set(acked) <= got
         c.start_broker("broker-a")  # recovers, and removes what the killed one left in /dev/shm
         connected(c)
+    assert shm_entries() <= before
+
+
+@pytest.mark.slow
+def test_a_slave_refuses_a_bad_stream_and_keeps_its_store(tmp_path):
+    """A fake master sends what a real one never does; each time the slave logs the problem,
+    drops the connection and stores nothing of it."""
+    before = shm_entries()
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(30)
+    fake = f"127.0.0.1:{server.getsockname()[1]}"
+    streams = [
+        (struct.pack(">qi", -1, 0), "negative offset"),
+        (struct.pack(">qi", 12345, 0), "not at a CommitLog file's start"),
+        (struct.pack(">qi", 0, (1 << 20) + 8) + bytes((1 << 20) + 8), "crosses the end"),
+        (struct.pack(">qi", 0, 100) + bytes(range(100)), None),  # not records: never published
+    ]
+    with server, cluster(tmp_path, brokerRole="SLAVE", brokerId=1, haMasterAddress=fake) as c:
+        for data, problem in streams:
+            conn, _ = server.accept()
+            with conn:
+                conn.settimeout(10)
+                assert struct.unpack(">q", conn.recv(8))[0] == 0  # an empty slave reports 0
+                conn.sendall(data)
+                if problem:
+                    assert conn.recv(100) == b""  # the slave hung up
+                    wait_until(
+                        lambda p=problem: p in read_log(tmp_path, "broker.log"), what=problem
+                    )
+                else:
+                    assert struct.unpack(">q", conn.recv(8))[0] == 100  # received, reported
+        assert c.runtime_info()["write_offset"] == 0
+        with RemotingClient() as client, pytest.raises(ResponseError) as refused:
+            client.invoke_json(
+                c.main.address, RequestCode.REGISTER_PRODUCER, {"pid": 1, "group": "g"}
+            )
+        assert refused.value.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert "slave" in str(refused.value)
     assert shm_entries() <= before
