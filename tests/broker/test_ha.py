@@ -43,11 +43,14 @@ def wait_until(check, timeout: float = 30.0, what: str = "condition"):
 
 
 def caught_up(c) -> int:
-    """Until the slave's whole-record write offset equals the master's; that offset."""
+    """Until the slave's whole-record write offset equals the master's and both brokers
+    dispatched everything; that offset."""
 
     def same():
-        master = c.runtime_info()["write_offset"]
-        return master if c.runtime_info("slave")["write_offset"] == master else 0
+        master, slave = c.runtime_info(), c.runtime_info("slave")
+        end = master["write_offset"]
+        offsets = (master["dispatched_offset"], slave["write_offset"], slave["dispatched_offset"])
+        return end if offsets == (end, end, end) else 0
 
     return wait_until(same, what="the slave to catch up")
 
