@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 READ_BUFFER = 1 << 20  # RocketMQ's master read buffer
 MAX_CONNECTIONS = 64
+LISTEN_RETRY_S = 1.0
 
 
 class HAConnection:
@@ -83,25 +84,40 @@ class HAService:
         self.sem = open_semaphore(env.names.agent_sem("ha"))
         parked = cn.agent_word("ha", cn.AGENT_PARKED)
         self.idle = SocketIdle(self.sem, lambda p: cn.publish(self.words, parked, int(p)))
-        self.server = self._listen(cfg.broker_ip1, cn.load(self.words, cn.HA_PORT) or cfg.ha_port)
-        self.idle.selector.register(self.server, selectors.EVENT_READ, None)
+        self.server: socket.socket | None = None
+        self._listen_at = 0.0
+        self._listen_failed = False
+        self._listen()
         self.conns: dict[int, HAConnection] = {}
         self.confirmed = cn.load(self.words, cn.CONFIRMED_OFFSET)
         self._cleaned_to = 0
         self._table_dirty = True
         self._rbuf = bytearray(READ_BUFFER)
 
-    def _listen(self, host: str, port: int) -> socket.socket:
+    def _listen(self) -> None:
         """Listen on the HA port; its number is published (the supervisor registers it as
-        haServerAddr, and a restarted agent binds the same one)."""
+        haServerAddr, and a restarted agent binds the same one). A port in use is retried
+        every second: the master serves producers meanwhile, without slaves."""
+        cfg = self.env.config
+        host, port = cfg.broker_ip1, cn.load(self.words, cn.HA_PORT) or cfg.ha_port
+        self._listen_at = time.monotonic() + LISTEN_RETRY_S
         server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind((host, port))
-        server.listen(MAX_CONNECTIONS)
+        try:
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind((host, port))
+            server.listen(MAX_CONNECTIONS)
+        except OSError as exc:
+            server.close()
+            if not self._listen_failed:
+                log.error("HA service cannot listen on %s:%d (retrying every %.0f s): %s",
+                          host, port, LISTEN_RETRY_S, exc)  # fmt: skip
+            self._listen_failed = True
+            return
         server.setblocking(False)
+        self.server, self._listen_failed = server, False
+        self.idle.selector.register(server, selectors.EVENT_READ, None)
         cn.publish(self.words, cn.HA_PORT, server.getsockname()[1])
         log.info("HA service listens on %s:%d", host, server.getsockname()[1])
-        return server
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -115,6 +131,8 @@ class HAService:
             self._cleaned_to = cleaned
             self.commitlog.queue.release_below(cleaned)
         work = 0
+        if self.server is None and time.monotonic() >= self._listen_at:
+            self._listen()
         for key, mask in self.idle.ready():
             if key.fileobj is self.server:
                 work += self._accept()
@@ -294,7 +312,8 @@ class HAService:
         cn.publish(self.words, cn.HA_SLAVES, 0)
         ht.publish_rows(self.table.words, [])
         self.idle.close()
-        self.server.close()
+        if self.server is not None:
+            self.server.close()
         self.wakeups.close()
         self.commitlog.close()
         self.sem.close()

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from e2e_helpers import cluster, shm_entries, shmq
+from e2e_helpers import cluster, free_port, shm_entries, shmq
 from shmq import Message, Producer, PullConsumer
 from shmq.client.types import SendStatus
 from shmq.errors import ResponseError
@@ -100,7 +100,7 @@ def send_many(producer: Producer, count: int, tag: str) -> list:
 @pytest.mark.slow
 def test_async_master_slave_replica_is_byte_identical_and_survives_sigkill(tmp_path):
     before = shm_entries()
-    with cluster(tmp_path, brokerRole="ASYNC_MASTER") as c:
+    with cluster(tmp_path, brokerRole="ASYNC_MASTER", haListenPort=free_port()) as c:
         c.create_topic(TOPIC, 2)
         c.add_broker("slave", **SLAVE)
         time.sleep(1.2)
@@ -151,7 +151,8 @@ def connected(c) -> None:
 @pytest.mark.slow
 def test_sync_master_acks_only_what_the_slave_holds(tmp_path):
     before = shm_entries()
-    with cluster(tmp_path, brokerRole="SYNC_MASTER", syncFlushTimeout=1000) as c:
+    ha = free_port()  # listenPort + 1 may be an ephemeral port in use by the time of a restart
+    with cluster(tmp_path, brokerRole="SYNC_MASTER", syncFlushTimeout=1000, haListenPort=ha) as c:
         c.create_topic(TOPIC, 2)
         time.sleep(1.2)
         with Producer("ha-sync", c.namesrv, send_timeout=10) as producer:
