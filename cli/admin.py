@@ -365,10 +365,39 @@ def cluster_list(namesrv: str, as_json: bool) -> None:
     for b in brokers:
         s = b.get("status") or {}
         rows.append([b["cluster"], b["brokerName"], b["brokerId"], b["address"],
-                     s.get("msgs_in", ""), s.get("msgs_dispatched", ""), s.get("write_offset", ""),
-                     s.get("flush_disk_type", ""), b.get("error") or "ok"])  # fmt: skip
-    columns = ["cluster", "broker", "id", "address", "msgs in", "dispatched", "write offset",
-               "flush type", "status"]  # fmt: skip
+                     s.get("broker_role", ""), s.get("msgs_in", ""), s.get("msgs_dispatched", ""),
+                     s.get("write_offset", ""), s.get("flush_disk_type", ""),
+                     b.get("error") or "ok"])  # fmt: skip
+    columns = ["cluster", "broker", "id", "address", "role", "msgs in", "dispatched",
+               "write offset", "flush type", "status"]  # fmt: skip
+    show(columns, rows)
+
+
+@admin.command("ha-status")
+@options
+def ha_status(namesrv: str, as_json: bool) -> None:
+    """Replication: each master's slaves, their acked offset and lag (RocketMQ 5's
+    mqadmin haStatus)."""
+    with open_admin(namesrv) as a:
+        brokers = a.ha_status()
+    if as_json:
+        print_json(brokers)
+        return
+    rows = []
+    for b in brokers:
+        head = [b.get("brokerName"), b.get("brokerId"), b["address"], b.get("brokerRole", "")]
+        if b.get("error"):
+            rows.append([*head, "", "", "", "", b["error"]])
+        elif b.get("brokerRole") == "SLAVE":
+            rows.append([*head, b.get("masterHaAddress") or "(unknown)", b.get("writeOffset"),
+                         "", "", ""])  # fmt: skip
+        elif not b.get("slaves"):
+            rows.append([*head, "(no slave)", "", "", "", ""])
+        for s in b.get("slaves", []):
+            rows.append([*head, s["address"], s["ackOffset"], s["lagBytes"], s["lagSeconds"],
+                         "in sync" if s["inSync"] else "BEHIND"])  # fmt: skip
+    columns = ["broker", "id", "address", "role", "slave / master", "acked offset",
+               "lag bytes", "lag s", "state"]  # fmt: skip
     show(columns, rows)
 
 

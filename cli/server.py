@@ -300,7 +300,7 @@ def _print_status(stats: dict) -> None:
     console = Console()
     console.print(
         f"broker [bold]{stats['broker']}[/] at {stats['address']}, store {stats['store']}, "
-        f"{stats['flush_disk_type']}"
+        f"{stats['flush_disk_type']}, {stats.get('broker_role', 'ASYNC_MASTER')}"
     )
     procs = Table("role", "pid", "alive", "restarts")
     for p in stats["processes"]:

@@ -176,7 +176,7 @@ def test_admin_help_is_light_and_listed():
     names = """update-topic delete-topic topic-list topic-route topic-status consumer-progress
         consumer-connection query-msg-by-id query-msg-by-key query-msg-by-unique-key
         query-msg-by-time reset-offset-by-time cluster-list broker-status update-sub-group
-        delete-sub-group"""
+        delete-sub-group ha-status"""
     for name in names.split():
         assert name in commands
     code = (

@@ -117,7 +117,7 @@ def test_start_produce_consume_status_stop(tmp_path):
         info = json.loads(status.stdout)
         assert info["msgs_in"] == 5001 and info["msgs_dispatched"] == 5001
         assert {p["role"] for p in info["processes"]} == {
-            "supervisor", "writer", "reput", "flush", "cleaner", "schedule"
+            "supervisor", "writer", "reput", "flush", "cleaner", "schedule", "ha"
         }  # fmt: skip
         assert all(p["alive"] for p in info["processes"])
         missing = shmq(

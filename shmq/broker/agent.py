@@ -59,6 +59,10 @@ class BrokerNames:
         return f"{self.prefix}.{kind}"
 
     @property
+    def ha_table(self) -> str:
+        return f"{self.prefix}.ha"
+
+    @property
     def supervisor_sem(self) -> str:
         return f"{self.prefix}.supervisor"
 
@@ -104,7 +108,7 @@ PARKED_WORDS = {
 
 def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> None:
     """Process entry point of one agent (``multiprocessing`` spawn target)."""
-    from shmq.broker import cleaner, flush, reput, schedule, writer
+    from shmq.broker import cleaner, flush, ha_client, ha_service, reput, schedule, writer
 
     logging.basicConfig(
         level=log_level,
@@ -127,6 +131,7 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
         "flush": flush.Flush,
         "cleaner": cleaner.Cleaner,
         "schedule": schedule.Schedule,
+        "ha": ha_client.HAClient if config.is_slave else ha_service.HAService,
     }
     agent = factories[kind](env)
     for line in apply_runtime(TuningConfig.from_mapping(config.tuning), kind, [counters.mm]):

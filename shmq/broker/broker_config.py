@@ -97,6 +97,17 @@ class BrokerConfig:
     transaction_time_out: int = 6_000
     transaction_check_interval: int = 60_000
     transaction_check_max: int = 15
+    # master/slave replication (RocketMQ 4.9's MessageStoreConfig HA keys): haListenPort 0
+    # means listenPort + 1; a slave without haMasterAddress learns it from the namesrv's
+    # register answer. syncFlushTimeout (a store key) bounds a SYNC_MASTER's wait for the
+    # slave, as in 4.9.
+    ha_listen_port: int = 0
+    ha_master_address: str = ""
+    ha_send_heartbeat_interval: int = 5_000
+    ha_housekeeping_interval: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    slave_read_enable: bool = False
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     tuning: Mapping[str, Any] = field(default_factory=dict)
 
@@ -137,6 +148,10 @@ class BrokerConfig:
             "agent_restart_max",
             "transaction_check_interval",
             "transaction_check_max",
+            "ha_send_heartbeat_interval",
+            "ha_housekeeping_interval",
+            "ha_transfer_batch_size",
+            "ha_slave_fallbehind_max",
         ):
             _range(self, name, 1)
         _range(self, "transaction_time_out", 0)
@@ -147,6 +162,9 @@ class BrokerConfig:
         _power_of_two(self, "ring_size", MIN_RING_SIZE)
         _power_of_two(self, "ring_slots", MIN_RING_SLOTS)
         parse_host(f"{self.broker_ip1}:{self.listen_port}")
+        _range(self, "ha_listen_port", 0, 65535)
+        if self.ha_master_address:
+            parse_host(self.ha_master_address)
         self.namesrv_addrs  # noqa: B018 - validates every address
 
     @property
@@ -162,6 +180,18 @@ class BrokerConfig:
         for addr in addrs:
             parse_host(addr)
         return addrs
+
+    @property
+    def ha_port(self) -> int:
+        """The port the master's HA service listens on (RocketMQ: listenPort + 1; any free
+        port when the broker's own is chosen by the system, ``listenPort`` 0)."""
+        if self.ha_listen_port or not self.listen_port:
+            return self.ha_listen_port
+        return self.listen_port + 1
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
 
     @property
     def derived_store_host(self) -> str:

@@ -13,6 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from shmq.broker.ha_status import ha_status
 from shmq.broker.ring_puts import broker_ring
 from shmq.broker.send_back import SendBack
 from shmq.broker.topic_config import TopicConfig
@@ -69,6 +70,7 @@ class ControlHandlers:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back.handle,
+            RequestCode.GET_BROKER_HA_STATUS: self.ha_status,
         }
         for code, handler in handlers.items():
             server.register(code, handler)
@@ -111,6 +113,8 @@ class ControlHandlers:
             "consumeQueueFileSize": store.consume_queue_file_size,
             "flushDiskType": store.flush_disk_type,
             "syncFlushTimeout": store.sync_flush_timeout,
+            "brokerRole": b.config.broker_role,
+            "haSlaveFallbehindMax": b.config.ha_slave_fallbehind_max,
             "maxMessageSize": store.max_message_size,
             "checkProducerCrc": b.config.check_producer_crc,
             "delayLevels": len(store.delay_levels_ms),
@@ -125,6 +129,12 @@ class ControlHandlers:
         }
 
     def register_producer(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        if self.broker.config.is_slave:  # RocketMQ's store refuses puts on a slave so
+            raise ResponseError(
+                Rc.SERVICE_NOT_AVAILABLE,
+                f"broker {self.broker.config.broker_name} (id {self.broker.config.broker_id}) "
+                "is a slave: message store is slave mode, so putMessage is forbidden",
+            )
         slot = self.broker.clients.register_producer(
             request.ext_int("pid"), request.ext_group("group")
         )
@@ -370,6 +380,9 @@ class ControlHandlers:
             for members in self.producers.values():
                 for cid in [c for c, (_, cid_conn) in members.items() if cid_conn == conn.id]:
                     del members[cid]
+
+    def ha_status(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        return _json(request, ha_status(self.broker))
 
     def runtime_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         try:

@@ -15,13 +15,13 @@ import os
 import time
 
 from shmq.broker.agent import AgentEnv
+from shmq.broker.producer_wakeups import ProducerWakeups
 from shmq.ipc import counters as cn
-from shmq.ipc import registry as rg
 from shmq.ipc.idle import IdleConfig, IdleStrategy
-from shmq.ipc.parking import post_parked
-from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore, post
+from shmq.ipc.segment import Segment, fence, open_semaphore, post
 from shmq.store.checkpoint import Checkpoint
 from shmq.store.mapped_file import PAGE_SIZE, offset_to_file_name
+from shmq.store.mapped_file_queue import first_file_from
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,8 @@ class Flush:
         self.registry = Segment.attach(env.names.registry)
         self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
         self._fds: dict[int, int] = {}
-        self._producer_sems: dict[tuple[int, int], object] = {}
-        self._registry_version = -1
+        self.sync_master = env.config.broker_role == "SYNC_MASTER"
+        self.wakeups = ProducerWakeups(self.registry, env.names.prefix, env.config.max_producers)
         self._last_thorough = time.monotonic()
         self._last_checkpoint = 0.0
         if not self.sync:
@@ -80,6 +80,8 @@ class Flush:
         timestamp = cn.load(self.words, cn.WRITE_TIMESTAMP)
         try:
             start = self.flushed - self.flushed % self.file_size
+            if start not in self._fds and not os.path.exists(self._path(start)):
+                start = first_file_from(self.dir, start, write) or start  # a slave's start
             for file_start in range(start, write, self.file_size):
                 os.fdatasync(self._fd(file_start))
         except OSError as exc:
@@ -96,7 +98,7 @@ class Flush:
                 exc,
             )
             fence()
-            self._wake_producers(write)  # they see FLUSH_ERRORS and fail the send
+            self.wakeups.wake(write)  # they see FLUSH_ERRORS and fail the send
             return 0
         self.flushed = write
         cn.publish(self.words, cn.FLUSHED_TIMESTAMP, timestamp)
@@ -109,36 +111,24 @@ class Flush:
         self._maybe_checkpoint()
         return 1
 
+    def _path(self, file_start: int) -> str:
+        return os.path.join(self.dir, offset_to_file_name(file_start))
+
     def _fd(self, file_start: int) -> int:
         fd = self._fds.get(file_start)
         if fd is None:
-            fd = os.open(os.path.join(self.dir, offset_to_file_name(file_start)), os.O_RDONLY)
+            fd = os.open(self._path(file_start), os.O_RDONLY)
             for old in [s for s in self._fds if s < file_start]:
                 os.close(self._fds.pop(old))
             self._fds[file_start] = fd
         return fd
 
     def _wake_producers(self, flushed: int) -> None:
-        words = self.registry.words
-        active = rg.active_producers(words, self.env.config.max_producers)
-        version = int(words[rg.VERSION])
-        if version != self._registry_version:  # a producer left: drop its semaphore
-            self._registry_version = version
-            close_gone(self._producer_sems, {(slot, gen) for slot, gen, _ in active})
-        for slot, gen, _ in active:
-            base = rg.producer_base(slot)
-            want = int(words[base + rg.WAIT_FLUSH_OFFSET])
-            parked = int(words[base + rg.PARKED])
-            if parked <= 0 or not 0 < want <= flushed:
-                continue
-            sem = self._producer_sems.get((slot, gen))
-            if sem is None:
-                try:
-                    sem = open_semaphore(rg.producer_sem_name(self.env.names.prefix, slot, gen))
-                except Exception:  # the producer is leaving
-                    continue
-                self._producer_sems[(slot, gen)] = sem
-            post_parked(sem, parked)
+        """Wake the producers this flush released (with SYNC_MASTER only those the slave
+        acknowledged too; the HA agent wakes the rest when the ack comes)."""
+        if self.sync_master:
+            flushed = min(flushed, cn.load(self.words, cn.CONFIRMED_OFFSET))
+        self.wakeups.wake(flushed)
 
     def _maybe_checkpoint(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -166,8 +156,7 @@ class Flush:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
-        for sem in self._producer_sems.values():
-            sem.close()
+        self.wakeups.close()
         self.reput_sem.close()
         self.registry.close()
         self.checkpoint.close()

@@ -9,9 +9,10 @@ message into its system topic, with the functions the producer's rings use; a
 ``%RETRY%`` send past its group's maximum reconsume times into ``%DLQ%``), encodes all of
 a request's records with one ``encode_batch`` call and appends them to the broker's TCP
 ring in one ``append_many``: a batch of 1,000 messages is one append. Everything is checked
-before anything is appended, so a batch is stored whole or not at all. In SYNC_FLUSH a
-send that waits for its store (``WAIT`` not false) is answered once the CommitLog is
-flushed past it, or FLUSH_DISK_TIMEOUT.
+before anything is appended, so a batch is stored whole or not at all. A send that waits
+for its store (``WAIT`` not false) is answered once it is as durable as the broker
+promises (``ipc.durability``: flushed in SYNC_FLUSH, acknowledged by a slave on a
+SYNC_MASTER), or with 4.9's FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE.
 
 The response header is 4.9's ``SendMessageResponseHeader``: msgId, the offset message id (a
 batch's joined by commas); queueId, the queue the request named (or drew at random), even
@@ -42,6 +43,13 @@ from shmq.codec.record_rebuild import edit_properties, property_value
 from shmq.config import parse_host
 from shmq.errors import ConfigError, InvalidMessageError, SendError
 from shmq.ipc import ring
+from shmq.ipc.durability import (
+    FLUSH_DISK_TIMEOUT,
+    FLUSH_SLAVE_TIMEOUT,
+    SEND_OK,
+    SLAVE_NOT_AVAILABLE,
+    durability,
+)
 from shmq.message import offset_msg_id, pack_host
 from shmq.names import MAX_TOPIC_LENGTH, RETRY_GROUP_TOPIC_PREFIX, dlq_topic, name_problem
 from shmq.properties import MAX_PROPERTIES_LENGTH
@@ -77,6 +85,12 @@ _PLACEMENT_NAMES = {
     b"TIMER_DELAY_MS",
 }
 _HALF_NAMES = {b"TRAN_MSG", b"PGROUP", b"REAL_TOPIC", b"REAL_QID"}
+_STATUS_CODES = {
+    SEND_OK: Rc.SUCCESS,
+    FLUSH_DISK_TIMEOUT: Rc.FLUSH_DISK_TIMEOUT,
+    FLUSH_SLAVE_TIMEOUT: Rc.FLUSH_SLAVE_TIMEOUT,
+    SLAVE_NOT_AVAILABLE: Rc.SLAVE_NOT_AVAILABLE,
+}
 # a ring refusal as 4.9 answers its PutMessageStatus
 _REFUSALS = {
     ring.REASON_TOPIC_NOT_EXIST: Rc.TOPIC_NOT_EXIST,
@@ -140,6 +154,8 @@ class RemotingSend:
         self.max_delay_ms = store.timer_max_delay_sec * 1000
         self.body_crc = -1 if cfg.check_producer_crc else 0  # the writer checks it then
         self.sync_flush = store.sync_flush
+        self.sync_master = cfg.broker_role == "SYNC_MASTER"
+        self.fallbehind_max = cfg.ha_slave_fallbehind_max
         self.flush_timeout_s = store.sync_flush_timeout / 1000
 
     def register(self, server: RemotingServer) -> None:
@@ -413,12 +429,14 @@ class RemotingSend:
         return data, ends
 
     def _durability(self, wait: bool, end: int) -> int:
-        """SUCCESS, or FLUSH_DISK_TIMEOUT when SYNC_FLUSH did not flush past ``end`` within
-        ``syncFlushTimeout``; a failed flush is an error (never SUCCESS)."""
-        if not (self.sync_flush and wait):
+        """SUCCESS once the send is as durable as the broker promises (``ipc.durability``:
+        flushed in SYNC_FLUSH, acknowledged by a slave on a SYNC_MASTER), else the code of
+        4.9's status; a failed flush is an error (never SUCCESS)."""
+        if not (wait and (self.sync_flush or self.sync_master)):
             return Rc.SUCCESS
         try:
-            flushed = self.ring.wait_flushed(end, time.monotonic() + self.flush_timeout_s)
+            status = durability(self.ring, end, self.sync_flush, self.sync_master,
+                                self.fallbehind_max, self.flush_timeout_s)  # fmt: skip
         except SendError as exc:
             raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from None
-        return Rc.SUCCESS if flushed else Rc.FLUSH_DISK_TIMEOUT
+        return _STATUS_CODES[status]

@@ -28,6 +28,7 @@ from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore, post
 from shmq.store.commitlog import CommitLog
 from shmq.store.dispatch import Dispatcher
 from shmq.store.index_service import IndexService
+from shmq.store.mapped_file_queue import first_file_from
 from shmq.store.warm_up import TOPIC as SCRATCH_TOPIC
 from shmq.store.warm_up import scratch_store
 
@@ -92,6 +93,7 @@ class Reput:
         self.changed = np.zeros(self.maxima.shape[0], dtype=np.bool_)
         self.registry = Segment.attach(env.names.registry)
         self.sync_flush = store.sync_flush
+        self.is_slave = env.config.is_slave
         self.flush_interval_ms = store.flush_interval_consume_queue
         self.least_pages = store.flush_consume_queue_least_pages
         self._last_flush = time.monotonic()
@@ -153,6 +155,8 @@ class Reput:
     def _dispatch(self, limit: int) -> int:
         if limit <= self.dispatched:
             return 0
+        if self.commitlog.queue.find_file(self.dispatched) is None:
+            self._skip_to_first_file(limit)
         end = min(limit, self.dispatched + self.window)
         total = 0
         last_ts = 0
@@ -170,6 +174,9 @@ class Reput:
             self._wake_schedule()
         for (topic, qid), cq in touched_all.items():
             slot = self.directory.slot(topic.encode(), qid)
+            if slot < 0 and self.is_slave:  # no writer adds a slave's queues: reput does
+                slot = qt.add_queue(self.queues_seg.buf, self.queues_seg.words, topic.encode(), qid)
+                self.directory.slots[(topic.encode(), qid)] = slot
             if slot >= 0:
                 self.maxima[slot] = cq.max_offset
                 self.changed[slot] = True
@@ -185,6 +192,14 @@ class Reput:
             self._wake_consumers()
             self.changed[:] = False
         return total or int(self.dispatched > before)
+
+    def _skip_to_first_file(self, limit: int) -> None:
+        """No CommitLog file holds the dispatched offset: a slave that started empty
+        receives the master's CommitLog from a later file on; dispatch starts there."""
+        start = first_file_from(self.commitlog.queue.directory, self.dispatched, limit)
+        if start is not None:
+            log.info("no CommitLog file at %d: dispatch starts at %d", self.dispatched, start)
+            self.dispatched = start
 
     def _active_consumers(self) -> list[tuple[int, int, int]]:
         """``[(slot, word base, gen)]`` of registered consumers, re-read only when the

@@ -35,8 +35,10 @@ from shmq.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig, TopicCo
 from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
 from shmq.codec import half_messages as hm
 from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
+from shmq.config import parse_host
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
+from shmq.ipc import ha_table as ht
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc import topic_table as tt
@@ -54,9 +56,12 @@ log = logging.getLogger(__name__)
 
 BUSY_SPIN_CPUS = 4  # fewer: busy-spinning agents take the cores clients need
 
-AGENTS = ("writer", "reput", "flush", "cleaner", "schedule")  # HA joins in its own issue
-# the schedule agent sends through the writer: it stops first
-STOP_ORDER = ("schedule", "writer", "reput", "flush", "cleaner")
+AGENTS = ("writer", "reput", "flush", "cleaner", "schedule", "ha")
+# a slave takes no sends: its HA agent writes the CommitLog, nothing sends through a writer
+SLAVE_AGENTS = ("ha", "reput", "flush", "cleaner")
+# the schedule agent sends through the writer: it stops first; HA streams the writer's last
+# bytes before it stops
+STOP_ORDER = ("schedule", "writer", "ha", "reput", "flush", "cleaner")
 RING_AGENTS = ("schedule",)  # agents with a producer ring of their own
 MAX_TOPICS = 4096
 AGENT_STOP_TIMEOUT_S = 30.0
@@ -76,7 +81,9 @@ class Broker:
         self._segments: list[Segment] = []
         self._sems: list[Any] = []
         self._procs: dict[str, Any] = {}
-        self._restarts: dict[str, list[float]] = {k: [] for k in AGENTS}
+        self.agents = SLAVE_AGENTS if config.is_slave else AGENTS
+        self._restarts: dict[str, list[float]] = {k: [] for k in self.agents}
+        self._agent_sems: dict[str, Any] = {}
         self._ring_deaths: dict[tuple[int, int], list[float]] = {}
         self.stop_reason = ""  # why the broker stopped itself (empty: asked to stop)
         self._persist_failing = False
@@ -146,14 +153,14 @@ class Broker:
             self.queue_locks = QueueLocks(cfg.rebalance_lock_max_live_time)
             self.publish_topics()
             self.clients = ClientSlots(cfg, self.names.prefix, self.registry)
-            for kind in RING_AGENTS:
+            for kind in (k for k in RING_AGENTS if k in self.agents):
                 slot = self.clients.register_producer(os.getpid(), f"shmq-{kind}")
                 cn.publish(self.counters.words, cn.agent_word(kind, cn.RING_SLOT), slot.index)
                 cn.publish(self.counters.words, cn.agent_word(kind, cn.RING_GEN), slot.gen)
             from shmq.broker.writer import warm_up
 
             warm_up()  # compile once here; the agents then load the kernels from the cache
-            for kind in AGENTS:
+            for kind in self.agents:
                 self._start_agent(kind)
             self._wait_agents_ready()
             self._start_control()
@@ -198,8 +205,10 @@ class Broker:
         size = rg.segment_size(cfg.max_producers, cfg.max_consumers)
         self.registry = self._segment(names.registry, size)
         rg.init(self.registry.words, cfg.max_producers, cfg.max_consumers)
-        for kind in AGENTS:
-            self._sems.append(create_semaphore(names.agent_sem(kind)))
+        self.ha_table = self._segment(names.ha_table, ht.SIZE)
+        for kind in AGENTS:  # a slave's too: rings of the broker's own name the writer's
+            self._agent_sems[kind] = create_semaphore(names.agent_sem(kind))
+            self._sems.append(self._agent_sems[kind])
         self.supervisor_sem = create_semaphore(names.supervisor_sem)
         self._sems.append(self.supervisor_sem)
 
@@ -224,7 +233,7 @@ class Broker:
         numba kernels, which takes seconds); clients are served only after that."""
         deadline = time.monotonic() + AGENT_START_TIMEOUT_S
         words = self.counters.words
-        for kind in AGENTS:
+        for kind in self.agents:
             while not cn.load(words, cn.agent_word(kind, cn.PID)):
                 proc = self._procs[kind]
                 if not proc.is_alive():
@@ -254,6 +263,8 @@ class Broker:
         self.control = ControlHandlers(self)
         self.control.register(self.server)
         self.server.start()
+        if self.config.is_slave:
+            return  # a slave appends nothing: no transaction checks
         self.transactions.start(partial(live_producers, self.control, self.server))
 
     @property
@@ -378,9 +389,11 @@ class Broker:
 
         cfg = self.config
         body = {"topicConfigSerializeWrapper": self.topics.to_wrapper_json()}
+        ha_port = cn.load(self.counters.words, cn.HA_PORT)
+        ha_addr = f"{cfg.broker_ip1}:{ha_port}" if ha_port and not cfg.is_slave else ""
         for addr in cfg.namesrv_addrs:
             try:
-                self.control.client.invoke_json(
+                response, _ = self.control.client.invoke_json(
                     addr,
                     RequestCode.REGISTER_BROKER,
                     {
@@ -388,12 +401,29 @@ class Broker:
                         "brokerAddr": self.address,
                         "clusterName": cfg.broker_cluster_name,
                         "brokerId": cfg.broker_id,
-                        "haServerAddr": "",
+                        "haServerAddr": ha_addr,
                     },
                     body,
                 )
             except ShmqError as exc:
                 log.warning("cannot register with namesrv %s: %s", addr, exc)
+                continue
+            if cfg.is_slave and not cfg.ha_master_address:
+                self._learn_master(response.ext_fields.get("haServerAddr") or "")
+
+    def _learn_master(self, ha_addr: str) -> None:
+        """A slave without haMasterAddress takes the master's HA address from the namesrv's
+        register answer (RocketMQ's ``updateHaMasterAddress``); its HA agent reads it."""
+        try:
+            host, port = parse_host(ha_addr) if ha_addr else ("", 0)
+            packed = cn.pack_address(host, port) if ha_addr else 0
+        except (ShmqError, ValueError):
+            log.warning("the namesrv named an HA master address %r that is not ip:port", ha_addr)
+            return
+        words = self.counters.words
+        if packed and packed != cn.load(words, cn.MASTER_HA_ADDR):
+            log.info("HA master address: %s", ha_addr)
+            cn.publish(words, cn.MASTER_HA_ADDR, packed)
 
     def _unregister_all(self) -> None:
         from shmq.remoting.protocol import RemotingCommand, RequestCode
@@ -425,7 +455,7 @@ class Broker:
     def stats(self) -> dict[str, Any]:
         words = self.counters.words
         agents = {}
-        for kind in AGENTS:
+        for kind in self.agents:
             proc = self._procs.get(kind)
             agents[kind] = {
                 "pid": proc.pid if proc is not None else None,
@@ -439,6 +469,10 @@ class Broker:
             "pid": os.getpid(),
             "store": self.root,
             "flush_disk_type": self.config.store.flush_disk_type,
+            "broker_role": self.config.broker_role,
+            "broker_id": self.config.broker_id,
+            "confirmed_offset": cn.load(words, cn.CONFIRMED_OFFSET),
+            "ha_slaves": cn.load(words, cn.HA_SLAVES),
             "write_offset": cn.load(words, cn.WRITE_OFFSET),
             "dispatched_offset": cn.load(words, cn.DISPATCHED_OFFSET),
             "flushed_offset": cn.load(words, cn.FLUSHED_OFFSET),
@@ -465,7 +499,7 @@ class Broker:
         if self.transactions is not None:
             self.transactions.stop()  # before the writer: it appends through it
         clean = True
-        for kind in STOP_ORDER:
+        for kind in (k for k in STOP_ORDER if k in self.agents):
             clean &= self._stop_agent(kind)
         if hasattr(self, "counters") and cn.load(self.counters.words, cn.FLUSH_FAILED):
             log.error("a flush failed: abort kept, so the next start recovers from the disk")
@@ -506,7 +540,7 @@ class Broker:
             return True
         if proc.is_alive():
             cn.publish(self.counters.words, cn.agent_word(kind, cn.STOP), 1)
-            post(self._sems[AGENTS.index(kind)])
+            post(self._agent_sems[kind])
             proc.join(AGENT_STOP_TIMEOUT_S)
         if proc.is_alive():
             log.error("%s agent did not stop in %.0f s: killed", kind, AGENT_STOP_TIMEOUT_S)

@@ -152,6 +152,8 @@ class Writer:
         self.sync_flush = store.sync_flush
         self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
         self.flush_sem = open_semaphore(env.names.agent_sem("flush"))
+        self.ha_sem = open_semaphore(env.names.agent_sem("ha"))  # streams new bytes to slaves
+        self.ha_parked = cn.agent_word("ha", cn.AGENT_PARKED)
         self.supervisor_sem = open_semaphore(env.names.supervisor_sem)
         warm_up()
         self._recover_queue_offsets()
@@ -348,6 +350,8 @@ class Writer:
             post(self.reput_sem)
         if self.sync_flush and words[cn.FLUSH_PARKED]:
             post(self.flush_sem)
+        if words[self.ha_parked]:
+            post(self.ha_sem)
         return n
 
     def _stopped_without_records(
@@ -494,7 +498,7 @@ class Writer:
             view.close()
         self.rings.clear()
         self.commitlog.close()
-        for sem in (self.reput_sem, self.flush_sem, self.supervisor_sem):
+        for sem in (self.reput_sem, self.flush_sem, self.ha_sem, self.supervisor_sem):
             sem.close()
         for seg in (self.topics_seg, self.queues_seg, self.registry):
             seg.close()

@@ -222,6 +222,20 @@ class Admin(MessageQueries):
                 out.append(entry)
         return out
 
+    def ha_status(self) -> list[dict[str, Any]]:
+        """Every registered broker's replication state (``GET_BROKER_HA_STATUS``): a
+        master's slaves with their acked offset and lag, a slave's master; ``error`` for a
+        broker that does not answer."""
+        out = []
+        for entry in self.cluster_list():
+            name, addr = entry["brokerName"], entry["address"]
+            try:
+                status = self._call((name, addr), RequestCode.GET_BROKER_HA_STATUS)[1]
+            except RemotingError as exc:
+                status = {"brokerName": name, "brokerId": entry["brokerId"], "error": str(exc)}
+            out.append({"address": addr, **status})
+        return out
+
     def broker_status(self, broker: str) -> dict[str, Any]:
         """A broker's runtime info (``shmq status``'s numbers), by name or address."""
         return self._call(self._broker(broker), RequestCode.GET_BROKER_RUNTIME_INFO)[1]

@@ -7,13 +7,13 @@ This is the one place results are built, for sync, batch, async and bulk sends a
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from shmq.client.types import MessageQueue, SendResult, SendStatus
 from shmq.errors import RemotingError, SendError, SendTimeoutError
 from shmq.ipc import counters as cn
 from shmq.ipc import ring
+from shmq.ipc.durability import durability
 
 if TYPE_CHECKING:
     from shmq.client.producer_link import ProducerLink
@@ -66,18 +66,17 @@ def rejection(link: ProducerLink, mq: MessageQueue, packed: list[int]) -> Attemp
 
 
 def flush_status(link: ProducerLink, end: int) -> SendStatus:
-    """SYNC_FLUSH: SEND_OK once the CommitLog is flushed past ``end``, FLUSH_DISK_TIMEOUT
-    after the broker's ``syncFlushTimeout``; ASYNC_FLUSH: SEND_OK. A failed flush raises."""
-    if not link.sync_flush:
+    """SEND_OK once the records up to ``end`` are as durable as the broker promises
+    (``ipc.durability``); a failed flush raises."""
+    if not link.waits:
         return SendStatus.SEND_OK
-    if link.ring.wait_flushed(end, time.monotonic() + link.flush_timeout):
-        return SendStatus.SEND_OK
-    return SendStatus.FLUSH_DISK_TIMEOUT
+    return SendStatus(durability(link.ring, end, link.sync_flush, link.sync_master,
+                                 link.fallbehind_max, link.flush_timeout))  # fmt: skip
 
 
 def flushed(link: ProducerLink, end: int) -> bool:
-    """Whether the CommitLog is flushed past ``end`` now (no waiting)."""
-    return int(link.counters[cn.FLUSHED_OFFSET]) >= end
+    """Whether the records up to ``end`` are as durable as the broker promises, now."""
+    return cn.durable_offset(link.counters, link.sync_flush, link.sync_master) >= end
 
 
 def result(

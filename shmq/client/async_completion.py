@@ -243,12 +243,13 @@ class AsyncCompletion:
         """Settle the futures of ``batch`` from their answers."""
         flushed: list[bool] | None = None
         flush_error: BaseException | None = None
-        if link.sync_flush:
+        status = SendStatus.SEND_OK
+        if link.waits:
             ends = [w[2] + e[SIZE] for e, w in zip(batch, words, strict=True)
                     if w[0] & answers.STATUS_MASK != ring.REJECTED]  # fmt: skip
             if ends:
                 try:
-                    answers.flush_status(link, max(ends))
+                    status = answers.flush_status(link, max(ends))
                 except SendError as exc:
                     flush_error = exc
                 flushed = [answers.flushed(link, w[2] + e[SIZE])
@@ -256,7 +257,7 @@ class AsyncCompletion:
         host = link.store_host
         if link.retired:
             self.links.close_if_unused(link)
-        ok, timeout = SendStatus.SEND_OK, SendStatus.FLUSH_DISK_TIMEOUT
+        ok, timeout = SendStatus.SEND_OK, status  # not durable in time: the batch's status
         for i, (entry, answer) in enumerate(zip(batch, words, strict=True)):
             if answer[0] & answers.STATUS_MASK == ring.REJECTED:
                 self.failed(entry, answers.rejection(link, entry[MQ], [answer[0]]))

@@ -36,6 +36,7 @@ class BrokerLink:
                 f"broker {address} is not on this host or its shared memory is gone: {exc}"
             ) from exc
         self.sync_flush = self.info["flushDiskType"] == "SYNC_FLUSH"
+        self.sync_master = self.info.get("brokerRole") == "SYNC_MASTER"
         host, port = parse_host(self.info["storeHost"])
         self.store_host_bytes = pack_host(host, port).to_bytes(8, "big", signed=True)
         # bornHost: this client's end of its connection to the broker, as the broker sees it

@@ -59,6 +59,9 @@ class ProducerLink:
         self.born_host = broker.born_host
         self.store_host = broker.store_host_bytes
         self.sync_flush = broker.sync_flush
+        self.sync_master = broker.sync_master
+        self.fallbehind_max = broker.info.get("haSlaveFallbehindMax", 256 << 20)
+        self.waits = self.sync_flush or self.sync_master  # answers wait for durability
         self.mask = ring_producer.slots - 1
         # slack for appenders that pass the (unlocked) check at the same time
         self.max_inflight = ring_producer.slots - min(1024, ring_producer.slots // 4)

@@ -106,9 +106,13 @@ class RouteTable:
 
 
 def _parse_route(data: dict) -> list[BrokerQueues]:
+    """Each broker name's master; a slave (the lowest id) while the master is gone, as
+    RocketMQ's ``findBrokerAddressInSubscribe`` does, so consumers read what the slave
+    holds (a slave refuses producers' registrations: sends fail clearly)."""
     masters = {}
     for b in data.get("brokerDatas", []):
-        addr = b.get("brokerAddrs", {}).get("0")
+        addrs = b.get("brokerAddrs", {})
+        addr = addrs.get("0") or (addrs[min(addrs, key=int)] if addrs else None)
         if addr:
             masters[b["brokerName"]] = addr
     out = []

@@ -5,6 +5,8 @@ processes write them::
 
     line  owner       words
     0     supervisor  MAGIC  STATE  REGISTRY_VERSION  STARTED_MS  SUPERVISOR_PID
+                      MASTER_HA_ADDR (a slave: the master's HA address as IPv4 << 16 | port,
+                      0 while unknown; from haMasterAddress or the namesrv's answer)
     1     writer      WRITE_OFFSET  WRITE_TIMESTAMP  MSGS_IN  REJECTED  WRITER_PARKED
                       WRITER_RING  WRITER_RING_GEN (the producer slot + 1 and generation of
                       the ring being read, 0 between rings: whom to blame if the writer dies)
@@ -13,7 +15,9 @@ processes write them::
     2     flush       FLUSHED_OFFSET  FLUSHED_TIMESTAMP  FLUSH_ERRORS  FLUSHES  FLUSH_PARKED
     3     reput       DISPATCHED_OFFSET  MSGS_DISPATCHED  LOGICS_TIMESTAMP  INDEX_TIMESTAMP
                       REPUT_PARKED
-    4     ha          CONFIRMED_OFFSET  (reserved for the HA issue)
+    4     ha          CONFIRMED_OFFSET (a master: the largest offset a slave acknowledged,
+                      RocketMQ's push2SlaveMaxOffset)  HA_SLAVES (slave connections)
+                      HA_PORT (the port the HA service listens on)
     5     writer      TOPIC_REQUEST_SEQ  TOPIC_REQUEST_LEN  then 128 bytes of topic name (5-7),
                       then TOPIC_REQUEST_QUEUES (the sending producer's defaultTopicQueueNums)
     8     supervisor  TOPIC_REQUEST_DONE
@@ -43,14 +47,14 @@ from shmq.ipc.segment import CACHE_LINE
 W = CACHE_LINE // 8  # int64 words per line
 
 MAGIC_VALUE = 0x53484D51_434E5401  # "SHMQCNT" v1
-MAGIC, STATE, REGISTRY_VERSION, STARTED_MS, SUPERVISOR_PID = range(0, 5)
+MAGIC, STATE, REGISTRY_VERSION, STARTED_MS, SUPERVISOR_PID, MASTER_HA_ADDR = range(0, 6)
 WRITE_OFFSET, WRITE_TIMESTAMP, MSGS_IN, REJECTED, WRITER_PARKED = range(W, W + 5)
 WRITER_RING, WRITER_RING_GEN, WRITER_PARKS = W + 5, W + 6, W + 7
 FLUSHED_OFFSET, FLUSHED_TIMESTAMP, FLUSH_ERRORS, FLUSHES, FLUSH_PARKED = range(2 * W, 2 * W + 5)
 DISPATCHED_OFFSET, MSGS_DISPATCHED, LOGICS_TIMESTAMP, INDEX_TIMESTAMP, REPUT_PARKED = range(
     3 * W, 3 * W + 5
 )
-CONFIRMED_OFFSET = 4 * W
+CONFIRMED_OFFSET, HA_SLAVES, HA_PORT = range(4 * W, 4 * W + 3)
 TOPIC_REQUEST_SEQ, TOPIC_REQUEST_LEN = 5 * W, 5 * W + 1
 TOPIC_REQUEST_NAME = (5 * W + 2) * 8  # byte offset of the 128-byte name
 TOPIC_NAME_MAX = 127
@@ -86,6 +90,38 @@ def refuse_reason(words: np.ndarray) -> str:
     if words[DISK_FULL]:
         return f"disk is {int(words[DISK_USED_PERMILLE]) / 10:.1f} % full (over 90 %)"
     return ""
+
+
+def durable_offset(words: np.ndarray, sync_flush: bool, sync_master: bool) -> int:
+    """The CommitLog offset below which a send may be answered SEND_OK: flushed (SYNC_FLUSH)
+    and acknowledged by a slave (SYNC_MASTER); the write offset when neither is asked for.
+    Producers wait on it, and the flush and HA agents wake them with it."""
+    offset = int(words[WRITE_OFFSET])
+    if sync_flush:
+        offset = min(offset, int(words[FLUSHED_OFFSET]))
+    if sync_master:
+        offset = min(offset, int(words[CONFIRMED_OFFSET]))
+    return offset
+
+
+def slave_ok(words: np.ndarray, end: int, fallbehind_max: int) -> bool:
+    """RocketMQ 4.9's ``HAService.isSlaveOK``: a slave is connected and the master's end
+    ``end`` is less than ``fallbehind_max`` (haSlaveFallbehindMax) ahead of its ack."""
+    return bool(words[HA_SLAVES]) and end - int(words[CONFIRMED_OFFSET]) < fallbehind_max
+
+
+def pack_address(ip: str, port: int) -> int:
+    """An IPv4 address and port as one word (``MASTER_HA_ADDR``)."""
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return (a << 40) | (b << 32) | (c << 24) | (d << 16) | port
+
+
+def unpack_address(word: int) -> str:
+    """``ip:port`` of a packed address; ``""`` for 0."""
+    if not word:
+        return ""
+    ip = ".".join(str((word >> s) & 0xFF) for s in (40, 32, 24, 16))
+    return f"{ip}:{word & 0xFFFF}"
 
 
 def init(words: np.ndarray, supervisor_pid: int, now_ms: int) -> None:

@@ -4,7 +4,7 @@ wait for its answers.
 Producers (``client.ring_producer``) build on it with their encoders; the broker's own
 senders (the schedule agent's deliveries, consumers' send-backs, sends that arrive over
 TCP) append records rebuilt from stored ones with ``append_raw`` or encoded ones with
-``append_many``, and a SYNC_FLUSH sender waits for the flush with ``wait_flushed``.
+``append_many``, and a sender waits for the flush and the slave with ``wait_durable``.
 Waiting spins briefly and then parks on the ring's semaphore, counted in ``PARKED`` of the
 ring's registry line (``ipc.parking``), so the writer (or the flush agent) posts once per
 parked thread, and only when one sleeps.
@@ -250,21 +250,24 @@ class RingAppender:
             self._wait_writer(lambda: self.answered(seq), deadline)
         return self.answer(seq)
 
-    def wait_flushed(self, end_offset: int, deadline: float) -> bool:
-        """SYNC_FLUSH: wait until the CommitLog is flushed past ``end_offset``; False on
-        timeout. A flush failure raises ``SendError``."""
+    def wait_durable(
+        self, end_offset: int, deadline: float, sync_flush: bool, sync_master: bool
+    ) -> bool:
+        """Wait until the CommitLog is flushed (``sync_flush``) and acknowledged by a slave
+        (``sync_master``) past ``end_offset``; False on timeout. A flush failure raises
+        ``SendError``."""
         errors = int(self.counters[cn.FLUSH_ERRORS])
 
-        def flushed() -> bool:
+        def durable() -> bool:
             if self.counters[cn.FLUSH_FAILED] or int(self.counters[cn.FLUSH_ERRORS]) != errors:
                 raise SendError("the broker failed to flush the CommitLog (fsync error)")
-            return int(self.counters[cn.FLUSHED_OFFSET]) >= end_offset
+            return cn.durable_offset(self.counters, sync_flush, sync_master) >= end_offset
 
-        if flushed():
+        if durable():
             return True
         self._want_flush(end_offset, 1)
         try:
-            self._wait_writer(flushed, deadline)
+            self._wait_writer(durable, deadline)
         except SendTimeoutError:
             return False
         finally:

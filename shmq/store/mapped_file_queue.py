@@ -21,6 +21,18 @@ from shmq.store.mapped_file import PAGE_SIZE, MappedFile, file_name_to_offset, o
 log = logging.getLogger(__name__)
 
 
+def first_file_from(directory: str, offset: int, limit: int) -> int | None:
+    """The start of the first file in ``directory`` after ``offset`` and before ``limit``
+    (None if none): where a slave's CommitLog begins when it started empty and the master
+    sent it a later file first, so readers find no file at their offset."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return None
+    starts = [s for n in names if n.isdigit() and offset < (s := int(n)) < limit]
+    return min(starts, default=None)
+
+
 class MappedFileQueue:
     """Files ``{dir}/{20-digit start offset}``, each ``file_size`` bytes."""
 

@@ -188,6 +188,22 @@ def test_sync_flush_answers_success_only_after_the_flush(make_broker):
             assert flushed > phys  # past the whole record: flushed before the answer
 
 
+def test_a_sync_master_without_a_slave_answers_slave_not_available(make_broker):
+    """4.9's handleHA: the message is stored, but SEND_OK needs a slave in reach; a send
+    that does not wait for its store (WAIT=false) is answered SUCCESS."""
+    from e2e_helpers import free_port
+
+    broker, _ = make_broker(broker_role="SYNC_MASTER", ha_listen_port=free_port())
+    slave_not_available = 11
+    with wc.WireClient(broker.address) as c:
+        resp = c.call(wc.SEND_MESSAGE_V2, wc.send_header_v2("pg", "Replicated", 0, {}), b"r")
+        assert resp.code == slave_not_available, resp
+        assert resp.ext["queueOffset"] == "0"  # stored all the same
+        no_wait = wc.send_header_v2("pg", "Replicated", 0, {"WAIT": "false"})
+        assert c.call(wc.SEND_MESSAGE_V2, no_wait, b"w").code == wc.SUCCESS
+    assert until(lambda: max_offset(broker, "Replicated", 0) == 2)
+
+
 @pytest.mark.parametrize("encoding", [wc.JSON, wc.ROCKETMQ])
 def test_bad_requests_are_answered_and_the_connection_goes_on(shared_broker, encoding):
     broker, _ = shared_broker

@@ -1,0 +1,205 @@
+"""Master/slave replication: what a slave costs the master, and how far behind it runs.
+
+    python bench/ha_bench.py --quick      # about 30 s (CI)
+    python bench/ha_bench.py              # W1's 1,000,000 × 100 B per run
+    python bench/ha_bench.py --json out.json
+
+A namesrv and brokers in this process (their agents are processes, as always), ASYNC_FLUSH,
+separate stores. W1 (100 B bodies, one producer) is sent with ``send_bulk`` (1,000 a call)
+and with ``send_async`` to:
+
+  no slave       an ASYNC_MASTER alone (the baseline)
+  ASYNC_MASTER   with a slave
+  SYNC_MASTER    with a slave: every answer waits for the slave's ack
+
+Replication lag: while the ASYNC_MASTER runs, a sampler notes the master's write offset
+every millisecond and the time until the slave's ack (CONFIRMED_OFFSET) covers it.
+
+Goals (issue 16): ASYNC_MASTER throughput ≥ 0.9 × no slave; SYNC_MASTER bulk ≥ 0.5 ×
+ASYNC_MASTER bulk; lag p99 under W1 ≤ 10 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+TOPIC = "HaBench"
+BODY = b"x" * 100
+BULK = 1000
+SAMPLE_S = 0.001
+
+
+class Pair:
+    """A namesrv, a master of ``role`` and, unless ``slave`` is False, its slave."""
+
+    def __init__(self, role: str, slave: bool) -> None:
+        from shmq.broker.broker_config import BrokerConfig
+        from shmq.broker.supervisor import Broker
+        from shmq.broker.topic_config import TopicConfig
+        from shmq.namesrv.server import NameServer
+
+        self.tmp = tempfile.TemporaryDirectory(prefix="shmq-ha-bench-")
+        self.namesrv = NameServer("127.0.0.1", 0)
+        self.namesrv.start()
+        common = BrokerConfig().replace(
+            namesrv_addr=self.namesrv.address, listen_port=0, register_name_server_period=200,
+            mapped_file_size_commit_log=256 << 20,
+        )  # fmt: skip
+        self.brokers = []
+        self.master = self._start(Broker, common, "master", broker_role=role)
+        self.master.create_topic(TopicConfig(TOPIC, 1, 1))
+        if slave:
+            self._start(Broker, common, "slave", broker_role="SLAVE", broker_id=1)
+            deadline = time.monotonic() + 30
+            while not self.master.stats()["ha_slaves"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+    def _start(self, broker_cls, common, name: str, **conf):
+        root = os.path.join(self.tmp.name, name)
+        broker = broker_cls(common.replace(store_path_root_dir=root, **conf), log_level=30)
+        self.brokers.append(broker)
+        broker.start()
+        return broker
+
+    def close(self) -> None:
+        for broker in reversed(self.brokers):
+            broker.stop()
+        self.namesrv.stop()
+        self.tmp.cleanup()
+
+
+def send_bulk(namesrv: str, count: int) -> float:
+    import shmq
+
+    bodies = [BODY] * BULK
+    with shmq.Producer("ha-bench-bulk", namesrv) as producer:
+        producer.send_bulk(TOPIC, bodies[:10])  # route and ring before the clock starts
+        started = time.perf_counter()
+        for _ in range(count // BULK):
+            result = producer.send_bulk(TOPIC, bodies)
+            assert result.send_status.name == "SEND_OK", result.send_status
+        return count / (time.perf_counter() - started)
+
+
+def send_async(namesrv: str, count: int) -> float:
+    import shmq
+
+    with shmq.Producer("ha-bench-async", namesrv) as producer:
+        producer.send(shmq.Message(TOPIC, BODY))
+        started = time.perf_counter()
+        futures = [producer.send_async(shmq.Message(TOPIC, BODY)) for _ in range(count)]
+        bad = [f.result(60).send_status.name for f in futures]
+        assert set(bad) == {"SEND_OK"}, collections.Counter(bad)
+        return count / (time.perf_counter() - started)
+
+
+class LagSampler(threading.Thread):
+    """Every millisecond: the master's write offset now; each one's wait until acked."""
+
+    def __init__(self, words) -> None:
+        super().__init__(daemon=True)
+        self.words = words
+        self.lags: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from shmq.ipc import counters as cn
+
+        marks: collections.deque[tuple[float, int]] = collections.deque()
+        while not self.stop.is_set():
+            now = time.perf_counter()
+            write = int(self.words[cn.WRITE_OFFSET])
+            if not marks or marks[-1][1] != write:
+                marks.append((now, write))
+            acked = int(self.words[cn.CONFIRMED_OFFSET])
+            while marks and marks[0][1] <= acked:
+                self.lags.append((now - marks.popleft()[0]) * 1000)
+            time.sleep(SAMPLE_S)
+
+
+def run(role: str, slave: bool, count: int, lag: bool = False) -> dict:
+    pair = Pair(role, slave)
+    try:
+        sampler = LagSampler(pair.master.counters.words) if lag else None
+        if sampler:
+            sampler.start()
+        bulk = send_bulk(pair.namesrv.address, count)
+        asyncs = send_async(pair.namesrv.address, count // 4)
+        out = {
+            "run": role + (" + slave" if slave else " (no slave)"),
+            "bulk": bulk,
+            "async": asyncs,
+        }
+        if sampler:
+            time.sleep(0.2)
+            sampler.stop.set()
+            sampler.join()
+            lags = np.array(sampler.lags)
+            out.update(
+                lag_p50_ms=float(np.percentile(lags, 50)), lag_p99_ms=float(np.percentile(lags, 99))
+            )
+        return out
+    finally:
+        pair.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a short run for CI (~30 s)")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    count = 200_000 if args.quick else 1_000_000
+    results = [
+        run("ASYNC_MASTER", False, count),
+        run("ASYNC_MASTER", True, count, lag=True),
+        run("SYNC_MASTER", True, count),
+    ]
+    console = Console()
+    table = Table("run", "send_bulk msg/s", "send_async msg/s", "lag p50 ms", "lag p99 ms",
+                  title=f"W1 replication ({platform.node()}, {os.cpu_count()} CPUs)")  # fmt: skip
+    for r in results:
+        table.add_row(r["run"], _num(r["bulk"]), _num(r["async"]),
+                      _num(r.get("lag_p50_ms")), _num(r.get("lag_p99_ms")))  # fmt: skip
+    console.print(table)
+    alone, async_m, sync_m = results
+    p99 = async_m["lag_p99_ms"]
+    bulk_x, async_x = async_m["bulk"] / alone["bulk"], async_m["async"] / alone["async"]
+    goals = [
+        ("ASYNC_MASTER throughput ≥ 0.9× no-slave",
+         f"{bulk_x:.2f}× bulk, {async_x:.2f}× async", min(bulk_x, async_x) >= 0.9),
+        ("SYNC_MASTER bulk ≥ 0.5× ASYNC_MASTER", f"{sync_m['bulk'] / async_m['bulk']:.2f}×",
+         sync_m["bulk"] / async_m["bulk"] >= 0.5),
+        ("lag p99 under W1 ≤ 10 ms", f"{_num(p99)} ms", p99 <= 10),
+    ]  # fmt: skip
+    for name, value, met in goals:
+        console.print(f"{name}: {value} {'MET' if met else 'NOT MET'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": results, "goals": [g[0] for g in goals if g[2]]}, f, indent=2)
+    return 0
+
+
+def _num(value) -> str:
+    if value is None:
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""The slave's HA agent (RocketMQ 4.9's ``HAService.HAClient``): receives the master's
+CommitLog and writes it, byte for byte at the master's offsets, into its own.
+
+On a slave this agent is the CommitLog's only writer (there is no writer agent: a slave
+takes no sends). It connects to the master's HA address (``haMasterAddress``, or the one
+the namesrv answered the supervisor's registration with), reports its max offset, and
+applies each batch at the offset the master names, which must be exactly where its own
+CommitLog ends (except for an empty slave, which starts where the master starts it, at a
+file's start); a batch may not cross a file end. Anything else ends the connection with a
+log line and a reconnect; what was written stays as it was.
+
+Bytes received are reported at once (the master's acks for SYNC_MASTER). The write offset
+the rest of the broker sees (reput, flush) only ever covers whole records: batches may end
+mid-record, so after each read the new bytes are parsed and the offset published is the
+end of the last whole record. A restarted agent cuts its CommitLog back to that offset, as
+the writer does, and normal recovery does the same after a crash of the whole broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import socket
+import time
+
+import numpy as np
+
+from shmq.broker.agent import AgentEnv
+from shmq.broker.broker_config import RECORD_OVERHEAD_MAX
+from shmq.broker.socket_idle import SocketIdle
+from shmq.codec import ha_frames as hf
+from shmq.codec import record as rec
+from shmq.config import parse_host
+from shmq.errors import DiskFullError
+from shmq.ipc import counters as cn
+from shmq.ipc.segment import fence, open_semaphore, post
+from shmq.message import pack_host
+from shmq.store.commitlog import CommitLog
+
+log = logging.getLogger(__name__)
+
+READ_BUFFER = 4 << 20  # RocketMQ's slave read buffer
+CONNECT_TIMEOUT_S = 1.0
+RETRY_S = 1.0  # after a failed connect or a closed connection, a disk full: wait this long
+
+
+class HAClient:
+    def __init__(self, env: AgentEnv) -> None:
+        self.env = env
+        cfg = env.config
+        store = cfg.store
+        self.words = env.words
+        self.file_size = store.mapped_file_size_commit_log
+        self.heartbeat_s = cfg.ha_send_heartbeat_interval / 1000
+        self.housekeeping_s = cfg.ha_housekeeping_interval / 1000
+        self.sync_flush = store.sync_flush
+        # a whole record is at most this far behind the bytes received
+        self.max_partial = store.max_message_size + RECORD_OVERHEAD_MAX
+        host, port = parse_host(store.store_host)
+        self.commitlog = CommitLog(
+            os.path.join(store.store_path_root_dir, "commitlog"),
+            self.file_size,
+            store_host=pack_host(host, port),
+            preallocate=store.preallocate_mapped_file_enable,
+        )
+        self.commitlog.load()
+        self.whole = cn.load(self.words, cn.WRITE_OFFSET)
+        self.commitlog.set_write_offset(self.whole, self.max_partial)
+        self.received = self.whole
+        self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
+        self.flush_sem = open_semaphore(env.names.agent_sem("flush"))
+        self.sem = open_semaphore(env.names.agent_sem("ha"))
+        parked = cn.agent_word("ha", cn.AGENT_PARKED)
+        self.idle = SocketIdle(self.sem, lambda p: cn.publish(self.words, parked, int(p)))
+        self.sock: socket.socket | None = None
+        self.master = ""
+        self._rbuf = bytearray(READ_BUFFER)
+        self._rlen = 0
+        self._retry_at = 0.0
+        self._reported = -1
+        self._last_read = self._last_write = 0.0
+        log.info("HA client resumes at CommitLog offset %d", self.whole)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def has_work(self) -> bool:
+        return False  # everything this agent waits for wakes its select
+
+    def do_work(self) -> int:
+        now = time.monotonic()
+        if self.sock is None:
+            self.idle.timeout_s = RETRY_S
+            return self._connect(now) if now >= self._retry_at else 0
+        work = 0
+        if self.idle.ready():
+            work = self._read()
+        if self.sock is not None and now - self._last_read > self.housekeeping_s:
+            self._disconnect(f"the master was silent for {self.housekeeping_s:.0f} s")
+        elif self.sock is not None and (
+            self.received != self._reported or now - self._last_write >= self.heartbeat_s
+        ):
+            self._report()
+        self.idle.timeout_s = min(self.heartbeat_s, 1.0)
+        return work
+
+    def _master_address(self) -> str:
+        return self.env.config.ha_master_address or cn.unpack_address(
+            cn.load(self.words, cn.MASTER_HA_ADDR)
+        )
+
+    def _connect(self, now: float) -> int:
+        self._retry_at = now + RETRY_S
+        addr = self._master_address()
+        if not addr:
+            return 0  # not learnt from the namesrv yet
+        host, port = parse_host(addr)
+        try:
+            sock = socket.create_connection((host, port), CONNECT_TIMEOUT_S)
+        except OSError as exc:
+            if addr != self.master:
+                log.warning("cannot connect to the master's HA service %s: %s", addr, exc)
+                self.master = addr
+            return 0
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock, self.master = sock, addr
+        self.idle.selector.register(sock, selectors.EVENT_READ, None)
+        self._rlen = 0
+        self._last_read = time.monotonic()
+        self._report()
+        log.info("connected to the master's HA service %s at offset %d", addr, self.received)
+        return 1
+
+    def _report(self) -> None:
+        try:
+            self.sock.send(hf.pack_report(self.received))
+        except BlockingIOError:
+            return  # the socket is full: the next pass reports
+        except OSError as exc:
+            self._disconnect(f"report failed: {exc}")
+            return
+        self._reported = self.received
+        self._last_write = time.monotonic()
+
+    def _disconnect(self, why: str) -> None:
+        log.warning("HA connection to master %s closed: %s", self.master, why)
+        self.idle.selector.unregister(self.sock)
+        self.sock.close()
+        self.sock = None
+        self._retry_at = time.monotonic() + RETRY_S
+        if self.received != self.whole:  # a partial record: the master sends it again
+            self.commitlog.set_write_offset(self.whole, self.max_partial)
+            self.received = self.whole
+
+    def _read(self) -> int:
+        mv = memoryview(self._rbuf)
+        try:
+            n = self.sock.recv_into(mv[self._rlen :])
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            self._disconnect(f"read failed: {exc}")
+            return 1
+        if n == 0:
+            self._disconnect("closed by the master")
+            return 1
+        self._last_read = time.monotonic()
+        self._rlen += n
+        try:
+            used = self._apply_frames(mv)
+        except (hf.FrameError, DiskFullError) as exc:
+            self._disconnect(str(exc))
+            return 1
+        rest = self._rlen - used
+        if used and rest:
+            self._rbuf[:rest] = self._rbuf[used : self._rlen]
+        self._rlen = rest
+        self._publish_whole()
+        return 1
+
+    def _apply_frames(self, mv: memoryview) -> int:
+        """Write every complete batch in the buffer; returns the bytes consumed."""
+        pos = 0
+        max_body = len(self._rbuf) - hf.HEADER_SIZE
+        while self._rlen - pos >= hf.HEADER_SIZE:
+            offset, size = hf.parse_header(mv, pos, max_body)
+            if self._rlen - pos - hf.HEADER_SIZE < size:
+                break
+            body = mv[pos + hf.HEADER_SIZE : pos + hf.HEADER_SIZE + size]
+            self._append(offset, body)
+            pos += hf.HEADER_SIZE + size
+        return pos
+
+    def _append(self, offset: int, body: memoryview) -> None:
+        """Write one batch at ``offset`` (an empty one only checks the offset)."""
+        if self.received == 0 and offset:  # an empty slave starts where the master says
+            if offset % self.file_size:
+                raise hf.FrameError(f"the master starts an empty slave at {offset}, "
+                                    "not at a CommitLog file's start")  # fmt: skip
+            self.commitlog.queue.delete_all()  # empty files below it: a gap is not allowed
+            self.received = self.whole = offset
+        if offset != self.received:
+            raise hf.FrameError(f"the master sent offset {offset}; the slave's CommitLog "
+                                f"ends at {self.received}")  # fmt: skip
+        size = len(body)
+        if not size:
+            return
+        local = offset % self.file_size
+        if local + size > self.file_size:
+            raise hf.FrameError(f"a batch of {size} bytes at {offset} crosses the end of a "
+                                f"CommitLog file of {self.file_size} bytes")  # fmt: skip
+        mf = self.commitlog.queue.find_file(offset)
+        if mf is None:
+            mf = self.commitlog.queue.new_file(offset - local)
+        mf.buf[local : local + size] = np.frombuffer(body, dtype=np.uint8)
+        mf.wrote_position = local + size
+        self.received = offset + size
+
+    def _publish_whole(self) -> None:
+        """Publish the end of the last whole record received, and wake reput and flush."""
+        if self.received == self.whole:
+            return
+        count, last_ts = 0, 0
+        for batch in self.commitlog.scan(self.whole, self.received):
+            count += batch.rows.shape[0]
+            last_ts = int(batch.rows[-1, rec.R_STORE_TS])
+        position, _ = self.commitlog.last_scan
+        if self.received - position > self.max_partial:
+            self.whole = position
+            self._disconnect(f"the bytes at {position} are not a CommitLog record")
+            return
+        self.whole = position
+        words = self.words
+        if last_ts:
+            cn.publish(words, cn.WRITE_TIMESTAMP, last_ts)
+        cn.publish(words, cn.MSGS_IN, int(words[cn.MSGS_IN]) + count)
+        cn.publish(words, cn.WRITE_OFFSET, position)
+        fence()
+        if words[cn.REPUT_PARKED]:
+            post(self.reput_sem)
+        if self.sync_flush and words[cn.FLUSH_PARKED]:
+            post(self.flush_sem)
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Clean stop: nothing is owed (the master sends the rest on the next connect)."""
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.idle.selector.unregister(self.sock)
+            self.sock.close()
+        self.idle.close()
+        self.commitlog.close()
+        for sem in (self.reput_sem, self.flush_sem, self.sem):
+            sem.close()

@@ -1,0 +1,53 @@
+"""``ha-status``: the replication state a broker reports, from the counters and the HA
+table its HA agent publishes (the control server never talks to the HA agent itself)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from shmq.ipc import counters as cn
+from shmq.ipc import ha_table as ht
+
+if TYPE_CHECKING:
+    from shmq.broker.supervisor import Broker
+
+
+def ha_status(broker: Broker) -> dict[str, Any]:
+    """A master: each slave's address, acked offset and lag (bytes, and seconds since its
+    ack last reached the master's write offset), in sync when the lag is under
+    haSlaveFallbehindMax. A slave: its write offset and the master it follows."""
+    cfg = broker.config
+    words = broker.counters.words
+    write = cn.load(words, cn.WRITE_OFFSET)
+    out: dict[str, Any] = {
+        "brokerName": cfg.broker_name,
+        "brokerId": cfg.broker_id,
+        "brokerRole": cfg.broker_role,
+        "writeOffset": write,
+    }
+    if cfg.is_slave:
+        out["masterHaAddress"] = cfg.ha_master_address or cn.unpack_address(
+            cn.load(words, cn.MASTER_HA_ADDR)
+        )
+        return out
+    now_ms = int(time.time() * 1000)
+    slaves = []
+    for addr, ack, caught_up_ms, connected_ms in ht.read_rows(broker.ha_table.words):
+        lag = max(0, write - ack) if ack >= 0 else write
+        slaves.append(
+            {
+                "address": cn.unpack_address(addr),
+                "ackOffset": ack,
+                "lagBytes": lag,
+                "lagSeconds": round((now_ms - caught_up_ms) / 1000, 3) if lag else 0.0,
+                "inSync": ack >= 0 and lag < cfg.ha_slave_fallbehind_max,
+                "connectedMs": connected_ms,
+            }
+        )
+    out.update(
+        haPort=cn.load(words, cn.HA_PORT),
+        confirmedOffset=cn.load(words, cn.CONFIRMED_OFFSET),
+        slaves=slaves,
+    )
+    return out

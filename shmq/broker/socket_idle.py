@@ -1,0 +1,82 @@
+"""The idle strategy of an agent that serves sockets (the HA agents): park in ``select``.
+
+Such an agent must wake for two kinds of event: a socket became readable or writable, and
+another process posted its semaphore (the writer published new CommitLog bytes, the
+supervisor asks it to stop). A POSIX semaphore has no file descriptor, so a small thread
+turns each post into a byte on a socket pair that the selector watches: the agent sleeps in
+one ``select`` until either comes, never polling. Posts are taken only while the agent says
+it parks (its parked word), as with every agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import threading
+from collections.abc import Callable
+
+import posix_ipc
+
+from shmq.ipc.segment import fence, post, wait
+
+WAKER_PARK_S = 1.0  # the waker thread re-checks its stop flag this often
+
+
+class SocketIdle:
+    """A selector plus a semaphore waker; ``idle`` is the agent runner's idle call."""
+
+    def __init__(self, sem: posix_ipc.Semaphore, set_parked: Callable[[bool], None]) -> None:
+        self.selector = selectors.DefaultSelector()
+        self._sem = sem
+        self._set_parked = set_parked
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._stopping = False
+        self._thread = threading.Thread(target=self._waker, name="shmq-ha-waker", daemon=True)
+        self._thread.start()
+        self.timeout_s = 1.0  # the agent sets it to its next timer (heartbeat, housekeeping)
+
+    def _waker(self) -> None:
+        while not self._stopping:
+            if wait(self._sem, WAKER_PARK_S) and not self._stopping:
+                # a failed send: a wake-up byte is already pending (or we are closing)
+                with contextlib.suppress(OSError):
+                    self._wake_w.send(b"\x01")
+
+    def ready(self) -> list[tuple[selectors.SelectorKey, int]]:
+        """The sockets ready now (no waiting); wake-up bytes are consumed here."""
+        events = []
+        for key, mask in self.selector.select(0):
+            if key.fileobj is self._wake_r:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except BlockingIOError:
+                    pass
+            else:
+                events.append((key, mask))
+        return events
+
+    def idle(self, work: int, has_work: Callable[[], bool] | None = None) -> None:
+        """After a pass with work, go on; otherwise say we park, check once more, and sleep
+        in ``select`` until a socket or a post wakes us, or the agent's next timer."""
+        if work > 0:
+            return
+        self._set_parked(True)
+        fence()
+        try:
+            if has_work is None or not has_work():
+                self.selector.select(self.timeout_s)
+        finally:
+            self._set_parked(False)
+
+    def close(self) -> None:
+        self._stopping = True
+        post(self._sem)
+        self._thread.join(WAKER_PARK_S * 2)
+        self.selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
