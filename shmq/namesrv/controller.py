@@ -11,7 +11,8 @@ Epochs: the first master of a group bootstraps epoch 1 starting at its max offse
 master's heartbeats stop for ``heartbeat_timeout_ms``, ``scan`` elects, from the slaves that
 are in sync (alive, at the current epoch, at most ``max_gap_not_in_sync`` bytes behind the
 master's last report), the one with the highest max offset (ties: the lowest broker id), and
-opens epoch N+1 for it; the new master reports where the epoch starts (its CommitLog end
+opens epoch N+1 for it (a master that was only slow comes back at its own epoch if no one
+was elected); the new master reports where the epoch starts (its CommitLog end
 when it stopped replicating) with its first heartbeat as master. A broker that comes back
 holding epoch e < N truncates to the start of epoch e+1: anything past it was written by a
 master of an epoch that ended and was never replicated to the new master, so a SYNC_MASTER
@@ -36,6 +37,7 @@ MASTER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
 BROKER_ROLES = (*MASTER_ROLES, "SLAVE")
 HEARTBEAT_TIMEOUT_MS = 10_000  # RocketMQ 5's controllerHeartBeatTimeoutMills
 MAX_GAP_NOT_IN_SYNC = 256 * 1024 * 1024  # RocketMQ 5's haMaxGapNotInSync
+START_GRACE_MS = 300_000  # a broker that asked its role at start may take this long to serve
 MASTER_ID = 0
 NO_TRUNCATE = -1
 
@@ -138,11 +140,16 @@ class Controller:
         epoch: int,
         max_offset: int,
         epoch_start: int = NO_TRUNCATE,
+        starting: bool = False,
         now_ms: int | None = None,
     ) -> RoleDecision:
-        """Record a broker's report and decide its role. ``ValueError`` for a bad report (an
-        unknown role, a negative number, an epoch the controller never opened);
-        ``EpochNotReady`` when the broker must truncate to an epoch start not known yet."""
+        """Record a broker's report and decide its role; ``starting``: the report a broker
+        sends before it serves (its agents may compile for minutes: it counts as alive for
+        ``START_GRACE_MS``, so a slow start is not taken for a dead master).
+
+        ``ValueError`` for a bad report (an unknown role, a negative number, an epoch the
+        controller never opened); ``EpochNotReady`` when the broker must truncate to an
+        epoch start not known yet."""
         if not broker_name or not addr:
             raise ValueError(f"brokerName {broker_name!r} and brokerAddr {addr!r} are required")
         if role not in BROKER_ROLES:
@@ -151,6 +158,7 @@ class Controller:
             _check_int(name, value, 0)
         _check_int("epochStartOffset", epoch_start, NO_TRUNCATE)
         now = _now_ms() if now_ms is None else now_ms
+        seen = now + START_GRACE_MS - self.heartbeat_timeout_ms if starting else now
         with self._lock:
             group = self._groups.setdefault(broker_name, BrokerGroup())
             if epoch > group.epoch and not (role in MASTER_ROLES and not group.master_addr):
@@ -158,7 +166,11 @@ class Controller:
                     f"epoch {epoch} of {addr} is ahead of the controller's epoch {group.epoch}"
                     f" for {broker_name}"
                 )
-            if not group.master_addr and role in MASTER_ROLES:
+            resumes = bool(group.epochs) and group.epochs[-1].master_addr == addr
+            if not group.master_addr and role in MASTER_ROLES and resumes and epoch == group.epoch:
+                group.master_addr = addr  # its own epoch goes on: nobody else wrote since
+                log.warning("%s: %s is master again at epoch %d", broker_name, addr, epoch)
+            elif not group.master_addr and role in MASTER_ROLES:
                 self._open_epoch(broker_name, group, addr, max(epoch, group.epoch) + 1, max_offset)
             elif (
                 addr == group.master_addr
@@ -169,13 +181,13 @@ class Controller:
                 group.epochs[-1].start_offset = epoch_start
                 log.info("%s: epoch %d starts at %d", broker_name, epoch, epoch_start)
             if addr == group.master_addr:
-                self._see(group, addr, MASTER_ID, role, epoch, max_offset, now)
+                self._see(group, addr, MASTER_ID, role, epoch, max_offset, seen)
                 return RoleDecision("MASTER", MASTER_ID, group.epoch, addr)
             truncate = NO_TRUNCATE
             if epoch < group.epoch and epoch > 0:
                 truncate = group.start_of(epoch + 1)
             slave_id = self._slave_id(group, addr, broker_id)
-            self._see(group, addr, slave_id, role, epoch, max_offset, now)
+            self._see(group, addr, slave_id, role, epoch, max_offset, seen)
             return RoleDecision("SLAVE", slave_id, group.epoch, group.master_addr, truncate)
 
     def _open_epoch(

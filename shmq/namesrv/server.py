@@ -157,7 +157,7 @@ class NameServer:
             result = {**result, **decision.to_ext()}
         return RemotingCommand.response_to(request, ext_fields=result)
 
-    def _decide(self, request: RemotingCommand) -> RoleDecision:
+    def _decide(self, request: RemotingCommand, starting: bool = False) -> RoleDecision:
         """The controller's answer to a controller-mode broker's report; a bad report or a
         controller that is off answers SYSTEM_ERROR naming why."""
         if self.controller is None:
@@ -180,6 +180,7 @@ class NameServer:
                     if role in MASTER_ROLES and "epochStartOffset" in request.ext_fields
                     else NO_TRUNCATE
                 ),
+                starting=starting,
             )
         except (ValueError, EpochNotReady) as exc:
             raise ResponseError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
@@ -187,7 +188,7 @@ class NameServer:
     def _controller_register(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         """A broker in controller mode asks its role before it serves (CONTROLLER_REGISTER_
         BROKER): only the controller learns of it, the routes do not."""
-        return RemotingCommand.response_to(request, ext_fields=self._decide(request).to_ext())
+        return RemotingCommand.response_to(request, ext_fields=self._decide(request, True).to_ext())
 
     def _sync_state(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         body = RemotingCommand.body_json(self.controller.sync_state())

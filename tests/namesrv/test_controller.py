@@ -65,7 +65,8 @@ def test_no_election_without_an_in_sync_slave_and_the_old_master_keeps_its_data(
     beat(c, S2, epoch=0, max_offset=5000, now=0)  # not at the current epoch
     assert c.scan(now_ms=T + 1) == [("broker-a", "")]
     d = beat(c, M, "SYNC_MASTER", epoch=1, max_offset=5000, now=T + 5)
-    assert (d.role, d.epoch, d.truncate_offset) == ("MASTER", 2, -1)
+    assert (d.role, d.epoch, d.truncate_offset) == ("MASTER", 1, -1)  # its epoch goes on
+    assert c.sync_state()["broker-a"]["epochs"] == [[1, 0, M]]
 
 
 def test_a_dead_slave_is_not_elected():
