@@ -14,6 +14,7 @@ from types import FrameType
 
 import click
 
+from shmq.namesrv.controller import HEARTBEAT_TIMEOUT_MS
 from shmq.namesrv.routes import BROKER_EXPIRE_MS
 from shmq.namesrv.server import DEFAULT_PORT, SCAN_INTERVAL_MS, NameServer
 
@@ -34,11 +35,24 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
     "--broker-expire-ms", default=BROKER_EXPIRE_MS, show_default=True, type=click.IntRange(1),
     help="A broker silent for this long loses its routes.",
 )  # fmt: skip
-def namesrv(host: str, port: int, scan_interval_ms: int, broker_expire_ms: int) -> None:
+@click.option(
+    "--enable-controller-in-namesrv", "enable_controller", is_flag=True,
+    help="Run the controller: elect a new master when a master's heartbeats stop.",
+)  # fmt: skip
+@click.option(
+    "--controller-heartbeat-timeout-ms", default=HEARTBEAT_TIMEOUT_MS, show_default=True,
+    type=click.IntRange(1), help="A master silent for this long is replaced (controller).",
+)  # fmt: skip
+def namesrv(
+    host: str, port: int, scan_interval_ms: int, broker_expire_ms: int, enable_controller: bool,
+    controller_heartbeat_timeout_ms: int,
+) -> None:  # fmt: skip
     """Run a NameServer: brokers register here, clients look up topic routes."""
     server = NameServer(
-        host, port, scan_interval_ms=scan_interval_ms, broker_expire_ms=broker_expire_ms
-    )
+        host, port, scan_interval_ms=scan_interval_ms, broker_expire_ms=broker_expire_ms,
+        enable_controller=enable_controller,
+        controller_heartbeat_timeout_ms=controller_heartbeat_timeout_ms,
+    )  # fmt: skip
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

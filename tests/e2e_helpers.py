@@ -120,9 +120,10 @@ class Cluster:
     """A namesrv and brokers (``broker.conf`` written from ``conf``) as subprocesses; the
     first broker, ``broker-a``, is started by ``cluster()``, more with ``add_broker``."""
 
-    def __init__(self, tmp: str, **conf: object) -> None:
+    def __init__(self, tmp: str, namesrv_args: tuple[str, ...] = (), **conf: object) -> None:
         self.tmp = tmp
         self.conf = conf
+        self.namesrv_args = namesrv_args
         self.namesrv_port = free_port()
         self.namesrv = f"127.0.0.1:{self.namesrv_port}"
         self.procs: list[subprocess.Popen] = []
@@ -154,7 +155,8 @@ class Cluster:
         return broker
 
     def start_namesrv(self) -> None:
-        cmd = [sys.executable, "-m", "shmq_cli.main", "namesrv", "--port", str(self.namesrv_port)]
+        cmd = [sys.executable, "-m", "shmq_cli.main", "namesrv", "--port", str(self.namesrv_port),
+               *self.namesrv_args]  # fmt: skip
         proc = spawn(cmd, os.path.join(self.tmp, "namesrv.log"))
         self.procs.append(proc)
         wait_port(self.namesrv_port, proc)
@@ -196,8 +198,9 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(tmp: str, **conf: object) -> Iterator[Cluster]:
-    c = Cluster(str(tmp), **conf)
+def cluster(tmp: str, namesrv_args: tuple[str, ...] = (), **conf: object) -> Iterator[Cluster]:
+    """A namesrv (started with ``namesrv_args``) and ``broker-a`` (``conf``)."""
+    c = Cluster(str(tmp), namesrv_args, **conf)
     try:
         c.start_namesrv()
         c.start_broker()

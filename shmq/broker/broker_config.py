@@ -108,6 +108,10 @@ class BrokerConfig:
     ha_transfer_batch_size: int = 32 * 1024
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
     slave_read_enable: bool = False
+    # controller mode (RocketMQ 5's names): the namesrv's controller decides the role at
+    # start and elects a slave when the master stops; heartbeats every brokerHeartbeatInterval
+    enable_controller_mode: bool = False
+    broker_heartbeat_interval: int = 1_000
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     tuning: Mapping[str, Any] = field(default_factory=dict)
 
@@ -152,8 +156,12 @@ class BrokerConfig:
             "ha_housekeeping_interval",
             "ha_transfer_batch_size",
             "ha_slave_fallbehind_max",
+            "broker_heartbeat_interval",
         ):
             _range(self, name, 1)
+        if self.enable_controller_mode:
+            _require(self.listen_port > 0, "listen_port", self.listen_port,
+                     "a fixed port in controller mode (brokers are known by it)")  # fmt: skip
         _range(self, "transaction_time_out", 0)
         for name in ("idle_spin_us", "idle_yield_us", "idle_park_us"):
             _range(self, name, 0, 1_000_000)

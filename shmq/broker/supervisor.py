@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any
 
 from shmq import files
+from shmq.broker import controller_mode as cm
 from shmq.broker.agent import BrokerNames, run_agent
 from shmq.broker.broker_config import RECORD_OVERHEAD_MAX, BrokerConfig
 from shmq.broker.clients import ClientSlots
@@ -82,7 +83,9 @@ class Broker:
         self._sems: list[Any] = []
         self._procs: dict[str, Any] = {}
         self.agents = SLAVE_AGENTS if config.is_slave else AGENTS
-        self._restarts: dict[str, list[float]] = {k: [] for k in self.agents}
+        self._restarts: dict[str, list[float]] = {k: [] for k in AGENTS}
+        self._role_lock = threading.Lock()  # a promotion and the agent watch take turns
+        self.epoch = cm.Epoch()
         self._agent_sems: dict[str, Any] = {}
         self._ring_deaths: dict[tuple[int, int], list[float]] = {}
         self.stop_reason = ""  # why the broker stopped itself (empty: asked to stop)
@@ -121,6 +124,10 @@ class Broker:
             log.warning("removed shared memory %s* left by a broker that died", prefix)
         store = MessageStore(cfg.store)
         try:
+            if cfg.enable_controller_mode:
+                self.config = cm.start_role(self.config, store)
+                self.agents = SLAVE_AGENTS if self.config.is_slave else AGENTS
+                self.epoch = cm.load_epoch(self.root)
             queue_maxima = {k: cq.max_offset for k, cq in store.consume_queues.items()}
             write_offset = store.commitlog.max_offset
             last_ts = store.checkpoint.physic_msg_timestamp
@@ -153,16 +160,10 @@ class Broker:
             self.queue_locks = QueueLocks(cfg.rebalance_lock_max_live_time)
             self.publish_topics()
             self.clients = ClientSlots(cfg, self.names.prefix, self.registry)
-            for kind in (k for k in RING_AGENTS if k in self.agents):
-                slot = self.clients.register_producer(os.getpid(), f"shmq-{kind}")
-                cn.publish(self.counters.words, cn.agent_word(kind, cn.RING_SLOT), slot.index)
-                cn.publish(self.counters.words, cn.agent_word(kind, cn.RING_GEN), slot.gen)
             from shmq.broker.writer import warm_up
 
             warm_up()  # compile once here; the agents then load the kernels from the cache
-            for kind in self.agents:
-                self._start_agent(kind)
-            self._wait_agents_ready()
+            self._start_agents()
             self._start_control()
             self._spawn_thread("housekeeping", self._housekeeping)
             self._register_all()  # before start() returns, so clients find the routes
@@ -227,6 +228,17 @@ class Broker:
         )
         proc.start()
         self._procs[kind] = proc
+
+    def _start_agents(self) -> None:
+        for kind in (k for k in RING_AGENTS if k in self.agents):
+            slot = self.clients.register_producer(os.getpid(), f"shmq-{kind}")
+            cn.publish(self.counters.words, cn.agent_word(kind, cn.RING_SLOT), slot.index)
+            cn.publish(self.counters.words, cn.agent_word(kind, cn.RING_GEN), slot.gen)
+        for kind in self.agents:  # a promotion reuses the words of the agents it stopped
+            for word in (cn.PID, cn.STOP):
+                cn.publish(self.counters.words, cn.agent_word(kind, word), 0)
+            self._start_agent(kind)
+        self._wait_agents_ready()
 
     def _wait_agents_ready(self) -> None:
         """Agents publish their pid once their files are open (the first start compiles the
@@ -300,7 +312,8 @@ class Broker:
                 break
             try:
                 self._answer_topic_request()
-                self._watch_agents()
+                with self._role_lock:
+                    self._watch_agents()
                 now = time.monotonic()
                 if now - last_reap >= 1.0:
                     last_reap = now
@@ -353,16 +366,19 @@ class Broker:
             if kind == "writer":
                 self._blame_ring(now)
             if len(recent) > self.config.agent_restart_max:
-                self.stop_reason = (
+                self._halt(
                     f"the {kind} agent died {len(recent)} times within a minute (last exit code "
                     f"{code}) and no client input could be blamed (agentRestartMax "
                     f"{self.config.agent_restart_max})"
                 )
-                log.critical("stopping the broker: %s", self.stop_reason)
-                self._stop.set()
                 return
             proc.join(0)
             self._start_agent(kind)
+
+    def _halt(self, reason: str) -> None:
+        self.stop_reason = reason
+        log.critical("stopping the broker: %s", reason)
+        self._stop.set()
 
     def _blame_ring(self, now: float) -> None:
         """The writer died while reading a producer's ring: the second time within a minute
@@ -380,9 +396,18 @@ class Broker:
             self._restarts["writer"] = self._restarts["writer"][:-2]  # those were its fault
 
     def _register_loop(self) -> None:
-        period = self.config.register_name_server_period / 1000
-        while not self._stop.wait(period):
-            self._register_all()
+        cfg = self.config
+        period = (
+            cfg.broker_heartbeat_interval
+            if cfg.enable_controller_mode
+            else cfg.register_name_server_period
+        )
+        while not self._stop.wait(period / 1000):
+            try:
+                self._register_all()
+            except Exception as exc:  # a promotion that failed: agents in an unknown state
+                log.exception("registration failed")
+                self._halt(f"registration or promotion failed: {exc}")
 
     def _register_all(self) -> None:
         from shmq.remoting.protocol import RequestCode
@@ -391,25 +416,54 @@ class Broker:
         body = {"topicConfigSerializeWrapper": self.topics.to_wrapper_json()}
         ha_port = cn.load(self.counters.words, cn.HA_PORT)
         ha_addr = f"{cfg.broker_ip1}:{ha_port}" if ha_port and not cfg.is_slave else ""
+        fields = {
+            "brokerName": cfg.broker_name,
+            "brokerAddr": self.address,
+            "clusterName": cfg.broker_cluster_name,
+            "brokerId": cfg.broker_id,
+            "haServerAddr": ha_addr,
+        }
+        if cfg.enable_controller_mode:
+            write = cn.load(self.counters.words, cn.WRITE_OFFSET)
+            fields.update(cm.report(cfg, self.epoch, write))
         for addr in cfg.namesrv_addrs:
             try:
                 response, _ = self.control.client.invoke_json(
-                    addr,
-                    RequestCode.REGISTER_BROKER,
-                    {
-                        "brokerName": cfg.broker_name,
-                        "brokerAddr": self.address,
-                        "clusterName": cfg.broker_cluster_name,
-                        "brokerId": cfg.broker_id,
-                        "haServerAddr": ha_addr,
-                    },
-                    body,
+                    addr, RequestCode.REGISTER_BROKER, fields, body
                 )
+                decision = cm.Decision.from_ext(response.ext_fields)
             except ShmqError as exc:
                 log.warning("cannot register with namesrv %s: %s", addr, exc)
                 continue
             if cfg.is_slave and not cfg.ha_master_address:
                 self._learn_master(response.ext_fields.get("haServerAddr") or "")
+            if decision is not None and cfg.enable_controller_mode:
+                if decision.role == "MASTER" and cfg.is_slave:
+                    self._become_master(decision.epoch)
+                elif stop_reason := cm.follow(self, decision):
+                    self._halt(stop_reason)
+                return  # one controller decides; the new role registers with every namesrv
+
+    def _become_master(self, epoch: int) -> None:
+        """Promotion (controller mode): the slave's agents stop, the CommitLog end is the
+        epoch's start, and the master's agents start on the same shared memory (the writer
+        resumes at the published write offset). Then the broker registers as master."""
+        log.warning("the controller elected this broker master at epoch %d", epoch)
+        with self._role_lock:
+            for kind in (k for k in STOP_ORDER if k in self.agents):
+                self._stop_agent(kind)
+            start = cn.load(self.counters.words, cn.WRITE_OFFSET)
+            self.epoch = cm.Epoch(epoch, start)
+            cm.save_epoch(self.root, self.epoch)
+            self.config = cm.config_for(self.config, cm.Decision("MASTER", 0, epoch, "", -1))
+            cn.publish(self.counters.words, cn.MASTER_HA_ADDR, 0)
+            self.agents = AGENTS
+            self._start_agents()
+            from shmq.broker.transaction_handlers import live_producers
+
+            self.transactions.start(partial(live_producers, self.control, self.server))
+        log.warning("master at epoch %d from offset %d", epoch, start)
+        self._register_all()
 
     def _learn_master(self, ha_addr: str) -> None:
         """A slave without haMasterAddress takes the master's HA address from the namesrv's

@@ -1,7 +1,12 @@
 """The NameServer process: route requests over RocketMQ's protocol, plus the expiry scan.
 
 Brokers register (REGISTER_BROKER) every 30 s; clients ask for topic routes and cluster
-info. A daemon thread runs ``scan_not_active_brokers`` first after 5 s (or the scan interval,
+info. With ``enable_controller`` (RocketMQ 5's ``enableControllerInNamesrv``) the NameServer
+also runs the controller (``namesrv.controller``): registrations of brokers in controller
+mode carry their role, epoch and max offset and are answered with the role the controller
+decides; the scan thread also elects a new master when a master's heartbeats stop.
+
+A daemon thread runs ``scan_not_active_brokers`` first after 5 s (or the scan interval,
 if smaller) and then every scan interval, as RocketMQ 4.9's NamesrvController does; a
 closed registration connection removes its brokers at once.
 """
@@ -13,6 +18,14 @@ import threading
 from typing import Any
 
 from shmq.errors import ResponseError
+from shmq.namesrv.controller import (
+    HEARTBEAT_TIMEOUT_MS,
+    MASTER_ROLES,
+    NO_TRUNCATE,
+    Controller,
+    EpochNotReady,
+    RoleDecision,
+)
 from shmq.namesrv.routes import BROKER_EXPIRE_MS, RouteInfoManager
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
@@ -53,6 +66,8 @@ class NameServer:
         *,
         scan_interval_ms: int = SCAN_INTERVAL_MS,
         broker_expire_ms: int = BROKER_EXPIRE_MS,
+        enable_controller: bool = False,
+        controller_heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS,
     ) -> None:
         if scan_interval_ms <= 0 or broker_expire_ms <= 0:
             raise ValueError(
@@ -62,6 +77,7 @@ class NameServer:
         self.scan_interval_ms = scan_interval_ms
         self.broker_expire_ms = broker_expire_ms
         self.routes = RouteInfoManager()
+        self.controller = Controller(controller_heartbeat_timeout_ms) if enable_controller else None
         self._server = RemotingServer(host, port, name="namesrv")
         self._stop = threading.Event()
         self._scan_thread: threading.Thread | None = None
@@ -73,6 +89,9 @@ class NameServer:
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._topic_list,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
         }
+        if self.controller is not None:
+            handlers[RequestCode.CONTROLLER_REGISTER_BROKER] = self._controller_register
+            handlers[RequestCode.CONTROLLER_GET_SYNC_STATE_DATA] = self._sync_state
         for code, handler in handlers.items():
             self._server.register(code, handler)
         self._server.on_disconnect(lambda conn: self.routes.on_connection_closed(conn.id))
@@ -105,6 +124,8 @@ class NameServer:
         while not self._stop.wait(delay_ms / 1000):
             try:
                 self.routes.scan_not_active_brokers(expire_ms=self.broker_expire_ms)
+                if self.controller is not None:
+                    self.controller.scan()
             except Exception:
                 log.exception("namesrv: broker expiry scan failed")
             delay_ms = self.scan_interval_ms
@@ -116,6 +137,12 @@ class NameServer:
         broker_id = request.ext_int("brokerId")
         ha_server_addr = request.ext("haServerAddr")
         table, data_version = _register_body(request)
+        decision = None
+        if request.ext_fields.get("epoch") is not None:  # a broker in controller mode
+            decision = self._decide(request)
+            if decision.role == "SLAVE" and broker_id == 0:
+                # a master the controller replaced: no route for it; it stops on this answer
+                return RemotingCommand.response_to(request, ext_fields=decision.to_ext())
         result = self.routes.register_broker(
             cluster,
             broker_addr,
@@ -126,7 +153,46 @@ class NameServer:
             data_version,
             connection_id=conn.id,
         )
+        if decision is not None:
+            result = {**result, **decision.to_ext()}
         return RemotingCommand.response_to(request, ext_fields=result)
+
+    def _decide(self, request: RemotingCommand, starting: bool = False) -> RoleDecision:
+        """The controller's answer to a controller-mode broker's report; a bad report or a
+        controller that is off answers SYSTEM_ERROR naming why."""
+        if self.controller is None:
+            raise ResponseError(
+                ResponseCode.SYSTEM_ERROR,
+                "a broker in controller mode registered, but this namesrv runs no controller"
+                " (enableControllerInNamesrv=false)",
+            )
+        role = request.ext("brokerRole")
+        try:
+            return self.controller.heartbeat(
+                request.ext("brokerName"),
+                request.ext("brokerAddr"),
+                role=role,
+                broker_id=request.ext_int("brokerId"),
+                epoch=request.ext_int("epoch"),
+                max_offset=request.ext_int("maxOffset"),
+                epoch_start=(
+                    request.ext_int("epochStartOffset")
+                    if role in MASTER_ROLES and "epochStartOffset" in request.ext_fields
+                    else NO_TRUNCATE
+                ),
+                starting=starting,
+            )
+        except (ValueError, EpochNotReady) as exc:
+            raise ResponseError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+
+    def _controller_register(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """A broker in controller mode asks its role before it serves (CONTROLLER_REGISTER_
+        BROKER): only the controller learns of it, the routes do not."""
+        return RemotingCommand.response_to(request, ext_fields=self._decide(request, True).to_ext())
+
+    def _sync_state(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        body = RemotingCommand.body_json(self.controller.sync_state())
+        return RemotingCommand.response_to(request, body=body)
 
     def _unregister_broker(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         self.routes.unregister_broker(

@@ -36,6 +36,8 @@ class RequestCode(IntEnum):
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
     GET_BROKER_HA_STATUS = 907  # RocketMQ 5's code; the body is shmq's JSON
+    CONTROLLER_REGISTER_BROKER = 1003  # RocketMQ 5's code; shmq's fields (namesrv.controller)
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006  # RocketMQ 5's code; the body is shmq's JSON
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
     GET_TOPIC_STATS_INFO = 202

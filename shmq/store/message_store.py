@@ -182,6 +182,28 @@ class MessageStore(StoreReads):
         )
         return report
 
+    def truncate_to(self, offset: int) -> int:
+        """Cut the CommitLog back to ``offset`` (a record boundary) and the consume queues
+        with it; the bytes removed. A broker that was master of an epoch a successor ended
+        drops what it wrote past the successor's start (controller mode): no slave took it,
+        so no SYNC_MASTER send was acknowledged with it. Index entries past ``offset`` stay,
+        as after a recovery that cuts a torn tail."""
+        with self._lock:
+            self._check_open()
+            end = self.commitlog.max_offset
+            if offset >= end:
+                return 0
+            start = self.commitlog.min_offset
+            if offset < start:
+                raise ValueError(f"cannot truncate to {offset}: the CommitLog starts at {start}")
+            self.commitlog.queue.truncate(offset, self.config.max_message_size + 64 * 1024)
+            for cq in self.consume_queues.values():
+                cq.truncate_dirty(offset)
+            self._queue_offsets = {key: cq.max_offset for key, cq in self.consume_queues.items()}
+            self.reput_from_offset = min(self.reput_from_offset, offset)
+            log.warning("store %s cut to %d: %d bytes removed", self.root, offset, end - offset)
+            return end - offset
+
     def _index_file_full(self, end_timestamp: int) -> None:
         self.checkpoint.index_msg_timestamp = end_timestamp
         self.checkpoint.flush()

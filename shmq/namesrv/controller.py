@@ -1,0 +1,274 @@
+"""The controller (RocketMQ 5's controller mode, simplified): who is master of each broker
+group, at which epoch, and which slave takes over when the master's heartbeats stop.
+
+Each broker in controller mode reports, with every heartbeat (its REGISTER_BROKER, or
+CONTROLLER_REGISTER_BROKER once at start), its role, the last epoch it holds data of and its
+CommitLog max offset. The controller answers with the role the broker must have
+(``RoleDecision``): the group's master, or a slave of it, with the offset to truncate its
+CommitLog to when it holds data of an epoch that another master ended.
+
+Epochs: the first master of a group bootstraps epoch 1 starting at its max offset. When the
+master's heartbeats stop for ``heartbeat_timeout_ms``, ``scan`` elects, from the slaves that
+are in sync (alive, at the current epoch, at most ``max_gap_not_in_sync`` bytes behind the
+master's last report), the one with the highest max offset (ties: the lowest broker id), and
+opens epoch N+1 for it (a master that was only slow comes back at its own epoch if no one
+was elected); the new master reports where the epoch starts (its CommitLog end
+when it stopped replicating) with its first heartbeat as master. A broker that comes back
+holding epoch e < N truncates to the start of epoch e+1: anything past it was written by a
+master of an epoch that ended and was never replicated to the new master, so a SYNC_MASTER
+never acknowledged it. With no in-sync slave, the group has no master until its old master
+returns (it keeps its data: nobody else has newer).
+
+State is in memory: a restarted NameServer relearns masters from heartbeats (the first
+master to report bootstraps a new epoch); the brokers' own epoch files keep what matters
+for truncation. One lock guards everything.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+MASTER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
+BROKER_ROLES = (*MASTER_ROLES, "SLAVE")
+HEARTBEAT_TIMEOUT_MS = 10_000  # RocketMQ 5's controllerHeartBeatTimeoutMills
+MAX_GAP_NOT_IN_SYNC = 256 * 1024 * 1024  # RocketMQ 5's haMaxGapNotInSync
+START_GRACE_MS = 300_000  # a broker that asked its role at start may take this long to serve
+MASTER_ID = 0
+NO_TRUNCATE = -1
+
+
+class EpochNotReady(Exception):
+    """The epoch a broker must truncate to has not reported its start offset yet."""
+
+
+@dataclass
+class EpochEntry:
+    epoch: int
+    start_offset: int  # -1 until the new master reports it
+    master_addr: str
+
+
+@dataclass
+class Replica:
+    broker_id: int
+    role: str
+    epoch: int
+    max_offset: int
+    last_seen_ms: int
+
+
+@dataclass(frozen=True)
+class RoleDecision:
+    """What a broker must be: ``role`` "MASTER" or "SLAVE", its broker id, the group's
+    epoch and master, and the offset to truncate its CommitLog to (-1: none)."""
+
+    role: str
+    broker_id: int
+    epoch: int
+    master_addr: str
+    truncate_offset: int = NO_TRUNCATE
+
+    def to_ext(self) -> dict[str, str]:
+        return {
+            "controllerRole": self.role,
+            "controllerBrokerId": str(self.broker_id),
+            "controllerEpoch": str(self.epoch),
+            "controllerMasterAddr": self.master_addr,
+            "truncateOffset": str(self.truncate_offset),
+        }
+
+
+@dataclass
+class BrokerGroup:
+    master_addr: str = ""
+    epochs: list[EpochEntry] = field(default_factory=list)
+    replicas: dict[str, Replica] = field(default_factory=dict)
+
+    @property
+    def epoch(self) -> int:
+        return self.epochs[-1].epoch if self.epochs else 0
+
+    def start_of(self, epoch: int) -> int:
+        for entry in self.epochs:
+            if entry.epoch == epoch:
+                if entry.start_offset < 0:
+                    raise EpochNotReady(f"epoch {epoch}'s start offset is not reported yet")
+                return entry.start_offset
+        return NO_TRUNCATE  # an epoch before this controller's memory: nothing to compare
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _check_int(name: str, value: object, minimum: int) -> int:
+    if type(value) is not int or value < minimum:
+        raise ValueError(f"{name} is {value!r}, not an integer >= {minimum}")
+    return value
+
+
+class Controller:
+    """Broker groups by brokerName; see the module docstring."""
+
+    def __init__(
+        self,
+        heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS,
+        max_gap_not_in_sync: int = MAX_GAP_NOT_IN_SYNC,
+    ) -> None:
+        if heartbeat_timeout_ms <= 0 or max_gap_not_in_sync < 0:
+            raise ValueError(
+                f"heartbeat_timeout_ms ({heartbeat_timeout_ms}) must be > 0 and "
+                f"max_gap_not_in_sync ({max_gap_not_in_sync}) >= 0"
+            )
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.max_gap_not_in_sync = max_gap_not_in_sync
+        self._lock = threading.Lock()
+        self._groups: dict[str, BrokerGroup] = {}
+
+    def heartbeat(
+        self,
+        broker_name: str,
+        addr: str,
+        *,
+        role: str,
+        broker_id: int,
+        epoch: int,
+        max_offset: int,
+        epoch_start: int = NO_TRUNCATE,
+        starting: bool = False,
+        now_ms: int | None = None,
+    ) -> RoleDecision:
+        """Record a broker's report and decide its role; ``starting``: the report a broker
+        sends before it serves (its agents may compile for minutes: it counts as alive for
+        ``START_GRACE_MS``, so a slow start is not taken for a dead master).
+
+        ``ValueError`` for a bad report (an unknown role, a negative number, an epoch the
+        controller never opened); ``EpochNotReady`` when the broker must truncate to an
+        epoch start not known yet."""
+        if not broker_name or not addr:
+            raise ValueError(f"brokerName {broker_name!r} and brokerAddr {addr!r} are required")
+        if role not in BROKER_ROLES:
+            raise ValueError(f"brokerRole is {role!r}, not one of {', '.join(BROKER_ROLES)}")
+        for name, value in (("brokerId", broker_id), ("epoch", epoch), ("maxOffset", max_offset)):
+            _check_int(name, value, 0)
+        _check_int("epochStartOffset", epoch_start, NO_TRUNCATE)
+        now = _now_ms() if now_ms is None else now_ms
+        seen = now + START_GRACE_MS - self.heartbeat_timeout_ms if starting else now
+        with self._lock:
+            group = self._groups.setdefault(broker_name, BrokerGroup())
+            if epoch > group.epoch and not (role in MASTER_ROLES and not group.master_addr):
+                raise ValueError(
+                    f"epoch {epoch} of {addr} is ahead of the controller's epoch {group.epoch}"
+                    f" for {broker_name}"
+                )
+            resumes = bool(group.epochs) and group.epochs[-1].master_addr == addr
+            if not group.master_addr and role in MASTER_ROLES and resumes and epoch == group.epoch:
+                group.master_addr = addr  # its own epoch goes on: nobody else wrote since
+                log.warning("%s: %s is master again at epoch %d", broker_name, addr, epoch)
+            elif not group.master_addr and role in MASTER_ROLES:
+                self._open_epoch(broker_name, group, addr, max(epoch, group.epoch) + 1, max_offset)
+            elif (
+                addr == group.master_addr
+                and group.epochs[-1].start_offset < 0
+                and epoch == group.epoch
+                and epoch_start >= 0
+            ):
+                group.epochs[-1].start_offset = epoch_start
+                log.info("%s: epoch %d starts at %d", broker_name, epoch, epoch_start)
+            if addr == group.master_addr:
+                self._see(group, addr, MASTER_ID, role, epoch, max_offset, seen)
+                return RoleDecision("MASTER", MASTER_ID, group.epoch, addr)
+            truncate = NO_TRUNCATE
+            if epoch < group.epoch and epoch > 0:
+                truncate = group.start_of(epoch + 1)
+            slave_id = self._slave_id(group, addr, broker_id)
+            self._see(group, addr, slave_id, role, epoch, max_offset, seen)
+            return RoleDecision("SLAVE", slave_id, group.epoch, group.master_addr, truncate)
+
+    def _open_epoch(
+        self, broker_name: str, group: BrokerGroup, addr: str, epoch: int, start: int
+    ) -> None:
+        group.master_addr = addr
+        group.epochs.append(EpochEntry(epoch, start, addr))
+        log.warning(
+            "%s: %s is master at epoch %d (start offset %s)",
+            broker_name, addr, epoch, start if start >= 0 else "to be reported",
+        )  # fmt: skip
+
+    @staticmethod
+    def _see(
+        group: BrokerGroup, addr: str, broker_id: int, role: str, epoch: int, offset: int,
+        now: int,
+    ) -> None:  # fmt: skip
+        group.replicas[addr] = Replica(broker_id, role, epoch, offset, now)
+
+    @staticmethod
+    def _slave_id(group: BrokerGroup, addr: str, wanted: int) -> int:
+        """The id the broker had as a slave, else the one it asks for if free, else the
+        next free id (a former master asks for 0, which a slave cannot have)."""
+        known = group.replicas.get(addr)
+        if known is not None and known.broker_id != MASTER_ID:
+            return known.broker_id
+        taken = {r.broker_id for a, r in group.replicas.items() if a != addr}
+        if wanted != MASTER_ID and wanted not in taken:
+            return wanted
+        return max(taken | {MASTER_ID}) + 1
+
+    def scan(self, now_ms: int | None = None) -> list[tuple[str, str]]:
+        """Elect a new master for every group whose master's heartbeats stopped; the
+        (brokerName, new master addr or "" when no slave is in sync) of each election."""
+        now = _now_ms() if now_ms is None else now_ms
+        elections = []
+        with self._lock:
+            for name, group in self._groups.items():
+                master = group.replicas.get(group.master_addr)
+                if master is None or master.last_seen_ms + self.heartbeat_timeout_ms >= now:
+                    continue
+                log.warning("%s: master %s silent for %d ms", name, group.master_addr,
+                            now - master.last_seen_ms)  # fmt: skip
+                winner = elect_master(group, now, self.heartbeat_timeout_ms,
+                                      self.max_gap_not_in_sync)  # fmt: skip
+                if winner:
+                    self._open_epoch(name, group, winner, group.epoch + 1, NO_TRUNCATE)
+                else:
+                    log.error("%s: no in-sync slave; no master until %s returns", name,
+                              group.master_addr)  # fmt: skip
+                    group.master_addr = ""
+                elections.append((name, winner))
+        return elections
+
+    def sync_state(self) -> dict[str, dict[str, object]]:
+        """brokerName → master, epoch, epochs and replicas, for status displays and tests."""
+        with self._lock:
+            return {
+                name: {
+                    "masterAddr": g.master_addr,
+                    "epoch": g.epoch,
+                    "epochs": [[e.epoch, e.start_offset, e.master_addr] for e in g.epochs],
+                    "replicas": {a: vars(r).copy() for a, r in sorted(g.replicas.items())},
+                }
+                for name, g in sorted(self._groups.items())
+            }
+
+
+def elect_master(group: BrokerGroup, now_ms: int, timeout_ms: int, max_gap: int) -> str:
+    """RocketMQ 5's ElectMaster from the in-sync replicas: among live slaves at the group's
+    epoch no more than ``max_gap`` behind the master's last report, the highest max offset
+    (then the lowest broker id) wins; "" if there is none."""
+    master = group.replicas.get(group.master_addr)
+    master_offset = master.max_offset if master is not None else 0
+    candidates = [
+        (r.max_offset, -r.broker_id, addr)
+        for addr, r in group.replicas.items()
+        if addr != group.master_addr
+        and r.role == "SLAVE"
+        and r.epoch == group.epoch
+        and r.last_seen_ms + timeout_ms >= now_ms
+        and master_offset - r.max_offset <= max_gap
+    ]
+    return max(candidates)[2] if candidates else ""

@@ -1,0 +1,150 @@
+"""The controller's election rule and epoch bookkeeping, in memory and over the namesrv."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shmq.errors import ResponseError
+from shmq.namesrv.controller import Controller, EpochNotReady
+from shmq.namesrv.server import NameServer
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode, ResponseCode
+
+M, S1, S2 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
+T = 1_000  # the heartbeat timeout used here, ms
+
+
+def beat(c: Controller, addr: str, role: str = "SLAVE", *, now: int, **kw):
+    fields = {"broker_id": 0 if role != "SLAVE" else 1, "epoch": 0, "max_offset": 0, **kw}
+    return c.heartbeat("broker-a", addr, role=role, now_ms=now, **fields)
+
+
+def test_the_first_master_bootstraps_epoch_one_and_slaves_follow_it():
+    c = Controller(T)
+    assert beat(c, S1, now=0).master_addr == ""  # no master yet: a slave waits
+    d = beat(c, M, "SYNC_MASTER", max_offset=500, now=0)
+    assert (d.role, d.broker_id, d.epoch) == ("MASTER", 0, 1)
+    d = beat(c, S1, now=10)
+    assert (d.role, d.broker_id, d.epoch, d.master_addr, d.truncate_offset) == (
+        "SLAVE", 1, 1, M, -1,
+    )  # fmt: skip
+    assert c.sync_state()["broker-a"]["epochs"] == [[1, 500, M]]
+
+
+def test_silence_elects_the_in_sync_slave_with_the_highest_offset_old_master_truncates():
+    c = Controller(T)
+    beat(c, M, "SYNC_MASTER", now=0)
+    beat(c, M, "SYNC_MASTER", epoch=1, max_offset=9000, now=500)
+    beat(c, S1, broker_id=1, epoch=1, max_offset=8000, now=1000)
+    beat(c, S2, broker_id=2, epoch=1, max_offset=9000, now=1000)
+    assert c.scan(now_ms=1400) == []  # within the timeout
+    assert c.scan(now_ms=1501) == [("broker-a", S2)]
+    assert c.scan(now_ms=1502) == []  # one election per silence
+    # the new master learns it from its next heartbeat (still as a slave), then reports
+    d = beat(c, S2, broker_id=2, epoch=1, max_offset=9000, now=1600)
+    assert (d.role, d.broker_id, d.epoch) == ("MASTER", 0, 2)
+    # the old master comes back before the epoch's start is known: it must wait
+    with pytest.raises(EpochNotReady):
+        beat(c, M, "SYNC_MASTER", epoch=1, max_offset=9100, now=1700)
+    beat(c, S2, "ASYNC_MASTER", epoch=2, max_offset=9050, epoch_start=9000, now=1800)
+    d = beat(c, M, "SYNC_MASTER", epoch=1, max_offset=9100, now=1900)
+    assert (d.role, d.master_addr, d.epoch, d.truncate_offset) == ("SLAVE", S2, 2, 9000)
+    assert d.broker_id not in (0, 1)  # a free slave id, not the master's nor S1's
+    # once it holds epoch 2 it truncates nothing
+    assert beat(c, M, epoch=2, broker_id=d.broker_id, now=2000).truncate_offset == -1
+    assert c.sync_state()["broker-a"]["epochs"] == [[1, 0, M], [2, 9000, S2]]
+
+
+def test_no_election_without_an_in_sync_slave_and_the_old_master_keeps_its_data():
+    c = Controller(T, max_gap_not_in_sync=100)
+    beat(c, M, "SYNC_MASTER", now=0)
+    beat(c, M, "SYNC_MASTER", epoch=1, max_offset=5000, now=0)
+    beat(c, S1, epoch=1, max_offset=4000, now=0)  # 1000 behind: not in sync
+    beat(c, S2, epoch=0, max_offset=5000, now=0)  # not at the current epoch
+    assert c.scan(now_ms=T + 1) == [("broker-a", "")]
+    d = beat(c, M, "SYNC_MASTER", epoch=1, max_offset=5000, now=T + 5)
+    assert (d.role, d.epoch, d.truncate_offset) == ("MASTER", 1, -1)  # its epoch goes on
+    assert c.sync_state()["broker-a"]["epochs"] == [[1, 0, M]]
+
+
+def test_a_dead_slave_is_not_elected():
+    c = Controller(T)
+    beat(c, M, "SYNC_MASTER", now=0)
+    beat(c, M, "SYNC_MASTER", epoch=1, now=900)
+    beat(c, S1, epoch=1, now=0)  # silent since 0
+    assert c.scan(now_ms=1901) == [("broker-a", "")]
+
+
+@pytest.mark.parametrize(
+    "kw, problem",
+    [
+        ({"role": "LEADER"}, "brokerRole"),
+        ({"epoch": -1}, "epoch"),
+        ({"epoch": "1"}, "epoch"),
+        ({"max_offset": -5}, "maxOffset"),
+        ({"epoch": 7}, "ahead of the controller"),
+        ({"broker_id": -1}, "brokerId"),
+    ],
+)
+def test_bad_reports_are_refused(kw, problem):
+    c = Controller(T)
+    beat(c, M, "SYNC_MASTER", now=0)
+    fields = {"role": "SLAVE", "broker_id": 1, "epoch": 1, "max_offset": 0, **kw}
+    with pytest.raises(ValueError, match=problem):
+        c.heartbeat("broker-a", S1, now_ms=0, **fields)
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1 << 40), st.booleans()),
+                min_size=1, max_size=6))  # fmt: skip
+def test_the_elected_slave_has_the_highest_offset_among_those_in_sync(slaves):
+    gap = 1 << 30
+    c = Controller(T, max_gap_not_in_sync=gap)
+    beat(c, M, "SYNC_MASTER", now=0)
+    beat(c, M, "SYNC_MASTER", epoch=1, max_offset=1 << 40, now=0)
+    eligible = {}
+    for i, (epoch_lag, offset, alive) in enumerate(slaves, start=1):
+        epoch = 1 if epoch_lag == 0 else 0
+        addr = f"10.0.1.{i}:10911"
+        beat(c, addr, broker_id=i, epoch=epoch, max_offset=offset, now=T if alive else 0)
+        if epoch == 1 and alive and (1 << 40) - offset <= gap:
+            eligible[addr] = (offset, -i)
+    [(name, winner)] = c.scan(now_ms=T + 1)
+    if not eligible:
+        assert winner == ""
+        return
+    assert eligible[winner] == max(eligible.values())
+    assert c.sync_state()[name]["epoch"] == 2
+
+
+def register(client, ns, addr, **ext):
+    fields = {"brokerName": "broker-a", "brokerAddr": addr, "clusterName": "C",
+              "brokerId": 0, "haServerAddr": "", "brokerRole": "SYNC_MASTER", "epoch": 0,
+              "maxOffset": 0, **ext}  # fmt: skip
+    return client.invoke_json(ns.address, RequestCode.REGISTER_BROKER, fields, None)
+
+
+def test_namesrv_answers_controller_fields_and_refuses_bogus_reports():
+    ns = NameServer(port=0, enable_controller=True, controller_heartbeat_timeout_ms=T)
+    ns.start()
+    try:
+        with RemotingClient() as client:
+            response, _ = register(client, ns, M)
+            assert response.ext_fields["controllerRole"] == "MASTER"
+            assert response.ext_fields["controllerEpoch"] == "1"
+            for bad in ({"epoch": "x"}, {"epoch": 99}, {"brokerRole": "KING"}, {"maxOffset": -1}):
+                with pytest.raises(ResponseError) as refused:
+                    register(client, ns, S1, brokerId=1, **bad)
+                assert refused.value.code == ResponseCode.SYSTEM_ERROR
+            _, state = client.invoke_json(ns.address, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA)
+            assert state["broker-a"]["masterAddr"] == M
+    finally:
+        ns.stop()
+    plain = NameServer(port=0)
+    plain.start()
+    try:
+        with RemotingClient() as client, pytest.raises(ResponseError, match="no controller"):
+            register(client, plain, M)
+    finally:
+        plain.stop()
