@@ -27,6 +27,7 @@ from shmq import files
 from shmq.broker import controller_mode as cm
 from shmq.broker.agent import BrokerNames, run_agent
 from shmq.broker.broker_config import RECORD_OVERHEAD_MAX, BrokerConfig
+from shmq.broker.broker_stats import broker_stats
 from shmq.broker.clients import ClientSlots
 from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
@@ -507,38 +508,8 @@ class Broker:
         self._stop.set()
 
     def stats(self) -> dict[str, Any]:
-        words = self.counters.words
-        agents = {}
-        for kind in self.agents:
-            proc = self._procs.get(kind)
-            agents[kind] = {
-                "pid": proc.pid if proc is not None else None,
-                "alive": bool(proc is not None and proc.is_alive()),
-                "restarts": cn.load(words, cn.agent_word(kind, cn.RESTARTS)),
-                "heartbeat_ms": cn.load(words, cn.agent_word(kind, cn.HEARTBEAT_MS)),
-            }
-        return {
-            "broker": self.config.broker_name,
-            "address": self.address,
-            "pid": os.getpid(),
-            "store": self.root,
-            "flush_disk_type": self.config.store.flush_disk_type,
-            "broker_role": self.config.broker_role,
-            "broker_id": self.config.broker_id,
-            "confirmed_offset": cn.load(words, cn.CONFIRMED_OFFSET),
-            "ha_slaves": cn.load(words, cn.HA_SLAVES),
-            "write_offset": cn.load(words, cn.WRITE_OFFSET),
-            "dispatched_offset": cn.load(words, cn.DISPATCHED_OFFSET),
-            "flushed_offset": cn.load(words, cn.FLUSHED_OFFSET),
-            "msgs_in": cn.load(words, cn.MSGS_IN),
-            "msgs_dispatched": cn.load(words, cn.MSGS_DISPATCHED),
-            "rejected": cn.load(words, cn.REJECTED),
-            "flushes": cn.load(words, cn.FLUSHES),
-            "flush_errors": cn.load(words, cn.FLUSH_ERRORS),
-            "agents": agents,
-            "clients": self.clients.stats(),
-            "stop_reason": self.stop_reason,
-        }
+        """The runtime numbers GET_BROKER_RUNTIME_INFO answers (``broker_stats``)."""
+        return broker_stats(self, self._procs)
 
     # -- stop -------------------------------------------------------------------------------
 
