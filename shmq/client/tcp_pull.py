@@ -31,10 +31,10 @@ from shmq.codec import record as rec
 from shmq.codec.pull_body import parse_pull_body
 from shmq.errors import ClientError, RemotingError, RemotingTimeoutError, ResponseError
 from shmq.message import MessageBatch, stored_message
-from shmq.properties import PROPERTY_TAGS, decode_properties
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.pipeline import PipelinedChannel, Reply
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, SerializeType
+from shmq.store.reader import record_tags
 
 Rc = ResponseCode
 SUSPEND_MS = 15_000  # brokerSuspendMaxTimeMillis
@@ -225,7 +225,7 @@ class TcpConsumerLink:
         buf, rows = parse_pull_body(reply.body, mq.topic, mq.queue_id)
         keep = np.arange(rows.shape[0])
         if tags is not None:
-            keep = keep[[_tags(buf, rows[i]) in tags for i in range(rows.shape[0])]]
+            keep = keep[[record_tags(buf, rows[i]) in tags for i in range(rows.shape[0])]]
         if bulk:
             if not keep.shape[0]:
                 return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, low, high)
@@ -242,9 +242,3 @@ class TcpConsumerLink:
                 for pos, qoff, phys, n in cols.tolist()]  # fmt: skip
         status = PullStatus.FOUND if msgs else PullStatus.NO_MATCHED_MSG
         return PullResult(status, next_offset, low, high, msgs)
-
-
-def _tags(buf: np.ndarray, row: np.ndarray) -> str | None:
-    start = int(row[rec.R_PROPS_START])
-    raw = buf[start : start + int(row[rec.R_PROPS_LEN])].tobytes()
-    return decode_properties(raw).get(PROPERTY_TAGS)

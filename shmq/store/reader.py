@@ -157,7 +157,7 @@ class StoreReader:
         k = 0
         for mf, rows, ok in self.records(topic, queue_id, phys, sizes, qoffs):
             if tags is not None:
-                ok = ok[[_tags(mf.buf, rows[r]) in tags for r in ok.tolist()]]
+                ok = ok[[record_tags(mf.buf, rows[r]) in tags for r in ok.tolist()]]
             k = rec.gather_bodies(mf.buf, rows, ok, bodies, body_offs, k)
             queue_offs.append(rows[ok, rec.R_QUEUE_OFFSET])
             store_ts.append(rows[ok, rec.R_STORE_TS])
@@ -266,7 +266,8 @@ class StoreReader:
         self._queues.clear()
 
 
-def _tags(buf: np.ndarray, row: np.ndarray) -> str | None:
+def record_tags(buf: np.ndarray, row: np.ndarray) -> str | None:
+    """The TAGS of a parsed record (``R_*`` columns of ``row`` locate it in ``buf``)."""
     start = int(row[rec.R_PROPS_START])
     return decode_properties(buf[start : start + int(row[rec.R_PROPS_LEN])].tobytes()).get(
         PROPERTY_TAGS
