@@ -38,6 +38,8 @@ from rich.table import Table
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.number_text import num
+
 TOPIC = "HaBench"
 BODY = b"x" * 100
 BULK = 1000
@@ -174,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     table = Table("run", "send_bulk msg/s", "send_async msg/s", "lag p50 ms", "lag p99 ms",
                   title=f"W1 replication ({platform.node()}, {os.cpu_count()} CPUs)")  # fmt: skip
     for r in results:
-        table.add_row(r["run"], _num(r["bulk"]), _num(r["async"]),
-                      _num(r.get("lag_p50_ms")), _num(r.get("lag_p99_ms")))  # fmt: skip
+        table.add_row(r["run"], num(r["bulk"]), num(r["async"]),
+                      num(r.get("lag_p50_ms")), num(r.get("lag_p99_ms")))  # fmt: skip
     console.print(table)
     alone, async_m, sync_m = results
     p99 = async_m["lag_p99_ms"]
@@ -185,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
          f"{bulk_x:.2f}× bulk, {async_x:.2f}× async", min(bulk_x, async_x) >= 0.9),
         ("SYNC_MASTER bulk ≥ 0.5× ASYNC_MASTER", f"{sync_m['bulk'] / async_m['bulk']:.2f}×",
          sync_m["bulk"] / async_m["bulk"] >= 0.5),
-        ("lag p99 under W1 ≤ 10 ms", f"{_num(p99)} ms", p99 <= 10),
+        ("lag p99 under W1 ≤ 10 ms", f"{num(p99)} ms", p99 <= 10),
     ]  # fmt: skip
     for name, value, met in goals:
         console.print(f"{name}: {value} {'MET' if met else 'NOT MET'}")
@@ -193,12 +195,6 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"results": results, "goals": [g[0] for g in goals if g[2]]}, f, indent=2)
     return 0
-
-
-def _num(value) -> str:
-    if value is None:
-        return ""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ from rich.table import Table
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.number_text import num
+
 QUEUES = 8
 BODY = b"x" * 100
 GOAL_TX = 0.3
@@ -187,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                   title=f"transactions and orderly consumption ({platform.node()}, "
                         f"{os.cpu_count()} CPUs)")  # fmt: skip
     for r in results:
-        table.add_row(r["run"], f"{r.get('messages', 0):,}", _num(r.get("per_s")),
-                      _num(r.get("calls_per_s")), r.get("skipped", ""))  # fmt: skip
+        table.add_row(r["run"], f"{r.get('messages', 0):,}", num(r.get("per_s")),
+                      num(r.get("calls_per_s")), r.get("skipped", ""))  # fmt: skip
     console.print(table)
     by_run = {r["run"].split()[0]: r.get("per_s") for r in results}
     goals = [
@@ -215,14 +217,8 @@ def _ratio(name: str, mine, base, goal: float) -> tuple:
     if not mine or not base:
         return name, "skipped (a run did not finish)", "SKIPPED"
     ratio = mine / base
-    return name, f"{ratio:.2f}× ({_num(mine)}/s vs {_num(base)}/s)", (
+    return name, f"{ratio:.2f}× ({num(mine)}/s vs {num(base)}/s)", (
         "MET" if ratio >= goal else "NOT MET")  # fmt: skip
-
-
-def _num(value) -> str:
-    if value is None:
-        return ""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
 
 
 if __name__ == "__main__":

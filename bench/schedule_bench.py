@@ -32,6 +32,8 @@ from rich.table import Table
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.number_text import num
+
 PRECISION_MS = 1000
 GOAL_P99_MS = 2 * PRECISION_MS
 GOAL_RATE = 100_000
@@ -128,15 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         table.add_row(
             r["run"], f"{r['messages']:,}", str(r.get("early", "")),
-            _num(r.get("p50_ms")), _num(r.get("p99_ms")), _num(r.get("max_ms")),
-            _num(r.get("deliveries_per_s")),
+            num(r.get("p50_ms")), num(r.get("p99_ms")), num(r.get("max_ms")),
+            num(r.get("deliveries_per_s")),
         )  # fmt: skip
     console.print(table)
     p99, rate = results[0]["p99_ms"], results[1]["deliveries_per_s"]
     goals = [
-        ("S1 timer lateness p99 ≤ 2 × timerPrecisionMs", f"{_num(p99)} ms vs {GOAL_P99_MS} ms",
+        ("S1 timer lateness p99 ≤ 2 × timerPrecisionMs", f"{num(p99)} ms vs {GOAL_P99_MS} ms",
          p99 is not None and p99 <= GOAL_P99_MS and results[0]["early"] == 0),
-        ("S2 schedule agent deliveries ≥ 100,000/s", f"{_num(rate)}/s",
+        ("S2 schedule agent deliveries ≥ 100,000/s", f"{num(rate)}/s",
          rate is not None and rate >= GOAL_RATE),
     ]  # fmt: skip
     for name, value, met in goals:
@@ -148,12 +150,6 @@ def main(argv: list[str] | None = None) -> int:
     if not complete:
         console.print("[red]not every timer message was delivered[/red]")
     return 0 if complete else 1
-
-
-def _num(value) -> str:
-    if value is None:
-        return ""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
 
 
 if __name__ == "__main__":

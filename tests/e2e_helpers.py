@@ -262,3 +262,18 @@ def shmq(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
         env=env(),
         stdin=subprocess.DEVNULL,
     )
+
+
+def pull_all(namesrv: str, group: str, topic: str, wanted: set[bytes], timeout: float = 60.0):
+    """The bodies a new PullConsumer of ``group`` reads from the first offset of ``topic``,
+    read until all of ``wanted`` came or ``timeout`` passed."""
+    from shmq import PullConsumer
+
+    got: set[bytes] = set()
+    with PullConsumer(group, namesrv, consume_from_where="FIRST_OFFSET") as pc:
+        pc.subscribe(topic)
+        pc.start()
+        deadline = time.monotonic() + timeout
+        while not wanted <= got and time.monotonic() < deadline:
+            got.update(m.body for m in pc.poll(0.5))
+    return got

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shmq.client.types import MessageQueue, SendResult, SendStatus
-from shmq.errors import RemotingError, SendError, SendTimeoutError
+from shmq.errors import RemotingError, SendError, SendTimeoutError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import ring
 from shmq.ipc.durability import durability
@@ -92,3 +92,17 @@ def result(
     if qid != mq.queue_id and not placed:
         mq = MessageQueue(mq.topic, mq.broker_name, qid)
     return SendResult.answered(status, msg_id, mq, queue_offset, store_host, physical_offset)
+
+
+def settle_failed(future, mq: MessageQueue, exc: BaseException) -> None:
+    """Fail an async send's future after its last attempt (RocketMQ's
+    ``onExceptionImpl``): with ``exc`` itself when the first attempt failed for good, else
+    with a ``SendError`` (``SendTimeoutError`` for a timeout) naming the attempts."""
+    attempts = future.attempts + 1
+    if isinstance(exc, ShmqError) and not retryable(exc) and attempts == 1:
+        future.settle(exc=exc)
+        return
+    cls = SendTimeoutError if isinstance(exc, SendTimeoutError) else SendError
+    error = cls(f"async send to {mq} failed after {attempts} attempt(s): {exc}")
+    error.__cause__ = exc
+    future.settle(exc=error)

@@ -324,11 +324,4 @@ class AsyncCompletion:
                 self.failed(entry, again)
             return
         self.stats["async_failed"] += 1
-        attempts = future.attempts + 1
-        if isinstance(exc, ShmqError) and not answers.retryable(exc) and attempts == 1:
-            future.settle(exc=exc)
-            return
-        cls = SendTimeoutError if isinstance(exc, SendTimeoutError) else SendError
-        error = cls(f"async send to {mq} failed after {attempts} attempt(s): {exc}")
-        error.__cause__ = exc
-        future.settle(exc=error)
+        answers.settle_failed(future, mq, exc)

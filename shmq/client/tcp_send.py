@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from shmq.client.answers import AttemptError, retryable
+from shmq.client.answers import AttemptError, retryable, settle_failed
 from shmq.client.async_completion import SendFuture
 from shmq.client.route import BrokerQueues
 from shmq.client.send_frames import (
@@ -291,14 +291,7 @@ class TcpSends:
             self._ensure_resender()
             return
         self.stats["async_failed"] += 1
-        attempts = future.attempts + 1
-        if not retryable(exc) and attempts == 1:
-            future.settle(exc=exc)
-            return
-        cls = SendTimeoutError if isinstance(exc, SendTimeoutError) else SendError
-        error = cls(f"async send to {mq} failed after {attempts} attempt(s): {exc}")
-        error.__cause__ = exc
-        future.settle(exc=error)
+        settle_failed(future, mq, exc)
 
     def _ensure_resender(self) -> None:
         with self._lock:

@@ -9,8 +9,8 @@ import time
 import pytest
 from test_ha import TOPIC, commitlog_bytes, ha_status, sigkill_broker, wait_until
 
-from e2e_helpers import cluster, free_port, shm_entries
-from shmq import Message, Producer, PullConsumer
+from e2e_helpers import cluster, free_port, pull_all, shm_entries
+from shmq import Message, Producer
 from shmq.client.types import SendStatus
 from shmq.errors import ShmqError
 
@@ -54,13 +54,7 @@ def test_controller_failover_promotes_the_slave_and_the_old_master_rejoins(tmp_p
         info = c.runtime_info("slave")
         assert (info["broker_role"], info["broker_id"]) == ("ASYNC_MASTER", 0)
 
-        got: set[bytes] = set()
-        with PullConsumer("fo-reader", c.namesrv, consume_from_where="FIRST_OFFSET") as pc:
-            pc.subscribe(TOPIC)
-            pc.start()
-            deadline = time.monotonic() + 60
-            while not set(acked) <= got and time.monotonic() < deadline:
-                got.update(m.body for m in pc.poll(0.5))
+        got = pull_all(c.namesrv, "fo-reader", TOPIC, set(acked))
         assert set(acked) <= got
 
         c.start_broker("broker-a")  # asks the controller: a slave now, truncated, following

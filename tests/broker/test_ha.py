@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from e2e_helpers import cluster, free_port, shm_entries, shmq
-from shmq import Message, Producer, PullConsumer
+from e2e_helpers import cluster, free_port, pull_all, shm_entries, shmq
+from shmq import Message, Producer
 from shmq.client.types import SendStatus
 from shmq.errors import ResponseError
 from shmq.remoting.client import RemotingClient
@@ -201,13 +201,7 @@ def test_sync_master_acks_only_what_the_slave_holds(tmp_path):
         sigkill_broker(c, "broker-a")
 
         # every acknowledged message is on the slave; a consumer reads them all from it
-        got: set[bytes] = set()
-        with PullConsumer("ha-reader", c.namesrv, consume_from_where="FIRST_OFFSET") as pc:
-            pc.subscribe(TOPIC)
-            pc.start()
-            deadline = time.monotonic() + 60
-            while not set(acked) <= got and time.monotonic() < deadline:
-                got.update(m.body for m in pc.poll(0.5))
+        got = pull_all(c.namesrv, "ha-reader", TOPIC, set(acked))
         assert set(acked) <= got
         c.start_broker("broker-a")  # recovers, and removes what the killed one left in /dev/shm
         connected(c)
