@@ -83,7 +83,11 @@ class HAService:
         self.wakeups = ProducerWakeups(self.registry, env.names.prefix, cfg.max_producers)
         self.sem = open_semaphore(env.names.agent_sem("ha"))
         parked = cn.agent_word("ha", cn.AGENT_PARKED)
-        self.idle = SocketIdle(self.sem, lambda p: cn.publish(self.words, parked, int(p)))
+        # Parked with no slave connected, the agent waits for a connection only: the writer
+        # need not post it for every append (cn.AGENT_PARKED is the writer's cue).
+        self.idle = SocketIdle(
+            self.sem, lambda p: cn.publish(self.words, parked, int(p and bool(self.conns)))
+        )
         self.server: socket.socket | None = None
         self._listen_at = 0.0
         self._listen_failed = False
