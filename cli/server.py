@@ -267,6 +267,7 @@ def stop(store_dir: str) -> None:
               help="Seconds between the two samples for the per-second rates.")  # fmt: skip
 def status(store_dir: str, broker_addr: str | None, as_json: bool, interval: float) -> None:
     """Processes, offsets, rates and rings of a running broker."""
+    from shmq.remoting.admin_bodies import runtime_stats
     from shmq.remoting.client import RemotingClient
     from shmq.remoting.protocol import RequestCode
 
@@ -280,6 +281,7 @@ def status(store_dir: str, broker_addr: str | None, as_json: bool, interval: flo
         _, first = client.invoke_json(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         time.sleep(interval)
         _, stats = client.invoke_json(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    first, stats = runtime_stats(first), runtime_stats(stats)
     stats["msgs_in_per_s"] = round((stats["msgs_in"] - first["msgs_in"]) / interval, 1)
     stats["msgs_out_per_s"] = round(
         (stats["msgs_dispatched"] - first["msgs_dispatched"]) / interval, 1

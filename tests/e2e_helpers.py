@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 
+from shmq.remoting.admin_bodies import runtime_stats
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
 
@@ -183,7 +184,7 @@ class Cluster:
             _, info = client.invoke_json(
                 self.brokers[name].address, RequestCode.GET_BROKER_RUNTIME_INFO
             )
-        return info
+        return runtime_stats(info)
 
     def client(self, *args: str, log: str) -> subprocess.Popen:
         cmd = [sys.executable, CLIENTS, *args, "--namesrv", self.namesrv]

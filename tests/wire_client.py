@@ -210,3 +210,61 @@ def pulled_records(body: bytes) -> list[dict]:
         out.append(record)
         p += record["size"]
     return out
+
+
+def fastjson_loads(body: bytes):
+    """A body as fastjson (mqadmin's parser) reads it: JSON, plus map keys that are bare
+    numbers (``Map<Long, String>``) or objects (``Map<MessageQueue, X>``); an object key
+    comes back as a sorted tuple of its ``(name, value)`` pairs."""
+    text = body.decode("utf-8")
+    value, end = _fj_value(text, 0)
+    assert not text[end:].strip(), f"extra text after the body: {text[end:]!r}"
+    return value
+
+
+_JSON_DECODER = json.JSONDecoder()
+
+
+def _fj_skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def _fj_value(text: str, i: int):
+    i = _fj_skip(text, i)
+    if text[i] == "{":
+        out: dict = {}
+        i = _fj_skip(text, i + 1)
+        if text[i] == "}":
+            return out, i + 1
+        while True:
+            i = _fj_skip(text, i)
+            key, i = _fj_value(text, i)
+            if isinstance(key, dict):
+                key = tuple(sorted(key.items()))
+            assert isinstance(key, str | int | tuple), f"bad map key {key!r}"
+            i = _fj_skip(text, i)
+            assert text[i] == ":", f"expected ':' at {i}: {text[i : i + 20]!r}"
+            out[key], i = _fj_value(text, i + 1)
+            i = _fj_skip(text, i)
+            if text[i] == ",":
+                i += 1
+                continue
+            assert text[i] == "}", f"expected '}}' at {i}: {text[i : i + 20]!r}"
+            return out, i + 1
+    if text[i] == "[":
+        items: list = []
+        i = _fj_skip(text, i + 1)
+        if text[i] == "]":
+            return items, i + 1
+        while True:
+            item, i = _fj_value(text, i)
+            items.append(item)
+            i = _fj_skip(text, i)
+            if text[i] == ",":
+                i += 1
+                continue
+            assert text[i] == "]", f"expected ']' at {i}: {text[i : i + 20]!r}"
+            return items, i + 1
+    return _JSON_DECODER.raw_decode(text, i)

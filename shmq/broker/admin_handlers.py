@@ -6,17 +6,12 @@ What ``mqadmin topicStatus``, ``consumerProgress``, ``consumerConnection``,
 store lookups go through the control handlers (``ControlHandlers``: queue maxima, min
 offset, search by time, the store reader), so both answer from the same code.
 
-Bodies are RocketMQ's JSON shapes, except that maps RocketMQ keys by ``MessageQueue``
-(``TopicStatsTable``, ``ConsumeStats``, ``ResetOffsetBody``) are lists of entries that carry
-``topic``, ``brokerName`` and ``queueId``, since a JSON object key cannot be an object::
+Bodies are RocketMQ's: ``TopicStatsTable`` and ``ConsumeStats`` are maps keyed by
+``MessageQueue`` objects, written as fastjson does (``shmq.remoting.admin_bodies``).
+``ResetOffsetBody`` (INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET) stays a
+list of entries that carry ``topic``, ``brokerName`` and ``queueId``::
 
-    GET_TOPIC_STATS_INFO   {"offsetTable":[{"topic","brokerName","queueId","minOffset",
-                                            "maxOffset","lastUpdateTimestamp"}]}
-    GET_CONSUME_STATS      {"offsetTable":[{"topic","brokerName","queueId","brokerOffset",
-                                            "consumerOffset","lastTimestamp"}],
-                            "consumeTps":0.0,"diffTotal":n}
-    INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET
-                           {"offsetTable":[{"topic","brokerName","queueId","offset"}]}
+    {"offsetTable":[{"topic","brokerName","queueId","offset"}]}
 
 Unlike RocketMQ 4.9, a reset commits the new offsets on the broker itself before telling
 the group's online consumers, so it also works while the group is offline.
@@ -36,6 +31,8 @@ from shmq.broker.subscription_groups import SubscriptionGroupConfig
 from shmq.broker.topic_config import TopicConfig
 from shmq.errors import ResponseError
 from shmq.message import MessageExt, message_to_json
+from shmq.remoting import fastjson
+from shmq.remoting.admin_bodies import queue_table
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
 
@@ -137,19 +134,17 @@ class AdminHandlers:
         """Per queue: min and max offset, and the store time of the last message."""
         topic = request.ext_topic()
         cfg = self._topic(topic)
-        table = []
+        name = self.broker.config.broker_name
+        rows = []
         for qid in range(cfg.write_queue_nums):
             max_offset = self._max(topic, qid)
-            table.append(
-                self._queue_entry(
-                    topic,
-                    qid,
-                    minOffset=min(self._min(topic, qid), max_offset),
-                    maxOffset=max_offset,
-                    lastUpdateTimestamp=self._store_timestamp(topic, qid, max_offset - 1),
-                )
-            )
-        return _json(request, {"offsetTable": table})
+            stats = {
+                "lastUpdateTimestamp": self._store_timestamp(topic, qid, max_offset - 1),
+                "maxOffset": max_offset,
+                "minOffset": min(self._min(topic, qid), max_offset),
+            }
+            rows.append((topic, name, qid, stats))
+        return _fastjson(request, {"offsetTable": queue_table(rows)})
 
     def consume_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Per queue of the group's topics (or of ``topic``): the broker's max offset, the
@@ -160,24 +155,20 @@ class AdminHandlers:
         topics = [topic] if topic else self.broker.offsets.topics_of_group(group)
         info = self.consumers.group_info(group)
         subscribed = set(info["subscriptionTable"]) if info else set()
-        table = []
+        rows = []
         for name in topics:
             cfg = self.broker.topics.get(name)
             if cfg is None or (subscribed and name not in subscribed):
                 continue
             for qid in range(cfg.read_queue_nums):
                 consumer_offset = max(self.broker.offsets.query(group, name, qid), 0)
-                table.append(
-                    self._queue_entry(
-                        name,
-                        qid,
-                        brokerOffset=self._max(name, qid),
-                        consumerOffset=consumer_offset,
-                        lastTimestamp=self._store_timestamp(name, qid, consumer_offset - 1),
-                    )
-                )
-        diff = sum(e["brokerOffset"] - e["consumerOffset"] for e in table)
-        return _json(request, {"offsetTable": table, "consumeTps": 0.0, "diffTotal": diff})
+                wrapper = {
+                    "brokerOffset": self._max(name, qid),
+                    "consumerOffset": consumer_offset,
+                    "lastTimestamp": self._store_timestamp(name, qid, consumer_offset - 1),
+                }
+                rows.append((name, self.broker.config.broker_name, qid, wrapper))
+        return _fastjson(request, {"consumeTps": 0.0, "offsetTable": queue_table(rows)})
 
     def consumer_connection(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         group = request.ext_group("consumerGroup")
@@ -301,6 +292,11 @@ class AdminHandlers:
             key=lambda m: (m.store_timestamp, m.physical_offset),
         )[:max_num]
         return _json(request, {"messages": [message_to_json(m) for m in found]})
+
+
+def _fastjson(request: RemotingCommand, obj: Any) -> RemotingCommand:
+    """A response whose body has fastjson's object map keys."""
+    return RemotingCommand.response_to(request, body=fastjson.dumps(obj).encode())
 
 
 def _bool(text: str | None) -> bool:

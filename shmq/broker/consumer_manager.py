@@ -38,12 +38,12 @@ class ClientChannel:
     version: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """RocketMQ's ``Connection``."""
         return {
-            "clientId": self.client_id,
             "clientAddr": self.conn.peer,
+            "clientId": self.client_id,
             "language": self.language,
             "version": self.version,
-            "lastUpdateTimestamp": self.last_update_ms,
         }
 
 
@@ -60,12 +60,12 @@ class ConsumerGroupInfo:
     last_update_ms: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """RocketMQ's ``ConsumerConnection``."""
         return {
-            "consumerGroup": self.group,
+            "connectionSet": [c.to_json() for c in self.channels.values()],
+            "consumeFromWhere": self.consume_from_where,
             "consumeType": self.consume_type,
             "messageModel": self.message_model,
-            "consumeFromWhere": self.consume_from_where,
-            "connectionSet": [c.to_json() for c in self.channels.values()],
             "subscriptionTable": dict(self.subscriptions),
         }
 

@@ -13,6 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from shmq.broker.broker_stats import rocketmq_runtime_table
 from shmq.broker.ha_status import ha_status
 from shmq.broker.ring_puts import broker_ring
 from shmq.broker.send_back import SendBack
@@ -23,6 +24,7 @@ from shmq.ipc import queue_table as qt
 from shmq.ipc.host import host_id, path_id
 from shmq.message import message_to_json
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem, retry_topic
+from shmq.remoting.admin_bodies import kv_table
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
@@ -385,8 +387,11 @@ class ControlHandlers:
         return _json(request, ha_status(self.broker))
 
     def runtime_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """RocketMQ's ``KVTable``: the keys mqadmin reads, shmq's numbers as JSON text
+        under ``admin_bodies.RUNTIME_KEY``."""
         try:
-            return _json(request, self.broker.stats())
+            stats = self.broker.stats()
+            return _json(request, kv_table(rocketmq_runtime_table(self.broker, stats), stats))
         except ShmqError as exc:
             raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from exc
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -24,19 +23,11 @@ from typing import Any, Generic, TypeVar
 
 from shmq import files
 from shmq.errors import ConfigError
+from shmq.remoting import fastjson
 
 log = logging.getLogger(__name__)
 
 E = TypeVar("E")  # an entry of a VersionedTable: has to_json()
-
-# A bare integer key in text that holds no string literal: "{" or "," then the digits, ":".
-_BARE_KEY = re.compile(r"([{,][ \t\r\n]*)(-?\d+)([ \t\r\n]*:)")
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_KEY_END = re.compile(r"[ \t\r\n]*:")
-_INT = re.compile(r"-?[0-9]+")
-# Bare keys are quoted with a NUL prefix (escaped in the text) so the object hook can tell
-# them from quoted keys; a quoted key that starts with NUL gets a second one.
-_BARE_MARK = "\x00"
 
 
 def dumps_fastjson(obj: Any) -> str:
@@ -86,39 +77,13 @@ def _sort_key(key: int | str) -> tuple[int, int | str]:
 
 
 def loads_fastjson(text: str, *, int_keys: bool = False) -> Any:
-    """Parse fastjson text or plain JSON.
+    """Parse fastjson text or plain JSON (``shmq.remoting.fastjson.loads``).
 
     Keys written bare (``{0:12}``) come back as ``int``; quoted keys stay ``str`` unless
     ``int_keys`` is true, which turns every key made only of digits into an ``int`` (for
     maps RocketMQ keys by number, such as queue ids, when another writer quoted them).
     """
-    out: list[str] = []
-    last = 0
-    for m in _STRING.finditer(text):  # bare keys are quoted only outside string literals
-        out.append(_BARE_KEY.sub(_quote_key, text[last : m.start()]))
-        literal = m.group(0)
-        if literal.startswith('"\\u0000') and _KEY_END.match(text, m.end()):
-            literal = '"\\u0000' + literal[1:]  # a quoted key starting with NUL: mark it too
-        out.append(literal)
-        last = m.end()
-    out.append(_BARE_KEY.sub(_quote_key, text[last:]))
-
-    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[int | str, Any]:
-        return {_parse_key(k, int_keys): v for k, v in pairs}
-
-    return json.loads("".join(out), object_pairs_hook=pairs_hook)
-
-
-def _quote_key(m: re.Match[str]) -> str:
-    return f'{m.group(1)}"\\u0000{m.group(2)}"{m.group(3)}'
-
-
-def _parse_key(key: str, int_keys: bool) -> int | str:
-    if key.startswith(_BARE_MARK):
-        return key[1:] if key.startswith(_BARE_MARK, 1) else int(key[1:])
-    if int_keys and _INT.fullmatch(key):
-        return int(key)
-    return key
+    return fastjson.loads(text, bare_int_keys=True, int_keys=int_keys)
 
 
 def persist(path: str, text: str) -> None:

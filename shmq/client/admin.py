@@ -27,6 +27,7 @@ from shmq.errors import (
     ResponseError,
 )
 from shmq.names import dlq_topic
+from shmq.remoting.admin_bodies import queue_entries, runtime_stats
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
 
@@ -214,9 +215,7 @@ class Admin(MessageQueries):
                     "address": addr,
                 }
                 try:
-                    entry["status"] = self._call((name, addr), RequestCode.GET_BROKER_RUNTIME_INFO)[
-                        1
-                    ]
+                    entry["status"] = self._runtime_stats((name, addr))
                 except RemotingError as exc:
                     entry["status"], entry["error"] = None, str(exc)
                 out.append(entry)
@@ -238,7 +237,15 @@ class Admin(MessageQueries):
 
     def broker_status(self, broker: str) -> dict[str, Any]:
         """A broker's runtime info (``shmq status``'s numbers), by name or address."""
-        return self._call(self._broker(broker), RequestCode.GET_BROKER_RUNTIME_INFO)[1]
+        return self._runtime_stats(self._broker(broker))
+
+    def _runtime_stats(self, broker: tuple[str, str]) -> dict[str, Any]:
+        """shmq's numbers from the broker's runtime info ``KVTable``."""
+        body = self._call(broker, RequestCode.GET_BROKER_RUNTIME_INFO)[1]
+        try:
+            return runtime_stats(body)
+        except ValueError as exc:
+            raise ClientError(f"broker {broker[0]} ({broker[1]}): {exc}") from None
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -326,7 +333,7 @@ class Admin(MessageQueries):
                     e["maxOffset"],
                     e["lastUpdateTimestamp"],
                 )
-                for e in body["offsetTable"]
+                for e in queue_entries(body["offsetTable"])
             ]
         return sorted(out, key=lambda q: (q.broker_name, q.queue_id))
 
@@ -359,7 +366,7 @@ class Admin(MessageQueries):
                     e["consumerOffset"],
                     e["lastTimestamp"],
                 )
-                for e in body["offsetTable"]
+                for e in queue_entries(body["offsetTable"])
             ]
         if not queues:
             on = f" on topic {topic}" if topic is not None else ""

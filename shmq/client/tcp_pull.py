@@ -50,6 +50,22 @@ STATUSES = {
 }
 
 
+def pull_request(
+    group: str, mq: MessageQueue, offset: int, max_nums: int, expression: str, suspend_ms: int
+) -> RemotingCommand:
+    """A PULL_MESSAGE of ``mq`` from ``offset`` with the subscription ``expression`` (TAG),
+    committing nothing; held up to ``suspend_ms`` by the broker when nothing is there."""
+    flags = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
+    return RemotingCommand.request(
+        RequestCode.PULL_MESSAGE,
+        {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id,
+         "queueOffset": offset, "maxMsgNums": max_nums, "sysFlag": flags,
+         "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
+         "subscription": expression, "subVersion": 0, "expressionType": "TAG"},
+        serialize_type=SerializeType.ROCKETMQ,
+    )  # fmt: skip
+
+
 class _Pull:
     """One pull of a queue: in flight until ``done``, then its reply or error."""
 
@@ -166,15 +182,7 @@ class TcpConsumerLink:
         if channel is None:
             self._settle(p, None, ClientError(f"the consumer's link to {self.address} is closed"))
             return p
-        flags = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
-        request = RemotingCommand.request(
-            RequestCode.PULL_MESSAGE,
-            {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id,
-             "queueOffset": offset, "maxMsgNums": max_nums, "sysFlag": flags,
-             "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
-             "subscription": expression, "subVersion": 0, "expressionType": "TAG"},
-            serialize_type=SerializeType.ROCKETMQ,
-        )  # fmt: skip
+        request = pull_request(self.group, mq, offset, max_nums, expression, suspend_ms)
         request.opaque = p.opaque = channel.next_opaque()
         wait_s = suspend_ms / 1000 + SUSPEND_SLACK_S if suspend_ms else PULL_TIMEOUT_S
         try:

@@ -50,6 +50,7 @@ from typing import Any
 
 from shmq.errors import RemotingConnectError, RemotingFrameError, ResponseError
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
+from shmq.remoting import fastjson
 from shmq.remoting.codes import RequestCode as RequestCode  # re-exported: the codes' usual home
 from shmq.remoting.codes import ResponseCode as ResponseCode
 from shmq.remoting.codes import request_name, response_name
@@ -189,11 +190,12 @@ class RemotingCommand:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
     def json_body(self) -> Any:
-        """The body parsed as JSON; ``None`` for an empty body."""
+        """The body parsed as JSON, or as fastjson's dialect (``fastjson.loads``: object
+        map keys, bare number keys); ``None`` for an empty body."""
         if not self.body:
             return None
         try:
-            return json.loads(self.body.decode())
+            return fastjson.loads(self.body)
         except (ValueError, RecursionError) as exc:
             raise RemotingFrameError(f"body of {self._describe()} is not JSON: {exc}") from exc
 

@@ -123,7 +123,7 @@ class _QueueTable:
         self.segment.close()
 
 
-def _broker_store_info(namesrv: str, broker: str | None) -> dict:
+def broker_store_info(namesrv: str, broker: str | None) -> dict:
     """Ask the name server for the master brokers and the chosen one for its store."""
     from shmq.client.admin import Admin
     from shmq.remoting.protocol import RequestCode
@@ -157,16 +157,16 @@ def _broker_store_info(namesrv: str, broker: str | None) -> dict:
 
 
 class Catalog:
-    """Queues and offsets of the store a query reads (driver only: holds mappings)."""
+    """Queues and offsets of the store a query reads (driver only: holds mappings).
+    ``info``: the broker's store info (GET_STORE_INFO), None for option ``store``."""
 
-    def __init__(self, opts: ReadOptions) -> None:
+    def __init__(self, opts: ReadOptions, info: dict | None) -> None:
         self.opts = opts
         self.table: _QueueTable | None = None
-        if opts.store is not None:
+        if info is None:
+            assert opts.store is not None
             self.layout = layout_from_dir(opts.store)
         else:
-            assert opts.namesrv is not None
-            info = _broker_store_info(opts.namesrv, opts.broker)
             self.layout = StoreLayout(
                 info["storePathRootDir"],
                 int(info["mappedFileSizeCommitLog"]),
@@ -180,6 +180,11 @@ class Catalog:
                     f"its shared memory is gone ({exc}); Spark must run on the broker's host"
                 ) from None
         self.reader = self.layout.reader()
+
+    @property
+    def source(self) -> StoreLayout:
+        """What executors read: the store's files."""
+        return self.layout
 
     # -- queues ------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from shmq.client.transport import check_transport
 from shmq.errors import ConfigError
 from shmq.message import validate_topic
 
@@ -46,6 +47,7 @@ READ_OPTIONS = frozenset(
         "includeproperties",
         "maxrowsperpartition",
         "minpartitions",
+        "transport",
     }
 )
 WRITE_OPTIONS = frozenset({"namesrv", "topic", "producergroup", "sendtimeout", "writebatchsize"})
@@ -76,6 +78,7 @@ class ReadOptions:
     include_properties: bool
     max_rows_per_partition: int
     min_partitions: int | None
+    transport: str = "auto"  # "shm": the store's files; "tcp": PULL_MESSAGE; "auto": by host
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` is subscribed (by name, or fully matching the pattern)."""
@@ -281,6 +284,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             "give option store (the broker's storePathRootDir, on this host) or namesrv "
             "(host:port of the name server, to find the broker's store)"
         )
+    transport = check_transport((opts.get("transport") or "auto").strip().lower())
+    if transport == "tcp" and namesrv is None:
+        raise ConfigError(
+            "option transport=tcp reads through a broker: give option namesrv, not store"
+        )
     topics, pattern = _subscription(opts)
     starting = parse_offsets(
         opts.get("startingoffsets"),
@@ -327,6 +335,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         min_partitions=parse_int(
             opts.get("minpartitions"), "minPartitions", minimum=1, maximum=1 << 20
         ),
+        transport=transport,
     )
 
 

@@ -25,8 +25,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from shmq.spark import planning
-from shmq.spark.catalog import Catalog, DataLossError, StoreLayout
+from shmq.client.transport import broker_is_local
+from shmq.spark import planning, remote
+from shmq.spark.catalog import Catalog, DataLossError, StoreLayout, broker_store_info
 from shmq.spark.options import (
     EARLIEST,
     LATEST,
@@ -35,6 +36,7 @@ from shmq.spark.options import (
     offsets_to_json,
 )
 from shmq.spark.planning import Queue, QueueRange
+from shmq.spark.remote import BrokerSource, RemoteCatalog
 from shmq.spark.scan import ScanSpec, read_range
 
 log = logging.getLogger(__name__)
@@ -42,30 +44,46 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ShmqPartition(InputPartition):
-    """One Spark input partition: offsets ``[start, end)`` of one queue, and where the
-    store is (the executor's reader was pickled before planning, so it cannot know)."""
+    """One Spark input partition: offsets ``[start, end)`` of one queue, and where to read
+    them: the store's files, or the broker to pull them from (the executor's reader was
+    pickled before planning, so it cannot know)."""
 
     topic: str
     queue_id: int
     start: int
     end: int
-    layout: StoreLayout
+    source: StoreLayout | BrokerSource
 
 
-def _partitions(ranges: list[QueueRange], layout: StoreLayout) -> list[InputPartition]:
-    return [ShmqPartition(r.topic, r.queue_id, r.start, r.end, layout) for r in ranges]
+def _partitions(
+    ranges: list[QueueRange], source: StoreLayout | BrokerSource
+) -> list[InputPartition]:
+    return [ShmqPartition(r.topic, r.queue_id, r.start, r.end, source) for r in ranges]
+
+
+def open_catalog(opts: ReadOptions) -> Catalog | RemoteCatalog:
+    """The catalog of the query's store: its files (option ``store``, or a broker whose
+    store is on this host), or the broker's answers over TCP (``remote``) when its store
+    is elsewhere or option ``transport`` is ``tcp``."""
+    if opts.store is not None:
+        return Catalog(opts, None)
+    assert opts.namesrv is not None
+    info = broker_store_info(opts.namesrv, opts.broker)
+    if opts.transport == "tcp" or (opts.transport == "auto" and not broker_is_local(info)):
+        return RemoteCatalog(opts, info["brokerAddr"])
+    return Catalog(opts, info)
 
 
 class _CatalogUser:
     """Readers open the catalog lazily on the driver and never pickle it."""
 
     opts: ReadOptions
-    _catalog: Catalog | None
+    _catalog: Catalog | RemoteCatalog | None
 
     @property
-    def catalog(self) -> Catalog:
+    def catalog(self) -> Catalog | RemoteCatalog:
         if self._catalog is None:
-            self._catalog = Catalog(self.opts)
+            self._catalog = open_catalog(self.opts)
         return self._catalog
 
     def _bounds(self) -> dict[Queue, tuple[int, int]]:
@@ -95,15 +113,15 @@ class _CatalogUser:
         return state
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Runs on an executor: decode the partition's range from the store's files."""
+        """Runs on an executor: decode the partition's range from the store's files, or
+        pull it from the broker."""
         if not isinstance(partition, ShmqPartition):
             return  # Spark's placeholder partition when there is nothing to read
         opts = self.opts
-        spec = ScanSpec(partition.layout, opts.tags, opts.include_properties,
+        spec = ScanSpec(partition.source, opts.tags, opts.include_properties,
                         opts.fail_on_data_loss)  # fmt: skip
-        yield from read_range(
-            spec, partition.topic, partition.queue_id, partition.start, partition.end
-        )
+        read = remote.read_range if isinstance(partition.source, BrokerSource) else read_range
+        yield from read(spec, partition.topic, partition.queue_id, partition.start, partition.end)
 
 
 class ShmqBatchReader(_CatalogUser, DataSourceReader):
@@ -125,13 +143,13 @@ class ShmqBatchReader(_CatalogUser, DataSourceReader):
                 else []
             )
             ranges = planning.batch_ranges(starts, ends, bounds, opts.fail_on_data_loss, explicit)
-            layout = self.catalog.layout
+            source = self.catalog.source
         finally:
             if self._catalog is not None:
                 self._catalog.close()
                 self._catalog = None
         return _partitions(
-            planning.split(ranges, opts.max_rows_per_partition, opts.min_partitions), layout
+            planning.split(ranges, opts.max_rows_per_partition, opts.min_partitions), source
         )
 
 
@@ -210,7 +228,7 @@ class ShmqStreamReader(_CatalogUser, DataSourceStreamReader, SupportsTriggerAvai
                 ranges.append(QueueRange(queue[0], queue[1], first, last))
         return _partitions(
             planning.split(ranges, self.opts.max_rows_per_partition, self.opts.min_partitions),
-            cat.layout,
+            cat.source,
         )
 
     def commit(self, end: dict) -> None:

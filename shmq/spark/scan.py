@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,9 @@ from shmq.errors import CorruptStoreError
 from shmq.spark.catalog import DataLossError, StoreLayout
 from shmq.spark.decode import arrow_schema, record_batch
 from shmq.store.reader import StoreReader, topic_bytes
+
+if TYPE_CHECKING:
+    from shmq.spark.remote import BrokerSource
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +40,13 @@ BATCH_BYTES = 256 << 20
 class ScanSpec:
     """Everything about a read that is the same for all of a query's partitions."""
 
-    layout: StoreLayout
+    source: StoreLayout | BrokerSource  # the store's files, or the broker to pull from
     tags: frozenset[str] | None
     include_properties: bool
     fail_on_data_loss: bool
 
 
-def _lost(topic: str, queue_id: int, start: int, end: int, what: str, fail: bool) -> None:
+def report_lost(topic: str, queue_id: int, start: int, end: int, what: str, fail: bool) -> None:
     message = (
         f"{topic} queue {queue_id}: offsets [{start}, {end}) are gone from the store ({what} "
         "deleted by cleanup while the query ran)"
@@ -62,15 +66,17 @@ def read_range(
     if spec.tags is not None:
         codes = np.array(sorted({java_hash(t) for t in spec.tags}), dtype=np.int64)
         wanted = pa.array(sorted(spec.tags), pa.string())
-    reader = spec.layout.reader()
+    layout = spec.source
+    assert isinstance(layout, StoreLayout)
+    reader = layout.reader()
     try:
         offset = start
         while offset < end:
             units, _ = reader.units(topic, queue_id, offset, min(end, offset + BATCH_ROWS))
             if units.size == 0:
-                per_file = spec.layout.cq_file_size // 20
+                per_file = layout.cq_file_size // 20
                 skip_to = min(end, (offset // per_file + 1) * per_file)
-                _lost(topic, queue_id, offset, skip_to, "consume-queue file",
+                report_lost(topic, queue_id, offset, skip_to, "consume-queue file",
                       spec.fail_on_data_loss)  # fmt: skip
                 offset = skip_to
                 continue
@@ -100,7 +106,7 @@ def _decode(
     wanted: pa.Array | None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of the records at CommitLog offsets ``phys`` (ascending), per file."""
-    file_size = spec.layout.commitlog_file_size
+    file_size = reader.commitlog.file_size
     i = 0
     n = phys.shape[0]
     while i < n:
@@ -108,7 +114,7 @@ def _decode(
         run_end = i + int(np.searchsorted(phys[i:], file_start + file_size))
         mf = reader.commitlog.file_at(file_start)
         if mf is None:
-            _lost(topic, queue_id, int(qoffs[i]), int(qoffs[run_end - 1]) + 1,
+            report_lost(topic, queue_id, int(qoffs[i]), int(qoffs[run_end - 1]) + 1,
                   "CommitLog file", spec.fail_on_data_loss)  # fmt: skip
             i = run_end
             continue

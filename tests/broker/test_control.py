@@ -20,6 +20,7 @@ from shmq.client.types import PullStatus, SendStatus
 from shmq.errors import MessageTooLargeError, NoRouteError, ResponseError, SendError
 from shmq.ipc import counters as cn
 from shmq.message import Message, parse_offset_msg_id
+from shmq.remoting.admin_bodies import runtime_stats
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import (
     RemotingCommand,
@@ -301,7 +302,7 @@ def test_every_name_a_request_carries_is_checked(make_broker, tmp_path):
         with pytest.raises(ResponseError, match="invalid"):
             client.invoke_json(addr, RequestCode.HEART_BEAT, body_obj=heartbeat)
         _, info = client.invoke_json(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
-    assert info["broker"] == broker.config.broker_name
+    assert runtime_stats(info)["broker"] == broker.config.broker_name
     assert not (tmp_path / "etc").exists()
 
 

@@ -1,0 +1,177 @@
+"""The admin answers mqadmin parses, read with the independent wire client as fastjson reads
+them into RocketMQ 4.9's classes: field names, nesting and value types of TopicStatsTable,
+ConsumeStats, TopicConfigSerializeWrapper, SubscriptionGroupWrapper, KVTable (runtime
+info), ConsumerConnection, ClusterInfo and TopicList."""
+
+from __future__ import annotations
+
+import json
+
+import wire_client as wc
+from test_remoting_send import max_offset, send, until
+
+GET_ALL_TOPIC_CONFIG, GET_BROKER_RUNTIME_INFO, HEART_BEAT = 21, 28, 34
+GET_BROKER_CLUSTER_INFO = 106
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_TOPIC_STATS_INFO = 201, 202
+GET_CONSUMER_CONNECTION_LIST, GET_ALL_TOPIC_LIST_FROM_NAMESERVER, GET_CONSUME_STATS = 203, 206, 208
+
+MESSAGE_QUEUE = {"brokerName": str, "queueId": int, "topic": str}
+
+
+def call(address: str, code: int, ext: dict[str, str] | None = None) -> tuple[dict, bytes]:
+    with wc.WireClient(address) as c:
+        resp = c.call(code, ext or {})
+    assert resp.code == wc.SUCCESS, resp
+    return wc.fastjson_loads(resp.body), resp.body
+
+
+def fields(obj: dict, types: dict[str, type]) -> None:
+    """``obj`` has exactly these fields, of these types (bool is not an int here)."""
+    assert set(obj) == set(types), obj
+    for name, kind in types.items():
+        value = obj[name]
+        assert isinstance(value, kind) and (kind is bool or not isinstance(value, bool)), (
+            name, value
+        )  # fmt: skip
+
+
+def queue_map(table: dict, value_types: dict[str, type]) -> dict[tuple[str, int], dict]:
+    """A ``Map<MessageQueue, X>``: every key a MessageQueue object, every value an X."""
+    out = {}
+    for key, value in table.items():
+        assert isinstance(key, tuple), f"a MessageQueue key is an object, not {key!r}"
+        mq = dict(key)
+        fields(mq, MESSAGE_QUEUE)
+        fields(value, value_types)
+        out[(mq["topic"], mq["queueId"])] = value
+    return out
+
+
+def test_stats_bodies_as_mqadmin_reads_them(shared_broker):
+    broker, _ = shared_broker
+    for i in range(3):
+        assert send(broker, "AdmStats", 1, {"TAGS": "a"}, f"m{i}".encode()).code == wc.SUCCESS
+    until(lambda: max_offset(broker, "AdmStats", 1) == 3)
+
+    stats, raw = call(broker.address, GET_TOPIC_STATS_INFO, {"topic": "AdmStats"})
+    assert raw.startswith(b'{"offsetTable":{{"brokerName":')  # object keys, as fastjson
+    assert set(stats) == {"offsetTable"}
+    offsets = queue_map(stats["offsetTable"], dict.fromkeys(
+        ("lastUpdateTimestamp", "maxOffset", "minOffset"), int))  # fmt: skip
+    assert offsets[("AdmStats", 1)]["maxOffset"] == 3
+    assert offsets[("AdmStats", 1)]["lastUpdateTimestamp"] > 0
+    assert offsets[("AdmStats", 0)] == {"lastUpdateTimestamp": 0, "maxOffset": 0, "minOffset": 0}
+
+    with wc.WireClient(broker.address) as c:
+        commit = {"consumerGroup": "adm-g", "topic": "AdmStats", "queueId": "1",
+                  "commitOffset": "2"}  # fmt: skip
+        assert c.call(wc.UPDATE_CONSUMER_OFFSET, commit).code == wc.SUCCESS
+    consume, _ = call(broker.address, GET_CONSUME_STATS, {"consumerGroup": "adm-g"})
+    assert set(consume) == {"consumeTps", "offsetTable"}
+    assert isinstance(consume["consumeTps"], float)
+    wrappers = queue_map(consume["offsetTable"], dict.fromkeys(
+        ("brokerOffset", "consumerOffset", "lastTimestamp"), int))  # fmt: skip
+    assert wrappers[("AdmStats", 1)]["brokerOffset"] == 3
+    assert wrappers[("AdmStats", 1)]["consumerOffset"] == 2
+    assert wrappers[("AdmStats", 1)]["lastTimestamp"] > 0
+
+
+def test_config_bodies_as_mqadmin_reads_them(shared_broker):
+    broker, _ = shared_broker
+    assert send(broker, "AdmConfig", 0, {}).code == wc.SUCCESS
+    topics, _ = call(broker.address, GET_ALL_TOPIC_CONFIG)
+    assert set(topics) == {"dataVersion", "topicConfigTable"}
+    fields(topics["dataVersion"], {"counter": int, "timestamp": int})
+    for name, cfg in topics["topicConfigTable"].items():
+        fields(cfg, {"order": bool, "perm": int, "readQueueNums": int, "topicFilterType": str,
+                     "topicName": str, "topicSysFlag": int, "writeQueueNums": int})  # fmt: skip
+        assert cfg["topicName"] == name
+    assert "AdmConfig" in topics["topicConfigTable"]
+
+    groups, _ = call(broker.address, GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    assert set(groups) == {"dataVersion", "subscriptionGroupTable"}
+    fields(groups["dataVersion"], {"counter": int, "timestamp": int})
+    assert groups["subscriptionGroupTable"], "RocketMQ's system groups at least"
+    for name, cfg in groups["subscriptionGroupTable"].items():
+        fields(cfg, {"brokerId": int, "consumeBroadcastEnable": bool, "consumeEnable": bool,
+                     "consumeFromMinEnable": bool, "groupName": str,
+                     "notifyConsumerIdsChangedEnable": bool, "retryMaxTimes": int,
+                     "retryQueueNums": int, "whichBrokerWhenConsumeSlowly": int})  # fmt: skip
+        assert cfg["groupName"] == name
+
+
+def test_runtime_info_is_a_kv_table_clusterlist_can_read(shared_broker):
+    broker, _ = shared_broker
+    assert send(broker, "AdmRuntime", 0, {}).code == wc.SUCCESS
+    info, _ = call(broker.address, GET_BROKER_RUNTIME_INFO)
+    assert set(info) == {"table"}
+    table = info["table"]
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in table.items())
+    # what ClusterListSubCommand parses (Long.parseLong / split(" ") + parseDouble)
+    for key in (
+        "msgPutTotalYesterdayMorning",
+        "msgPutTotalTodayMorning",
+        "msgPutTotalTodayNow",
+        "msgGetTotalYesterdayMorning",
+        "msgGetTotalTodayMorning",
+        "msgGetTotalTodayNow",
+    ):
+        int(table[key])
+    assert int(table["msgPutTotalTodayNow"]) >= 1
+    for key in ("putTps", "getTransferedTps"):
+        assert len([float(x) for x in table[key].split(" ")]) == 3
+    for key in (
+        "sendThreadPoolQueueSize",
+        "pullThreadPoolQueueSize",
+        "pageCacheLockTimeMills",
+        "sendThreadPoolQueueHeadWaitTimeMills",
+        "pullThreadPoolQueueHeadWaitTimeMills",
+    ):
+        int(table[key])
+    assert 0 <= float(table["commitLogDiskRatio"]) <= 1
+    assert table["brokerVersionDesc"]
+    assert json.loads(table["shmqRuntimeInfo"])["broker"] == broker.config.broker_name
+
+
+def test_consumer_connection_as_mqadmin_reads_it(shared_broker):
+    broker, _ = shared_broker
+    heartbeat = {
+        "clientID": "10.0.0.7@42#1",
+        "consumerDataSet": [{
+            "groupName": "adm-conn-g", "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+            "unitMode": False,
+            "subscriptionDataSet": [{
+                "classFilterMode": False, "codeSet": [], "expressionType": "TAG",
+                "subString": "*", "subVersion": 1, "tagsSet": [], "topic": "AdmConn"}],
+        }],
+        "producerDataSet": [],
+    }  # fmt: skip
+    with wc.WireClient(broker.address) as member:  # stays online while connected
+        assert member.call(HEART_BEAT, {}, json.dumps(heartbeat).encode()).code == wc.SUCCESS
+        conn, _ = call(broker.address, GET_CONSUMER_CONNECTION_LIST,
+                       {"consumerGroup": "adm-conn-g"})  # fmt: skip
+    fields(conn, {"connectionSet": list, "consumeFromWhere": str, "consumeType": str,
+                  "messageModel": str, "subscriptionTable": dict})  # fmt: skip
+    (member_conn,) = conn["connectionSet"]
+    fields(member_conn, {"clientAddr": str, "clientId": str, "language": str, "version": int})
+    assert member_conn["clientId"] == "10.0.0.7@42#1"
+    assert (conn["consumeType"], conn["messageModel"], conn["consumeFromWhere"]) == (
+        "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET")  # fmt: skip
+    assert conn["subscriptionTable"]["AdmConn"]["subString"] == "*"
+
+
+def test_namesrv_bodies_as_mqadmin_reads_them(shared_broker):
+    broker, namesrv = shared_broker
+    assert send(broker, "AdmList", 0, {}).code == wc.SUCCESS
+    until(lambda: "AdmList" in call(namesrv, GET_ALL_TOPIC_LIST_FROM_NAMESERVER)[0]["topicList"])
+    topics, _ = call(namesrv, GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+    assert set(topics) == {"topicList"} and all(isinstance(t, str) for t in topics["topicList"])
+
+    info, raw = call(namesrv, GET_BROKER_CLUSTER_INFO)
+    assert b'"brokerAddrs":{0:"' in raw  # Long keys bare, as fastjson writes them
+    fields(info, {"brokerAddrTable": dict, "clusterAddrTable": dict})
+    data = info["brokerAddrTable"][broker.config.broker_name]
+    fields(data, {"brokerAddrs": dict, "brokerName": str, "cluster": str})
+    assert data["brokerAddrs"] == {0: broker.address}
+    assert info["clusterAddrTable"] == {data["cluster"]: [broker.config.broker_name]}
