@@ -36,3 +36,27 @@ def retry_topic(group: str) -> str:
 
 def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+# The broker's system topics: delayed and timer messages wait in the first two, transactions
+# use the next three
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+
+# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (4.9, and 5.x's timer topic): no client sends
+# to these (shmq's producers place delayed and half messages there themselves, as the
+# broker would, after checking the topic the user named)
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TIMER_TOPIC,
+        HALF_TOPIC,
+        OP_TOPIC,
+        CHECK_MAX_TIME_TOPIC,
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)

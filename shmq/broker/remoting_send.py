@@ -38,7 +38,7 @@ from shmq.broker.topic_config import TopicConfig
 from shmq.codec import half_messages as hm
 from shmq.codec import record as rec
 from shmq.codec.batch_body import BatchBody, decode_batch
-from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC, delayed_placement
+from shmq.codec.delay_levels import delayed_placement
 from shmq.codec.record_rebuild import edit_properties, property_value
 from shmq.config import parse_host
 from shmq.errors import ConfigError, InvalidMessageError, SendError
@@ -51,7 +51,13 @@ from shmq.ipc.durability import (
     durability,
 )
 from shmq.message import offset_msg_id, pack_host
-from shmq.names import MAX_TOPIC_LENGTH, RETRY_GROUP_TOPIC_PREFIX, dlq_topic, name_problem
+from shmq.names import (
+    MAX_TOPIC_LENGTH,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic,
+    name_problem,
+)
 from shmq.properties import MAX_PROPERTIES_LENGTH
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection, RemotingServer
@@ -62,18 +68,6 @@ if TYPE_CHECKING:
 
 Rc = ResponseCode
 
-# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (and 5.x's timer topic)
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        TIMER_TOPIC,
-        hm.HALF_TOPIC,
-        hm.OP_TOPIC,
-        hm.CHECK_MAX_TIME_TOPIC,
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
 REGION_FIELDS = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}  # 4.9's defaults
 _WAIT, _TRAN_MSG, _DELAY = b"WAIT", b"TRAN_MSG", b"DELAY"
 _PLACEMENT_NAMES = {

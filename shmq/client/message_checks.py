@@ -11,18 +11,7 @@ import numpy as np
 from shmq.client.route import AUTO_CREATE_TOPIC_KEY
 from shmq.errors import ClientError, InvalidMessageError, InvalidTopicError, MessageTooLargeError
 from shmq.message import Message, validate_topic
-
-# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (4.9): system topics no client may send to.
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
+from shmq.names import NOT_ALLOWED_SEND_TOPICS
 
 
 def check_topic(topic: str) -> bytes:

@@ -11,9 +11,8 @@ queue 0 the same way, its delivery time in ``TIMER_OUT_MS``.
 from __future__ import annotations
 
 from shmq.errors import InvalidMessageError
-
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TIMER_TOPIC = "rmq_sys_wheel_timer"
+from shmq.names import SCHEDULE_TOPIC as SCHEDULE_TOPIC
+from shmq.names import TIMER_TOPIC as TIMER_TOPIC
 
 
 def schedule_properties(topic: str, queue_id: int, level: int, levels: int) -> tuple[int, bytes]:

@@ -12,9 +12,10 @@ that can tell its outcome (``PGROUP``). Each outcome is an op record in
 
 from __future__ import annotations
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+from shmq.names import CHECK_MAX_TIME_TOPIC as CHECK_MAX_TIME_TOPIC
+from shmq.names import HALF_TOPIC as HALF_TOPIC
+from shmq.names import OP_TOPIC as OP_TOPIC
+
 SYS_TRANS_GROUP = "CID_RMQ_SYS_TRANS"  # whose offsets in consumerOffset.json track progress
 HALF_QUEUE_ID = 0
 OP_TAG = "d"  # TransactionalMessageUtil.REMOVETAG
