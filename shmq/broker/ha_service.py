@@ -12,6 +12,10 @@ without waiting (as RocketMQ's transfer loop sends them): up to ``GATHER_BYTES``
 go out in one ``sendmsg`` of views of the mapped files, so a burst costs one system call
 per ``GATHER_BYTES``, not one per batch. The writer posts this agent when it publishes new
 bytes and the agent parks, so it sleeps in ``select`` (``socket_idle``) and never polls.
+An ASYNC_MASTER's agent lingers ``ASYNC_LINGER_S`` after a pass with work (no producer waits
+for its acks): a writer publishing a little at a time then wakes it at most once per linger,
+not once per write pass, and each batch carries what accumulated. A SYNC_MASTER's agent
+never lingers: its producers wait for the slave's ack.
 
 Every report is an ack: the largest one is published as ``CONFIRMED_OFFSET``, and the
 producers a SYNC_MASTER keeps waiting on it are woken. A connection ends, with a log line
@@ -43,6 +47,7 @@ MAX_CONNECTIONS = 64
 GATHER_BYTES = 1 << 20  # bytes of batches one sendmsg sends, at most
 MAX_GATHER = 256  # batches one sendmsg sends, at most (two buffers each; IOV_MAX is 1024)
 LISTEN_RETRY_S = 1.0
+ASYNC_LINGER_S = 0.001  # an ASYNC_MASTER agent waits this long after a pass with work
 
 
 class HAConnection:
@@ -90,6 +95,7 @@ class HAService:
         self.sem = open_semaphore(env.names.agent_sem("ha"))
         parked = cn.agent_word("ha", cn.AGENT_PARKED)
         self.idle = SocketIdle(self.sem, lambda p: cn.publish(self.words, parked, int(p)))
+        self.idle.linger_s = 0.0 if self.sync_master else ASYNC_LINGER_S
         self.server: socket.socket | None = None
         self._listen_at = 0.0
         self._listen_failed = False
