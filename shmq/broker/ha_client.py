@@ -9,11 +9,13 @@ CommitLog ends (except for an empty slave, which starts where the master starts 
 file's start); a batch may not cross a file end. Anything else ends the connection with a
 log line and a reconnect; what was written stays as it was.
 
-Bytes received are reported at once (the master's acks for SYNC_MASTER). The write offset
-the rest of the broker sees (reput, flush) only ever covers whole records: batches may end
-mid-record, so after each read the new bytes are parsed and the offset published is the
-end of the last whole record. A restarted agent cuts its CommitLog back to that offset, as
-the writer does, and normal recovery does the same after a crash of the whole broker.
+Bytes received are reported as soon as they are written, before they are parsed (the
+master's acks for SYNC_MASTER; RocketMQ's ``reportSlaveMaxOffsetPlus`` after each append).
+The write offset the rest of the broker sees (reput, flush) only ever covers whole records:
+batches may end mid-record, so after each read the new bytes are parsed and the offset
+published is the end of the last whole record. A restarted agent cuts its CommitLog back
+to that offset, as the writer does, and normal recovery does the same after a crash of the
+whole broker.
 """
 
 from __future__ import annotations
@@ -188,6 +190,8 @@ class HAClient:
         if used and rest:
             self._rbuf[:rest] = self._rbuf[used : self._rlen]
         self._rlen = rest
+        if self.received != self._reported:  # the ack first: the bytes are in the CommitLog
+            self._report()
         self._publish_whole()
         return 1
 
