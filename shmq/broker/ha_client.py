@@ -9,11 +9,13 @@ CommitLog ends (except for an empty slave, which starts where the master starts 
 file's start); a batch may not cross a file end. Anything else ends the connection with a
 log line and a reconnect; what was written stays as it was.
 
-Bytes received are reported at once (the master's acks for SYNC_MASTER). The write offset
-the rest of the broker sees (reput, flush) only ever covers whole records: batches may end
-mid-record, so after each read the new bytes are parsed and the offset published is the
-end of the last whole record. A restarted agent cuts its CommitLog back to that offset, as
-the writer does, and normal recovery does the same after a crash of the whole broker.
+Bytes received are reported as soon as they are written, before they are parsed (the
+master's acks for SYNC_MASTER; RocketMQ's ``reportSlaveMaxOffsetPlus`` after each append).
+The write offset the rest of the broker sees (reput, flush) only ever covers whole records:
+batches may end mid-record, so after each read the new bytes are parsed and the offset
+published is the end of the last whole record. A restarted agent cuts its CommitLog back
+to that offset, as the writer does, and normal recovery does the same after a crash of the
+whole broker.
 """
 
 from __future__ import annotations
@@ -36,13 +38,23 @@ from shmq.errors import DiskFullError
 from shmq.ipc import counters as cn
 from shmq.ipc.segment import fence, open_semaphore, post
 from shmq.message import pack_host
-from shmq.store.commitlog import CommitLog
+from shmq.store.commitlog import SCAN_ROWS, CommitLog
+from shmq.store.warm_up import scratch_store
 
 log = logging.getLogger(__name__)
 
 READ_BUFFER = 4 << 20  # RocketMQ's slave read buffer
 CONNECT_TIMEOUT_S = 1.0
 RETRY_S = 1.0  # after a failed connect or a closed connection, a disk full: wait this long
+
+
+def warm_up(rows: np.ndarray) -> None:
+    """Scan a scratch CommitLog as the receive path scans its own (writable, into ``rows``)
+    so the parse kernel is compiled, or loaded from numba's cache, before the first batch:
+    loading it then (≈ 0.3 s) would stall replication while the master's bytes pile up."""
+    with scratch_store() as (_, store):
+        for _ in store.commitlog.scan(0, rows=rows):
+            pass
 
 
 class HAClient:
@@ -76,6 +88,8 @@ class HAClient:
         self.sock: socket.socket | None = None
         self.master = ""
         self._rbuf = bytearray(READ_BUFFER)
+        self._rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)  # scan table, reused
+        warm_up(self._rows)
         self._rlen = 0
         self._retry_at = 0.0
         self._reported = -1
@@ -176,6 +190,8 @@ class HAClient:
         if used and rest:
             self._rbuf[:rest] = self._rbuf[used : self._rlen]
         self._rlen = rest
+        if self.received != self._reported:  # the ack first: the bytes are in the CommitLog
+            self._report()
         self._publish_whole()
         return 1
 
@@ -222,7 +238,7 @@ class HAClient:
         if self.received == self.whole:
             return
         count, last_ts = 0, 0
-        for batch in self.commitlog.scan(self.whole, self.received):
+        for batch in self.commitlog.scan(self.whole, self.received, rows=self._rows):
             count += batch.rows.shape[0]
             last_ts = int(batch.rows[-1, rec.R_STORE_TS])
         position, _ = self.commitlog.last_scan

@@ -7,8 +7,15 @@ to become writable. Each connection starts where the slave's first 8-byte report
 at the start of the master's last CommitLog file) and then receives batches of at most
 ``haTransferBatchSize`` bytes, each within one CommitLog file, read straight from the
 mapped files up to the writer's published write offset, plus an empty heartbeat batch after
-``haSendHeartbeatInterval`` without one. The writer posts this agent when it publishes new
+``haSendHeartbeatInterval`` without one. A slave that is behind gets batch after batch
+without waiting (as RocketMQ's transfer loop sends them): up to ``GATHER_BYTES`` of batches
+go out in one ``sendmsg`` of views of the mapped files, so a burst costs one system call
+per ``GATHER_BYTES``, not one per batch. The writer posts this agent when it publishes new
 bytes and the agent parks, so it sleeps in ``select`` (``socket_idle``) and never polls.
+An ASYNC_MASTER's agent lingers ``ASYNC_LINGER_S`` after a pass with work (no producer waits
+for its acks): a writer publishing a little at a time then wakes it at most once per linger,
+not once per write pass, and each batch carries what accumulated. A SYNC_MASTER's agent
+never lingers: its producers wait for the slave's ack.
 
 Every report is an ack: the largest one is published as ``CONFIRMED_OFFSET``, and the
 producers a SYNC_MASTER keeps waiting on it are woken. A connection ends, with a log line
@@ -37,7 +44,10 @@ log = logging.getLogger(__name__)
 
 READ_BUFFER = 1 << 20  # RocketMQ's master read buffer
 MAX_CONNECTIONS = 64
+GATHER_BYTES = 1 << 20  # bytes of batches one sendmsg sends, at most
+MAX_GATHER = 256  # batches one sendmsg sends, at most (two buffers each; IOV_MAX is 1024)
 LISTEN_RETRY_S = 1.0
+ASYNC_LINGER_S = 0.001  # an ASYNC_MASTER agent waits this long after a pass with work
 
 
 class HAConnection:
@@ -51,7 +61,8 @@ class HAConnection:
         self.ack_offset = -1
         self.next_transfer = -1
         self.partial = b""  # a report split across reads
-        self.pending = b""  # the unsent rest of a batch (its socket was full)
+        self.blocked = False  # its socket was full: wait until it is writable
+        self.pending = b""  # the unsent rest of a batch the socket took only part of
         now = time.monotonic()
         self.last_read = self.last_write = now
         self.connected_ms = self.caught_up_ms = int(time.time() * 1000)
@@ -88,6 +99,7 @@ class HAService:
         self.idle = SocketIdle(
             self.sem, lambda p: cn.publish(self.words, parked, int(p and bool(self.conns)))
         )
+        self.idle.linger_s = 0.0 if self.sync_master else ASYNC_LINGER_S
         self.server: socket.socket | None = None
         self._listen_at = 0.0
         self._listen_failed = False
@@ -127,7 +139,7 @@ class HAService:
 
     def has_work(self) -> bool:
         write = cn.load(self.words, cn.WRITE_OFFSET)
-        return any(not c.pending and 0 <= c.next_transfer < write for c in self.conns.values())
+        return any(not c.blocked and 0 <= c.next_transfer < write for c in self.conns.values())
 
     def do_work(self) -> int:
         cleaned = cn.load(self.words, cn.MIN_PHYSICAL_OFFSET)
@@ -146,14 +158,14 @@ class HAService:
                 continue
             if mask & selectors.EVENT_READ:
                 work += self._read(conn)
-            if mask & selectors.EVENT_WRITE and conn.sock.fileno() in self.conns:
+            if mask & selectors.EVENT_WRITE and conn.sock.fileno() in self.conns and conn.blocked:
                 work += self._flush_pending(conn)
         write = cn.load(self.words, cn.WRITE_OFFSET)
         now = time.monotonic()
         for conn in list(self.conns.values()):
             if now - conn.last_read > self.housekeeping_s:
                 self._close(conn, f"silent for {self.housekeeping_s:.0f} s")
-            elif conn.next_transfer >= 0 and not conn.pending:
+            elif conn.next_transfer >= 0 and not conn.blocked:
                 work += self._transfer(conn, write, now)
         self._publish(write)
         self.idle.timeout_s = min(self.heartbeat_s, self.housekeeping_s, 1.0)
@@ -228,56 +240,79 @@ class HAService:
     def _transfer(self, conn: HAConnection, write: int, now: float) -> int:
         """Send batches while the slave's socket takes them; a heartbeat when idle."""
         work = 0
-        while conn.next_transfer < write and not conn.pending:
-            offset = conn.next_transfer
-            mf = self.commitlog.queue.find_file(offset)
-            if mf is None:
-                self._close(conn, f"CommitLog offset {offset} is not stored any more")
-                return work + 1
-            local = offset - mf.file_from_offset
-            size = min(self.batch, mf.size - local, write - offset)
-            conn.next_transfer = offset + size
-            if not self._send(conn, hf.pack_header(offset, size), mf.buf[local : local + size]):
+        while conn.next_transfer < write and not conn.blocked:
+            frames = self._gather(conn, write)
+            if frames is None or not self._send(conn, frames):
                 return work + 1
             work += 1
-        if not work and not conn.pending and now - conn.last_write >= self.heartbeat_s:
-            self._send(conn, hf.pack_header(conn.next_transfer, 0), b"")
+        if not work and not conn.blocked and now - conn.last_write >= self.heartbeat_s:
+            self._send(conn, [(conn.next_transfer, hf.pack_header(conn.next_transfer, 0), b"")])
             work += 1
         return work
 
-    def _send(self, conn: HAConnection, header: bytes, body) -> bool:
-        """Send a batch; a rest the socket did not take is kept (copied, so no view of a
-        mapped file outlives this call) and sent when it becomes writable."""
+    def _gather(self, conn: HAConnection, write: int) -> list[tuple[int, bytes, object]] | None:
+        """The batches from ``next_transfer`` towards ``write``, as ``(offset, header, view
+        of the mapped file)``, at most ``GATHER_BYTES`` in all; None when the connection
+        was closed (the offset is not stored any more)."""
+        frames = []
+        offset = conn.next_transfer
+        end = min(write, offset + GATHER_BYTES)
+        while offset < end and len(frames) < MAX_GATHER:
+            mf = self.commitlog.queue.find_file(offset)
+            if mf is None:
+                self._close(conn, f"CommitLog offset {offset} is not stored any more")
+                return None
+            local = offset - mf.file_from_offset
+            size = min(self.batch, mf.size - local, end - offset)
+            frames.append((offset, hf.pack_header(offset, size), mf.buf[local : local + size]))
+            offset += size
+        return frames
+
+    def _send(self, conn: HAConnection, frames: list[tuple[int, bytes, object]]) -> bool:
+        """Send ``frames`` in one ``sendmsg``; ``next_transfer`` moves past what the socket
+        took. When it took part of a batch, the rest is kept (copied, so no view of a
+        mapped file outlives this call) and the connection waits until it is writable;
+        batches it did not start are gathered again then. False: the connection closed."""
+        parts = [part for _, header, body in frames for part in (header, body)]
         try:
-            sent = conn.sock.sendmsg([header, body])
+            sent = conn.sock.sendmsg(parts)
         except BlockingIOError:
             sent = 0
         except OSError as exc:
             self._close(conn, f"write failed: {exc}")
             return False
         conn.last_write = time.monotonic()
-        if sent < len(header):
-            conn.pending = header[sent:] + bytes(body)
-        elif sent < len(header) + len(body):
-            conn.pending = bytes(body[sent - len(header) :])
-        if conn.pending:
+        for offset, header, body in frames:
+            size = len(header) + len(body)
+            if sent >= size:
+                sent -= size
+                conn.next_transfer = offset + len(body)
+                continue
+            if sent:  # a batch cut by a full socket: its rest goes first
+                cut = sent - len(header)
+                conn.pending = header[sent:] + bytes(body) if cut < 0 else bytes(body[cut:])
+                conn.next_transfer = offset + len(body)
+            conn.blocked = True
             self.idle.selector.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+            break
         return True
 
     def _flush_pending(self, conn: HAConnection) -> int:
-        if not conn.pending:
-            return 0
-        try:
-            sent = conn.sock.send(conn.pending)
-        except BlockingIOError:
-            return 0
-        except OSError as exc:
-            self._close(conn, f"write failed: {exc}")
-            return 1
-        conn.pending = conn.pending[sent:]
-        conn.last_write = time.monotonic()
-        if not conn.pending:
-            self.idle.selector.modify(conn.sock, selectors.EVENT_READ)
+        """The socket is writable again: send the rest of a cut batch, then transfer on."""
+        if conn.pending:
+            try:
+                sent = conn.sock.send(conn.pending)
+            except BlockingIOError:
+                return 0
+            except OSError as exc:
+                self._close(conn, f"write failed: {exc}")
+                return 1
+            conn.pending = conn.pending[sent:]
+            conn.last_write = time.monotonic()
+            if conn.pending:
+                return 1
+        conn.blocked = False
+        self.idle.selector.modify(conn.sock, selectors.EVENT_READ)
         return 1
 
     def _close(self, conn: HAConnection, why: str) -> None:

@@ -6,6 +6,11 @@ supervisor asks it to stop). A POSIX semaphore has no file descriptor, so a smal
 turns each post into a byte on a socket pair that the selector watches: the agent sleeps in
 one ``select`` until either comes, never polling. Posts are taken only while the agent says
 it parks (its parked word), as with every agent.
+
+An agent may also linger after a pass with work (``linger_s``): it then waits that long in
+``select`` for its sockets only, without saying it parks, so the posts of a writer that
+publishes a little at a time stop waking it and the bytes it publishes meanwhile go out
+together in the next pass.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class SocketIdle:
         self._thread = threading.Thread(target=self._waker, name="shmq-ha-waker", daemon=True)
         self._thread.start()
         self.timeout_s = 1.0  # the agent sets it to its next timer (heartbeat, housekeeping)
+        self.linger_s = 0.0  # after a pass with work, wait this long for sockets only
 
     def _waker(self) -> None:
         while not self._stopping:
@@ -61,9 +67,12 @@ class SocketIdle:
         return events
 
     def idle(self, work: int, has_work: Callable[[], bool] | None = None) -> None:
-        """After a pass with work, go on; otherwise say we park, check once more, and sleep
-        in ``select`` until a socket or a post wakes us, or the agent's next timer."""
+        """After a pass with work, go on (after ``linger_s`` unless a socket is ready);
+        otherwise say we park, check once more, and sleep in ``select`` until a socket or
+        a post wakes us, or the agent's next timer."""
         if work > 0:
+            if self.linger_s:
+                self.selector.select(self.linger_s)
             return
         self._set_parked(True)
         fence()

@@ -255,16 +255,21 @@ class CommitLog:
         *,
         check_crc: bool = False,
         max_rows: int = SCAN_ROWS,
+        rows: np.ndarray | None = None,
     ) -> Iterator[ScanBatch]:
         """Valid records from ``start`` up to ``end`` (default: the write position).
 
         Stops at the first record that does not validate; ``last_scan`` then tells where and
-        why, which is what recovery needs.
+        why, which is what recovery needs. A caller that scans often passes its own
+        ``rows`` (int64, ``rec.N_COLS`` columns, kept between calls): records are decoded
+        into it and each batch's rows are a view of it, valid until the next batch, so a
+        scan allocates and copies nothing.
         """
         end = self.max_offset if end is None else end
         offset = start
-        # not zeroed: only the rows a parse fills are read (a pass of one record touches one)
-        rows = np.empty((max_rows, rec.N_COLS), dtype=np.int64)
+        own = rows is None
+        if own:  # not zeroed: only the rows a parse fills are read
+            rows = np.empty((max_rows, rec.N_COLS), dtype=np.int64)
         self.last_scan = (offset, rec.PARSE_END)
         while offset < end:
             mf = self.queue.find_file(offset)
@@ -276,7 +281,7 @@ class CommitLog:
                 mf.buf, local, limit, mf.file_from_offset, check_crc, rows
             )
             if n:
-                yield ScanBatch(mf, rows[:n].copy())
+                yield ScanBatch(mf, rows[:n].copy() if own else rows[:n])
             offset = mf.file_from_offset + pos
             self.last_scan = (offset, code)
             if code == rec.PARSE_BLANK:
