@@ -11,11 +11,13 @@ Java client always writes it so). ``decode_batch`` turns a body into the arrays
 ``MessageExtBatchEncoder`` appends the request header's properties, ``CLUSTER`` among them, to
 every message's), so a batch of any size costs two kernel calls, no Python per message.
 ``encode_batch_body`` is the client's side (``MessageDecoder.encodeMessages``): one kernel
-call writes a batch from the same arrays a producer's ``RecordBatch`` holds.
+call writes a batch from the same arrays a producer's ``RecordBatch`` holds. ``warm_up``
+loads both sides' kernels before the first request needs them.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -204,3 +206,20 @@ def encode_batch_body(
     out = np.empty(batch_body_size(body_offs, props_offs, start, end), dtype=np.uint8)
     write_entries(bodies, body_offs, props, props_offs, flags, start, end, out)
     return out.tobytes()
+
+
+@functools.cache
+def warm_up() -> bytes:
+    """Once per process: encode a one-message batch from the array kinds the senders pass
+    (a bulk send's bodies read-only or writable with read-only properties, accumulated
+    async sends' both writable) and decode it, so the first request does not wait a few
+    hundred ms for numba's cache; returns the body."""
+    offs = np.array([0, 1], dtype=np.int64)
+    props = np.frombuffer(b"TAGS\x01a\x02", dtype=np.uint8)
+    props_offs = np.array([0, props.shape[0]], dtype=np.int64)
+    flags = np.zeros(1, dtype=np.int64)
+    body = np.frombuffer(b"x", dtype=np.uint8)
+    for bodies, props_kind in ((body, props), (body.copy(), props), (body.copy(), props.copy())):
+        out = encode_batch_body(bodies, offs, props_kind, props_offs, flags, 0, 1)
+    decode_batch(out, b"CLUSTER\x01c\x02")
+    return out
