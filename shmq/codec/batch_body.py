@@ -92,16 +92,16 @@ def gather_entries(body, entries, suffix, bodies, body_offs, props, props_offs):
     m = suffix.shape[0]
     for k in range(entries.shape[0]):
         start, n = entries[k, E_BODY], entries[k, E_BODY_LEN]
-        bodies[b : b + n] = body[start : start + n]
+        rec.copy_bytes(bodies, b, body, start, n)
         b += n
         body_offs[k + 1] = b
         start, n = entries[k, E_PROPS], entries[k, E_PROPS_LEN]
-        props[s : s + n] = body[start : start + n]
+        rec.copy_bytes(props, s, body, start, n)
         s += n
         if n > 0 and m > 0 and body[start + n - 1] != 2:
             props[s] = 2
             s += 1
-        props[s : s + m] = suffix
+        rec.copy_bytes(props, s, suffix, 0, m)
         s += m
         props_offs[k + 1] = s
     return s
@@ -169,13 +169,11 @@ def write_entries(bodies, body_offs, props, props_offs, flags, start, end, out):
         rec.put_i32(out, p + 8, 0)
         rec.put_i32(out, p + 12, flags[k] if flags.shape[0] > 1 else flags[0])
         rec.put_i32(out, p + 16, n)
-        for i in range(n):
-            out[p + 20 + i] = bodies[b0 + i]
+        rec.copy_bytes(out, p + 20, bodies, b0, n)
         q = p + 20 + n
         out[q] = (m >> 8) & 0xFF
         out[q + 1] = m & 0xFF
-        for i in range(m):
-            out[q + 2 + i] = props[q0 + i]
+        rec.copy_bytes(out, q + 2, props, q0, m)
         p = q + 2 + m
     return p
 
