@@ -106,8 +106,7 @@ class SendAnswers:
                 error = ResponseError(ResponseCode.SYSTEM_ERROR, f"the store did not answer "
                                       f"the send: {exc}")  # fmt: skip
             else:
-                idx = np.arange(appended.first, last + 1, dtype=np.int64) & (self.ring.slots - 1)
-                rows = self.ring.completions[idx].copy()
+                rows = self._rows(appended.first, appended.count)
             self._read_to(last + 1)  # before the flush wait: appends may go on meanwhile
             response = self.fail(appended, error) if rows is None else self._respond(appended, rows)
             if not appended.request.is_oneway:
@@ -115,6 +114,16 @@ class SendAnswers:
                     appended.conn.send(response)
                 except ShmqError as exc:
                     log.debug("send answer to %s not written: %s", appended.conn.peer, exc)
+
+    def _rows(self, first: int, count: int) -> np.ndarray:
+        """A copy of the completion rows of records ``first .. first + count - 1``: one
+        slice unless they wrap around the completion area."""
+        slots = self.ring.slots
+        start = first & (slots - 1)
+        if start + count <= slots:
+            return self.ring.completions[start : start + count].copy()
+        idx = np.arange(first, first + count, dtype=np.int64) & (slots - 1)
+        return self.ring.completions[idx]
 
     def _respond(self, appended: Appended, rows: np.ndarray) -> RemotingCommand:
         try:

@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from shmq.client.types import MessageQueue, PullResult, PullStatus
+from shmq.codec import pull_body
 from shmq.codec import record as rec
 from shmq.codec.pull_body import parse_pull_body
 from shmq.errors import ClientError, RemotingError, RemotingTimeoutError, ResponseError
@@ -95,6 +96,7 @@ class TcpConsumerLink:
         self._asked: dict[MessageQueue, tuple[int, str]] = {}  # the last max_nums, expression
         self._wakes = 0
         self.closed = False
+        pull_body.warm_up()
 
     # -- the reader's calls -----------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from shmq.client.send_frames import (
 )
 from shmq.client.tcp_batching import AsyncBatches
 from shmq.client.types import MessageQueue, SendStatus
+from shmq.codec import batch_body
 from shmq.codec.batch_body import ENTRY_FIXED, encode_batch_body
 from shmq.errors import (
     ClientError,
@@ -111,6 +112,7 @@ class TcpSends:
         with self._lock:
             ch = self._channels.get(broker.address)
             if ch is None or ch.closed:
+                batch_body.warm_up()  # once: the first batch then goes out at once
                 try:
                     ch = PipelinedChannel(broker.address, connect_timeout=self.send_timeout,
                                           max_in_flight=MAX_IN_FLIGHT)  # fmt: skip

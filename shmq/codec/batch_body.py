@@ -11,11 +11,13 @@ Java client always writes it so). ``decode_batch`` turns a body into the arrays
 ``MessageExtBatchEncoder`` appends the request header's properties, ``CLUSTER`` among them, to
 every message's), so a batch of any size costs two kernel calls, no Python per message.
 ``encode_batch_body`` is the client's side (``MessageDecoder.encodeMessages``): one kernel
-call writes a batch from the same arrays a producer's ``RecordBatch`` holds.
+call writes a batch from the same arrays a producer's ``RecordBatch`` holds. ``warm_up``
+loads both sides' kernels before the first request needs them.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,16 +92,16 @@ def gather_entries(body, entries, suffix, bodies, body_offs, props, props_offs):
     m = suffix.shape[0]
     for k in range(entries.shape[0]):
         start, n = entries[k, E_BODY], entries[k, E_BODY_LEN]
-        bodies[b : b + n] = body[start : start + n]
+        rec.copy_bytes(bodies, b, body, start, n)
         b += n
         body_offs[k + 1] = b
         start, n = entries[k, E_PROPS], entries[k, E_PROPS_LEN]
-        props[s : s + n] = body[start : start + n]
+        rec.copy_bytes(props, s, body, start, n)
         s += n
         if n > 0 and m > 0 and body[start + n - 1] != 2:
             props[s] = 2
             s += 1
-        props[s : s + m] = suffix
+        rec.copy_bytes(props, s, suffix, 0, m)
         s += m
         props_offs[k + 1] = s
     return s
@@ -167,13 +169,11 @@ def write_entries(bodies, body_offs, props, props_offs, flags, start, end, out):
         rec.put_i32(out, p + 8, 0)
         rec.put_i32(out, p + 12, flags[k] if flags.shape[0] > 1 else flags[0])
         rec.put_i32(out, p + 16, n)
-        for i in range(n):
-            out[p + 20 + i] = bodies[b0 + i]
+        rec.copy_bytes(out, p + 20, bodies, b0, n)
         q = p + 20 + n
         out[q] = (m >> 8) & 0xFF
         out[q + 1] = m & 0xFF
-        for i in range(m):
-            out[q + 2 + i] = props[q0 + i]
+        rec.copy_bytes(out, q + 2, props, q0, m)
         p = q + 2 + m
     return p
 
@@ -204,3 +204,20 @@ def encode_batch_body(
     out = np.empty(batch_body_size(body_offs, props_offs, start, end), dtype=np.uint8)
     write_entries(bodies, body_offs, props, props_offs, flags, start, end, out)
     return out.tobytes()
+
+
+@functools.cache
+def warm_up() -> bytes:
+    """Once per process: encode a one-message batch from the array kinds the senders pass
+    (a bulk send's bodies read-only or writable with read-only properties, accumulated
+    async sends' both writable) and decode it, so the first request does not wait a few
+    hundred ms for numba's cache; returns the body."""
+    offs = np.array([0, 1], dtype=np.int64)
+    props = np.frombuffer(b"TAGS\x01a\x02", dtype=np.uint8)
+    props_offs = np.array([0, props.shape[0]], dtype=np.int64)
+    flags = np.zeros(1, dtype=np.int64)
+    body = np.frombuffer(b"x", dtype=np.uint8)
+    for bodies, props_kind in ((body, props), (body.copy(), props), (body.copy(), props.copy())):
+        out = encode_batch_body(bodies, offs, props_kind, props_offs, flags, 0, 1)
+    decode_batch(out, b"CLUSTER\x01c\x02")
+    return out

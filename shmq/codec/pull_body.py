@@ -6,9 +6,12 @@ record's PHYSICALOFFSET is its own, not its position in the body).
 same rows the consumers' mmap path gets), so a message pulled over TCP decodes exactly as
 one read from the mapped files. The body comes from the network: a record that does not
 parse, or of another topic or queue than the pull's, is an error, never a message.
+``warm_up`` loads the kernels before a consumer's first pull is answered.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from numba import njit
@@ -61,3 +64,19 @@ def parse_pull_body(body: bytes, topic: str, queue_id: int) -> tuple[np.ndarray,
                else "queue offsets do not increase")
         )  # fmt: skip
     return buf, rows
+
+
+@functools.cache
+def warm_up() -> None:
+    """Once per process: decode a one-record pull body and gather its body, as a TCP
+    consumer's first answer would (else it waits a few hundred ms for numba's cache)."""
+    topic = np.frombuffer(b"WarmUp", dtype=np.uint8)
+    body_offs = np.array([0, 1], dtype=np.int64)
+    props_offs = np.zeros(2, dtype=np.int64)
+    out = np.zeros(rec.record_size(1, topic.shape[0], 0), dtype=np.uint8)
+    fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)
+    rec.encode_batch(out, 0, 0, topic, np.ones(1, dtype=np.uint8), body_offs,
+                     np.zeros(0, dtype=np.uint8), props_offs, fields)  # fmt: skip
+    buf, rows = parse_pull_body(out.tobytes(), "WarmUp", 0)
+    rec.gather_bodies(buf, rows, np.arange(rows.shape[0]), np.empty(1, dtype=np.uint8),
+                      np.zeros(2, dtype=np.int64), 0)  # fmt: skip

@@ -355,9 +355,11 @@ def parse_at(buf, positions, limit, base, check_crc, out):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _copy(dst, d, src, s, n):
-    """Copy ``n`` bytes; unsigned indices let LLVM drop wraparound checks and vectorise."""
-    for k in range(n):
+def copy_bytes(dst, d, src, s, n):
+    """Copy ``n`` bytes from ``src[s:]`` to ``dst[d:]``; unsigned indices let LLVM drop
+    wraparound checks and vectorise (a slice assignment runs several times slower)."""
+    d, s = np.uint64(d), np.uint64(s)
+    for k in range(np.uint64(n)):
         dst[d + k] = src[s + k]
 
 
@@ -400,7 +402,7 @@ def encode_batch(buf, pos, base, topic, bodies, body_offs, props, props_offs, fi
         if crc < 0:
             crc = crc32_range(bodies, b0, b0 + body_len) & 0x7FFFFFFF
         if i > 0 and _same_constant_fields(fields, i):
-            _copy(buf, p, buf, prev, np.uint64(HEADER_BODY_START))
+            copy_bytes(buf, p, buf, prev, np.uint64(HEADER_BODY_START))
         else:
             put_i32(buf, p + np.uint64(4), MAGIC_V2 if long_topic else MAGIC_V1)
             put_i32(buf, p + np.uint64(12), fields[i, F_QUEUE_ID])
@@ -419,7 +421,7 @@ def encode_batch(buf, pos, base, topic, bodies, body_offs, props, props_offs, fi
         put_i64(buf, p + np.uint64(28), np.int64(base) + np.int64(p))
         put_i32(buf, p + np.uint64(84), np.int64(body_len))
         q = p + np.uint64(HEADER_BODY_START)
-        _copy(buf, q, bodies, b0, body_len)
+        copy_bytes(buf, q, bodies, b0, body_len)
         q += body_len
         if long_topic:
             buf[q] = (topic_len >> np.uint64(8)) & np.uint64(0xFF)
@@ -428,12 +430,12 @@ def encode_batch(buf, pos, base, topic, bodies, body_offs, props, props_offs, fi
         else:
             buf[q] = topic_len
             q += np.uint64(1)
-        _copy(buf, q, topic, zero, topic_len)
+        copy_bytes(buf, q, topic, zero, topic_len)
         q += topic_len
         buf[q] = (props_len >> np.uint64(8)) & np.uint64(0xFF)
         buf[q + np.uint64(1)] = props_len & np.uint64(0xFF)
         q += np.uint64(2)
-        _copy(buf, q, props, s0, props_len)
+        copy_bytes(buf, q, props, s0, props_len)
         prev = p
         p = q + props_len
     return np.int64(p)
@@ -550,8 +552,31 @@ def gather_bodies(buf, rows, picked, out, out_offs, k):
     for i in range(picked.shape[0]):
         r = picked[i]
         n = rows[r, R_BODY_LEN]
-        _copy(out, d, buf, rows[r, R_BODY_START], n)
+        copy_bytes(out, d, buf, rows[r, R_BODY_START], n)
         d += n
         k += 1
         out_offs[k] = d
     return k
+
+
+@njit(cache=True, nogil=True)
+def gather_records(buf, rows, picked):
+    """The whole records of ``rows[picked]`` (as stored) back to back, a TCP pull's response
+    body: records that lie next to each other (a queue's, usually) are copied as one run."""
+    total = 0
+    for i in range(picked.shape[0]):
+        total += rows[picked[i], R_SIZE]
+    out = np.empty(total, dtype=np.uint8)
+    d = 0
+    run_start = 0
+    run_len = 0
+    for i in range(picked.shape[0]):
+        r = picked[i]
+        p = rows[r, R_POS]
+        if p != run_start + run_len:
+            out[d : d + run_len] = buf[run_start : run_start + run_len]
+            d += run_len
+            run_start, run_len = p, 0
+        run_len += rows[r, R_SIZE]
+    out[d : d + run_len] = buf[run_start : run_start + run_len]
+    return out

@@ -132,7 +132,7 @@ class RemotingCommand:
     flag: int = 0
     remark: str | None = None
     ext_fields: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
+    body: bytes | memoryview = b""  # a response's may be a view (of records gathered once)
     serialize_type: SerializeType = SerializeType.JSON
 
     def __post_init__(self) -> None:
@@ -170,7 +170,7 @@ class RemotingCommand:
         code: int = ResponseCode.SUCCESS,
         remark: str | None = None,
         ext_fields: dict[str, Any] | None = None,
-        body: bytes = b"",
+        body: bytes | memoryview = b"",
     ) -> RemotingCommand:
         """The response to ``request``: same opaque, response flag set, and the request's
         serialize type (a client that writes ROCKETMQ headers reads them back)."""

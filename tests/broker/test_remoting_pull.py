@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 import threading
 
+import numpy as np
 import pytest
 import wire_client as wc
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_remoting_send import max_offset, send, until
 
+from shmq.broker.remoting_pull import batch_count
 from shmq.client.producer import Producer
 from shmq.client.queue_reader import QueueReader
 from shmq.client.types import MessageQueue
@@ -229,3 +233,26 @@ def test_earliest_message_store_time(shared_broker):
         (record,) = wc.pulled_records(pull(broker, "Early", 0, 0, sys_flag=wc.SUBSCRIPTION).body)
         resp = c.call(32, {"topic": "Early", "queueId": "0"})
     assert resp.code == wc.SUCCESS and resp.ext == {"timestamp": str(record["store_timestamp"])}
+
+
+def _batch_full(size, max_nums, total, count, in_disk, in_memory):
+    """4.9's ``isTheBatchFull`` for one more record, as the broker asked it one at a time."""
+    if count >= max_nums:
+        return True
+    limit_count, limit_bytes = (8, 64 * 1024) if in_disk else in_memory
+    return total + size > limit_bytes or count > limit_count - 1
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40_000), st.booleans()), min_size=1, max_size=300),
+       st.integers(1, 400), st.integers(1, 64), st.integers(1, 1 << 20))  # fmt: skip
+def test_batch_count_is_4_9s_record_by_record_rule(records, max_nums, mem_count, mem_bytes):
+    sizes = np.array([s for s, _ in records], dtype=np.int64)
+    in_disk = np.array([d for _, d in records], dtype=np.bool_)
+    count = total = 0
+    for size, disk in records:
+        if count and _batch_full(size, max_nums, total, count, disk, (mem_count, mem_bytes)):
+            break
+        count += 1
+        total += size
+    assert batch_count(sizes, in_disk, max_nums, (mem_count, mem_bytes)) == count

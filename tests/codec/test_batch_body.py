@@ -11,7 +11,7 @@ import wire_client as wc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmq.codec.batch_body import BatchBodyError, decode_batch
+from shmq.codec.batch_body import BatchBodyError, decode_batch, warm_up
 
 names = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=8)
 messages = st.lists(
@@ -87,3 +87,8 @@ def test_a_corrupted_valid_body_decodes_or_raises_batch_body_error(batch, data):
     cut = data.draw(st.integers(0, len(raw)))
     with contextlib.suppress(BatchBodyError):
         decode_batch(bytes(raw[:cut]))
+
+
+def test_warm_up_encodes_a_batch_that_decodes():
+    batch = decode_batch(warm_up())
+    assert len(batch) == 1 and batch.bodies.tobytes() == b"x"
