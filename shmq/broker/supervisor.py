@@ -32,6 +32,7 @@ from shmq.broker.clients import ClientSlots
 from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.queue_locks import QueueLocks
+from shmq.broker.slave_sync import SlaveSynchronize
 from shmq.broker.subscription_groups import SubscriptionGroupManager
 from shmq.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
@@ -96,6 +97,7 @@ class Broker:
         self._threads: list[threading.Thread] = []
         self.server = None
         self.transactions = None
+        self.slave_sync = SlaveSynchronize(self)
         self._lease = None
 
     # -- start ------------------------------------------------------------------------------
@@ -167,6 +169,8 @@ class Broker:
             self._start_agents()
             self._start_control()
             self._spawn_thread("housekeeping", self._housekeeping)
+            if self.config.is_slave:
+                self._spawn_thread("slave-sync", partial(self.slave_sync.run, self._stop))
             self._register_all()  # before start() returns, so clients find the routes
             self._spawn_thread("namesrv-register", self._register_loop)
             cn.publish(self.counters.words, cn.STATE, cn.STATE_RUNNING)
@@ -436,8 +440,10 @@ class Broker:
             except ShmqError as exc:
                 log.warning("cannot register with namesrv %s: %s", addr, exc)
                 continue
-            if cfg.is_slave and not cfg.ha_master_address:
-                self._learn_master(response.ext_fields.get("haServerAddr") or "")
+            if cfg.is_slave:
+                self.slave_sync.set_master(response.ext_fields.get("masterAddr") or "")
+                if not cfg.ha_master_address:
+                    self._learn_master(response.ext_fields.get("haServerAddr") or "")
             if decision is not None and cfg.enable_controller_mode:
                 if decision.role == "MASTER" and cfg.is_slave:
                     self._become_master(decision.epoch)
