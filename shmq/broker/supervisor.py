@@ -6,7 +6,8 @@ agents (``spawn``), serve the control plane and register with every namesrv. Whi
 it restarts a dead agent (each agent recovers what it owns when it starts: the writer cuts
 the CommitLog back to the published write offset and resumes rings from their journals;
 reput re-finds consume-queue ends; flush restarts from the flushed offset), creates topics
-the writer asks for, releases clients whose processes died and persists offsets.
+the writer asks for, releases clients whose processes died and persists offsets; a slave
+also copies its master's config tables (``slave_sync``).
 
 Clean stop (SIGTERM/SIGINT or ``stop()``): stop the writer (it drains the rings), then reput
 (dispatches and flushes everything), then flush (flushes and checkpoints), persist topics
