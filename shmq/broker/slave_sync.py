@@ -63,12 +63,17 @@ class SlaveSynchronize:
                 self._now.set()
 
     def run(self, stop: threading.Event) -> None:
+        """The thread's loop, until ``stop`` is set (and ``wake`` called)."""
         interval = self.broker.config.slave_synchronize_interval / 1000
         while not stop.is_set():
             self._now.wait(interval)
             self._now.clear()
             if not stop.is_set():
                 self.sync_all()
+
+    def wake(self) -> None:
+        """End the loop's wait now (a stop)."""
+        self._now.set()
 
     def sync_all(self) -> bool:
         """One round: every table the master answers; False when none was copied (no

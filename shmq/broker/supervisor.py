@@ -526,6 +526,7 @@ class Broker:
             return
         self._stopped = True
         self._stop.set()
+        self.slave_sync.wake()
         if hasattr(self, "counters"):
             cn.publish(self.counters.words, cn.STATE, cn.STATE_STOPPING)
         if self.transactions is not None:

@@ -16,8 +16,10 @@ refreshes the route at once) and from the master again once it is back; a master
 ``slaveReadEnable`` sends a consumer that is far behind to the slave. Same-host links
 make no such choice beyond the route: they read the mapped files of the master while it
 is there (no page cache to spare on another machine, which is what the suggestion is
-for). Offsets are committed to the master only; while it is gone the offset store keeps
-them and commits them when it is back (RocketMQ's ``updateConsumeOffsetToBroker``).
+for); a same-host link to a broker that died or stopped is replaced at the next route
+refresh (a restarted broker has new shared memory). Offsets are committed to the master
+only; while it is gone the offset store keeps them and commits them when it is back
+(RocketMQ's ``updateConsumeOffsetToBroker``).
 
 Example::
 
@@ -43,9 +45,11 @@ from shmq.client.tcp_pull import TcpConsumerLink
 from shmq.client.transport import TransportChooser
 from shmq.client.types import MessageQueue, PullResult, PullStatus
 from shmq.errors import ClientError, NoRouteError, ResponseError, ShmqError
+from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc.parking import Parking
+from shmq.ipc.procs import pid_alive
 from shmq.ipc.segment import Segment, open_semaphore, post
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
@@ -86,6 +90,15 @@ class _ConsumerLink:
     @property
     def address(self) -> str:
         return self.link.address
+
+    @property
+    def live(self) -> bool:
+        """Whether the broker incarnation this link is registered with still runs (one that
+        died or stopped leaves its mappings readable, but nothing new arrives in them)."""
+        words = self.link.counters.words
+        if cn.load(words, cn.STATE) == cn.STATE_STOPPING:
+            return False
+        return pid_alive(cn.load(words, cn.SUPERVISOR_PID))
 
     def max_offset(self, mq: MessageQueue) -> int:
         return self.slot_max(mq.topic, mq.queue_id)[1]
@@ -211,11 +224,13 @@ class QueueReader:
         return sorted(out)
 
     def _retire_links(self) -> None:
-        """Links to addresses no route lists any more (a broker that died; a restarted one
-        gets a new link) are closed ``RETIRED_LINK_S`` later (call with ``_lock``)."""
+        """Links to addresses no route lists any more, and same-host links to a broker
+        that is gone (a restarted one gets a new link), are closed ``RETIRED_LINK_S``
+        later (call with ``_lock``)."""
         now = time.monotonic()
         known = {a for b in self._brokers.values() for _, a in b.addrs}
-        for address in [a for a in self._links if a not in known]:
+        for address in [a for a, link in self._links.items()
+                        if a not in known or not link.live]:  # fmt: skip
             self._retired.append((now, self._links.pop(address)))
         while self._retired and now - self._retired[0][0] > RETIRED_LINK_S:
             self._retired.pop(0)[1].close()

@@ -139,6 +139,11 @@ class TcpConsumerLink:
             self._wakes += 1
             self._cond.notify_all()
 
+    @property
+    def live(self) -> bool:
+        """A TCP link reconnects by itself: only a closed one is done."""
+        return not self.closed
+
     def max_offset(self, mq: MessageQueue) -> int:
         response, _ = self.client.invoke_json(
             self.address, RequestCode.GET_MAX_OFFSET, {"topic": mq.topic, "queueId": mq.queue_id}
