@@ -23,10 +23,13 @@ a time range (``shmq admin query-msg-by-time``).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from shmq.broker import json_file
 from shmq.broker.control import _json
+from shmq.broker.schedule_levels import FILE_NAME as DELAY_OFFSET_FILE
 from shmq.broker.subscription_groups import SubscriptionGroupConfig
 from shmq.broker.topic_config import TopicConfig
 from shmq.errors import ResponseError
@@ -68,6 +71,8 @@ class AdminHandlers:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by_who,
             RequestCode.QUERY_MESSAGE_BY_TIME: self.query_by_time,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
         }
         for code, handler in handlers.items():
             server.register(code, handler)
@@ -221,6 +226,21 @@ class AdminHandlers:
             self.broker.offsets.persist()
         log.info("subscription group %s deleted", group)
         return RemotingCommand.response_to(request)
+
+    # -- what a slave copies (slave_sync) --------------------------------------------------------
+
+    def all_consumer_offsets(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """consumerOffset.json's text: ``{"offsetTable":{"T@G":{0:12}}}`` (fastjson, bare
+        queue ids, as RocketMQ's ``ConsumerOffsetManager.encode``)."""
+        return RemotingCommand.response_to(request, body=self.broker.offsets.encode().encode())
+
+    def all_delay_offsets(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """delayOffset.json's text as the schedule agent last persisted it (shortly after
+        its deliveries): ``{"offsetTable":{1:0,3:17}}`` and shmq's resume fields; an empty
+        table when it has persisted none yet."""
+        path = os.path.join(self.broker.root, "config", DELAY_OFFSET_FILE)
+        text = json_file.load(path, str) or '{"offsetTable":{}}'
+        return RemotingCommand.response_to(request, body=text.encode())
 
     # -- offset reset ---------------------------------------------------------------------------
 

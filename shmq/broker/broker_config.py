@@ -107,7 +107,13 @@ class BrokerConfig:
     ha_housekeeping_interval: int = 20_000
     ha_transfer_batch_size: int = 32 * 1024
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    # consumers may read from a slave: a master suggests it to a consumer far behind (more
+    # than accessMessageInMemoryMaxRatio % of RAM), a slave serves pulls (else it answers
+    # PULL_RETRY_IMMEDIATELY, suggesting the master)
     slave_read_enable: bool = False
+    # shmq's own key for RocketMQ's fixed 10 s: how often a slave copies its master's topics,
+    # offsets, delay offsets and subscription groups (slave_sync)
+    slave_synchronize_interval: int = 10_000
     # controller mode (RocketMQ 5's names): the namesrv's controller decides the role at
     # start and elects a slave when the master stops; heartbeats every brokerHeartbeatInterval
     enable_controller_mode: bool = False
@@ -157,6 +163,7 @@ class BrokerConfig:
             "ha_transfer_batch_size",
             "ha_slave_fallbehind_max",
             "broker_heartbeat_interval",
+            "slave_synchronize_interval",
         ):
             _range(self, name, 1)
         if self.enable_controller_mode:

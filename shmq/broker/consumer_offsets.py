@@ -24,7 +24,7 @@ class ConsumerOffsetManager(json_file.PersistedTable):
     def __init__(self, config_dir: str) -> None:
         self.path = os.path.join(config_dir, FILE_NAME)
         super().__init__()
-        self._table: dict[str, dict[int, int]] = json_file.load(self.path, _parse) or {}
+        self._table: dict[str, dict[int, int]] = json_file.load(self.path, parse) or {}
 
     @staticmethod
     def _key(group: str, topic: str) -> str:
@@ -76,6 +76,13 @@ class ConsumerOffsetManager(json_file.PersistedTable):
                 self._dirty = True
             return bool(keys)
 
+    def put_all(self, table: dict[str, dict[int, int]]) -> None:
+        """Take every ``topic@group`` entry of ``table`` in place of this table's (a slave
+        copying its master's, RocketMQ's ``offsetTable.putAll``); other entries stay."""
+        with self._lock:
+            self._table.update({key: dict(queues) for key, queues in table.items()})
+            self._dirty = True
+
     def _snapshot(self) -> Any:
         return {"offsetTable": self._table}
 
@@ -85,7 +92,7 @@ def _split(key: str) -> tuple[str, str]:
     return topic, group
 
 
-def _parse(text: str) -> dict[str, dict[int, int]]:
+def parse(text: str) -> dict[str, dict[int, int]]:
     """consumerOffset.json → offset table; ``ValueError`` if malformed. Unknown top-level
     fields (5.x ``dataVersion``, ``groupTopicMap``) are ignored."""
     data: Any = json_file.loads_fastjson(text, int_keys=True)

@@ -6,8 +6,9 @@ takes no sends). It connects to the master's HA address (``haMasterAddress``, or
 the namesrv answered the supervisor's registration with), reports its max offset, and
 applies each batch at the offset the master names, which must be exactly where its own
 CommitLog ends (except for an empty slave, which starts where the master starts it, at a
-file's start); a batch may not cross a file end. Anything else ends the connection with a
-log line and a reconnect; what was written stays as it was.
+file's start); a batch may not cross a file end. Anything else, and a disk with no room
+for the next CommitLog file, ends the connection with a log line naming the problem and a
+reconnect a second later; what was written stays as it was.
 
 Bytes received are reported as soon as they are written, before they are parsed (the
 master's acks for SYNC_MASTER; RocketMQ's ``reportSlaveMaxOffsetPlus`` after each append).

@@ -167,6 +167,12 @@ class PersistedTable:
         """Whether the table changed since it was last persisted."""
         return self._dirty
 
+    def encode(self) -> str:
+        """The file's text (RocketMQ's ``ConfigManager.encode``; also what a master
+        answers a slave's GET_ALL_CONSUMER_OFFSET with)."""
+        with self._lock:
+            return dumps_fastjson(self._snapshot())
+
     def persist(self) -> None:
         """Write the file (fastjson style; the previous content kept as ``.bak``)."""
         with self._persist_lock:
@@ -200,33 +206,44 @@ class VersionedTable(PersistedTable, Generic[E]):
     def _load(self, parse_entry: Callable[[Any], E]) -> None:
         """Read the file (or its ``.bak``); ``ConfigError`` when it is malformed: unknown
         top-level fields (5.x ``forbiddenTable``) are ignored."""
-        name_of = self.name_of
-
-        def parse(text: str) -> tuple[dict[str, E], int, int]:
-            file_name = os.path.basename(self.path)
-            data = loads_fastjson(text)
-            if not isinstance(data, dict):
-                raise ConfigError(f"{file_name} does not hold a JSON object")
-            table = data.get(self.table_key, {})
-            version = data.get("dataVersion", {})
-            if not isinstance(table, dict) or not isinstance(version, dict):
-                raise ConfigError(f"{self.table_key} and dataVersion must be JSON objects")
-            entries = {}
-            for name, raw in table.items():
-                entry = parse_entry(raw)
-                if name_of(entry) != name:
-                    raise ConfigError(
-                        f"{self.table_key} key {name!r} holds {self.kind} {name_of(entry)!r}"
-                    )
-                entries[name] = entry
-            counter, timestamp = version.get("counter", 0), version.get("timestamp", now_ms())
-            if not _is_int(counter) or not _is_int(timestamp):
-                raise ConfigError(f"dataVersion {version!r} does not hold integers")
-            return entries, counter, timestamp
-
-        loaded = load(self.path, parse)
+        loaded = load(self.path, lambda text: self._parse(loads_fastjson(text), parse_entry))
         if loaded is not None:
             self._entries, self._counter, self._timestamp = loaded
+
+    def _parse(self, data: Any, parse_entry: Callable[[Any], E]) -> tuple[dict[str, E], int, int]:
+        """The entries and dataVersion (counter, timestamp) of the file's JSON object."""
+        file_name = os.path.basename(self.path)
+        if not isinstance(data, dict):
+            raise ConfigError(f"{file_name} does not hold a JSON object")
+        table = data.get(self.table_key, {})
+        version = data.get("dataVersion", {})
+        if not isinstance(table, dict) or not isinstance(version, dict):
+            raise ConfigError(f"{self.table_key} and dataVersion must be JSON objects")
+        entries = {}
+        for name, raw in table.items():
+            entry = parse_entry(raw)
+            if self.name_of(entry) != name:
+                raise ConfigError(
+                    f"{self.table_key} key {name!r} holds {self.kind} {self.name_of(entry)!r}"
+                )
+            entries[name] = entry
+        counter, timestamp = version.get("counter", 0), version.get("timestamp", now_ms())
+        if not _is_int(counter) or not _is_int(timestamp):
+            raise ConfigError(f"dataVersion {version!r} does not hold integers")
+        return entries, counter, timestamp
+
+    def replace_all(self, data: Any, parse_entry: Callable[[Any], E]) -> bool:
+        """Take every entry and the dataVersion of ``data`` (another broker's
+        ``to_wrapper_json``: a slave copying its master's) unless the dataVersion is the
+        one this table has; True when it changed. ``ConfigError`` (nothing changed) when
+        ``data`` is malformed."""
+        entries, counter, timestamp = self._parse(data, parse_entry)
+        with self._lock:
+            if (counter, timestamp) == (self._counter, self._timestamp):
+                return False
+            self._entries, self._counter, self._timestamp = entries, counter, timestamp
+            self._dirty = True
+            return True
 
     def get(self, name: str) -> E | None:
         with self._lock:

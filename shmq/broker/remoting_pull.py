@@ -14,6 +14,14 @@ queue grows or its ``suspendTimeoutMillis`` passes; a pull with the commit bit s
 
 The subscription comes from the request when its sysFlag has the subscription bit, else
 from the group's last heartbeat (4.9's push consumer sends it only there).
+
+Which broker the consumer should pull the queue from next (``suggestWhichBrokerId``), as
+4.9: with ``slaveReadEnable``, the group's ``whichBrokerWhenConsumeSlowly`` (1) when the
+CommitLog bytes after the last unit read exceed ``accessMessageInMemoryMaxRatio`` % of the
+host's RAM (the consumer is far behind: let the slave's page cache serve it), else the
+group's ``brokerId`` (0); without it, the master (0), and a slave answers every pull with
+PULL_RETRY_IMMEDIATELY, no messages and the requested offset as ``nextBeginOffset`` (so a
+consumer skips nothing). A slave never stores a pull's ``commitOffset``.
 """
 
 from __future__ import annotations
@@ -74,6 +82,9 @@ class GetResult:
     min_offset: int
     max_offset: int
     body: bytes | memoryview = b""
+    # 4.9's suggestPullingFromSlave: the CommitLog bytes after the last unit read exceed
+    # accessMessageInMemoryMaxRatio % of RAM (the consumer is far behind)
+    suggest_slave: bool = False
 
 
 class RemotingPull:
@@ -132,14 +143,22 @@ class RemotingPull:
         code = STATUS_CODES.get(result.status)
         if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
             code = Rc.PULL_OFFSET_MOVED if h["queueOffset"] != 0 else Rc.PULL_NOT_FOUND
-        if self.broker.config.broker_role == "SLAVE":
-            code = Rc.PULL_RETRY_IMMEDIATELY  # slaveReadEnable is false
+        cfg = self.broker.config
+        suggest = 0  # MixAll.MASTER_ID
+        if cfg.slave_read_enable:
+            group_cfg = self.control.send_back.group_config(group)
+            slow = result.suggest_slave
+            suggest = group_cfg.which_broker_when_consume_slowly if slow else group_cfg.broker_id
+        elif cfg.is_slave:  # a slave serves no reads: back to the master, skipping nothing
+            code = Rc.PULL_RETRY_IMMEDIATELY
+            result = GetResult(result.status, h["queueOffset"], result.min_offset,
+                               result.max_offset)  # fmt: skip
         response: RemotingCommand | None = RemotingCommand.response_to(
             request,
             code,
             result.status,
             {
-                "suggestWhichBrokerId": 0,
+                "suggestWhichBrokerId": suggest,
                 "nextBeginOffset": result.next_begin_offset,
                 "minOffset": result.min_offset,
                 "maxOffset": result.max_offset,
@@ -153,11 +172,7 @@ class RemotingPull:
             held = HeldPull(request, conn, topic, queue_id, h["queueOffset"], timeout_ms)
             if self.hold.suspend(held):
                 response = None
-        if (
-            allow_suspend
-            and flags & FLAG_COMMIT_OFFSET
-            and self.broker.config.broker_role != "SLAVE"
-        ):
+        if allow_suspend and flags & FLAG_COMMIT_OFFSET and not cfg.is_slave:
             self.broker.offsets.commit(group, topic, queue_id, h["commitOffset"])
         return response
 
@@ -237,7 +252,10 @@ class RemotingPull:
                 next_file = offset - offset % self.units_per_file + self.units_per_file
                 return GetResult("OFFSET_FOUND_NULL", next_file, min_offset, max_offset)
             status, scanned, body = self._read(topic, queue_id, offset, units, max_nums, codes)
-        return GetResult(status, offset + scanned, min_offset, max_offset, body)
+            last = int(units["offset"][scanned - 1])  # scanned >= 1: units is not empty
+        behind = cn.load(self.broker.counters.words, cn.WRITE_OFFSET) - last
+        return GetResult(status, offset + scanned, min_offset, max_offset, body,
+                         behind > self.memory)  # fmt: skip
 
     def _read(
         self, topic: str, queue_id: int, offset: int, units: np.ndarray, max_nums: int,

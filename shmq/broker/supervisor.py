@@ -6,7 +6,8 @@ agents (``spawn``), serve the control plane and register with every namesrv. Whi
 it restarts a dead agent (each agent recovers what it owns when it starts: the writer cuts
 the CommitLog back to the published write offset and resumes rings from their journals;
 reput re-finds consume-queue ends; flush restarts from the flushed offset), creates topics
-the writer asks for, releases clients whose processes died and persists offsets.
+the writer asks for, releases clients whose processes died and persists offsets; a slave
+also copies its master's config tables (``slave_sync``).
 
 Clean stop (SIGTERM/SIGINT or ``stop()``): stop the writer (it drains the rings), then reput
 (dispatches and flushes everything), then flush (flushes and checkpoints), persist topics
@@ -32,6 +33,7 @@ from shmq.broker.clients import ClientSlots
 from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.queue_locks import QueueLocks
+from shmq.broker.slave_sync import SlaveSynchronize
 from shmq.broker.subscription_groups import SubscriptionGroupManager
 from shmq.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
@@ -96,6 +98,7 @@ class Broker:
         self._threads: list[threading.Thread] = []
         self.server = None
         self.transactions = None
+        self.slave_sync = SlaveSynchronize(self)
         self._lease = None
 
     # -- start ------------------------------------------------------------------------------
@@ -167,6 +170,8 @@ class Broker:
             self._start_agents()
             self._start_control()
             self._spawn_thread("housekeeping", self._housekeeping)
+            if self.config.is_slave:
+                self._spawn_thread("slave-sync", partial(self.slave_sync.run, self._stop))
             self._register_all()  # before start() returns, so clients find the routes
             self._spawn_thread("namesrv-register", self._register_loop)
             cn.publish(self.counters.words, cn.STATE, cn.STATE_RUNNING)
@@ -436,8 +441,10 @@ class Broker:
             except ShmqError as exc:
                 log.warning("cannot register with namesrv %s: %s", addr, exc)
                 continue
-            if cfg.is_slave and not cfg.ha_master_address:
-                self._learn_master(response.ext_fields.get("haServerAddr") or "")
+            if cfg.is_slave:
+                self.slave_sync.set_master(response.ext_fields.get("masterAddr") or "")
+                if not cfg.ha_master_address:
+                    self._learn_master(response.ext_fields.get("haServerAddr") or "")
             if decision is not None and cfg.enable_controller_mode:
                 if decision.role == "MASTER" and cfg.is_slave:
                     self._become_master(decision.epoch)
@@ -519,6 +526,7 @@ class Broker:
             return
         self._stopped = True
         self._stop.set()
+        self.slave_sync.wake()
         if hasattr(self, "counters"):
             cn.publish(self.counters.words, cn.STATE, cn.STATE_STOPPING)
         if self.transactions is not None:

@@ -58,6 +58,7 @@ class ConsumerBase:
         instance_name: str = "DEFAULT",
         spin_us: int = 20,
         transport: str = "auto",
+        poll_name_server_interval: float = 30.0,
     ) -> None:
         try:
             validate_topic(group)
@@ -76,6 +77,9 @@ class ConsumerBase:
         )
         self.rebalance_interval = _positive("rebalance_interval", rebalance_interval)
         self.heartbeat_interval = _positive("heartbeat_interval", heartbeat_interval)
+        self.poll_name_server_interval = _positive(
+            "poll_name_server_interval", poll_name_server_interval
+        )
         self.persist_interval = _positive(
             "persist_consumer_offset_interval", persist_consumer_offset_interval
         )
@@ -136,6 +140,7 @@ class ConsumerBase:
             on_reset_offset=self._reset_offsets,
             spin_us=self.spin_us,
             transport=self.transport,
+            poll_name_server_interval=self.poll_name_server_interval,
         )
         if self.message_model is MessageModel.BROADCASTING:
             self.offsets = LocalFileOffsetStore(

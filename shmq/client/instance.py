@@ -51,10 +51,12 @@ class ClientInstance:
         on_reset_offset: Callable[[str, dict[MessageQueue, int]], None],
         spin_us: int = 20,
         transport: str = "auto",
+        poll_name_server_interval: float = 30.0,
     ) -> None:
         self.group = group
         self.client_id = f"{_local_ip()}@{os.getpid()}#{next(_instances)}"
-        self.reader = QueueReader(group, namesrv, spin_us=spin_us, transport=transport)
+        self.reader = QueueReader(group, namesrv, spin_us=spin_us, transport=transport,
+                                  poll_name_server_interval=poll_name_server_interval)  # fmt: skip
         self.routes = self.reader.routes
         self.consume_type = consume_type
         self.message_model = message_model

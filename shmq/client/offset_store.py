@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from shmq import files
 from shmq.client.types import MessageQueue
-from shmq.errors import ConfigError, RemotingError
+from shmq.errors import ConfigError, ShmqError
 
 if TYPE_CHECKING:
     from shmq.client.queue_reader import QueueReader
@@ -95,12 +95,13 @@ class RemoteBrokerOffsetStore(OffsetStore):
         return self.reader.committed(mq)
 
     def persist(self, mqs: Iterable[MessageQueue] | None = None) -> None:
-        """Commit the changed offsets (of ``mqs``, or all); a failed commit stays pending."""
+        """Commit the changed offsets (of ``mqs``, or all); a failed commit (the broker
+        or its master gone) stays pending and is committed by a later call."""
         failed = []
         for mq, offset in self._take_dirty(mqs).items():
             try:
                 self.reader.commit(mq, offset)
-            except RemotingError as exc:
+            except ShmqError as exc:
                 log.warning("cannot commit offset %d of %s: %s", offset, mq, exc)
                 failed.append(mq)
         self._mark_dirty(failed)

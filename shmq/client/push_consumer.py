@@ -116,7 +116,10 @@ class PushConsumer(ConsumerBase):
 
     ``transport`` (``"auto"``, ``"shm"``, ``"tcp"``): a broker whose store is on this host
     is read through shared memory, another over TCP with PULL_MESSAGE and long polling
-    (``tcp_pull``); the same for ``PullConsumer``.
+    (``tcp_pull``); the same for ``PullConsumer``. Routes are taken afresh from the
+    namesrv every ``poll_name_server_interval`` seconds (30) and after a failed pull: a
+    queue is read from its broker's slave while the master is gone and from the master
+    again once it is back (offsets committed meanwhile wait in memory for the master).
 
     Example::
 

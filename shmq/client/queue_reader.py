@@ -7,6 +7,20 @@ Each broker is read through a link with ``pull``, ``wait``, ``max_offset`` and `
 the shared-memory one here, or, for a broker whose store is not on this host (or with
 ``transport="tcp"``), ``tcp_pull.TcpConsumerLink`` (PULL_MESSAGE with long polling).
 
+Which broker of a broker name (master, slaves) a queue is read from is decided per pull,
+as RocketMQ's ``PullAPIWrapper``: the broker id the last TCP pull of the queue suggested
+(``suggestWhichBrokerId``, the master by default), looked up in the latest route
+(``BrokerQueues.find``: that broker, else the master, else a slave). So a consumer reads
+from the slave while the master is gone (its route lists only the slave; a failed pull
+refreshes the route at once) and from the master again once it is back; a master with
+``slaveReadEnable`` sends a consumer that is far behind to the slave. Same-host links
+make no such choice beyond the route: they read the mapped files of the master while it
+is there (no page cache to spare on another machine, which is what the suggestion is
+for); a same-host link to a broker that died or stopped is replaced at the next route
+refresh (a restarted broker has new shared memory). Offsets are committed to the master
+only; while it is gone the offset store keeps them and commits them when it is back
+(RocketMQ's ``updateConsumeOffsetToBroker``).
+
 Example::
 
     with QueueReader("OrderReaders", "127.0.0.1:9876") as consumer:
@@ -26,14 +40,16 @@ import time
 
 from shmq.client.broker_link import BrokerLink
 from shmq.client.gc_freeze import freeze_startup_objects
-from shmq.client.route import PERM_READ, RouteTable
+from shmq.client.route import PERM_READ, BrokerQueues, RouteTable
 from shmq.client.tcp_pull import TcpConsumerLink
 from shmq.client.transport import TransportChooser
 from shmq.client.types import MessageQueue, PullResult, PullStatus
-from shmq.errors import ClientError, ResponseError
+from shmq.errors import ClientError, NoRouteError, ResponseError, ShmqError
+from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc.parking import Parking
+from shmq.ipc.procs import pid_alive
 from shmq.ipc.segment import Segment, open_semaphore, post
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
@@ -43,6 +59,7 @@ from shmq.store.warm_up import warm_up_reads
 
 MAX_PULL = 1024
 MAX_BULK_PULL = 65536
+RETIRED_LINK_S = 60.0  # a link out of the route is closed once no pull can still use it
 
 
 @functools.cache
@@ -73,6 +90,15 @@ class _ConsumerLink:
     @property
     def address(self) -> str:
         return self.link.address
+
+    @property
+    def live(self) -> bool:
+        """Whether the broker incarnation this link is registered with still runs (one that
+        died or stopped leaves its mappings readable, but nothing new arrives in them)."""
+        words = self.link.counters.words
+        if cn.load(words, cn.STATE) == cn.STATE_STOPPING:
+            return False
+        return pid_alive(cn.load(words, cn.SUPERVISOR_PID))
 
     def max_offset(self, mq: MessageQueue) -> int:
         return self.slot_max(mq.topic, mq.queue_id)[1]
@@ -171,42 +197,75 @@ class QueueReader:
         *,
         spin_us: int = 20,
         transport: str = "auto",
+        poll_name_server_interval: float = 30.0,
     ) -> None:
         _warm_up()
         self.group = group
         self.spin_s = spin_us / 1e6
         self.client = RemotingClient()
-        self.routes = RouteTable(namesrv, self.client)
+        self.routes = RouteTable(namesrv, self.client, refresh_s=poll_name_server_interval)
         self.transport = TransportChooser(self.client, transport)
-        self._links: dict[str, _ConsumerLink | TcpConsumerLink] = {}
-        self._addresses: dict[str, str] = {}
+        self._links: dict[str, _ConsumerLink | TcpConsumerLink] = {}  # by broker address
+        self._retired: list[tuple[float, _ConsumerLink | TcpConsumerLink]] = []
+        self._brokers: dict[str, BrokerQueues] = {}  # by broker name, from the latest route
+        self._suggested: dict[MessageQueue, int] = {}  # broker id to pull each queue from
         self._lock = threading.Lock()
 
     def queues(self, topic: str) -> list[MessageQueue]:
         """The topic's readable queues, sorted."""
         out = []
-        for b in self.routes.brokers(topic):
-            self._addresses[b.broker_name] = b.address
-            if b.perm & PERM_READ:
-                out += [MessageQueue(topic, b.broker_name, q) for q in range(b.read_queue_nums)]
+        brokers = self.routes.brokers(topic)
+        with self._lock:
+            for b in brokers:
+                self._brokers[b.broker_name] = b
+                if b.perm & PERM_READ:
+                    out += [MessageQueue(topic, b.broker_name, q) for q in range(b.read_queue_nums)]
+            self._retire_links()
         return sorted(out)
 
+    def _retire_links(self) -> None:
+        """Links to addresses no route lists any more, and same-host links to a broker
+        that is gone (a restarted one gets a new link), are closed ``RETIRED_LINK_S``
+        later (call with ``_lock``)."""
+        now = time.monotonic()
+        known = {a for b in self._brokers.values() for _, a in b.addrs}
+        for address in [a for a, link in self._links.items()
+                        if a not in known or not link.live]:  # fmt: skip
+            self._retired.append((now, self._links.pop(address)))
+        while self._retired and now - self._retired[0][0] > RETIRED_LINK_S:
+            self._retired.pop(0)[1].close()
+
+    def _broker(self, mq: MessageQueue) -> BrokerQueues:
+        broker = self._brokers.get(mq.broker_name)
+        if broker is None:
+            self.queues(mq.topic)
+            broker = self._brokers.get(mq.broker_name)
+        if broker is None:
+            raise ClientError(f"no address known for broker {mq.broker_name}")
+        return broker
+
+    def pull_address(self, mq: MessageQueue) -> str:
+        """The broker ``mq`` is pulled from next: the suggested one, as the route has it."""
+        return self._broker(mq).find(self._suggested.get(mq, 0))
+
     def _link(self, mq: MessageQueue) -> _ConsumerLink | TcpConsumerLink:
+        address = self.pull_address(mq)
         with self._lock:
-            link = self._links.get(mq.broker_name)
+            link = self._links.get(address)
             if link is None:
-                address = self._addresses.get(mq.broker_name)
-                if address is None:
-                    self.queues(mq.topic)
-                    address = self._addresses.get(mq.broker_name)
-                if address is None:
-                    raise ClientError(f"no address known for broker {mq.broker_name}")
                 if self.transport.tcp(address):
                     link = TcpConsumerLink(self.client, address, self.group)
                 else:
                     link = _ConsumerLink(self.client, address, self.group)
-                self._links[mq.broker_name] = link
+                self._links[address] = link
             return link
+
+    def _forget_route(self, mq: MessageQueue) -> None:
+        """A pull failed: take the topic's route afresh from the namesrv at the next pull
+        (the broker may be gone, its slave serving instead)."""
+        self.routes.invalidate(mq.topic)
+        with self._lock:
+            self._brokers.pop(mq.broker_name, None)
 
     def pull(
         self,
@@ -243,13 +302,19 @@ class QueueReader:
         timeout: float,
         bulk: bool,
     ) -> PullResult:
-        link = self._link(mq)
         max_nums = max(1, max_nums)
         codes = parse_tag_filter(expression)
         tags = None if codes is None else frozenset(t.strip() for t in expression.split("||"))
-        if isinstance(link, TcpConsumerLink):
-            return link.pull(mq, offset, max_nums, expression, tags, timeout, bulk)
-        return link.pull(mq, offset, max_nums, codes, tags, timeout, bulk, self.spin_s)
+        try:
+            link = self._link(mq)
+            if isinstance(link, _ConsumerLink):
+                return link.pull(mq, offset, max_nums, codes, tags, timeout, bulk, self.spin_s)
+            result = link.pull(mq, offset, max_nums, expression, tags, timeout, bulk)
+        except ShmqError:
+            self._forget_route(mq)
+            raise
+        self._suggested[mq] = result.suggest_which_broker_id
+        return result
 
     def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
         """Park until any of the queues has a message at or after its offset in
@@ -278,7 +343,7 @@ class QueueReader:
         message in memory, the broker answers 0, as RocketMQ 4.9's does)."""
         try:
             response, _ = self.client.invoke_json(
-                self.address(mq),
+                self.address(mq),  # the master, else a slave (synchronized from it)
                 RequestCode.QUERY_CONSUMER_OFFSET,
                 {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id},
             )
@@ -289,9 +354,14 @@ class QueueReader:
         return int(response.ext_fields["offset"])
 
     def commit(self, mq: MessageQueue, offset: int) -> None:
-        """Store ``offset`` (the next one to consume) for the group on the broker."""
+        """Store ``offset`` (the next one to consume) for the group on the broker's master;
+        ``NoRouteError`` while the route has none (a slave keeps no commits)."""
+        master = self._broker(mq).master
+        if not master:
+            raise NoRouteError(f"broker {mq.broker_name} has no master in the route (the"
+                               " offset is committed once it is back)")  # fmt: skip
         self.client.invoke_json(
-            self.address(mq),
+            master,
             RequestCode.UPDATE_CONSUMER_OFFSET,
             {
                 "consumerGroup": self.group,
@@ -324,8 +394,9 @@ class QueueReader:
         return int(response.ext_fields["offset"])
 
     def address(self, mq: MessageQueue) -> str:
-        """The control address of the broker holding ``mq``."""
-        return self._link(mq).address
+        """The control address of the broker holding ``mq``: its master, or a slave while
+        the master is gone."""
+        return self._broker(mq).address
 
     def wake(self) -> None:
         """Wake a thread parked in ``pull`` or ``wait`` (shutdown, rebalance)."""
@@ -336,9 +407,10 @@ class QueueReader:
 
     def close(self) -> None:
         with self._lock:
-            for link in self._links.values():
+            for link in [*self._links.values(), *(link for _, link in self._retired)]:
                 link.close()
             self._links.clear()
+            self._retired.clear()
         self.client.close()
 
     def __enter__(self) -> QueueReader:

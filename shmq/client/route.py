@@ -24,13 +24,34 @@ DEFAULT_TOPIC_QUEUE_NUMS = 4  # the producer's defaultTopicQueueNums
 PERM_READ, PERM_WRITE = 4, 2
 
 
+MASTER_ID = 0
+
+
 @dataclass(frozen=True)
 class BrokerQueues:
+    """A broker name's queues of a topic. ``address`` is the master's, or the lowest-id
+    slave's while the master is gone; ``addrs`` every registered ``(brokerId, address)``,
+    sorted."""
+
     broker_name: str
     address: str
     read_queue_nums: int
     write_queue_nums: int
     perm: int
+    addrs: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def master(self) -> str:
+        """The master's address; empty while it is not registered."""
+        return dict(self.addrs).get(MASTER_ID, "")
+
+    def find(self, broker_id: int) -> str:
+        """Where to read from when ``broker_id`` is wanted (RocketMQ's
+        ``findBrokerAddressInSubscribe`` without ``onlyThisBroker``): that broker, for a
+        slave id the next one, else any (the master first)."""
+        addrs = dict(self.addrs)
+        found = addrs.get(broker_id) or (broker_id != MASTER_ID and addrs.get(broker_id + 1))
+        return found or self.address
 
 
 def split_addrs(namesrv: str) -> list[str]:
@@ -109,19 +130,15 @@ def _parse_route(data: dict) -> list[BrokerQueues]:
     """Each broker name's master; a slave (the lowest id) while the master is gone, as
     RocketMQ's ``findBrokerAddressInSubscribe`` does, so consumers read what the slave
     holds (a slave refuses producers' registrations: sends fail clearly)."""
-    masters = {}
+    brokers = {}
     for b in data.get("brokerDatas", []):
-        addrs = b.get("brokerAddrs", {})
-        addr = addrs.get("0") or (addrs[min(addrs, key=int)] if addrs else None)
-        if addr:
-            masters[b["brokerName"]] = addr
+        addrs = tuple(sorted((int(i), a) for i, a in b.get("brokerAddrs", {}).items()))
+        if addrs:
+            brokers[b["brokerName"]] = addrs
     out = []
     for q in sorted(data.get("queueDatas", []), key=lambda q: q["brokerName"]):
-        addr = masters.get(q["brokerName"])
-        if addr:
-            out.append(
-                BrokerQueues(
-                    q["brokerName"], addr, q["readQueueNums"], q["writeQueueNums"], q["perm"]
-                )
-            )
+        addrs = brokers.get(q["brokerName"])
+        if addrs:  # the master (id 0) sorts first
+            queues = (q["readQueueNums"], q["writeQueueNums"], q["perm"])
+            out.append(BrokerQueues(q["brokerName"], addrs[0][1], *queues, addrs))
     return out

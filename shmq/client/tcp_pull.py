@@ -16,7 +16,9 @@ The response body is the stored records; they decode with the store's parser
 (``codec.pull_body``) into the same ``MessageExt`` / ``MessageBatch`` as the mmap path.
 Response codes map as RocketMQ's client maps them: SUCCESS → FOUND, PULL_NOT_FOUND →
 NO_NEW_MSG, PULL_RETRY_IMMEDIATELY → NO_MATCHED_MSG, PULL_OFFSET_MOVED → OFFSET_ILLEGAL
-(with the broker's next offset); any other code raises ``ResponseError``.
+(with the broker's next offset); any other code raises ``ResponseError``. Each result
+carries the broker's ``suggestWhichBrokerId``: ``QueueReader`` pulls the queue from that
+broker next.
 """
 
 from __future__ import annotations
@@ -155,6 +157,11 @@ class TcpConsumerLink:
             self._wakes += 1
             self._cond.notify_all()
 
+    @property
+    def live(self) -> bool:
+        """A TCP link reconnects by itself: only a closed one is done."""
+        return not self.closed
+
     def max_offset(self, mq: MessageQueue) -> int:
         response, _ = self.client.invoke_json(
             self.address, RequestCode.GET_MAX_OFFSET, {"topic": mq.topic, "queueId": mq.queue_id}
@@ -228,27 +235,30 @@ class TcpConsumerLink:
         try:
             next_offset = int(ext["nextBeginOffset"])
             low, high = int(ext["minOffset"]), int(ext["maxOffset"])
+            suggest = int(ext.get("suggestWhichBrokerId", 0))
         except (KeyError, ValueError) as exc:
             raise ResponseError(reply.code, f"pull of {mq}: bad response header {ext}") from exc
         if status is not PullStatus.FOUND:
-            return PullResult(status, next_offset, low, high)
+            return PullResult(status, next_offset, low, high, suggest_which_broker_id=suggest)
         buf, rows = parse_pull_body(reply.body, mq.topic, mq.queue_id)
         keep = np.arange(rows.shape[0])
         if tags is not None:
             keep = keep[[record_tags(buf, rows[i]) in tags for i in range(rows.shape[0])]]
         if bulk:
             if not keep.shape[0]:
-                return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, low, high)
+                return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, low, high,
+                                  suggest_which_broker_id=suggest)  # fmt: skip
             bodies = np.empty(int(rows[keep, rec.R_BODY_LEN].sum()), dtype=np.uint8)
             body_offs = np.zeros(keep.shape[0] + 1, dtype=np.int64)
             rec.gather_bodies(buf, rows, keep, bodies, body_offs, 0)
             batch = MessageBatch(mq.topic, mq.queue_id, bodies, body_offs,
                                  rows[keep, rec.R_QUEUE_OFFSET].copy(),
                                  rows[keep, rec.R_STORE_TS].copy())  # fmt: skip
-            return PullResult(PullStatus.FOUND, next_offset, low, high, batch=batch)
+            return PullResult(PullStatus.FOUND, next_offset, low, high, batch=batch,
+                              suggest_which_broker_id=suggest)  # fmt: skip
         raw = reply.body
         cols = rows[keep][:, [rec.R_POS, rec.R_QUEUE_OFFSET, rec.R_PHYS_OFFSET, rec.R_SIZE]]
         msgs = [stored_message(raw, pos, mq.topic, mq.queue_id, qoff, phys, n)
                 for pos, qoff, phys, n in cols.tolist()]  # fmt: skip
         status = PullStatus.FOUND if msgs else PullStatus.NO_MATCHED_MSG
-        return PullResult(status, next_offset, low, high, msgs)
+        return PullResult(status, next_offset, low, high, msgs, suggest_which_broker_id=suggest)

@@ -161,6 +161,8 @@ class PullResult:
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
     batch: MessageBatch | None = None  # what pull_bulk found
+    # the broker id to pull this queue from next (a TCP pull's suggestWhichBrokerId)
+    suggest_which_broker_id: int = 0
 
 
 class MessageModel(enum.Enum):

@@ -1,5 +1,6 @@
-"""A full disk refuses puts with a reason and stops nothing: a real broker process on a small
-tmpfs; the disk is filled by a file the test writes and freed by deleting it."""
+"""A full disk refuses puts with a reason and stops nothing: real broker processes (a master
+or a slave) on a small tmpfs; the disk is filled by a file the test writes and freed by
+deleting it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_ha import caught_up, commitlog_bytes, read_log, wait_until
 
-from e2e_helpers import cluster, shm_entries, small_tmpfs, until_sent
+from e2e_helpers import cluster, free_port, shm_entries, small_tmpfs, until_sent
 from shmq.client.producer import Producer
 from shmq.client.pull_consumer import PullConsumer
 from shmq.client.types import SendStatus
@@ -98,4 +100,45 @@ def test_a_full_disk_refuses_sends_serves_reads_and_recovers(disk, tmp_path):
             free_space(disk)
             until_sent(producer, Message(TOPIC, b"back again"))
         assert all(a["alive"] and a["restarts"] == 0 for a in agents(c).values())
+    assert shm_entries() - before == set()
+
+
+@pytest.mark.slow
+def test_a_full_disk_slave_ends_replication_keeps_its_store_and_the_master_serves(disk, tmp_path):
+    """The slave's store is on the small tmpfs: once it has no room for the next CommitLog
+    file, it hangs up on the master naming the problem, keeps what it stored, and takes
+    up replication again when space is back; the master's producers see nothing of it."""
+    before = shm_entries()
+    with cluster(tmp_path, brokerRole="ASYNC_MASTER", haListenPort=free_port(),
+                 mappedFileSizeCommitLog=FILE) as c:  # fmt: skip
+        c.create_topic(TOPIC)
+        slave_store = str(disk / "store")
+        c.add_broker("slave", brokerName="broker-a", brokerId=1, brokerRole="SLAVE",
+                     storePathRootDir=slave_store, preallocateMappedFileEnable="false",
+                     maxHashSlotNum=500, maxIndexNum=2000)  # fmt: skip
+        with Producer("full-slave-p", c.namesrv, send_timeout=10) as producer:
+            assert producer.send(Message(TOPIC, b"first")).send_status is SendStatus.SEND_OK
+            caught_up(c)
+            fill(disk, leave=FILE // 2)  # no room for the slave's second CommitLog file
+            sent = [producer.send(Message(TOPIC, b"x" * 1000)).send_status for _ in range(1500)]
+            assert set(sent) == {SendStatus.SEND_OK}  # beyond the first file: on the master
+            wait_until(lambda: "no disk space" in read_log(tmp_path, "slave.log"),
+                       what="the slave to name the full disk")  # fmt: skip
+            problem = next(
+                line
+                for line in read_log(tmp_path, "slave.log").splitlines()
+                if "HA connection to master" in line and "no disk space" in line
+            )
+            assert "closed" in problem, problem
+            slave = c.runtime_info("slave")
+            assert 0 < slave["write_offset"] <= FILE < c.runtime_info()["write_offset"]
+            assert commitlog_bytes(slave_store, slave["write_offset"]) == (
+                commitlog_bytes(c.store, slave["write_offset"])
+            )
+            assert all(a["alive"] and a["restarts"] == 0 for a in agents(c).values())
+            assert all(a["alive"] for a in c.runtime_info("slave")["agents"].values())
+            assert producer.send(Message(TOPIC, b"still")).send_status is SendStatus.SEND_OK
+            free_space(disk)
+            end = caught_up(c)  # replication resumes where the slave's store ended
+            assert commitlog_bytes(slave_store, end) == commitlog_bytes(c.store, end)
     assert shm_entries() - before == set()

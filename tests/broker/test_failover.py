@@ -8,6 +8,7 @@ import time
 
 import pytest
 from test_ha import TOPIC, commitlog_bytes, ha_status, sigkill_broker, wait_until
+from test_slave_reads import topics_of
 
 from e2e_helpers import cluster, free_port, pull_all, shm_entries
 from shmq import Message, Producer
@@ -35,8 +36,8 @@ def test_controller_failover_promotes_the_slave_and_the_old_master_rejoins(tmp_p
         c.create_topic(TOPIC, 2)
         c.add_broker("slave", brokerName="broker-a", brokerId=1, brokerRole="SLAVE",
                      haListenPort=free_port())  # fmt: skip
-        c.create_topic(TOPIC, 2, name="slave")  # slaves do not copy topic configs yet
         wait_until(lambda: c.runtime_info()["ha_slaves"] == 1, what="the slave to connect")
+        wait_until(lambda: TOPIC in topics_of(c, "slave"), what="the slave to copy the topic")
         with Producer("fo-p", c.namesrv, send_timeout=3, poll_name_server_interval=1.0) as p:
             acked = [f"before-{i}".encode() for i in range(300)]
             assert all(send_ok(p, body) for body in acked)

@@ -1,0 +1,169 @@
+"""Consumers and slaves with real processes: a namesrv, a master and a slave on separate
+stores. The master suggests the slave to a consumer far behind (``slaveReadEnable``), a
+slave without it sends consumers back to the master, and a push consumer group moves to
+the slave when the master is SIGKILLed and back when it restarts, without losing or
+repeating committed progress."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+from test_ha import caught_up, sigkill_broker, wait_until
+
+from e2e_helpers import cluster, free_port, shm_entries
+from shmq import Message, Producer
+from shmq.broker import json_file
+from shmq.client.push_consumer import PushConsumer
+from shmq.client.queue_reader import QueueReader
+from shmq.client.types import ConsumeResult, MessageQueue, PullStatus
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RemotingCommand, RequestCode
+
+TOPIC = "SlaveReads"
+SLAVE = {"brokerName": "broker-a", "brokerId": 1, "brokerRole": "SLAVE",
+         "slaveSynchronizeInterval": 500}  # fmt: skip
+
+
+def topics_of(c, name: str) -> set[str]:
+    with RemotingClient() as client:
+        _, wrapper = client.invoke_json(c.brokers[name].address, RequestCode.GET_ALL_TOPIC_CONFIG)
+    return set(wrapper["topicConfigTable"])
+
+
+def offsets_of(c, name: str, group: str) -> dict[int, int]:
+    """The group's committed offsets in the broker's table (GET_ALL_CONSUMER_OFFSET)."""
+    request = RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
+    with RemotingClient() as client:
+        body = client.invoke(c.brokers[name].address, request).body.decode()
+    return json_file.loads_fastjson(body)["offsetTable"].get(f"{TOPIC}@{group}", {})
+
+
+def offsets_on_disk(c, group: str) -> dict[int, int]:
+    path = os.path.join(c.store, "config", "consumerOffset.json")
+    data = json_file.load(path) or {}
+    return data.get("offsetTable", {}).get(f"{TOPIC}@{group}", {})
+
+
+def send(c, bodies: list[bytes]) -> None:
+    with Producer("slave-reads-p", c.namesrv) as producer:
+        for body in bodies:
+            producer.send(Message(TOPIC, body))
+
+
+@pytest.mark.slow
+def test_pulls_follow_the_suggested_broker(tmp_path):
+    """accessMessageInMemoryMaxRatio 0: every pull is 'far behind', so the master (with
+    slaveReadEnable) suggests the slave; the slave (without it) refuses and suggests the
+    master, skipping nothing."""
+    before = shm_entries()
+    conf = {"slaveReadEnable": "true", "accessMessageInMemoryMaxRatio": 0}
+    with cluster(tmp_path, brokerRole="ASYNC_MASTER", haListenPort=free_port(), **conf) as c:
+        c.create_topic(TOPIC, 1)  # on the master only: the slave copies it
+        slave = c.add_broker("slave", **SLAVE, slaveReadEnable="false")
+        wait_until(lambda: TOPIC in topics_of(c, "slave"), what="the slave to copy the topic")
+        send(c, [f"s-{i}".encode() for i in range(20)])
+        caught_up(c)
+        mq = MessageQueue(TOPIC, "broker-a", 0)
+        with QueueReader("suggest-g", c.namesrv, transport="tcp") as reader:
+            reader.queues(TOPIC)
+            assert reader.pull_address(mq) == c.main.address
+            first = reader.pull(mq, 0, 5, timeout=1.0)
+            assert [m.queue_offset for m in first.messages] == [0, 1, 2, 3, 4]
+            assert first.suggest_which_broker_id == 1
+            assert reader.pull_address(mq) == slave.address
+            refused = reader.pull(mq, 5, 5, timeout=1.0)
+            assert refused.pull_status is PullStatus.NO_MATCHED_MSG
+            assert (refused.next_begin_offset, refused.suggest_which_broker_id) == (5, 0)
+            assert reader.pull_address(mq) == c.main.address
+            again = reader.pull(mq, 5, 5, timeout=1.0)
+            assert [m.queue_offset for m in again.messages] == [5, 6, 7, 8, 9]
+    assert shm_entries() <= before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_a_push_group_moves_to_the_slave_and_back_keeping_its_progress(tmp_path, transport):
+    before = shm_entries()
+    group = f"switch-{transport}"
+    conf = {"slaveReadEnable": "true", "flushConsumerOffsetInterval": 200}
+    with cluster(tmp_path, brokerRole="ASYNC_MASTER", haListenPort=free_port(), **conf) as c:
+        c.create_topic(TOPIC, 2)
+        slave = c.add_broker("slave", **SLAVE)
+        first = [f"a-{i}".encode() for i in range(300)]
+        send(c, first)
+        caught_up(c)
+
+        consumed: list[tuple[int, int, bytes]] = []
+        lock = threading.Lock()
+        gate = threading.Event()
+
+        def listener(msgs, _ctx):
+            with lock:
+                held = len(consumed) >= 120
+            if held:
+                gate.wait(120)  # consumption pauses with part of the messages consumed
+            with lock:
+                consumed.extend((m.queue_id, m.queue_offset, m.body) for m in msgs)
+            return ConsumeResult.CONSUME_SUCCESS
+
+        consumer = PushConsumer(group, c.namesrv, listener=listener, transport=transport,
+                                consume_thread_min=4, consume_thread_max=4,
+                                rebalance_interval=1.0, heartbeat_interval=1.0,
+                                persist_consumer_offset_interval=0.2,
+                                poll_name_server_interval=1.0)  # fmt: skip
+        try:
+            consumer.subscribe(TOPIC)
+            consumer.start()
+
+            def settled():  # the commits stopped moving; the master persisted them
+                master = offsets_of(c, "broker-a", group)
+                copy = offsets_of(c, "slave", group)
+                same = len(master) == 2 and master == copy
+                return same and offsets_on_disk(c, group) == master and master
+
+            committed = wait_until(settled, 60, "the slave to copy the committed offsets")
+
+            sigkill_broker(c, "broker-a")
+            with lock:
+                killed_at = len(consumed)
+            gate.set()
+            wait_until(lambda: {b for _, _, b in consumed} >= set(first), 90,
+                       "every message consumed from the slave")  # fmt: skip
+            reader = consumer.instance.reader
+            # the route without the master reaches the consumer (same-host readers may have
+            # read everything from the dead master's files before)
+            wait_until(lambda: {reader.pull_address(mq) for mq in consumer.assignment()}
+                       == {slave.address}, 30, "the queues to be read from the slave")  # fmt: skip
+            # a slave stores no commits: its table is what it copied from the master
+            assert offsets_of(c, "slave", group) == committed
+            with lock:
+                after_kill = consumed[killed_at:]
+            assert all(offset >= committed[qid] for qid, offset, _ in after_kill)
+
+            c.start_broker("broker-a")
+            ends = {qid: sum(1 for q, _, _ in {(q, o, b) for q, o, b in consumed} if q == qid)
+                    for qid in (0, 1)}  # fmt: skip
+            wait_until(lambda: offsets_of(c, "broker-a", group) == ends, 60,
+                       "the offsets kept in memory committed to the master")  # fmt: skip
+            wait_until(lambda: offsets_of(c, "slave", group) == ends, 60,
+                       "the slave to copy them again")  # fmt: skip
+            with lock:
+                back_at = len(consumed)
+            second = [f"b-{i}".encode() for i in range(60)]
+            send(c, second)
+            wait_until(lambda: {b for _, _, b in consumed} >= set(second), 60,
+                       "the messages sent after the restart")  # fmt: skip
+            assert {reader.pull_address(mq) for mq in consumer.assignment()} == {c.main.address}
+        finally:
+            gate.set()
+            consumer.shutdown()
+        with lock:
+            after_restart = consumed[back_at:]
+        assert all(offset >= ends[qid] for qid, offset, _ in after_restart)
+        assert sorted(b for _, _, b in after_restart) == sorted(second)
+        final = offsets_of(c, "broker-a", group)
+        assert all(final[q] >= ends[q] >= committed[q] for q in (0, 1))
+        assert sum(final.values()) == 360
+    assert shm_entries() <= before
