@@ -278,3 +278,29 @@ def pull_all(namesrv: str, group: str, topic: str, wanted: set[bytes], timeout: 
         while not wanted <= got and time.monotonic() < deadline:
             got.update(m.body for m in pc.poll(0.5))
     return got
+
+
+def start_broker(root: str, ip: str = "127.0.0.1", **conf) -> tuple:
+    """A namesrv and an in-process broker (its agents are processes) on ``root``, both on
+    ``ip``, with 1 MiB CommitLog files: ``(broker, namesrv)``, to be stopped by the caller."""
+    from shmq.broker.broker_config import BrokerConfig
+    from shmq.broker.supervisor import Broker
+    from shmq.namesrv.server import NameServer
+
+    ns = NameServer(ip, 0)
+    ns.start()
+    cfg = BrokerConfig().replace(
+        namesrv_addr=ns.address,
+        listen_port=0,
+        broker_ip1=ip,
+        store_path_root_dir=root,
+        mapped_file_size_commit_log=1 << 20,
+        **conf,
+    )
+    broker = Broker(cfg)
+    try:
+        broker.start()
+    except BaseException:
+        ns.stop()
+        raise
+    return broker, ns

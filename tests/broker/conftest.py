@@ -5,30 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_helpers import shm_entries
-from shmq.broker.broker_config import BrokerConfig
-from shmq.broker.supervisor import Broker
-from shmq.namesrv.server import NameServer
-
-
-def start_broker(root: str, **conf) -> tuple[Broker, NameServer]:
-    """A namesrv and a broker on ``root`` with 1 MiB CommitLog files."""
-    ns = NameServer("127.0.0.1", 0)
-    ns.start()
-    cfg = BrokerConfig().replace(
-        namesrv_addr=ns.address,
-        listen_port=0,
-        store_path_root_dir=root,
-        mapped_file_size_commit_log=1 << 20,
-        **conf,
-    )
-    broker = Broker(cfg)
-    try:
-        broker.start()
-    except BaseException:
-        ns.stop()
-        raise
-    return broker, ns
+from e2e_helpers import shm_entries, start_broker
 
 
 @pytest.fixture
@@ -36,7 +13,7 @@ def make_broker(tmp_path):
     started = []
     before = shm_entries()
 
-    def factory(**conf) -> tuple[Broker, str]:
+    def factory(**conf) -> tuple:
         broker, ns = start_broker(str(tmp_path / f"store{len(started)}"), **conf)
         started.append((broker, ns))
         return broker, ns.address

@@ -14,12 +14,9 @@ import uuid
 
 import pytest
 
-from e2e_helpers import ROOT, shm_entries
-from shmq.broker.broker_config import BrokerConfig
-from shmq.broker.supervisor import Broker
+from e2e_helpers import ROOT, shm_entries, start_broker
 from shmq.client.admin import Admin
 from shmq.errors import NoRouteError
-from shmq.namesrv.server import NameServer
 
 CHILD = os.path.join(os.path.dirname(__file__), "other_host.py")
 N = 40
@@ -37,24 +34,9 @@ def can_unshare() -> str | None:
     return None if probe.returncode == 0 else probe.stderr.strip() or "unshare failed"
 
 
-def start(tmp_path, ip: str) -> tuple[Broker, NameServer]:
-    ns = NameServer(ip, 0)
-    ns.start()
-    cfg = BrokerConfig().replace(namesrv_addr=ns.address, listen_port=0, broker_ip1=ip,
-                                 store_path_root_dir=str(tmp_path / "store"),
-                                 mapped_file_size_commit_log=1 << 20)  # fmt: skip
-    broker = Broker(cfg)
-    try:
-        broker.start()
-    except BaseException:
-        ns.stop()
-        raise
-    return broker, ns
-
-
 def run_far_clients(tmp_path, ip: str, prefix: list[str]) -> None:
     before = shm_entries()
-    broker, ns = start(tmp_path, ip)
+    broker, ns = start_broker(str(tmp_path / "store"), ip)
     try:
         with Admin(ns.address) as admin:
             admin.update_topic("FarTopic", read_queue_nums=2, write_queue_nums=2)
