@@ -14,7 +14,7 @@ from types import FrameType
 
 import click
 
-from shmq.namesrv.controller import HEARTBEAT_TIMEOUT_MS
+from shmq.namesrv.controller import DEFAULT_STORE_PATH, HEARTBEAT_TIMEOUT_MS
 from shmq.namesrv.routes import BROKER_EXPIRE_MS
 from shmq.namesrv.server import DEFAULT_PORT, SCAN_INTERVAL_MS, NameServer
 
@@ -43,15 +43,21 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
     "--controller-heartbeat-timeout-ms", default=HEARTBEAT_TIMEOUT_MS, show_default=True,
     type=click.IntRange(1), help="A master silent for this long is replaced (controller).",
 )  # fmt: skip
+@click.option(
+    "--controller-store-path", default=DEFAULT_STORE_PATH, show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the controller keeps each broker group's master and epochs (controller.json).",
+)  # fmt: skip
 def namesrv(
     host: str, port: int, scan_interval_ms: int, broker_expire_ms: int, enable_controller: bool,
-    controller_heartbeat_timeout_ms: int,
+    controller_heartbeat_timeout_ms: int, controller_store_path: str,
 ) -> None:  # fmt: skip
     """Run a NameServer: brokers register here, clients look up topic routes."""
     server = NameServer(
         host, port, scan_interval_ms=scan_interval_ms, broker_expire_ms=broker_expire_ms,
         enable_controller=enable_controller,
         controller_heartbeat_timeout_ms=controller_heartbeat_timeout_ms,
+        controller_store_path=controller_store_path,
     )  # fmt: skip
     stop = threading.Event()
 

@@ -19,17 +19,26 @@ master of an epoch that ended and was never replicated to the new master, so a S
 never acknowledged it. With no in-sync slave, the group has no master until its old master
 returns (it keeps its data: nobody else has newer).
 
-State is in memory: a restarted NameServer relearns masters from heartbeats (the first
-master to report bootstraps a new epoch); the brokers' own epoch files keep what matters
-for truncation. One lock guards everything.
+Each group's master and epochs are persisted (``store_path``, RocketMQ 5's
+``controllerStorePath``) whenever they change, before the answer that announces them: a
+restarted controller keeps them, so a former master that reports first after the restart
+is told to truncate and follow, never made master again beside the elected one. A master
+it knew that never reports again is replaced ``heartbeat_timeout_ms`` after the restart.
+Without a store the state is in memory (tests, an embedded NameServer): a restarted
+controller relearns masters from heartbeats. One lock guards everything.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
+
+from shmq.broker import json_file
+from shmq.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,8 @@ MAX_GAP_NOT_IN_SYNC = 256 * 1024 * 1024  # RocketMQ 5's haMaxGapNotInSync
 START_GRACE_MS = 300_000  # a broker that asked its role at start may take this long to serve
 MASTER_ID = 0
 NO_TRUNCATE = -1
+# RocketMQ 5's controllerStorePath is ~/DledgerController
+DEFAULT_STORE_PATH = os.path.join(os.path.expanduser("~"), "shmq", "controller")
 
 
 class EpochNotReady(Exception):
@@ -88,6 +99,7 @@ class BrokerGroup:
     master_addr: str = ""
     epochs: list[EpochEntry] = field(default_factory=list)
     replicas: dict[str, Replica] = field(default_factory=dict)
+    loaded_ms: int = -1  # when a restarted controller loaded this group (its master unseen)
 
     @property
     def epoch(self) -> int:
@@ -119,6 +131,7 @@ class Controller:
         self,
         heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS,
         max_gap_not_in_sync: int = MAX_GAP_NOT_IN_SYNC,
+        store_path: str | None = None,
     ) -> None:
         if heartbeat_timeout_ms <= 0 or max_gap_not_in_sync < 0:
             raise ValueError(
@@ -128,7 +141,39 @@ class Controller:
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.max_gap_not_in_sync = max_gap_not_in_sync
         self._lock = threading.Lock()
-        self._groups: dict[str, BrokerGroup] = {}
+        self._path = None if store_path is None else os.path.join(store_path, "controller.json")
+        self._groups: dict[str, BrokerGroup] = self._load()
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def _load(self) -> dict[str, BrokerGroup]:
+        """The groups of ``controller.json`` (``ConfigError`` when it and its .bak are both
+        unreadable: starting empty could elect a second master)."""
+        saved = json_file.load(self._path, json.loads) if self._path else None
+        if saved is None:
+            return {}
+        groups = {}
+        try:
+            for name, g in saved["groups"].items():
+                epochs = [EpochEntry(int(e), int(s), str(a)) for e, s, a in g["epochs"]]
+                groups[str(name)] = BrokerGroup(str(g["masterAddr"]), epochs, loaded_ms=_now_ms())
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"{self._path} is not a controller state: {exc!r}") from exc
+        log.info("controller: %d broker group(s) loaded from %s", len(groups), self._path)
+        return groups
+
+    def _persist(self) -> None:
+        """Write every group's master and epochs (hold ``_lock``)."""
+        if self._path is None:
+            return
+        groups = {
+            name: {
+                "masterAddr": g.master_addr,
+                "epochs": [[e.epoch, e.start_offset, e.master_addr] for e in g.epochs],
+            }
+            for name, g in sorted(self._groups.items())
+        }
+        json_file.persist(self._path, json.dumps({"groups": groups}, indent=2))
 
     def heartbeat(
         self,
@@ -170,6 +215,7 @@ class Controller:
             if not group.master_addr and role in MASTER_ROLES and resumes and epoch == group.epoch:
                 group.master_addr = addr  # its own epoch goes on: nobody else wrote since
                 log.warning("%s: %s is master again at epoch %d", broker_name, addr, epoch)
+                self._persist()
             elif not group.master_addr and role in MASTER_ROLES:
                 self._open_epoch(broker_name, group, addr, max(epoch, group.epoch) + 1, max_offset)
             elif (
@@ -180,6 +226,7 @@ class Controller:
             ):
                 group.epochs[-1].start_offset = epoch_start
                 log.info("%s: epoch %d starts at %d", broker_name, epoch, epoch_start)
+                self._persist()
             if addr == group.master_addr:
                 self._see(group, addr, MASTER_ID, role, epoch, max_offset, seen)
                 return RoleDecision("MASTER", MASTER_ID, group.epoch, addr)
@@ -195,6 +242,7 @@ class Controller:
     ) -> None:
         group.master_addr = addr
         group.epochs.append(EpochEntry(epoch, start, addr))
+        self._persist()
         log.warning(
             "%s: %s is master at epoch %d (start offset %s)",
             broker_name, addr, epoch, start if start >= 0 else "to be reported",
@@ -227,10 +275,11 @@ class Controller:
         with self._lock:
             for name, group in self._groups.items():
                 master = group.replicas.get(group.master_addr)
-                if master is None or master.last_seen_ms + self.heartbeat_timeout_ms >= now:
+                seen = master.last_seen_ms if master is not None else group.loaded_ms
+                if not group.master_addr or seen < 0 or seen + self.heartbeat_timeout_ms >= now:
                     continue
                 log.warning("%s: master %s silent for %d ms", name, group.master_addr,
-                            now - master.last_seen_ms)  # fmt: skip
+                            now - seen)  # fmt: skip
                 winner = elect_master(group, now, self.heartbeat_timeout_ms,
                                       self.max_gap_not_in_sync)  # fmt: skip
                 if winner:
@@ -239,6 +288,7 @@ class Controller:
                     log.error("%s: no in-sync slave; no master until %s returns", name,
                               group.master_addr)  # fmt: skip
                     group.master_addr = ""
+                    self._persist()
                 elections.append((name, winner))
         return elections
 

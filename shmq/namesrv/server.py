@@ -69,6 +69,7 @@ class NameServer:
         broker_expire_ms: int = BROKER_EXPIRE_MS,
         enable_controller: bool = False,
         controller_heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS,
+        controller_store_path: str | None = None,
     ) -> None:
         if scan_interval_ms <= 0 or broker_expire_ms <= 0:
             raise ValueError(
@@ -78,7 +79,11 @@ class NameServer:
         self.scan_interval_ms = scan_interval_ms
         self.broker_expire_ms = broker_expire_ms
         self.routes = RouteInfoManager()
-        self.controller = Controller(controller_heartbeat_timeout_ms) if enable_controller else None
+        self.controller = (
+            Controller(controller_heartbeat_timeout_ms, store_path=controller_store_path)
+            if enable_controller
+            else None
+        )
         self._server = RemotingServer(host, port, name="namesrv")
         self._stop = threading.Event()
         self._scan_thread: threading.Thread | None = None

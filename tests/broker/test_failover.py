@@ -31,7 +31,8 @@ def send_ok(producer: Producer, body: bytes) -> bool:
 def test_controller_failover_promotes_the_slave_and_the_old_master_rejoins(tmp_path):
     before = shm_entries()
     conf = {"enableControllerMode": "true", "brokerHeartbeatInterval": 500}
-    with cluster(tmp_path, CONTROLLER, brokerRole="SYNC_MASTER", haListenPort=free_port(),
+    controller = (*CONTROLLER, "--controller-store-path", str(tmp_path / "controller"))
+    with cluster(tmp_path, controller, brokerRole="SYNC_MASTER", haListenPort=free_port(),
                  **conf) as c:  # fmt: skip
         c.create_topic(TOPIC, 2)
         c.add_broker("slave", brokerName="broker-a", brokerId=1, brokerRole="SLAVE",

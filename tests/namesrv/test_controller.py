@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shmq.errors import ResponseError
+from shmq.errors import ConfigError, ResponseError
 from shmq.namesrv.controller import Controller, EpochNotReady
 from shmq.namesrv.server import NameServer
 from shmq.remoting.client import RemotingClient
@@ -148,3 +148,42 @@ def test_namesrv_answers_controller_fields_and_refuses_bogus_reports():
             register(client, plain, M)
     finally:
         plain.stop()
+
+
+def test_a_restarted_controller_keeps_masters_and_epochs_so_the_old_master_follows(tmp_path):
+    c = Controller(T, store_path=str(tmp_path))
+    beat(c, M, "SYNC_MASTER", max_offset=500, now=0)
+    beat(c, M, "SYNC_MASTER", epoch=1, max_offset=9000, now=500)
+    beat(c, S1, epoch=1, max_offset=9000, now=1000)
+    assert c.scan(now_ms=1501) == [("broker-a", S1)]
+    beat(c, S1, "ASYNC_MASTER", epoch=2, max_offset=9100, epoch_start=9000, now=1600)
+    restarted = Controller(T, store_path=str(tmp_path))
+    epochs = [[1, 500, M], [2, 9000, S1]]
+    assert restarted.sync_state()["broker-a"]["epochs"] == epochs
+    assert restarted.sync_state()["broker-a"]["masterAddr"] == S1
+    # the old master reports first after the restart: it follows, truncated, never leads
+    d = beat(restarted, M, "SYNC_MASTER", epoch=1, max_offset=9500, now=2000)
+    assert (d.role, d.master_addr, d.epoch, d.truncate_offset) == ("SLAVE", S1, 2, 9000)
+    d = beat(restarted, S1, "ASYNC_MASTER", epoch=2, max_offset=9200, now=2100)
+    assert (d.role, d.epoch) == ("MASTER", 2)
+
+
+def test_a_master_that_never_reports_after_a_controller_restart_is_replaced(tmp_path):
+    import time
+
+    c = Controller(T, store_path=str(tmp_path))
+    beat(c, M, "SYNC_MASTER", max_offset=0, now=0)
+    restarted = Controller(T, store_path=str(tmp_path))
+    now = time.time_ns() // 1_000_000
+    beat(restarted, S1, epoch=1, max_offset=700, now=now)
+    assert restarted.scan(now_ms=now) == []  # the master may still report
+    beat(restarted, S1, epoch=1, max_offset=700, now=now + 2 * T)
+    assert restarted.scan(now_ms=now + 2 * T) == [("broker-a", S1)]
+    assert restarted.sync_state()["broker-a"]["epochs"][-1][1:] == [-1, S1]
+
+
+def test_an_unreadable_controller_state_stops_the_start(tmp_path):
+    for name in ("controller.json", "controller.json.bak"):
+        (tmp_path / name).write_text('{"groups": {"broker-a": {"epochs": 7}}}')
+    with pytest.raises(ConfigError, match="not a controller state"):
+        Controller(T, store_path=str(tmp_path))
