@@ -6,12 +6,9 @@ What ``mqadmin topicStatus``, ``consumerProgress``, ``consumerConnection``,
 store lookups go through the control handlers (``ControlHandlers``: queue maxima, min
 offset, search by time, the store reader), so both answer from the same code.
 
-Bodies are RocketMQ's: ``TopicStatsTable`` and ``ConsumeStats`` are maps keyed by
+Bodies are RocketMQ's: ``TopicStatsTable``, ``ConsumeStats`` and ``ResetOffsetBody``
+(INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET) are maps keyed by
 ``MessageQueue`` objects, written as fastjson does (``shmq.remoting.admin_bodies``).
-``ResetOffsetBody`` (INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET) stays a
-list of entries that carry ``topic``, ``brokerName`` and ``queueId``::
-
-    {"offsetTable":[{"topic","brokerName","queueId","offset"}]}
 
 Unlike RocketMQ 4.9, a reset commits the new offsets on the broker itself before telling
 the group's online consumers, so it also works while the group is offline.
@@ -124,14 +121,6 @@ class AdminHandlers:
                     break
                 offset = next_offset
         return out
-
-    def _queue_entry(self, topic: str, queue_id: int, **values: Any) -> dict[str, Any]:
-        return {
-            "topic": topic,
-            "brokerName": self.broker.config.broker_name,
-            "queueId": queue_id,
-            **values,
-        }
 
     # -- statistics -----------------------------------------------------------------------------
 
@@ -263,6 +252,7 @@ class AdminHandlers:
                 f"the consumer group {group} has no offsets on topic {topic} and no consumer"
                 f" online on broker {self.broker.config.broker_name}: nothing to reset",
             )
+        name = self.broker.config.broker_name
         table = []
         for qid in range(cfg.read_queue_nums):
             target = (
@@ -274,9 +264,9 @@ class AdminHandlers:
             if force or current < 0 or target < current:
                 offsets.commit(group, topic, qid, target)
                 current = target
-            table.append(self._queue_entry(topic, qid, offset=current))
+            table.append((topic, name, qid, current))
         offsets.persist()
-        body = RemotingCommand.body_json({"offsetTable": table})
+        body = fastjson.dumps({"offsetTable": queue_table(table)}).encode()
         notice = RemotingCommand.request(
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
             {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force},
@@ -286,7 +276,7 @@ class AdminHandlers:
         told = self.consumers.tell(group, notice)
         log.info(
             "offsets of group %s on %s reset to %d (force %s): %s; %d consumer(s) told",
-            group, topic, timestamp, force, [e["offset"] for e in table], told,
+            group, topic, timestamp, force, [row[3] for row in table], told,
         )  # fmt: skip
         return RemotingCommand.response_to(
             request, ext_fields={"consumersNotified": told}, body=body

@@ -27,7 +27,7 @@ from shmq.errors import (
     ResponseError,
 )
 from shmq.names import dlq_topic
-from shmq.remoting.admin_bodies import queue_entries, runtime_stats
+from shmq.remoting.admin_bodies import queue_entries, queue_items, runtime_stats
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
 
@@ -447,8 +447,8 @@ class Admin(MessageQueries):
                     raise
                 unknown = exc  # the group never consumed there: nothing to move
                 continue
-            for e in body["offsetTable"]:
-                table[MessageQueue(e["topic"], e["brokerName"], e["queueId"])] = e["offset"]
+            for t, b, q, offset in queue_items(body["offsetTable"]):
+                table[MessageQueue(t, b, q)] = int(offset)
         if not table and unknown is not None:
             raise unknown
         return dict(sorted(table.items()))

@@ -20,6 +20,7 @@ from shmq.client.queue_reader import QueueReader
 from shmq.client.subscription import Subscription
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import NoRouteError, RemotingError, ResponseError
+from shmq.remoting.admin_bodies import queue_items
 from shmq.remoting.duplex import DuplexChannel
 from shmq.remoting.protocol import RemotingCommand, RequestCode, request_name
 
@@ -86,8 +87,8 @@ class ClientInstance:
             topic = request.ext_fields.get("topic", "")
             body = request.json_body() or {}
             table = {
-                MessageQueue(e["topic"], e["brokerName"], int(e["queueId"])): int(e["offset"])
-                for e in body.get("offsetTable", [])
+                MessageQueue(t, b, q): int(offset)
+                for t, b, q, offset in queue_items(body.get("offsetTable", {}))
             }
             log.info("%s: offsets of %s in group %s reset", self.client_id, topic, self.group)
             self.on_reset_offset(topic, table)

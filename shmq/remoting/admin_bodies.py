@@ -7,6 +7,8 @@ writes such a key as an object (``shmq.remoting.fastjson``)::
                               {"lastUpdateTimestamp":ms,"maxOffset":n,"minOffset":n}}}
     GET_CONSUME_STATS     {"consumeTps":0.0,"offsetTable":{{...MessageQueue...}:
                               {"brokerOffset":n,"consumerOffset":n,"lastTimestamp":ms}}}
+    ResetOffsetBody       {"offsetTable":{{...MessageQueue...}:n}}
+                          (INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET)
 
 ``GET_BROKER_RUNTIME_INFO`` is a ``KVTable``, ``{"table":{"putTps":"0.00 0.00 0.00",...}}``
 with text values only. The broker puts the keys ``mqadmin clusterList`` and ``brokerStatus``
@@ -29,22 +31,29 @@ def queue_key(topic: str, broker_name: str, queue_id: int) -> fastjson.ObjectKey
     return fastjson.ObjectKey.of({"brokerName": broker_name, "queueId": queue_id, "topic": topic})
 
 
-def queue_table(rows: Iterable[tuple[str, str, int, dict[str, Any]]]) -> dict[Any, Any]:
+def queue_table(rows: Iterable[tuple[str, str, int, Any]]) -> dict[Any, Any]:
     """``{MessageQueue: value}`` from ``(topic, broker name, queue id, value)`` rows."""
     return {queue_key(topic, broker, qid): value for topic, broker, qid, value in rows}
 
 
-def queue_entries(table: Mapping[Any, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A ``Map<MessageQueue, X>`` read back: one dict per queue with ``topic``,
-    ``brokerName``, ``queueId`` and the value's fields."""
+def queue_items(table: Mapping[Any, Any]) -> list[tuple[str, str, int, Any]]:
+    """A ``Map<MessageQueue, X>`` read back: ``(topic, broker name, queue id, value)``."""
     out = []
     for key, value in table.items():
         if not isinstance(key, fastjson.ObjectKey):
             raise ValueError(f"a MessageQueue map key is an object, not {key!r}")
         mq = key.as_dict()
-        queue = {"topic": mq["topic"], "brokerName": mq["brokerName"], "queueId": mq["queueId"]}
-        out.append({**queue, **value})
+        out.append((str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"]), value))
     return out
+
+
+def queue_entries(table: Mapping[Any, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A ``Map<MessageQueue, X>`` whose values are objects, read back: one dict per queue
+    with ``topic``, ``brokerName``, ``queueId`` and the value's fields."""
+    return [
+        {"topic": topic, "brokerName": broker, "queueId": qid, **value}
+        for topic, broker, qid, value in queue_items(table)
+    ]
 
 
 def kv_table(table: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict[str, Any]:

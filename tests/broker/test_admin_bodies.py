@@ -14,6 +14,7 @@ GET_ALL_TOPIC_CONFIG, GET_BROKER_RUNTIME_INFO, HEART_BEAT = 21, 28, 34
 GET_BROKER_CLUSTER_INFO = 106
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_TOPIC_STATS_INFO = 201, 202
 GET_CONSUMER_CONNECTION_LIST, GET_ALL_TOPIC_LIST_FROM_NAMESERVER, GET_CONSUME_STATS = 203, 206, 208
+INVOKE_BROKER_TO_RESET_OFFSET = 222
 
 MESSAGE_QUEUE = {"brokerName": str, "queueId": int, "topic": str}
 
@@ -74,6 +75,28 @@ def test_stats_bodies_as_mqadmin_reads_them(shared_broker):
     assert wrappers[("AdmStats", 1)]["brokerOffset"] == 3
     assert wrappers[("AdmStats", 1)]["consumerOffset"] == 2
     assert wrappers[("AdmStats", 1)]["lastTimestamp"] > 0
+
+
+def test_reset_offset_body_as_mqadmin_reads_it(shared_broker):
+    broker, _ = shared_broker
+    for i in range(2):
+        assert send(broker, "AdmReset", 0, {}, f"m{i}".encode()).code == wc.SUCCESS
+    until(lambda: max_offset(broker, "AdmReset", 0) == 2)
+    with wc.WireClient(broker.address) as c:
+        commit = {"consumerGroup": "adm-reset-g", "topic": "AdmReset", "queueId": "0",
+                  "commitOffset": "2"}  # fmt: skip
+        assert c.call(wc.UPDATE_CONSUMER_OFFSET, commit).code == wc.SUCCESS
+    ext = {"topic": "AdmReset", "group": "adm-reset-g", "timestamp": "0", "isForce": "true"}
+    reset, raw = call(broker.address, INVOKE_BROKER_TO_RESET_OFFSET, ext)
+    assert raw.startswith(b'{"offsetTable":{{"brokerName":')  # ResetOffsetBody, as fastjson
+    assert set(reset) == {"offsetTable"}
+    table = {}
+    for key, offset in reset["offsetTable"].items():
+        mq = dict(key)
+        fields(mq, MESSAGE_QUEUE)
+        assert isinstance(offset, int) and not isinstance(offset, bool)
+        table[(mq["topic"], mq["queueId"])] = offset
+    assert table[("AdmReset", 0)] == 0
 
 
 def test_config_bodies_as_mqadmin_reads_them(shared_broker):
