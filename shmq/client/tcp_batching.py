@@ -76,6 +76,9 @@ log = logging.getLogger(__name__)
 # Requests in flight per message queue: two keep the wire busy (one is answered while the
 # next is stored) and leave the rest to accumulate into the following batch.
 REQUESTS_PER_QUEUE = 2
+# a send that finds no room reads the answers itself at most this often (a read is a syscall:
+# a flood of sends leaves the answers to the reader thread between two reads)
+POLL_GAP_S = 100e-6
 # the fields of an accumulated send
 ONE, FUTURE, STARTED = range(3)
 
@@ -96,8 +99,8 @@ class _Queue:
     """One message queue's accumulator (``waiting``: ``(one, future, started)`` in send
     order) and its requests in flight; ``writing`` orders its requests on the wire."""
 
-    __slots__ = ("broker", "channel", "in_flight", "mq", "owner", "shift", "template",
-                 "waiting", "writing")  # fmt: skip
+    __slots__ = ("broker", "channel", "in_flight", "mq", "owner", "polled", "shift",
+                 "template", "waiting", "writing")  # fmt: skip
 
     def __init__(self, broker: BrokerQueues, mq: MessageQueue, owner: _Broker,
                  template: SendTemplate) -> None:  # fmt: skip
@@ -111,6 +114,7 @@ class _Queue:
         self.in_flight = 0
         self.writing = threading.Lock()
         self.channel: PipelinedChannel | None = None  # where its requests were last written
+        self.polled = 0.0  # when a send last read the answers (``POLL_GAP_S``)
 
 
 class _Request:
@@ -160,10 +164,11 @@ class AsyncBatches:
             room = q.in_flight < REQUESTS_PER_QUEUE
         if room:
             self.pump(q)
-        elif q.channel is not None:
+        elif q.channel is not None and (now := time.monotonic()) - q.polled >= POLL_GAP_S:
             # this thread may hold the GIL longer than the connection's reader can wait for
             # it (a busy caller: up to the 5 ms switch interval), so it reads the answers that
             # came itself, and sends what waits once one made room
+            q.polled = now
             q.channel.poll()
             if q.in_flight < REQUESTS_PER_QUEUE:
                 self.pump(q)
