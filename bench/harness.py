@@ -98,6 +98,18 @@ def producer_main(
         sender.close()
 
 
+def wait_until(due_ns: int) -> None:
+    """Sleep until ``SPIN_NS`` before ``due_ns`` (monotonic), then poll the clock with
+    ``time.sleep(0)``, which releases the GIL: the library's own threads (a feeder, a
+    completion thread, a connection's reader) must run while the sender waits, as in a
+    real program."""
+    gap = due_ns - time.monotonic_ns()
+    if gap > SPIN_NS:
+        time.sleep((gap - SPIN_NS) / 1e9)
+    while time.monotonic_ns() < due_ns:
+        time.sleep(0)
+
+
 def _paced(sender: Any, case: Case) -> None:
     """Send at ``rate`` msgs/s from a fixed schedule: message ``i`` is due at
     ``t0 + i / rate``. One-message APIs send each when due; batched APIs send everything
@@ -110,12 +122,7 @@ def _paced(sender: Any, case: Case) -> None:
     i = 0
     while i < n:
         due = t0 + int(i * interval)
-        gap = due - time.monotonic_ns()
-        if gap > SPIN_NS:
-            time.sleep((gap - SPIN_NS) / 1e9)
-        while time.monotonic_ns() < due:
-            time.sleep(0)  # releases the GIL: the library's own threads (a feeder, a
-            # completion thread) must run while the sender waits, as in a real program
+        wait_until(due)
         if not case.api.batched:
             sender.send(body(size, due, i))
             i += 1

@@ -16,7 +16,10 @@ properties are the record tail's, nothing is encoded again).
 Who writes: the thread of ``send_async`` when its queue has room, else this module's sender
 thread, woken by the response that made room (the connection's reader thread settles
 futures but never writes: it must keep reading while a write waits for socket room). A
-queue's requests are taken from its accumulator and written under its write lock, so they
+``send_async`` that finds no room first reads the responses that came itself
+(``PipelinedChannel.poll``) and writes if one made room: a busy caller holds the GIL, and
+the reader and sender threads would each wait up to Python's 5 ms switch interval for it.
+A queue's requests are taken from its accumulator and written under its write lock, so they
 go out in the order their messages came.
 
 Each message keeps its own future: settled from its request's response (its UNIQ_KEY as
@@ -63,7 +66,7 @@ from shmq.client.types import MessageQueue
 from shmq.codec import record as rec
 from shmq.codec.batch_body import ENTRY_FIXED, encode_batch_body
 from shmq.errors import ClientError, SendError, SendTimeoutError
-from shmq.remoting.pipeline import Reply
+from shmq.remoting.pipeline import PipelinedChannel, Reply
 
 if TYPE_CHECKING:
     from shmq.client.tcp_send import TcpSends
@@ -73,6 +76,9 @@ log = logging.getLogger(__name__)
 # Requests in flight per message queue: two keep the wire busy (one is answered while the
 # next is stored) and leave the rest to accumulate into the following batch.
 REQUESTS_PER_QUEUE = 2
+# a send that finds no room reads the answers itself at most this often (a read is a syscall:
+# a flood of sends leaves the answers to the reader thread between two reads)
+POLL_GAP_S = 100e-6
 # the fields of an accumulated send
 ONE, FUTURE, STARTED = range(3)
 
@@ -93,8 +99,8 @@ class _Queue:
     """One message queue's accumulator (``waiting``: ``(one, future, started)`` in send
     order) and its requests in flight; ``writing`` orders its requests on the wire."""
 
-    __slots__ = ("broker", "in_flight", "mq", "owner", "shift", "template", "waiting",
-                 "writing")  # fmt: skip
+    __slots__ = ("broker", "channel", "in_flight", "mq", "owner", "polled", "shift",
+                 "template", "waiting", "writing")  # fmt: skip
 
     def __init__(self, broker: BrokerQueues, mq: MessageQueue, owner: _Broker,
                  template: SendTemplate) -> None:  # fmt: skip
@@ -107,6 +113,8 @@ class _Queue:
         self.waiting: collections.deque[tuple] = collections.deque()
         self.in_flight = 0
         self.writing = threading.Lock()
+        self.channel: PipelinedChannel | None = None  # where its requests were last written
+        self.polled = 0.0  # when a send last read the answers (``POLL_GAP_S``)
 
 
 class _Request:
@@ -156,6 +164,14 @@ class AsyncBatches:
             room = q.in_flight < REQUESTS_PER_QUEUE
         if room:
             self.pump(q)
+        elif q.channel is not None and (now := time.monotonic()) - q.polled >= POLL_GAP_S:
+            # this thread may hold the GIL longer than the connection's reader can wait for
+            # it (a busy caller: up to the 5 ms switch interval), so it reads the answers that
+            # came itself, and sends what waits once one made room
+            q.polled = now
+            q.channel.poll()
+            if q.in_flight < REQUESTS_PER_QUEUE:
+                self.pump(q)
 
     def _queue(self, broker: BrokerQueues, mq: MessageQueue) -> _Queue:
         with self._lock:
@@ -182,22 +198,18 @@ class AsyncBatches:
     # -- requests ---------------------------------------------------------------------------
 
     def pump(self, q: _Queue) -> None:
-        """Send what waits in ``q`` while it has room. Whoever holds the write lock sends;
-        the others return at once (the holder looks again after letting it go, so nothing
-        appended meanwhile is left behind)."""
+        """Send what waits in ``q`` while it has room, a request at a time under its write
+        lock. A thread that finds the lock taken waits for it rather than leaving the sends
+        to its holder: a holder whose socket write let go of the GIL may wait for it up to
+        the 5 ms switch interval while this thread runs Python; waiting hands it over."""
         while True:
-            if not q.writing.acquire(blocking=False):
-                return
-            try:
+            with q.writing:
                 with q.owner.lock:
                     request = self._take(q) if q.waiting and q.in_flight < REQUESTS_PER_QUEUE \
                         else None  # fmt: skip
-                if request is not None:
-                    self._write(request)
-            finally:
-                q.writing.release()
-            if request is None and not (q.waiting and q.in_flight < REQUESTS_PER_QUEUE):
-                return
+                if request is None:
+                    return
+                self._write(request)
 
     def _take(self, q: _Queue) -> _Request:
         """The next request's sends (under the broker's lock): the oldest waiting, up to
@@ -217,7 +229,7 @@ class AsyncBatches:
     def _write(self, request: _Request) -> None:
         q, entries = request.queue, request.entries
         try:
-            ch = self.sends.channel(q.broker)
+            ch = q.channel = self.sends.channel(q.broker)
             op = ch.next_opaque()
             tpl, first = q.template, entries[0][ONE]
             if len(entries) == 1:

@@ -5,7 +5,8 @@ the TCP data path (sends, async sends, long-polling pulls) needs many requests i
 so a ``PipelinedChannel`` writes frames from any thread and one reader thread completes
 them by ``opaque``: ``callback(reply, None)`` for a response, ``callback(None, error)`` when
 the request's deadline passes (``RemotingTimeoutError``) or the connection is lost
-(``RemotingConnectError``). Callbacks run on the reader thread, so they must be short and
+(``RemotingConnectError``). Callbacks run on the reader thread (or on a thread that
+``poll``s: one that cannot wait for the reader to get the GIL), so they must be short and
 never write to the channel (a reader blocked on a full socket would stop reading the
 responses the broker is blocked on).
 
@@ -128,6 +129,11 @@ class PipelinedChannel:
         self._opaques = itertools.count(1)
         self._pending: dict[int, tuple[Callback, float]] = {}
         self._send_lock = threading.Lock()
+        self._read_lock = threading.Lock()  # the reader thread's or a ``poll``'s read
+        self._reading = 0  # the thread id of the read under way
+        self._buf = bytearray(READ_CHUNK)  # received bytes from ``_start`` to ``_end``
+        self._view = memoryview(self._buf)
+        self._start = self._end = 0
         self.closed = False
         self.error: BaseException | None = None
         self._reader = threading.Thread(
@@ -206,43 +212,75 @@ class PipelinedChannel:
 
     # -- the reader -------------------------------------------------------------------------
 
+    def poll(self) -> None:
+        """Complete the responses that have arrived, on the calling thread. For a thread
+        that needs an answer's effect now (room for its next request): the reader thread,
+        woken by the socket, may wait up to Python's switch interval (5 ms) for the GIL
+        while the caller's thread runs Python. Waiting for the lock of a read under way
+        lets that read finish at once (a read never waits for the socket); a callback's
+        own ``poll`` does nothing."""
+        if self.closed or self._reading == threading.get_ident():
+            return
+        with self._read_lock:
+            try:
+                self._read_arrived()
+            except (OSError, RemotingError) as exc:
+                self._lost(exc)
+
     def _read_loop(self) -> None:
-        buf = bytearray(READ_CHUNK)
-        view = memoryview(buf)
-        start = end = 0
         next_sweep = time.monotonic() + SWEEP_S
         try:
             while not self.closed:
-                if end == len(buf):  # make room: move the partial frame down, or grow
-                    if start:
-                        buf[: end - start] = buf[start:end]
-                        end -= start
-                        start = 0
-                    else:
-                        buf.extend(bytes(len(buf)))
-                    view.release()
-                    view = memoryview(buf)
                 readable, _, _ = select.select([self.sock], [], [], SWEEP_S)
-                count = self.sock.recv_into(view[end:]) if readable else -1
-                if count == 0:
-                    raise RemotingConnectError(f"{self.addr} closed the connection")
-                if count > 0:
-                    end += count
-                    start = self._dispatch(view, start, end)
-                    if start == end:
-                        start = end = 0
+                if readable:
+                    with self._read_lock:
+                        self._read_arrived()
                 now = time.monotonic()
                 if now >= next_sweep:
                     next_sweep = now + SWEEP_S
                     self._expire(now)
         except (OSError, RemotingError) as exc:
-            if not self.closed:
-                log.debug("connection to %s lost: %s", self.addr, exc)
-            error = exc if isinstance(exc, RemotingError) else RemotingConnectError(
-                f"connection to {self.addr} lost: {exc}")  # fmt: skip
-            self._fail(error)
+            self._lost(exc)
+
+    def _read_arrived(self) -> None:
+        """Read what the socket holds (without waiting) and complete its whole frames (call
+        with ``_read_lock``); a full buffer keeps its partial frame: moved down, or grown."""
+        if self.closed:
+            return
+        self._reading = threading.get_ident()
+        try:
+            self._receive()
         finally:
-            view.release()
+            self._reading = 0
+
+    def _receive(self) -> None:
+        start, end = self._start, self._end
+        if end == len(self._buf):
+            partial = self._buf[start:end]
+            size = len(self._buf) * (2 if not start else 1)
+            self._buf = bytearray(size)
+            self._buf[: len(partial)] = partial
+            self._view = memoryview(self._buf)
+            start, end = 0, len(partial)
+        try:
+            count = self.sock.recv_into(self._view[end:], 0, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            count = -1
+        if count == 0:
+            raise RemotingConnectError(f"{self.addr} closed the connection")
+        if count > 0:
+            end += count
+            start = self._dispatch(self._view, start, end)
+            if start == end:
+                start = end = 0
+        self._start, self._end = start, end
+
+    def _lost(self, exc: BaseException) -> None:
+        if not self.closed:
+            log.debug("connection to %s lost: %s", self.addr, exc)
+        error = exc if isinstance(exc, RemotingError) else RemotingConnectError(
+            f"connection to {self.addr} lost: {exc}")  # fmt: skip
+        self._fail(error)
 
     def _dispatch(self, view: memoryview, start: int, end: int) -> int:
         """Complete every whole frame in ``view[start:end]``; where the rest begins."""
