@@ -14,11 +14,10 @@ with no producer online is waited for, not counted.
 
 Both run in threads of the supervisor process, not in an agent: they need the control
 plane's producer connections to send check-backs, and the supervisor is where a restart
-begins anyway. Their records go through a ring of their own to the writer. An end request
-is finished by the connection thread that read it when nothing else is being finished;
-otherwise it is queued and finished with the others in a batch (the commits and op records
-of a batch appended together, one wait), so a busy producer group costs one writer round
-trip per batch, not per transaction.
+begins anyway. Their records go through a ring of their own to the writer. The connection
+thread that read an end request queues it; an end thread finishes whatever is queued as one
+batch (the commits and op records of a batch published together, one wait), so a busy
+producer group costs one writer round trip per batch, not per transaction.
 
 Exactly once, across a SIGKILL anywhere: outcomes are serialised by one lock over the
 open-transaction table (``half_table``), so no transaction is finished twice while the
