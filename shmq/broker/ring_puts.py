@@ -51,12 +51,12 @@ def put_records(
     deadline = time.monotonic() + timeout_s
     with lock:
         try:
-            seqs = [appender.append_raw(record, deadline) for record in records]
-            if seqs:
-                appender.wait_answer(seqs[-1], deadline)
+            first = appender.append_raws(records, deadline)
+            if records:
+                appender.wait_answer(first + len(records) - 1, deadline)
         except ShmqError as exc:
             raise ResponseError(ResponseCode.SYSTEM_ERROR, f"{what} failed: {exc}") from exc
-        return [appender.answer(seq) for seq in seqs]
+        return [appender.answer(seq) for seq in range(first, first + len(records))]
 
 
 def refusal(answer: Answer, what: str) -> ResponseError | None:

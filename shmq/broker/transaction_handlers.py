@@ -4,6 +4,7 @@ is the transaction service's (``transactions``)."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING
 
@@ -40,15 +41,18 @@ class TransactionHandlers:
                 "the broker is a slave: END_TRANSACTION goes to the master",
             )
         fields = request.ext_fields
-        done = self.broker.transactions.end(EndRequest(
+        oneway = request.is_oneway
+        done = None if oneway else Future()
+        self.broker.transactions.end(EndRequest(
             request.ext_group("producerGroup"),
             request.ext_int("commitLogOffset"),
             request.ext_int("tranStateTableOffset"),
             request.ext_int("commitOrRollback"),
             fields.get("fromTransactionCheck", "false").lower() == "true",
             fields.get("msgId", ""),
+            done,
         ))  # fmt: skip
-        if request.is_oneway:
+        if done is None:
             return None
         try:
             done.result(END_ANSWER_TIMEOUT_S)

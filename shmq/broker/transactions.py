@@ -14,11 +14,10 @@ with no producer online is waited for, not counted.
 
 Both run in threads of the supervisor process, not in an agent: they need the control
 plane's producer connections to send check-backs, and the supervisor is where a restart
-begins anyway. Their records go through a ring of their own to the writer. An end request
-is finished by the connection thread that read it when nothing else is being finished;
-otherwise it is queued and finished with the others in a batch (the commits and op records
-of a batch appended together, one wait), so a busy producer group costs one writer round
-trip per batch, not per transaction.
+begins anyway. Their records go through a ring of their own to the writer. The connection
+thread that read an end request queues it; an end thread finishes whatever is queued as one
+batch (the commits and op records of a batch published together, one wait), so a busy
+producer group costs one writer round trip per batch, not per transaction.
 
 Exactly once, across a SIGKILL anywhere: outcomes are serialised by one lock over the
 open-transaction table (``half_table``), so no transaction is finished twice while the
@@ -39,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -81,9 +80,10 @@ STATUS_WAIT_S = 5.0
 Producers = Callable[[str], list[Connection]]
 
 
-@dataclass
+@dataclass(slots=True)
 class EndRequest:
-    """One ``END_TRANSACTION`` (``EndTransactionRequestHeader``)."""
+    """One ``END_TRANSACTION`` (``EndTransactionRequestHeader``); ``done`` holds the
+    outcome of a two-way request (None for a oneway one: nobody waits for it)."""
 
     group: str
     commit_log_offset: int
@@ -91,7 +91,15 @@ class EndRequest:
     kind: int
     from_check: bool = False
     msg_id: str = ""
-    done: Future = field(default_factory=Future)
+    done: Future | None = None
+
+    def succeed(self) -> None:
+        if self.done is not None:
+            self.done.set_result(None)
+
+    def fail(self, error: ResponseError) -> None:
+        if self.done is not None and not self.done.done():
+            self.done.set_exception(error)
 
 
 class TransactionService:
@@ -148,7 +156,7 @@ class TransactionService:
                 request = self._ends.get_nowait()
             except queue.Empty:
                 break
-            request.done.set_exception(ResponseError(Rc.SYSTEM_ERROR, "the broker is stopping"))
+            request.fail(ResponseError(Rc.SYSTEM_ERROR, "the broker is stopping"))
 
     def close(self) -> None:
         if any(t.is_alive() for t in self._threads):  # still reading: leave the mappings
@@ -159,17 +167,17 @@ class TransactionService:
 
     # -- end transaction ------------------------------------------------------------------------
 
-    def end(self, request: EndRequest) -> Future:
+    def end(self, request: EndRequest) -> None:
         """Queue ``request`` for the end thread, which finishes whatever is queued as one
         batch (one write of the commits and op records, one wait for the writer); its
-        future holds None or the ``ResponseError`` to answer. Never finished on the
-        caller's thread: that is the connection's reader, and while it waited for the
-        writer the ends behind it would wait unread, one writer round trip each."""
+        ``done`` future, if any, gets None or the ``ResponseError`` to answer. Never
+        finished on the caller's thread: that is the connection's reader, and while it
+        waited for the writer the ends behind it would wait unread, one writer round trip
+        each."""
         if self._stop.is_set():
-            request.done.set_exception(ResponseError(Rc.SYSTEM_ERROR, "the broker is stopping"))
+            request.fail(ResponseError(Rc.SYSTEM_ERROR, "the broker is stopping"))
         else:
             self._ends.put(request)
-        return request.done
 
     def _end_loop(self) -> None:
         while not self._stop.is_set():
@@ -186,9 +194,7 @@ class TransactionService:
                 if self._stop.is_set():
                     self._ends.put(batch[-1])  # failed with the rest by stop()
                     for request in batch[:-1]:
-                        request.done.set_exception(
-                            ResponseError(Rc.SYSTEM_ERROR, "the broker is stopping")
-                        )
+                        request.fail(ResponseError(Rc.SYSTEM_ERROR, "the broker is stopping"))
                     return
             with self.lock:
                 self._finish_safely(batch)
@@ -205,8 +211,7 @@ class TransactionService:
         else:
             return
         for request in batch:
-            if not request.done.done():
-                request.done.set_exception(error)
+            request.fail(error)
 
     def _finish(self, batch: list[EndRequest]) -> None:
         """Decide each request, then write the batch's commits and op records in one run.
@@ -235,20 +240,20 @@ class TransactionService:
             op_stored = op is not None and refusal(answers[op], "op record") is None
             error = None if commit is None else refusal(answers[commit], "commit")
             if error is not None and not op_stored:  # stays open: the check-back asks again
-                request.done.set_exception(error)
+                request.fail(error)
                 continue
             self.table.finished(half.identity, answers[op].queue_offset if op_stored else -1)
             if error is not None:  # the topic changed under the commit: nothing delivers it
                 log.error("the commit of half message %d was refused after the check (%s): "
                           "the message is lost", half.identity, error.remark)  # fmt: skip
-                request.done.set_exception(error)
+                request.fail(error)
                 continue
             if op is None:
                 later.append(half.identity)
             elif not op_stored:
                 log.warning("the op record of half message %d was refused; tried again later",
                             half.identity)  # fmt: skip
-            request.done.set_result(None)
+            request.succeed()
         self._close(later, "end transaction")
 
     def _decide(self, batch: list[EndRequest]) -> list[tuple[EndRequest, HalfRecord]]:
@@ -258,7 +263,7 @@ class TransactionService:
         identities: set[int] = set()
         for request in batch:
             if request.kind == hm.TRANSACTION_NOT_TYPE:  # UNKNOW: the check-back asks again
-                request.done.set_result(None)
+                request.succeed()
                 continue
             try:
                 half = self._half_for(request)
@@ -269,7 +274,7 @@ class TransactionService:
                     raise ResponseError(Rc.SYSTEM_ERROR, reason)
             except ResponseError as exc:
                 log.info("END_TRANSACTION from %s refused: %s", request.group, exc.remark)
-                request.done.set_exception(exc)
+                request.fail(exc)
                 continue
             identities.add(half.identity)
             taken.append((request, half))
@@ -332,12 +337,19 @@ class TransactionService:
     def _put(self, records: list[bytes | bytearray]) -> list[Answer]:
         """Append ``records`` and wait for every answer, for as long as it takes: the
         writer answers every record of the ring in order, also after it was restarted, and
-        an outcome must not be guessed. Raises ``ShmqError`` only when the broker stops."""
+        an outcome must not be guessed. The records are published together (one pass of
+        the writer, one wake-up). Raises ``ShmqError`` only when the broker stops."""
+        if not records:
+            return []
         appender = self.ring
-        seqs = [self._patiently(lambda d, r=r: appender.append_raw(r, d)) for r in records]
-        if seqs:
-            self._patiently(lambda d: appender.wait_answer(seqs[-1], d))
-        return [appender.answer(seq) for seq in seqs]
+        first, last = appender.seq, appender.seq + len(records) - 1
+
+        def append_rest(deadline: float) -> None:  # a timeout may leave a prefix appended
+            appender.append_raws(records[appender.seq - first :], deadline)
+
+        self._patiently(append_rest)
+        self._patiently(lambda d: appender.wait_answer(last, d))
+        return [appender.answer(seq) for seq in range(first, last + 1)]
 
     def _patiently(self, step):
         waited = 0.0

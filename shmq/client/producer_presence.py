@@ -101,14 +101,14 @@ class ProducerPresence:
                 "consumerDataSet": []}  # fmt: skip
         channel.invoke_json(RequestCode.HEART_BEAT, body_obj=body)
 
-    def send_soon(self, addr: str, request: RemotingCommand) -> None:
-        """Queue ``request`` oneway to the broker at ``addr`` on this group's connection
-        (``DuplexChannel.send_soon``; a new connection is announced first, so check-backs
-        can come back on it)."""
+    def send_soon(self, addr: str, frame: bytes) -> None:
+        """Send the oneway request ``frame`` to the broker at ``addr`` on this group's
+        connection (``DuplexChannel.send_frame_soon``; a new connection is announced first,
+        so check-backs can come back on it)."""
         channel = self._channel(addr)
         if not channel.connected:
             self._announce(addr, channel)
-        channel.send_soon(request)
+        channel.send_frame_soon(frame)
 
     def close(self) -> None:
         """Stop the heartbeats, unregister from every broker, close the connections."""

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from shmq.client.end_frames import EndFrames
 from shmq.client.producer import Producer
 from shmq.client.producer_presence import ProducerPresence
 from shmq.client.route import BrokerQueues
@@ -103,6 +104,7 @@ class TransactionProducer(Producer):
             )
         super().__init__(group, namesrv, **options)
         self.listener = listener
+        self._end_frames = EndFrames(group)
         self._checks: queue.Queue = queue.Queue(check_request_hold_max)
         self._checks_stop = threading.Event()
         self._presence = ProducerPresence(group, namesrv, self.client, self._on_request,
@@ -175,12 +177,9 @@ class TransactionProducer(Producer):
         msg_id: str,
         from_check: bool,
     ) -> None:
-        fields = {"producerGroup": self.group, "tranStateTableOffset": queue_offset,
-                  "commitLogOffset": commit_log_offset, "commitOrRollback": _KIND[state],
-                  "fromTransactionCheck": from_check, "msgId": msg_id,
-                  "transactionId": msg_id}  # fmt: skip
-        request = RemotingCommand.request(RequestCode.END_TRANSACTION, fields, oneway=True)
-        self._presence.send_soon(addr, request)
+        frame = self._end_frames.frame(queue_offset, commit_log_offset, _KIND[state], msg_id,
+                                       from_check)  # fmt: skip
+        self._presence.send_soon(addr, frame)
 
     # -- check-backs ----------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ wait for its answers.
 
 Producers (``client.ring_producer``) build on it with their encoders; the broker's own
 senders (the schedule agent's deliveries, consumers' send-backs, sends that arrive over
-TCP) append records rebuilt from stored ones with ``append_raw`` or encoded ones with
+TCP) append records rebuilt from stored ones with ``append_raws`` or encoded ones with
 ``append_many``, and a sender waits for the flush and the slave with ``wait_durable``.
 Waiting spins briefly and then parks on the ring's semaphore, counted in ``PARKED`` of the
 ring's registry line (``ipc.parking``), so the writer (or the flush agent) posts once per
@@ -16,6 +16,7 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -84,16 +85,23 @@ class RingAppender:
         self._flush_wants: dict[int, int] = {}  # offset -> threads waiting for its flush
         self._flush_lock = threading.Lock()
 
-    def append_raw(self, record: bytes | bytearray, deadline: float) -> int:
-        """Publish one whole record (its PHYSICALOFFSET is set to its ring position);
-        returns its sequence number. Blocks while the ring is full."""
-        size = len(record)
-        t, local = self._reserve(size, deadline)
+    def append_raws(self, records: Sequence[bytes | bytearray], deadline: float) -> int:
+        """Publish whole records (each one's PHYSICALOFFSET set to its ring position)
+        together: one publish, one wake-up of the writer, when the ring has room for all;
+        returns the first one's sequence number. Blocks while the ring is full, with what
+        was written so far published (a timeout leaves those appended)."""
+        first = self.seq
         mm = self.segment.mm
-        start = ring.DATA + local
-        mm[start : start + size] = record
-        _PHYSICAL_OFFSET.pack_into(mm, start + PHYSICAL_OFFSET_POS, t)
-        return self._publish(t + size)
+        for record in records:
+            size = len(record)
+            t, local = self._reserve(size, deadline)
+            start = ring.DATA + local
+            mm[start : start + size] = record
+            _PHYSICAL_OFFSET.pack_into(mm, start + PHYSICAL_OFFSET_POS, t)
+            self.tail = t + size
+            self.seq += 1
+        self._publish_written()
+        return first
 
     def append_many(self, data: np.ndarray, ends: np.ndarray, deadline: float) -> int:
         """Publish whole records laid out one after another in ``data`` (record ``k`` from
@@ -152,12 +160,14 @@ class RingAppender:
 
     def _reserve(self, size: int, deadline: float) -> tuple[int, int]:
         """Room for one record of ``size`` bytes at the tail (a lap closed first when the
-        record would not fit before the ring's end): ``(ring position, index in data)``."""
+        record would not fit before the ring's end): ``(ring position, index in data)``.
+        Records written but not published yet are published before it waits."""
         t = self.tail
         local = t & self.mask
         if local + size + rec.MIN_BLANK > self.capacity:
             t, local = self._close_lap(size, deadline), 0
         if t + size - self.head > self.capacity or self.seq - self.seq_head >= self.slots:
+            self._publish_written()
             self._wait_room(t, size, deadline)
         return t, local
 
@@ -171,6 +181,13 @@ class RingAppender:
         w[ring.TAIL] = tail
         self._wake_writer()
         return seq
+
+    def _publish_written(self) -> None:
+        """Publish the records written up to ``tail`` / ``seq``."""
+        w = self.w
+        w[ring.SEQ_TAIL] = self.seq
+        w[ring.TAIL] = self.tail
+        self._wake_writer()
 
     def _wake_writer(self) -> None:
         """After publishing: post the writer if it parked, once per park (it counts its
@@ -202,6 +219,7 @@ class RingAppender:
         t = self.tail
         rest = self.capacity - (t & self.mask)
         if t + rest - self.head > self.capacity:
+            self._publish_written()
             self._wait_room(t, rest, deadline, records=0)
         rec.write_blank(self.data, t & self.mask, rest)
         self.tail = t + rest

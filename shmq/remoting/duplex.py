@@ -9,8 +9,9 @@ request by ``opaque``; requests go to ``on_request`` (called on the reader threa
 must only note the event and return).
 
 Oneway requests whose sender need not wait for the socket (a transaction's end) go through
-``send_soon``: a writer thread of the channel writes whatever is queued in one write, so a
-producer's next send overlaps the last one's end, and ends that pile up share a syscall.
+``send_soon``: written at once by the caller when the socket takes them without blocking,
+else queued for a writer thread of the channel, which writes whatever is queued in one
+write, so ends that pile up share a syscall.
 
 A lost connection fails every waiting request; the next ``invoke`` reconnects, and
 ``on_reconnect`` lets the owner re-announce itself (a heartbeat).
@@ -113,16 +114,52 @@ class DuplexChannel:
                 self._pending.pop(request.opaque, None)
 
     def send_soon(self, request: RemotingCommand) -> None:
-        """Queue ``request``, marked oneway, for the channel's writer thread and return: the
-        caller does not wait for the socket. Whatever is sent later on the channel goes
-        after it; a failed write is logged by the writer (a oneway request has no answer
-        to fail either)."""
+        """Send ``request``, marked oneway, without waiting for the socket
+        (``send_frame_soon``)."""
         request.flag |= FLAG_ONEWAY
-        frame = request.encode()
+        self.send_frame_soon(request.encode())
+
+    def send_frame_soon(self, frame: bytes) -> None:
+        """Send the encoded oneway request ``frame`` and return without waiting for the
+        socket: written from the caller's thread when nothing is queued before it and the
+        socket takes it at once (one syscall, no thread wake-up), otherwise (or what the
+        socket did not take) queued for the channel's writer thread. Whatever is sent later
+        on the channel goes after it; a failed queued write is logged by the writer (a
+        oneway request has no answer to fail either)."""
+        sock = self._sock
+        if sock is not None and self._send_lock.acquire(blocking=False):
+            try:
+                with self._lock:
+                    direct = not self._outbox and not self._closed
+                if direct:
+                    frame = frame[self._send_now(sock, frame) :]
+                    if not frame:
+                        return
+                    self._queue(frame, first=True)
+                    return
+            finally:
+                self._send_lock.release()
+        self._queue(frame)
+
+    def _send_now(self, sock: socket.socket, frame: bytes) -> int:
+        """Write what the socket takes of ``frame`` without blocking; returns its length."""
+        try:
+            return sock.send(frame, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            self._drop(sock)
+            raise RemotingConnectError(f"cannot send to {self.addr}: {exc}") from exc
+
+    def _queue(self, frame: bytes, first: bool = False) -> None:
+        """Queue ``frame`` for the writer thread (``first``: before the queued ones)."""
         with self._lock:
             if self._closed:
                 raise RemotingConnectError(f"the channel to {self.addr} is closed")
-            self._outbox.append(frame)
+            if first:
+                self._outbox.insert(0, frame)
+            else:
+                self._outbox.append(frame)
             if self._writer is None:
                 self._writer = threading.Thread(target=self._write_loop, daemon=True,
                                                 name=f"shmq-duplex-writer-{self.addr}")  # fmt: skip

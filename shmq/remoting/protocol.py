@@ -366,9 +366,13 @@ def _json_rest(header: dict[str, Any]) -> tuple[str | None, dict[str, str]]:
     return remark, fields
 
 
+# one decoder for every header (``json.loads`` with options builds a decoder per call)
+_HEADER_JSON = json.JSONDecoder(parse_float=Decimal, parse_constant=Decimal)
+
+
 def _decode_json(header_bytes: bytes, body: bytes) -> RemotingCommand:
     try:
-        header = json.loads(header_bytes.decode(), parse_float=Decimal, parse_constant=Decimal)
+        header = _HEADER_JSON.decode(header_bytes.decode())
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise RemotingFrameError(f"header is not UTF-8 JSON: {exc}") from exc
     if not isinstance(header, dict):
