@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import struct
 
-from shmq.remoting.protocol import FLAG_ONEWAY, RequestCode, SerializeType, _next_opaque
+from shmq.remoting.protocol import FLAG_ONEWAY, RequestCode, SerializeType, next_opaque
 
 _LENGTHS = struct.Struct(">II")
 
@@ -45,7 +45,7 @@ class EndFrames:
         (``commitOrRollback``); ``msg_id`` is its message (and transaction) id."""
         mid = _json_text(msg_id)
         header = (
-            f'{self._head}{_next_opaque()}{self._fields}{queue_offset}",'
+            f'{self._head}{next_opaque()}{self._fields}{queue_offset}",'
             f'"commitLogOffset":"{commit_log_offset}","commitOrRollback":"{kind}",'
             f'"fromTransactionCheck":"{"true" if from_check else "false"}",'
             f'"msgId":{mid},"transactionId":{mid}{self._tail}'

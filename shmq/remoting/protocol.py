@@ -104,7 +104,7 @@ _opaques = itertools.count(1)
 _opaque_lock = threading.Lock()
 
 
-def _next_opaque() -> int:
+def next_opaque() -> int:
     with _opaque_lock:
         return next(_opaques) & _INT32_MAX  # Java int: wraps like RocketMQ's AtomicInteger
 
@@ -160,7 +160,7 @@ class RemotingCommand:
         """A new request with a process-wide unique opaque."""
         flag = FLAG_ONEWAY if oneway else 0
         return cls(
-            int(code), _next_opaque(), flag, None, _wire_fields(ext_fields), body, serialize_type
+            int(code), next_opaque(), flag, None, _wire_fields(ext_fields), body, serialize_type
         )
 
     @classmethod
