@@ -13,7 +13,6 @@ to ``<file>.bak`` when ``<file>`` is missing, empty or does not parse.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -31,49 +30,10 @@ E = TypeVar("E")  # an entry of a VersionedTable: has to_json()
 
 
 def dumps_fastjson(obj: Any) -> str:
-    """``obj`` as fastjson ``PrettyFormat`` text: tabs, ``"key":value``, keys sorted
-    (integers numerically, before strings), ``int`` keys bare, ``None`` values left out."""
-    parts: list[str] = []
-    _dump(obj, 0, parts)
-    return "".join(parts)
-
-
-def _dump(obj: Any, depth: int, out: list[str]) -> None:
-    inner = "\n" + "\t" * (depth + 1)
-    if isinstance(obj, dict):
-        kept = [(k, v) for k, v in obj.items() if v is not None]
-        items = [(_key_text(k), v) for k, v in sorted(kept, key=lambda kv: _sort_key(kv[0]))]
-        if not items:
-            out.append("{}")
-            return
-        out.append("{")
-        for i, (key, value) in enumerate(items):
-            out.append(("," if i else "") + inner + key + ":")
-            _dump(value, depth + 1, out)
-        out.append("\n" + "\t" * depth + "}")
-    elif isinstance(obj, list | tuple):
-        if not obj:
-            out.append("[]")
-            return
-        out.append("[")
-        for i, value in enumerate(obj):
-            out.append(("," if i else "") + inner)
-            _dump(value, depth + 1, out)
-        out.append("\n" + "\t" * depth + "]")
-    else:
-        out.append(json.dumps(obj, ensure_ascii=False, allow_nan=False))
-
-
-def _key_text(key: Any) -> str:
-    if isinstance(key, str):
-        return json.dumps(key, ensure_ascii=False)
-    if isinstance(key, int) and not isinstance(key, bool):
-        return str(key)
-    raise TypeError(f"map key {key!r} is a {type(key).__name__}, not a str or int")
-
-
-def _sort_key(key: int | str) -> tuple[int, int | str]:
-    return (0, key) if isinstance(key, int) else (1, key)
+    """``obj`` as fastjson ``PrettyFormat`` text (``fastjson.dumps(..., pretty=True)``):
+    tabs, ``"key":value``, keys sorted (integers numerically, before strings), ``int`` keys
+    bare, ``None`` values left out."""
+    return fastjson.dumps(obj, pretty=True)
 
 
 def loads_fastjson(text: str, *, int_keys: bool = False) -> Any:

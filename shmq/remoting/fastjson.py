@@ -54,38 +54,52 @@ def _frozen(value: Any) -> Any:
 # -- writing ------------------------------------------------------------------------------------
 
 
-def dumps(obj: Any) -> str:
-    """``obj`` as fastjson's compact text (see the module docstring)."""
+def dumps(obj: Any, *, pretty: bool = False) -> str:
+    """``obj`` as fastjson's compact text (see the module docstring), or with ``pretty`` as
+    its ``PrettyFormat`` that RocketMQ's config files use: tabs, map keys sorted (integers
+    numerically, before strings)."""
     out: list[str] = []
-    _dump(obj, out)
+    _dump(obj, out, 0 if pretty else None)
     return "".join(out)
 
 
-def _dump(obj: Any, out: list[str]) -> None:
+def _dump(obj: Any, out: list[str], depth: int | None) -> None:
+    """Compact when ``depth`` is None, else pretty at nesting ``depth``."""
     if isinstance(obj, ObjectKey):
-        _dump(obj.as_dict(), out)
-    elif isinstance(obj, Mapping):
-        out.append("{")
-        first = True
-        for key, value in obj.items():
-            if value is None:
-                continue
-            if not first:
-                out.append(",")
-            first = False
-            _dump_key(key, out)
-            out.append(":")
-            _dump(value, out)
-        out.append("}")
+        obj = obj.as_dict()
+    if isinstance(obj, Mapping):
+        items = [(k, v) for k, v in obj.items() if v is not None]
+        if depth is not None:
+            items.sort(key=lambda kv: _sort_key(kv[0]))
+        _dump_items(items, "{}", out, depth, keyed=True)
     elif isinstance(obj, list | tuple | set | frozenset):
-        out.append("[")
-        for i, value in enumerate(obj):
-            if i:
-                out.append(",")
-            _dump(value, out)
-        out.append("]")
+        _dump_items([(None, v) for v in obj], "[]", out, depth, keyed=False)
     else:
         out.append(json.dumps(obj, ensure_ascii=False, allow_nan=False))
+
+
+def _dump_items(
+    items: list[tuple[Any, Any]], brackets: str, out: list[str], depth: int | None, keyed: bool
+) -> None:
+    if not items:
+        out.append(brackets)
+        return
+    inner = "" if depth is None else "\n" + "\t" * (depth + 1)
+    deeper = None if depth is None else depth + 1
+    out.append(brackets[0])
+    for i, (key, value) in enumerate(items):
+        out.append(("," if i else "") + inner)
+        if keyed:
+            _dump_key(key, out)
+            out.append(":")
+        _dump(value, out, deeper)
+    out.append(("" if depth is None else "\n" + "\t" * depth) + brackets[1])
+
+
+def _sort_key(key: Any) -> tuple[int, Any]:
+    if isinstance(key, int) and not isinstance(key, bool):
+        return (0, key)
+    return (1, key) if isinstance(key, str) else (2, repr(key))
 
 
 def _dump_key(key: Any, out: list[str]) -> None:
@@ -94,7 +108,7 @@ def _dump_key(key: Any, out: list[str]) -> None:
     elif isinstance(key, int) and not isinstance(key, bool):
         out.append(str(key))
     elif isinstance(key, ObjectKey):
-        _dump(key, out)
+        _dump(key, out, None)
     else:
         raise TypeError(f"map key {key!r} is a {type(key).__name__}, not a str, int or ObjectKey")
 
