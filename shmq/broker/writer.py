@@ -93,11 +93,14 @@ class RingView:
         self.data = ring.data(self.segment.buf, self.capacity)
         self.completions = ring.completions(self.segment.buf, self.capacity, self.slots)
         self.head, self.seq = ring.resume_point(self.words, published_woff)
-        ring.publish_head(self.words, self.head, self.seq)
+        # the ring's words without numpy scalars: a pass reads and publishes them per ring
+        self.w = memoryview(self.segment.mm).cast("q")
+        ring.publish_head(self.w, self.head, self.seq)
         self.sem = open_semaphore(rg.producer_sem_name(names_prefix, slot, gen))
 
     def close(self) -> None:
         self.sem.close()
+        self.w.release()
         self.data = self.completions = self.words = None
         self.segment.close()
 
@@ -131,6 +134,7 @@ class Writer:
         self._requested: tuple[bytes, int] | None = None
         self._slot_pools: dict[tuple[bytes, int], np.ndarray] = {}
         self.rings: dict[int, RingView] = {}
+        self.views: tuple[RingView, ...] = ()  # self.rings' values, kept for the pass loop
         self.fenced: set[tuple[int, int]] = set()  # (slot, gen) of rings no longer read
         self._alloc_retry_at = 0.0
         self._cleaned_to = 0
@@ -149,6 +153,9 @@ class Writer:
         params[ra.P_REASON_SYSFLAG] = ring.REASON_SYSFLAG
         params[ra.P_REASON_CORRUPT] = ring.REASON_CORRUPT
         self._row = np.zeros((1, rec.N_COLS), dtype=np.int64)
+        # word access without numpy scalars for what every pass reads or publishes
+        self.cw = memoryview(env.counters.mm).cast("q")
+        self.rw = memoryview(self.registry.mm).cast("q")
         self.sync_flush = store.sync_flush
         self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
         self.flush_sem = open_semaphore(env.names.agent_sem("flush"))
@@ -182,7 +189,7 @@ class Writer:
         return slot
 
     def _refresh_rings(self) -> None:
-        version = int(self.registry.words[rg.VERSION])
+        version = self.rw[rg.VERSION]
         if version == self._registry_version:
             return
         self._registry_version = version
@@ -199,7 +206,8 @@ class Writer:
                 self.rings.pop(slot).close()
             elif gen != view.gen:
                 self._drain_ring(view)
-                self.rings.pop(slot).close()
+                if self.rings.pop(slot, None) is view:  # not fenced while drained
+                    view.close()
         for slot, (gen, state) in live.items():
             if slot in self.rings or state != rg.ACTIVE or (slot, gen) in self.fenced:
                 continue
@@ -210,6 +218,7 @@ class Writer:
                 self.fenced.add((slot, gen))
             except Exception as exc:  # the producer went away while we attached
                 log.warning("cannot attach ring %d.%d: %s", slot, gen, exc)
+        self.views = tuple(self.rings.values())
 
     def _refresh_topics(self) -> None:
         words = self.topics_seg.words
@@ -234,30 +243,35 @@ class Writer:
     # -- the loop ---------------------------------------------------------------------------
 
     def has_work(self) -> bool:
-        return int(self.registry.words[rg.VERSION]) != self._registry_version or any(
-            int(v.words[ring.TAIL]) != v.head for v in self.rings.values()
+        return self.rw[rg.VERSION] != self._registry_version or any(
+            v.w[ring.TAIL] != v.head for v in self.views
         )
 
     def do_work(self) -> int:
-        self._refresh_rings()
+        """One pass: every ring with published bytes is drained (a ring whose TAIL has not
+        moved costs one word read; the broker keeps several rings of its own that are
+        mostly idle)."""
+        if self.rw[rg.VERSION] != self._registry_version:
+            self._refresh_rings()
         self._refresh_topics()
-        cleaned = int(self.words[cn.MIN_PHYSICAL_OFFSET])
+        cleaned = self.cw[cn.MIN_PHYSICAL_OFFSET]
         if cleaned > self._cleaned_to:  # the cleaner deleted files: unmap them
             self._cleaned_to = cleaned
             self.commitlog.queue.release_below(cleaned)
         work = 0
-        for view in list(self.rings.values()):
-            work += self._drain_ring(view)
+        for view in self.views:
+            if view.w[ring.TAIL] != view.head:
+                work += self._drain_ring(view)
         return work
 
     def _drain_ring(self, view: RingView) -> int:
         """Append what the ring published. The writer's counters name the ring while it is
         read, so the supervisor can fence it if the writer dies on its bytes."""
-        words = self.words
-        words[cn.WRITER_RING_GEN] = view.gen
-        words[cn.WRITER_RING] = view.slot + 1
+        cw = self.cw
+        cw[cn.WRITER_RING_GEN] = view.gen
+        cw[cn.WRITER_RING] = view.slot + 1
         try:
-            tail, seq_tail = ring.load_tail(view.words)
+            tail, seq_tail = ring.load_tail(view.w)
             why = ring.fence_reason(view.head, view.seq, tail, seq_tail, view.capacity, view.slots)
             if why:
                 self._fence(view, why)
@@ -270,7 +284,7 @@ class Writer:
                 done += n
             return done
         finally:
-            words[cn.WRITER_RING] = 0
+            cw[cn.WRITER_RING] = 0
 
     def _fence(self, view: RingView, code: int) -> None:
         """Stop reading ``view``'s ring for good: the producer's sends fail naming ``code``
@@ -282,6 +296,7 @@ class Writer:
         self.fenced.add((view.slot, view.gen))
         if self.rings.get(view.slot) is view:
             del self.rings[view.slot]
+            self.views = tuple(self.rings.values())
         view.close()
 
     def _log_fence(self, slot: int, gen: int, code: int) -> None:
@@ -334,23 +349,25 @@ class Writer:
             return self._stopped_without_records(view, code, base, p, tail, seq_tail, published)
         end = base + p
         new_woff = self.commitlog.max_offset
-        ring.write_journal(view.words, end, view.seq + n, new_woff)
-        words = self.words
-        cn.publish(words, cn.WRITE_TIMESTAMP, now)
-        cn.publish(words, cn.WRITE_OFFSET, new_woff)
-        cn.publish(words, cn.MSGS_IN, int(words[cn.MSGS_IN]) + kept)
+        ring.write_journal(view.w, end, view.seq + n, new_woff)
+        cw = self.cw
+        cn.publish(cw, cn.WRITE_TIMESTAMP, now)
+        cn.publish(cw, cn.WRITE_OFFSET, new_woff)
+        cn.publish(cw, cn.MSGS_IN, cw[cn.MSGS_IN] + kept)
         if kept < n:
-            cn.publish(words, cn.REJECTED, int(words[cn.REJECTED]) + n - kept)
+            cn.publish(cw, cn.REJECTED, cw[cn.REJECTED] + n - kept)
         self.write_offset = new_woff
         view.head, view.seq = end, view.seq + n
-        ring.publish_head(view.words, view.head, view.seq)
+        ring.publish_head(view.w, view.head, view.seq)
         fence()
-        post_parked(view.sem, self.registry.words[rg.producer_base(view.slot) + rg.PARKED])
-        if words[cn.REPUT_PARKED]:
+        parked = self.rw[rg.producer_base(view.slot) + rg.PARKED]
+        if parked:
+            post_parked(view.sem, parked)
+        if cw[cn.REPUT_PARKED]:
             post(self.reput_sem)
-        if self.sync_flush and words[cn.FLUSH_PARKED]:
+        if self.sync_flush and cw[cn.FLUSH_PARKED]:
             post(self.flush_sem)
-        if words[self.ha_parked]:
+        if cw[self.ha_parked]:
             post(self.ha_sem)
         return n
 
@@ -423,10 +440,10 @@ class Writer:
         """Whether puts are refused now (disk over 90 % per the cleaner, a failed fsync, or a
         CommitLog file that could not be allocated less than a second ago: the next try
         comes after that second)."""
-        words = self.words
-        if words[cn.DISK_FULL] or words[cn.FLUSH_FAILED]:
+        cw = self.cw
+        if cw[cn.DISK_FULL] or cw[cn.FLUSH_FAILED]:
             return True
-        return bool(words[cn.ALLOC_FAILED]) and time.monotonic() < self._alloc_retry_at
+        return bool(cw[cn.ALLOC_FAILED]) and time.monotonic() < self._alloc_retry_at
 
     def _allocation_failed(self, exc: DiskFullError) -> None:
         """A new CommitLog file could not get disk blocks: refuse puts (producers see
@@ -500,5 +517,7 @@ class Writer:
         self.commitlog.close()
         for sem in (self.reput_sem, self.flush_sem, self.ha_sem, self.supervisor_sem):
             sem.close()
+        self.cw.release()
+        self.rw.release()
         for seg in (self.topics_seg, self.queues_seg, self.registry):
             seg.close()

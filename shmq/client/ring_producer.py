@@ -74,13 +74,24 @@ class RingProducer(RingAppender):
         """Write one record (``send_records.one_record``) at the tail and publish it;
         returns its sequence number. Blocks while the ring is full."""
         record, size, magic, flag, born_ts, body, tail, _ = one
-        t, local = self._reserve(size, deadline)
+        t = self.tail
+        local = t & self.mask
+        if (
+            local + size + rec.MIN_BLANK > self.capacity
+            or t + size - self.head > self.capacity
+            or self.seq - self.seq_head >= self.slots
+        ):  # the lap ends, or no room as last seen: the slow path
+            t, local = self._reserve(size, deadline)
         crc = zlib.crc32(body) & 0x7FFFFFFF if self.check_crc else 0
         record.pack_into(
-            self.segment.mm, ring.DATA + local, size, magic, crc, queue_id, flag, 0, t, 0,
+            self.mm, ring.DATA + local, size, magic, crc, queue_id, flag, 0, t, 0,
             born_ts, born_host, 0, 0, reconsume, 0, len(body), body, tail,
         )  # fmt: skip
-        return self._publish(t + size)
+        seq = self.seq
+        self.seq = seq + 1
+        self.tail = t + size
+        self._publish_written()
+        return seq
 
     def append(
         self,

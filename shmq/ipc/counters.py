@@ -45,6 +45,9 @@ from shmq.errors import ShmqError
 from shmq.ipc.segment import CACHE_LINE
 
 W = CACHE_LINE // 8  # int64 words per line
+# the counters' int64 words: the segment's numpy view, or a ``memoryview.cast("q")`` of
+# its mapping in hot loops (no numpy scalar per access)
+Words = np.ndarray | memoryview
 
 MAGIC_VALUE = 0x53484D51_434E5401  # "SHMQCNT" v1
 MAGIC, STATE, REGISTRY_VERSION, STARTED_MS, SUPERVISOR_PID, MASTER_HA_ADDR = range(0, 6)
@@ -136,12 +139,12 @@ def check(words: np.ndarray) -> None:
         raise ShmqError("the broker counters segment has the wrong magic (not a shmq broker?)")
 
 
-def publish(words: np.ndarray, field: int, value: int) -> None:
+def publish(words: Words, field: int, value: int) -> None:
     """Store a counter after the data it covers is written (single writer per field)."""
     words[field] = value
 
 
-def load(words: np.ndarray, field: int) -> int:
+def load(words: Words, field: int) -> int:
     return int(words[field])
 
 

@@ -34,6 +34,9 @@ from shmq.errors import ShmqError
 from shmq.ipc.segment import CACHE_LINE
 
 W = CACHE_LINE // 8
+# the int64 words of a ring: its numpy view, or a ``memoryview.cast("q")`` of its mapping
+# where a hot loop reads and stores them (no numpy scalar per access)
+Words = np.ndarray | memoryview
 MAGIC_VALUE = 0x53484D51_52494E01  # "SHMQRIN" v1
 MAGIC, CAPACITY, SLOTS = 0, 1, 2
 TAIL, SEQ_TAIL = W, W + 1
@@ -131,13 +134,13 @@ def completions(buf: np.ndarray, capacity: int, slots: int) -> np.ndarray:
 # -- producer side ----------------------------------------------------------------------------
 
 
-def publish_tail(words: np.ndarray, tail: int, seq_tail: int) -> None:
+def publish_tail(words: Words, tail: int, seq_tail: int) -> None:
     """Producer: records up to ``tail`` bytes / ``seq_tail`` records are complete."""
     words[SEQ_TAIL] = seq_tail
     words[TAIL] = tail
 
 
-def load_head(words: np.ndarray) -> tuple[int, int]:
+def load_head(words: Words) -> tuple[int, int]:
     """Producer: ``(HEAD, SEQ_HEAD)``; completions below SEQ_HEAD are written."""
     seq = int(words[SEQ_HEAD])
     return int(words[HEAD]), seq
@@ -159,7 +162,7 @@ def unpack_completion(row: np.ndarray) -> tuple[int, int, int, int, int, int]:
 # -- writer side ------------------------------------------------------------------------------
 
 
-def load_tail(words: np.ndarray) -> tuple[int, int]:
+def load_tail(words: Words) -> tuple[int, int]:
     """Writer: ``(TAIL, SEQ_TAIL)``, bytes below TAIL are complete records."""
     return int(words[TAIL]), int(words[SEQ_TAIL])
 
@@ -174,23 +177,23 @@ def fence_reason(head: int, seq: int, tail: int, seq_tail: int, capacity: int, s
     return FENCE_NONE
 
 
-def publish_fence(words: np.ndarray, reason: int) -> None:
+def publish_fence(words: Words, reason: int) -> None:
     words[FENCED] = reason
 
 
-def load_fence(words: np.ndarray) -> str | None:
+def load_fence(words: Words) -> str | None:
     """Producer: why the writer fenced this ring, or None while it serves it."""
     code = int(words[FENCED])
     return FENCES.get(code, f"fence code {code}") if code else None
 
 
-def write_journal(words: np.ndarray, head: int, seq: int, write_offset: int) -> None:
+def write_journal(words: Words, head: int, seq: int, write_offset: int) -> None:
     words[COMMIT_HEAD] = head
     words[COMMIT_SEQ] = seq
     words[COMMIT_WOFF] = write_offset
 
 
-def publish_head(words: np.ndarray, head: int, seq_head: int) -> None:
+def publish_head(words: Words, head: int, seq_head: int) -> None:
     """Writer: completions below ``seq_head`` are written; ring bytes below ``head`` free."""
     words[HEAD] = head
     words[SEQ_HEAD] = seq_head

@@ -62,6 +62,7 @@ class RingAppender:
     ) -> None:
         self.spin_s = spin_us / 1e6
         self.segment = Segment.attach(info["ring"])
+        self.mm = self.segment.mm
         self.words = self.segment.words
         self.capacity, self.slots = ring.geometry(self.words)
         self.mask = self.capacity - 1
@@ -170,17 +171,6 @@ class RingAppender:
             self._publish_written()
             self._wait_room(t, size, deadline)
         return t, local
-
-    def _publish(self, tail: int) -> int:
-        """Publish one more record ending at ``tail``; returns its sequence number."""
-        seq = self.seq
-        self.seq = seq + 1
-        self.tail = tail
-        w = self.w
-        w[ring.SEQ_TAIL] = seq + 1
-        w[ring.TAIL] = tail
-        self._wake_writer()
-        return seq
 
     def _publish_written(self) -> None:
         """Publish the records written up to ``tail`` / ``seq``."""
