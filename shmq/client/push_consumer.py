@@ -45,6 +45,8 @@ from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import MessageBatch, MessageExt
 from shmq.names import retry_topic
 
+_SUCCESS = ConsumeResult.CONSUME_SUCCESS  # a module constant: one lookup per listener call
+
 log = logging.getLogger(__name__)
 
 Listener = Callable[[list[MessageExt] | MessageBatch, ConsumeContext], ConsumeResult]
@@ -462,18 +464,21 @@ class PushConsumer(ConsumerBase):
     ) -> tuple[list[MessageExt], list[MessageExt]]:
         """The listener on ``msgs`` in chunks of ``consume_message_batch_max_size``; returns
         the messages consumed and those that failed (after ``ack_index`` on success)."""
-        step, mq = self.batch_max, request.mq
+        step, mq, call = self.batch_max, request.mq, self._call
         done: list[MessageExt] = []
         failed: list[MessageExt] = []
         for i in range(0, len(msgs), step):
             chunk = msgs[i : i + step]
-            ctx = ConsumeContext(mq, len(chunk) - 1)
-            ok = self._call(chunk, ctx, request)
+            last = len(chunk) - 1
+            ctx = ConsumeContext(mq, last)
+            ok = call(chunk, ctx, request)
             request.delay_level = ctx.delay_level_when_next_consume
-            if ok:
-                ack = min(ctx.ack_index, len(chunk) - 1)
-                done += chunk[: ack + 1]
-                failed += chunk[ack + 1 :]
+            if ok and ctx.ack_index >= last:  # the usual case: the whole chunk consumed
+                done += chunk
+            elif ok:  # messages after ack_index failed (a negative one: all of them)
+                ack = max(ctx.ack_index, -1) + 1
+                done += chunk[:ack]
+                failed += chunk[ack:]
             else:
                 failed += chunk
             if request.abandoned:
@@ -490,7 +495,7 @@ class PushConsumer(ConsumerBase):
                         " consuming them later", self.group, len(msgs), request.mq,
                         _first_offset(msgs), exc, exc_info=True)  # fmt: skip
             return False
-        if status is ConsumeResult.CONSUME_SUCCESS:
+        if status is _SUCCESS:
             return True
         if not isinstance(status, ConsumeResult):
             log.warning("consumer %s: listener returned %r, not a ConsumeResult; treated as"

@@ -113,6 +113,33 @@ def test_listener_that_raises_or_returns_none_is_retried_and_consumer_goes_on(br
     assert "not a ConsumeResult" in caplog.text
 
 
+def test_ack_index_splits_a_chunk_into_consumed_and_failed(broker):
+    """RocketMQ's ackIndex: on CONSUME_SUCCESS the messages after ``ack_index`` are consumed
+    again; one below -1 fails the whole chunk (never Python's negative slicing)."""
+    create_topic(broker, "PushAck", 1)
+    produce(broker, "PushAck", 8)
+    sink = Sink()
+    first_time = {"m0": 1, "m4": -3}  # ack_index the first time the chunk starting here comes
+
+    def listener(msgs, ctx):
+        ack = first_time.pop(msgs[0].body.decode(), None)
+        if ack is not None:
+            ctx.ack_index = ack
+            sink(msgs[: max(ack, -1) + 1], ctx)
+            return OK
+        return sink(msgs, ctx)
+
+    pc = consumer(broker, "g-ack", "PushAck", listener, consume_message_batch_max_size=4)
+    with pc:
+        pc.start()
+        wait_for(lambda: len(sink.bodies()) == 8, what="all 8")
+        time.sleep(0.3)
+    times = {b: r for _, _, b, r in sink.got}
+    assert sink.bodies() == collections.Counter(f"m{i}" for i in range(8))
+    # chunks [m0..m3] (acked up to m1: m2, m3 again) and [m4..m7] (all again)
+    assert {b for b, r in times.items() if r} == {"m2", "m3", "m4", "m5", "m6", "m7"}
+
+
 def test_listener_that_hangs_hits_consume_timeout(broker, caplog):
     create_topic(broker, "PushHang", 1)
     produce(broker, "PushHang", 5)
