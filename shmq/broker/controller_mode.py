@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 EPOCH_FILE = "epochFileCheckpoint"
 ASK_TIMEOUT_S = 60.0  # how long a starting broker keeps asking the controller
 ASK_RETRY_S = 0.5
-PROMOTED_ROLE = "ASYNC_MASTER"  # a promoted slave has no slave of its own until one joins
+PROMOTED_ROLE = "ASYNC_MASTER"  # a promoted slave whose group's master role is unknown
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,8 @@ class Decision:
     epoch: int
     master_addr: str
     truncate_offset: int
+    master_role: str = ""  # the role the group's masters run ("" while unknown)
+    alone: bool = False  # the controller recorded that no slave is in sync with the master
 
     @classmethod
     def from_ext(cls, ext: dict[str, str]) -> Decision | None:
@@ -67,6 +69,8 @@ class Decision:
                 int(ext["controllerEpoch"]),
                 ext.get("controllerMasterAddr", ""),
                 int(ext.get("truncateOffset", "-1")),
+                ext.get("controllerMasterRole", ""),
+                ext.get("controllerAlone", "false") == "true",
             )
         except (KeyError, ValueError) as exc:
             raise ShmqError(f"the controller's answer {ext!r} is malformed: {exc}") from None
@@ -88,8 +92,9 @@ def save_epoch(root: str, epoch: Epoch) -> None:
     persist(os.path.join(root, EPOCH_FILE), text)
 
 
-def report(cfg: BrokerConfig, epoch: Epoch, max_offset: int) -> dict[str, object]:
-    """The controller fields of a heartbeat (shared by REGISTER_BROKER and the start)."""
+def report(cfg: BrokerConfig, epoch: Epoch, max_offset: int, in_sync: int = 0) -> dict[str, object]:
+    """The controller fields of a heartbeat (shared by REGISTER_BROKER and the start);
+    a SYNC_MASTER also reports its ``in_sync`` slaves (``sync_state``)."""
     fields: dict[str, object] = {
         "brokerRole": cfg.broker_role,
         "epoch": epoch.epoch,
@@ -97,6 +102,8 @@ def report(cfg: BrokerConfig, epoch: Epoch, max_offset: int) -> dict[str, object
     }
     if not cfg.is_slave and epoch.start_offset >= 0:
         fields["epochStartOffset"] = epoch.start_offset
+    if cfg.broker_role == "SYNC_MASTER":
+        fields["inSyncSlaves"] = in_sync
     return fields
 
 
@@ -132,16 +139,20 @@ def ask_role(cfg: BrokerConfig, epoch: Epoch, max_offset: int) -> Decision:
 
 
 def config_for(cfg: BrokerConfig, decision: Decision) -> BrokerConfig:
-    """The configuration of the role the controller decided."""
+    """The configuration of the role the controller decided (a promoted slave runs the role
+    of the group's masters: a SYNC group stays SYNC)."""
     if decision.role == "MASTER":
-        role = PROMOTED_ROLE if cfg.is_slave else cfg.broker_role
+        role = cfg.broker_role
+        if cfg.is_slave:
+            promoted = decision.master_role
+            role = promoted if promoted in ("ASYNC_MASTER", "SYNC_MASTER") else PROMOTED_ROLE
         return cfg.replace(broker_role=role, broker_id=0, ha_master_address="")
     return cfg.replace(broker_role="SLAVE", broker_id=decision.broker_id, ha_master_address="")
 
 
-def start_role(cfg: BrokerConfig, store) -> BrokerConfig:  # store: MessageStore (recovered)
+def start_role(cfg: BrokerConfig, store) -> tuple[BrokerConfig, Decision]:  # store: recovered
     """At start: ask the controller, truncate what a later epoch replaced, record the
-    epoch; the configuration to run with."""
+    epoch; the configuration to run with, and the decision."""
     root = cfg.store.store_path_root_dir
     epoch = load_epoch(root)
     max_offset = store.commitlog.max_offset
@@ -155,7 +166,7 @@ def start_role(cfg: BrokerConfig, store) -> BrokerConfig:  # store: MessageStore
             save_epoch(root, Epoch(decision.epoch, max_offset))
     elif decision.epoch > epoch.epoch:
         save_epoch(root, Epoch(decision.epoch, -1))
-    return config_for(cfg, decision)
+    return config_for(cfg, decision), decision
 
 
 def follow(broker, decision: Decision) -> str:  # broker: supervisor.Broker

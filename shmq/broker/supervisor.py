@@ -32,9 +32,11 @@ from shmq.broker.broker_stats import broker_stats
 from shmq.broker.clients import ClientSlots
 from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.producer_wakeups import ProducerWakeups
 from shmq.broker.queue_locks import QueueLocks
 from shmq.broker.slave_sync import SlaveSynchronize
 from shmq.broker.subscription_groups import SubscriptionGroupManager
+from shmq.broker.sync_state import SyncState
 from shmq.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
 from shmq.codec import half_messages as hm
@@ -99,6 +101,8 @@ class Broker:
         self.server = None
         self.transactions = None
         self.slave_sync = SlaveSynchronize(self)
+        self.sync_state: SyncState | None = None  # a SYNC_MASTER in controller mode
+        self._report_now = threading.Event()  # register now, not a heartbeat interval later
         self._lease = None
 
     # -- start ------------------------------------------------------------------------------
@@ -129,7 +133,7 @@ class Broker:
         store = MessageStore(cfg.store)
         try:
             if cfg.enable_controller_mode:
-                self.config = cm.start_role(self.config, store)
+                self.config, decision = cm.start_role(self.config, store)
                 self.agents = SLAVE_AGENTS if self.config.is_slave else AGENTS
                 self.epoch = cm.load_epoch(self.root)
             queue_maxima = {k: cq.max_offset for k, cq in store.consume_queues.items()}
@@ -139,6 +143,9 @@ class Broker:
             self._lease = store.hand_over()
         try:
             self._create_shared(queue_maxima, write_offset, last_ts)
+            if cfg.enable_controller_mode:
+                cn.publish(self.counters.words, cn.CONTROLLER_MODE, 1)
+                self._follow_sync_state(decision)
             self.topics = TopicConfigManager(
                 os.path.join(self.root, "config"),
                 default_queue_nums=cfg.default_topic_queue_nums,
@@ -320,6 +327,8 @@ class Broker:
                 self._answer_topic_request()
                 with self._role_lock:
                     self._watch_agents()
+                if self.sync_state is not None and self.sync_state.due():
+                    self._report_now.set()
                 now = time.monotonic()
                 if now - last_reap >= 1.0:
                     last_reap = now
@@ -384,7 +393,7 @@ class Broker:
     def _halt(self, reason: str) -> None:
         self.stop_reason = reason
         log.critical("stopping the broker: %s", reason)
-        self._stop.set()
+        self.request_stop()
 
     def _blame_ring(self, now: float) -> None:
         """The writer died while reading a producer's ring: the second time within a minute
@@ -408,7 +417,11 @@ class Broker:
             if cfg.enable_controller_mode
             else cfg.register_name_server_period
         )
-        while not self._stop.wait(period / 1000):
+        while not self._stop.is_set():
+            self._report_now.wait(period / 1000)  # or sooner: the in-sync count changed
+            self._report_now.clear()
+            if self._stop.is_set():
+                break
             try:
                 self._register_all()
             except Exception as exc:  # a promotion that failed: agents in an unknown state
@@ -429,9 +442,10 @@ class Broker:
             "brokerId": cfg.broker_id,
             "haServerAddr": ha_addr,
         }
+        in_sync = self.sync_state.in_sync() if self.sync_state is not None else 0
         if cfg.enable_controller_mode:
             write = cn.load(self.counters.words, cn.WRITE_OFFSET)
-            fields.update(cm.report(cfg, self.epoch, write))
+            fields.update(cm.report(cfg, self.epoch, write, in_sync))
         for addr in cfg.namesrv_addrs:
             try:
                 response, _ = self.control.client.invoke_json(
@@ -447,15 +461,28 @@ class Broker:
                     self._learn_master(response.ext_fields.get("haServerAddr") or "")
             if decision is not None and cfg.enable_controller_mode:
                 if decision.role == "MASTER" and cfg.is_slave:
-                    self._become_master(decision.epoch)
+                    self._become_master(decision)
                 elif stop_reason := cm.follow(self, decision):
                     self._halt(stop_reason)
+                elif decision.role == "MASTER" and self.sync_state is not None:
+                    self.sync_state.answered(in_sync, decision.alone)
                 return  # one controller decides; the new role registers with every namesrv
 
-    def _become_master(self, epoch: int) -> None:
+    def _follow_sync_state(self, decision: cm.Decision) -> None:
+        """A SYNC_MASTER in controller mode keeps its in-sync slave with the controller
+        (``sync_state``); it starts with none (it reported none)."""
+        cfg = self.config
+        if cfg.broker_role != "SYNC_MASTER" or decision.role != "MASTER":
+            return
+        wakeups = ProducerWakeups(self.registry, self.names.prefix, cfg.max_producers)
+        self.sync_state = SyncState(self.counters.words, wakeups, cfg.store.sync_flush)
+        self.sync_state.answered(0, decision.alone)
+
+    def _become_master(self, decision: cm.Decision) -> None:
         """Promotion (controller mode): the slave's agents stop, the CommitLog end is the
         epoch's start, and the master's agents start on the same shared memory (the writer
         resumes at the published write offset). Then the broker registers as master."""
+        epoch = decision.epoch
         log.warning("the controller elected this broker master at epoch %d", epoch)
         with self._role_lock:
             for kind in (k for k in STOP_ORDER if k in self.agents):
@@ -463,8 +490,9 @@ class Broker:
             start = cn.load(self.counters.words, cn.WRITE_OFFSET)
             self.epoch = cm.Epoch(epoch, start)
             cm.save_epoch(self.root, self.epoch)
-            self.config = cm.config_for(self.config, cm.Decision("MASTER", 0, epoch, "", -1))
+            self.config = cm.config_for(self.config, decision)
             cn.publish(self.counters.words, cn.MASTER_HA_ADDR, 0)
+            self._follow_sync_state(decision)
             self.agents = AGENTS
             self._start_agents()
             from shmq.broker.transaction_handlers import live_producers
@@ -513,6 +541,7 @@ class Broker:
 
     def request_stop(self) -> None:
         self._stop.set()
+        self._report_now.set()
 
     def stats(self) -> dict[str, Any]:
         """The runtime numbers GET_BROKER_RUNTIME_INFO answers (``broker_stats``)."""
@@ -526,6 +555,7 @@ class Broker:
             return
         self._stopped = True
         self._stop.set()
+        self._report_now.set()  # the register loop waits on it
         self.slave_sync.wake()
         if hasattr(self, "counters"):
             cn.publish(self.counters.words, cn.STATE, cn.STATE_STOPPING)

@@ -7,6 +7,10 @@ processes write them::
     0     supervisor  MAGIC  STATE  REGISTRY_VERSION  STARTED_MS  SUPERVISOR_PID
                       MASTER_HA_ADDR (a slave: the master's HA address as IPv4 << 16 | port,
                       0 while unknown; from haMasterAddress or the namesrv's answer)
+                      CONTROLLER_MODE (1: the broker's role comes from the controller)
+                      ACK_ALONE (a SYNC_MASTER in controller mode: 1 while the controller
+                      has recorded that no slave is in sync, so sends are acknowledged
+                      without a slave's ack; see ``broker.sync_state``)
     1     writer      WRITE_OFFSET  WRITE_TIMESTAMP  MSGS_IN  REJECTED  WRITER_PARKED
                       WRITER_RING  WRITER_RING_GEN (the producer slot + 1 and generation of
                       the ring being read, 0 between rings: whom to blame if the writer dies)
@@ -51,6 +55,7 @@ Words = np.ndarray | memoryview
 
 MAGIC_VALUE = 0x53484D51_434E5401  # "SHMQCNT" v1
 MAGIC, STATE, REGISTRY_VERSION, STARTED_MS, SUPERVISOR_PID, MASTER_HA_ADDR = range(0, 6)
+CONTROLLER_MODE, ACK_ALONE = 6, 7
 WRITE_OFFSET, WRITE_TIMESTAMP, MSGS_IN, REJECTED, WRITER_PARKED = range(W, W + 5)
 WRITER_RING, WRITER_RING_GEN, WRITER_PARKS = W + 5, W + 6, W + 7
 FLUSHED_OFFSET, FLUSHED_TIMESTAMP, FLUSH_ERRORS, FLUSHES, FLUSH_PARKED = range(2 * W, 2 * W + 5)
@@ -97,12 +102,13 @@ def refuse_reason(words: np.ndarray) -> str:
 
 def durable_offset(words: np.ndarray, sync_flush: bool, sync_master: bool) -> int:
     """The CommitLog offset below which a send may be answered SEND_OK: flushed (SYNC_FLUSH)
-    and acknowledged by a slave (SYNC_MASTER); the write offset when neither is asked for.
-    Producers wait on it, and the flush and HA agents wake them with it."""
+    and acknowledged by a slave (SYNC_MASTER, unless ACK_ALONE); the write offset when
+    neither is asked for. Producers wait on it, and the flush and HA agents (and the
+    supervisor, when it sets ACK_ALONE) wake them with it."""
     offset = int(words[WRITE_OFFSET])
     if sync_flush:
         offset = min(offset, int(words[FLUSHED_OFFSET]))
-    if sync_master:
+    if sync_master and not words[ACK_ALONE]:
         offset = min(offset, int(words[CONFIRMED_OFFSET]))
     return offset
 

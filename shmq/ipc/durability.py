@@ -6,7 +6,9 @@ A send ending at CommitLog offset ``end`` waits until it is flushed (SYNC_FLUSH)
 acknowledged by a slave (SYNC_MASTER), at most ``syncFlushTimeout``: FLUSH_DISK_TIMEOUT or
 FLUSH_SLAVE_TIMEOUT then. A SYNC_MASTER without a slave in reach (none connected, or one
 ``haSlaveFallbehindMax`` or more behind) answers SLAVE_NOT_AVAILABLE at once, after the
-flush. The result is the status's name, as RocketMQ's ``SendStatus`` spells it.
+flush. In controller mode there is no such check (RocketMQ 5): a send waits for the slave
+until the controller has recorded that none is in sync (``ACK_ALONE``), then needs no
+slave's ack. The result is the status's name, as RocketMQ's ``SendStatus`` spells it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ def durability(
     if cn.durable_offset(words, sync_flush, sync_master) >= end:
         return SEND_OK
     deadline = time.monotonic() + timeout_s
-    if sync_master and not cn.slave_ok(words, end, fallbehind_max):
+    if (
+        sync_master
+        and not words[cn.CONTROLLER_MODE]
+        and not cn.slave_ok(words, end, fallbehind_max)
+    ):
         if sync_flush and not ring.wait_durable(end, deadline, True, False):
             return FLUSH_DISK_TIMEOUT
         return SLAVE_NOT_AVAILABLE

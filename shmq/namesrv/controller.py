@@ -19,7 +19,15 @@ master of an epoch that ended and was never replicated to the new master, so a S
 never acknowledged it. With no in-sync slave, the group has no master until its old master
 returns (it keeps its data: nobody else has newer).
 
-Each group's master and epochs are persisted (``store_path``, RocketMQ 5's
+A SYNC_MASTER group keeps its guarantee across elections (RocketMQ 5's SyncStateSet with
+allAckInSyncStateSet, for a master and its slave): its master reports with each heartbeat
+whether a slave is in sync, and acknowledges sends without a slave only after the controller
+recorded that none is (``alone``, the answer's ``controllerAlone``). While a group is alone
+no slave may be elected: it may lack what the master acknowledged alone. An elected master
+starts alone and takes the group's master role (``controllerMasterRole``), so a SYNC group
+stays SYNC after a failover.
+
+Each group's master, role, alone flag and epochs are persisted (``store_path``, RocketMQ 5's
 ``controllerStorePath``) whenever they change, before the answer that announces them: a
 restarted controller keeps them, so a former master that reports first after the restart
 is told to truncate and follow, never made master again beside the elected one. A master
@@ -76,13 +84,16 @@ class Replica:
 @dataclass(frozen=True)
 class RoleDecision:
     """What a broker must be: ``role`` "MASTER" or "SLAVE", its broker id, the group's
-    epoch and master, and the offset to truncate its CommitLog to (-1: none)."""
+    epoch and master, the offset to truncate its CommitLog to (-1: none), the role the
+    group's masters run ("" while unknown) and whether the master is recorded alone."""
 
     role: str
     broker_id: int
     epoch: int
     master_addr: str
     truncate_offset: int = NO_TRUNCATE
+    master_role: str = ""
+    alone: bool = False
 
     def to_ext(self) -> dict[str, str]:
         return {
@@ -91,6 +102,8 @@ class RoleDecision:
             "controllerEpoch": str(self.epoch),
             "controllerMasterAddr": self.master_addr,
             "truncateOffset": str(self.truncate_offset),
+            "controllerMasterRole": self.master_role,
+            "controllerAlone": str(self.alone).lower(),
         }
 
 
@@ -100,6 +113,12 @@ class BrokerGroup:
     epochs: list[EpochEntry] = field(default_factory=list)
     replicas: dict[str, Replica] = field(default_factory=dict)
     loaded_ms: int = -1  # when a restarted controller loaded this group (its master unseen)
+    master_role: str = ""  # the role its masters run (the current master's, as reported)
+    alone: bool = False  # a SYNC master acknowledges without a slave: none may be elected
+
+    @property
+    def sync(self) -> bool:
+        return self.master_role == "SYNC_MASTER"
 
     @property
     def epoch(self) -> int:
@@ -156,7 +175,10 @@ class Controller:
         try:
             for name, g in saved["groups"].items():
                 epochs = [EpochEntry(int(e), int(s), str(a)) for e, s, a in g["epochs"]]
-                groups[str(name)] = BrokerGroup(str(g["masterAddr"]), epochs, loaded_ms=_now_ms())
+                groups[str(name)] = BrokerGroup(
+                    str(g["masterAddr"]), epochs, loaded_ms=_now_ms(),
+                    master_role=str(g.get("masterRole", "")), alone=bool(g.get("alone", False)),
+                )  # fmt: skip
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ConfigError(f"{self._path} is not a controller state: {exc!r}") from exc
         log.info("controller: %d broker group(s) loaded from %s", len(groups), self._path)
@@ -169,6 +191,8 @@ class Controller:
         groups = {
             name: {
                 "masterAddr": g.master_addr,
+                "masterRole": g.master_role,
+                "alone": g.alone,
                 "epochs": [[e.epoch, e.start_offset, e.master_addr] for e in g.epochs],
             }
             for name, g in sorted(self._groups.items())
@@ -185,12 +209,15 @@ class Controller:
         epoch: int,
         max_offset: int,
         epoch_start: int = NO_TRUNCATE,
+        in_sync_slaves: int = -1,
         starting: bool = False,
         now_ms: int | None = None,
     ) -> RoleDecision:
         """Record a broker's report and decide its role; ``starting``: the report a broker
         sends before it serves (its agents may compile for minutes: it counts as alive for
         ``START_GRACE_MS``, so a slow start is not taken for a dead master).
+        ``in_sync_slaves`` (-1: not reported): the master's count of slaves in sync; 0
+        records the group alone (persisted before the answer says so).
 
         ``ValueError`` for a bad report (an unknown role, a negative number, an epoch the
         controller never opened); ``EpochNotReady`` when the broker must truncate to an
@@ -202,6 +229,7 @@ class Controller:
         for name, value in (("brokerId", broker_id), ("epoch", epoch), ("maxOffset", max_offset)):
             _check_int(name, value, 0)
         _check_int("epochStartOffset", epoch_start, NO_TRUNCATE)
+        _check_int("inSyncSlaves", in_sync_slaves, -1)
         now = _now_ms() if now_ms is None else now_ms
         seen = now + START_GRACE_MS - self.heartbeat_timeout_ms if starting else now
         with self._lock:
@@ -229,19 +257,40 @@ class Controller:
                 self._persist()
             if addr == group.master_addr:
                 self._see(group, addr, MASTER_ID, role, epoch, max_offset, seen)
-                return RoleDecision("MASTER", MASTER_ID, group.epoch, addr)
+                self._master_state(broker_name, group, role, in_sync_slaves)
+                return RoleDecision("MASTER", MASTER_ID, group.epoch, addr,
+                                    master_role=group.master_role, alone=group.alone)  # fmt: skip
             truncate = NO_TRUNCATE
             if epoch < group.epoch and epoch > 0:
                 truncate = group.start_of(epoch + 1)
             slave_id = self._slave_id(group, addr, broker_id)
             self._see(group, addr, slave_id, role, epoch, max_offset, seen)
-            return RoleDecision("SLAVE", slave_id, group.epoch, group.master_addr, truncate)
+            return RoleDecision("SLAVE", slave_id, group.epoch, group.master_addr, truncate,
+                                group.master_role, group.alone)  # fmt: skip
+
+    def _master_state(
+        self, broker_name: str, group: BrokerGroup, role: str, in_sync_slaves: int
+    ) -> None:
+        """The master's role and in-sync report, persisted when they change (before the
+        answer: a master acknowledges alone only once the record of it is on disk)."""
+        role_now = role if role in MASTER_ROLES else group.master_role
+        alone = (
+            group.alone if in_sync_slaves < 0 or role_now != "SYNC_MASTER" else not in_sync_slaves
+        )
+        if (role_now, alone) != (group.master_role, group.alone):
+            if alone != group.alone:
+                log.warning("%s: master %s %s", broker_name, group.master_addr,
+                            "acknowledges alone: no slave is electable" if alone
+                            else "has an in-sync slave again")  # fmt: skip
+            group.master_role, group.alone = role_now, alone
+            self._persist()
 
     def _open_epoch(
         self, broker_name: str, group: BrokerGroup, addr: str, epoch: int, start: int
     ) -> None:
         group.master_addr = addr
         group.epochs.append(EpochEntry(epoch, start, addr))
+        group.alone = group.sync  # a new master has no slave in sync with it yet
         self._persist()
         log.warning(
             "%s: %s is master at epoch %d (start offset %s)",
@@ -298,6 +347,8 @@ class Controller:
             return {
                 name: {
                     "masterAddr": g.master_addr,
+                    "masterRole": g.master_role,
+                    "alone": g.alone,
                     "epoch": g.epoch,
                     "epochs": [[e.epoch, e.start_offset, e.master_addr] for e in g.epochs],
                     "replicas": {a: vars(r).copy() for a, r in sorted(g.replicas.items())},
@@ -309,7 +360,10 @@ class Controller:
 def elect_master(group: BrokerGroup, now_ms: int, timeout_ms: int, max_gap: int) -> str:
     """RocketMQ 5's ElectMaster from the in-sync replicas: among live slaves at the group's
     epoch no more than ``max_gap`` behind the master's last report, the highest max offset
-    (then the lowest broker id) wins; "" if there is none."""
+    (then the lowest broker id) wins; "" if there is none, or if the group's SYNC master
+    was recorded acknowledging alone."""
+    if group.sync and group.alone:
+        return ""
     master = group.replicas.get(group.master_addr)
     master_offset = master.max_offset if master is not None else 0
     candidates = [

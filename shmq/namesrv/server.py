@@ -186,6 +186,11 @@ class NameServer:
                     if role in MASTER_ROLES and "epochStartOffset" in request.ext_fields
                     else NO_TRUNCATE
                 ),
+                in_sync_slaves=(
+                    request.ext_int("inSyncSlaves")
+                    if role in MASTER_ROLES and "inSyncSlaves" in request.ext_fields
+                    else -1
+                ),
                 starting=starting,
             )
         except (ValueError, EpochNotReady) as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -169,8 +171,6 @@ def test_a_restarted_controller_keeps_masters_and_epochs_so_the_old_master_follo
 
 
 def test_a_master_that_never_reports_after_a_controller_restart_is_replaced(tmp_path):
-    import time
-
     c = Controller(T, store_path=str(tmp_path))
     beat(c, M, "SYNC_MASTER", max_offset=0, now=0)
     restarted = Controller(T, store_path=str(tmp_path))
@@ -187,3 +187,52 @@ def test_an_unreadable_controller_state_stops_the_start(tmp_path):
         (tmp_path / name).write_text('{"groups": {"broker-a": {"epochs": 7}}}')
     with pytest.raises(ConfigError, match="not a controller state"):
         Controller(T, store_path=str(tmp_path))
+
+
+def test_a_sync_master_acknowledging_alone_makes_no_slave_electable():
+    """RocketMQ 5's SyncStateSet: a SYNC master that reports no in-sync slave is recorded
+    alone (the answer says so, and only then may it acknowledge without a slave); while it
+    is, a live slave within the gap is still not elected, since it may lack those sends."""
+    c = Controller(T)
+    beat(c, M, "SYNC_MASTER", now=0)
+    d = beat(c, M, "SYNC_MASTER", epoch=1, max_offset=5000, in_sync_slaves=0, now=500)
+    assert (d.role, d.master_role, d.alone) == ("MASTER", "SYNC_MASTER", True)
+    beat(c, S1, epoch=1, max_offset=5000, now=1000)
+    assert c.scan(now_ms=1501) == [("broker-a", "")]
+    # the master comes back at its own epoch, its slave catches up and is reported in sync
+    d = beat(c, M, "SYNC_MASTER", epoch=1, max_offset=5000, in_sync_slaves=1, now=1600)
+    assert (d.role, d.epoch, d.alone) == ("MASTER", 1, False)
+    beat(c, S1, epoch=1, max_offset=5000, now=2000)
+    assert c.scan(now_ms=2601) == [("broker-a", S1)]
+    # the elected slave learns it is master of a SYNC group, alone until a slave syncs
+    d = beat(c, S1, epoch=1, max_offset=5000, now=2700)
+    assert (d.role, d.epoch, d.master_role, d.alone) == ("MASTER", 2, "SYNC_MASTER", True)
+    assert d.to_ext()["controllerAlone"] == "true"
+
+
+def test_an_async_group_ignores_in_sync_reports():
+    c = Controller(T)
+    beat(c, M, "ASYNC_MASTER", now=0)
+    d = beat(c, M, "ASYNC_MASTER", epoch=1, max_offset=10, in_sync_slaves=0, now=500)
+    assert (d.master_role, d.alone) == ("ASYNC_MASTER", False)
+    beat(c, S1, epoch=1, max_offset=10, now=1000)
+    assert c.scan(now_ms=1501) == [("broker-a", S1)]
+    assert beat(c, S1, epoch=1, max_offset=10, now=1600).alone is False
+
+
+def test_a_restarted_controller_keeps_a_group_alone(tmp_path):
+    c = Controller(T, store_path=str(tmp_path))
+    beat(c, M, "SYNC_MASTER", now=0)
+    beat(c, M, "SYNC_MASTER", epoch=1, in_sync_slaves=0, now=0)
+    restarted = Controller(T, store_path=str(tmp_path))
+    state = restarted.sync_state()["broker-a"]
+    assert (state["masterRole"], state["alone"]) == ("SYNC_MASTER", True)
+    now = time.time_ns() // 1_000_000  # the restart counts as the master's last sign
+    beat(restarted, S1, epoch=1, now=now + 2 * T)
+    assert restarted.scan(now_ms=now + 2 * T) == [("broker-a", "")]
+
+
+def test_an_in_sync_count_below_minus_one_is_refused():
+    c = Controller(T)
+    with pytest.raises(ValueError, match="inSyncSlaves"):
+        beat(c, M, "SYNC_MASTER", in_sync_slaves=-2, now=0)
