@@ -475,7 +475,9 @@ class Broker:
         if cfg.broker_role != "SYNC_MASTER" or decision.role != "MASTER":
             return
         wakeups = ProducerWakeups(self.registry, self.names.prefix, cfg.max_producers)
-        self.sync_state = SyncState(self.counters.words, wakeups, cfg.store.sync_flush)
+        self.sync_state = SyncState(
+            self.counters.words, wakeups, cfg.store.sync_flush, cfg.ha_slave_fallbehind_max
+        )
         self.sync_state.answered(0, decision.alone)
 
     def _become_master(self, decision: cm.Decision) -> None:

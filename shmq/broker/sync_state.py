@@ -7,9 +7,10 @@ tells the controller, and once the controller has recorded it (the group is "alo
 may be elected, since it may lack what the master acknowledges now) it acknowledges sends
 without a slave (``counters.ACK_ALONE``). A slave that connects and catches up ends that:
 
-1. shrink: the slave's connection is gone; the next heartbeat reports 0 in-sync slaves; the
-   controller persists "alone" and answers so; only then ``ACK_ALONE`` is set (and the
-   producers waiting for a slave's ack are woken).
+1. shrink: the slave's connection is gone, or it fell ``haSlaveFallbehindMax`` behind (4.9's
+   ``isSlaveOK``); the next heartbeat reports 0 in-sync slaves; the controller persists
+   "alone" and answers so; only then ``ACK_ALONE`` is set (and the producers waiting for a
+   slave's ack are woken).
 2. expand: a slave is connected and less than ``EXPAND_GAP`` behind; ``ACK_ALONE`` is cleared
    first, then the write offset ``target`` is noted; once the slave acknowledged ``target``
    it holds everything acknowledged alone, and the next heartbeat reports it in sync.
@@ -33,22 +34,27 @@ class SyncState:
     """The master's side of the protocol above; the supervisor calls ``in_sync`` to build
     each heartbeat and ``answered`` with the controller's answer."""
 
-    def __init__(self, words, wakeups: ProducerWakeups, sync_flush: bool) -> None:
+    def __init__(
+        self, words, wakeups: ProducerWakeups, sync_flush: bool, fallbehind_max: int
+    ) -> None:
         self.words = words
         self.wakeups = wakeups
         self.sync_flush = sync_flush
+        self.fallbehind_max = fallbehind_max
         self.reported = -1  # in-sync slaves the controller last heard of (-1: nothing yet)
         self.target = -1  # expanding: the write offset the slave must acknowledge
 
     def in_sync(self) -> int:
         """In-sync slaves to report now (0 or 1), taking the expand step when it is due."""
         words = self.words
-        if not cn.load(words, cn.HA_SLAVES):
+        confirmed = cn.load(words, cn.CONFIRMED_OFFSET)
+        if not cn.load(words, cn.HA_SLAVES) or (
+            cn.load(words, cn.WRITE_OFFSET) - confirmed >= self.fallbehind_max
+        ):
             self.target = -1
             return 0
         if self.reported > 0:
             return 1
-        confirmed = cn.load(words, cn.CONFIRMED_OFFSET)
         if self.target < 0:
             if cn.load(words, cn.WRITE_OFFSET) - confirmed > EXPAND_GAP:
                 return 0  # still catching up: the master goes on acknowledging alone
