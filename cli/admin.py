@@ -392,13 +392,18 @@ def ha_status(namesrv: str, as_json: bool) -> None:
             rows.append([*head, b.get("masterHaAddress") or "(unknown)", b.get("writeOffset"),
                          "", "", ""])  # fmt: skip
         elif not b.get("slaves"):
-            rows.append([*head, "(no slave)", "", "", "", ""])
+            rows.append([*head, "(no slave)", "", "", "", _alone(b)])
         for s in b.get("slaves", []):
+            state = "in sync" if s["inSync"] else "BEHIND"
             rows.append([*head, s["address"], s["ackOffset"], s["lagBytes"], s["lagSeconds"],
-                         "in sync" if s["inSync"] else "BEHIND"])  # fmt: skip
+                         f"{state}, {_alone(b)}" if b.get("ackAlone") else state])  # fmt: skip
     columns = ["broker", "id", "address", "role", "slave / master", "acked offset",
                "lag bytes", "lag s", "state"]  # fmt: skip
     show(columns, rows)
+
+
+def _alone(broker: dict) -> str:
+    return "acks without a slave" if broker.get("ackAlone") else ""
 
 
 @admin.command("broker-status")

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 def ha_status(broker: Broker) -> dict[str, Any]:
     """A master: each slave's address, acked offset and lag (bytes, and seconds since its
     ack last reached the master's write offset), in sync when the lag is under
-    haSlaveFallbehindMax. A slave: its write offset and the master it follows."""
+    haSlaveFallbehindMax, and whether it acknowledges sends without a slave (a SYNC_MASTER
+    in controller mode that the controller recorded alone). A slave: its write offset and
+    the master it follows."""
     cfg = broker.config
     words = broker.counters.words
     write = cn.load(words, cn.WRITE_OFFSET)
@@ -48,6 +50,7 @@ def ha_status(broker: Broker) -> dict[str, Any]:
     out.update(
         haPort=cn.load(words, cn.HA_PORT),
         confirmedOffset=cn.load(words, cn.CONFIRMED_OFFSET),
+        ackAlone=bool(cn.load(words, cn.ACK_ALONE)),
         slaves=slaves,
     )
     return out

@@ -73,6 +73,7 @@ def test_controller_failover_promotes_the_slave_and_the_old_master_rejoins(tmp_p
             info = c.runtime_info("slave")  # a SYNC group's promoted master stays SYNC,
             assert (info["broker_role"], info["broker_id"]) == ("SYNC_MASTER", 0)
             assert controller_state(c)["alone"]  # acknowledging alone, recorded so
+            assert ha_status(c, "slave")["ackAlone"]
 
             got = pull_all(c.namesrv, "fo-reader", TOPIC, set(acked))
             assert set(acked) <= got
@@ -98,6 +99,7 @@ def test_controller_failover_promotes_the_slave_and_the_old_master_rejoins(tmp_p
             # caught up, the old master is in sync again: the new master's sends wait for
             # its acks, and it is electable; a second failover back to it loses nothing
             wait_until(lambda: not controller_state(c)["alone"], what="the old master in sync")
+            assert not ha_status(c, "slave")["ackAlone"]
             more = [f"in sync again {i}".encode() for i in range(100)]
             assert all(send_ok(p, body) for body in more)
             acked += more
