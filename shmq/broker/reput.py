@@ -25,7 +25,7 @@ from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc.parking import post_parked
 from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore, post
-from shmq.store.commitlog import CommitLog
+from shmq.store.commitlog import SCAN_ROWS, CommitLog
 from shmq.store.dispatch import Dispatcher
 from shmq.store.index_service import IndexService
 from shmq.store.mapped_file_queue import first_file_from
@@ -90,8 +90,12 @@ class Reput:
         self.queues_seg = Segment.attach(env.names.queues)
         self.directory = qt.QueueDirectory(self.queues_seg.buf, self.queues_seg.words)
         self.maxima = qt.max_offsets(self.queues_seg.buf)
-        self.changed = np.zeros(self.maxima.shape[0], dtype=np.bool_)
+        self._slots: dict[tuple[str, int], int] = {}  # (topic, queue id) -> queue-table slot
+        self._rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)  # kept for each scan
         self.registry = Segment.attach(env.names.registry)
+        # word access without numpy scalars for what every pass reads or publishes
+        self.cw = memoryview(env.counters.mm).cast("q")
+        self.rw = memoryview(self.registry.mm).cast("q")
         self.sync_flush = store.sync_flush
         self.is_slave = env.config.is_slave
         self.flush_interval_ms = store.flush_interval_consume_queue
@@ -107,16 +111,16 @@ class Reput:
         self.window = MAX_DISPATCH_BYTES + store.max_message_size + RECORD_OVERHEAD_MAX
 
     def limit(self) -> int:
-        write = cn.load(self.words, cn.WRITE_OFFSET)
+        write = self.cw[cn.WRITE_OFFSET]
         if self.sync_flush:
-            return min(write, cn.load(self.words, cn.FLUSHED_OFFSET))
+            return min(write, self.cw[cn.FLUSHED_OFFSET])
         return write
 
     def has_work(self) -> bool:
         return self.limit() > self.dispatched and time.monotonic() >= self._disk_full_until
 
     def do_work(self) -> int:
-        cleaned = cn.load(self.words, cn.MIN_PHYSICAL_OFFSET)
+        cleaned = self.cw[cn.MIN_PHYSICAL_OFFSET]
         if cleaned > self._cleaned_to:
             self._clean_below(cleaned)
         if time.monotonic() < self._disk_full_until:
@@ -161,7 +165,7 @@ class Reput:
         total = 0
         last_ts = 0
         touched_all: dict[tuple[str, int], object] = {}
-        for batch in self.commitlog.scan(self.dispatched, end):
+        for batch in self.commitlog.scan(self.dispatched, end, rows=self._rows):
             n, touched = self.dispatcher.dispatch_batch(batch)
             total += n
             touched_all.update(touched)
@@ -172,26 +176,37 @@ class Reput:
             log.error("CommitLog record at %d does not validate: reput waits there", position)
         if any(topic in DELAYED_TOPICS for topic, _ in touched_all):
             self._wake_schedule()
-        for (topic, qid), cq in touched_all.items():
-            slot = self.directory.slot(topic.encode(), qid)
-            if slot < 0 and self.is_slave:  # no writer adds a slave's queues: reput does
-                slot = qt.add_queue(self.queues_seg.buf, self.queues_seg.words, topic.encode(), qid)
-                self.directory.slots[(topic.encode(), qid)] = slot
+        changed = set()
+        for key, cq in touched_all.items():
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._queue_slot(*key)
             if slot >= 0:
                 self.maxima[slot] = cq.max_offset
-                self.changed[slot] = True
+                changed.add(slot)
         before = self.dispatched
         self.dispatched = max(self.dispatched, position)
-        words = self.words
+        cw = self.cw
         if last_ts:
-            cn.publish(words, cn.LOGICS_TIMESTAMP, last_ts)
-        cn.publish(words, cn.MSGS_DISPATCHED, int(words[cn.MSGS_DISPATCHED]) + total)
-        cn.publish(words, cn.DISPATCHED_OFFSET, self.dispatched)
-        if touched_all:
+            cn.publish(cw, cn.LOGICS_TIMESTAMP, last_ts)
+        cn.publish(cw, cn.MSGS_DISPATCHED, cw[cn.MSGS_DISPATCHED] + total)
+        cn.publish(cw, cn.DISPATCHED_OFFSET, self.dispatched)
+        if changed:
             fence()
-            self._wake_consumers()
-            self.changed[:] = False
+            self._wake_consumers(changed)
         return total or int(self.dispatched > before)
+
+    def _queue_slot(self, topic: str, queue_id: int) -> int:
+        """The queue-table slot of a queue (-1 when the table has none for it), remembered
+        once it has one."""
+        raw = topic.encode()
+        slot = self.directory.slot(raw, queue_id)
+        if slot < 0 and self.is_slave:  # no writer adds a slave's queues: reput does
+            slot = qt.add_queue(self.queues_seg.buf, self.queues_seg.words, raw, queue_id)
+            self.directory.slots[(raw, queue_id)] = slot
+        if slot >= 0:
+            self._slots[(topic, queue_id)] = slot
+        return slot
 
     def _skip_to_first_file(self, limit: int) -> None:
         """No CommitLog file holds the dispatched offset: a slave that started empty
@@ -206,7 +221,7 @@ class Reput:
         registry changed (this runs after every dispatch pass); the semaphores of consumers
         that left are closed then, so the cache never outgrows the registered clients."""
         rwords = self.registry.words
-        version = int(rwords[rg.VERSION])
+        version = self.rw[rg.VERSION]
         if version != self._consumers_version:
             self._consumers_version = version
             cfg = self.env.config
@@ -219,10 +234,10 @@ class Reput:
             close_gone(self._consumer_sems, {(i, gen) for i, _, gen in self._consumers})
         return self._consumers
 
-    def _wake_consumers(self) -> None:
-        rwords = self.registry.words
+    def _wake_consumers(self, changed: set[int]) -> None:
+        rwords = self.rw
         for i, base, gen in self._active_consumers():
-            parked = rg.wants_wake(rwords, base, self.changed)
+            parked = rg.wants_wake(rwords, base, changed)
             if not parked:
                 continue
             key = (i, gen)
@@ -261,5 +276,7 @@ class Reput:
         self.dispatcher.close()
         self.index.close()
         self.commitlog.close()
+        self.cw.release()
+        self.rw.release()
         self.queues_seg.close()
         self.registry.close()

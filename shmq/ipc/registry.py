@@ -20,6 +20,8 @@ Semaphores are named ``{prefix}.p{i}.{gen}`` and ``{prefix}.c{i}.{gen}``.
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 import numpy as np
 
 from shmq.ipc.segment import CACHE_LINE
@@ -101,9 +103,10 @@ def set_watch(words: np.ndarray, base: int, slots: list[int] | None) -> None:
     words[base + N_WATCH] = len(slots)
 
 
-def wants_wake(words: np.ndarray, base: int, changed: np.ndarray) -> int:
+def wants_wake(words: np.ndarray | memoryview, base: int, changed: Container[int]) -> int:
     """Reput: how many threads of a consumer to wake (its parked count when it watches any
-    of the ``changed`` slots, a bool mask; else 0)."""
+    of the ``changed`` queue-table slots; else 0). The consumer writes these words: a count
+    is never read beyond its line, a slot number is only looked up."""
     parked = int(words[base + PARKED])
     if parked <= 0:
         return 0
@@ -111,5 +114,4 @@ def wants_wake(words: np.ndarray, base: int, changed: np.ndarray) -> int:
     if n < 0:
         return parked
     watched = words[base + WATCH : base + WATCH + min(n, MAX_WATCH)]
-    watched = watched[(watched >= 0) & (watched < changed.shape[0])]
-    return parked if changed[watched].any() else 0
+    return parked if any(int(slot) in changed for slot in watched) else 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pytest
 
 from shmq.errors import ShmqError
@@ -105,8 +104,7 @@ def test_registry_watch(prefix):
     rg.init(seg.words, 2, 2)
     base = rg.consumer_base(2, 1)
     rg.set_slot(seg.words, base, rg.ACTIVE, os.getpid(), 5)
-    changed = np.zeros(8, dtype=np.bool_)
-    changed[3] = True
+    changed = {3}  # queue-table slots reput just advanced
     rg.set_watch(seg.words, base, [1, 2])
     assert not rg.wants_wake(seg.words, base, changed)  # not parked
     seg.words[base + rg.PARKED] = 2  # two threads of the consumer parked
@@ -114,9 +112,14 @@ def test_registry_watch(prefix):
     rg.set_watch(seg.words, base, [3])
     assert rg.wants_wake(seg.words, base, changed) == 2
     rg.set_watch(seg.words, base, None)
-    assert rg.wants_wake(seg.words, base, np.zeros(8, dtype=np.bool_) | changed) == 2
+    assert rg.wants_wake(seg.words, base, {7}) == 2
     seg.words[base + rg.N_WATCH] = 1 << 40  # a scribbled watch count reads no further
     assert rg.wants_wake(seg.words, base, changed) in (0, 2)
+    mv = memoryview(seg.mm).cast("q")  # reput reads them through a memoryview
+    assert rg.wants_wake(mv, base, changed) in (0, 2)
+    rg.set_watch(seg.words, base, [-5, 3])  # a scribbled slot is only looked up
+    assert rg.wants_wake(mv, base, changed) == 2
+    mv.release()
     rg.set_slot(seg.words, rg.producer_base(0), rg.ACTIVE, 1, 9)
     assert rg.active_producers(seg.words, 2) == [(0, 9, rg.ACTIVE)]
     seg.words[rg.PRODUCERS] = 1 << 40  # a client scribbled the count: agents ignore it
