@@ -35,11 +35,18 @@ DAEMON_ENV = "SHMQ_DAEMON"  # set for the background process of `shmq start --da
 COMPILING = "first start: compiling shmq's numba kernels (about 20 s; cached for next time)"
 
 
-def _run_until_signal(broker, namesrv=None) -> None:
-    """Run in the foreground; SIGTERM/SIGINT stop everything cleanly (exit status 0). A
-    broker that stopped itself (a fault it could not isolate) exits 1 with the reason."""
+def _stop_on_signals(broker) -> None:
+    """SIGTERM/SIGINT ask ``broker`` to stop cleanly. Installed before ``start``: a signal
+    that arrives while the broker starts (its control server already answers, so a client
+    may take it for up) then stops it once started, segments unlinked, instead of killing
+    the process halfway and leaving them in /dev/shm."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: broker.request_stop())
+
+
+def _run_until_signal(broker, namesrv=None) -> None:
+    """Run in the foreground until ``_stop_on_signals``' signals (exit status 0). A broker
+    that stopped itself (a fault it could not isolate) exits 1 with the reason."""
     try:
         broker.wait()
     finally:
@@ -63,6 +70,7 @@ def broker(config_path: str, namesrv: str | None) -> None:
     if namesrv:
         cfg = cfg.replace(namesrv_addr=namesrv)
     b = Broker(cfg, log_level=_level())
+    _stop_on_signals(b)
     b.start()
     click.echo(f"broker {cfg.broker_name} listening on {b.address}", nl=True)
     sys.stdout.flush()
@@ -127,6 +135,7 @@ def start(
     namesrv = NameServer("127.0.0.1", namesrv_port)
     namesrv.start()
     b = Broker(cfg, log_level=_level())
+    _stop_on_signals(b)
     try:
         b.start()
     except BaseException:

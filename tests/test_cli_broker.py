@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 
 from e2e_helpers import free_port, shm_entries, shmq
 
@@ -186,3 +189,31 @@ def test_daemon_start_on_a_locked_store_names_the_holder(tmp_path):
         lock.release()
     assert failed.returncode == 1
     assert "locked" in failed.stderr and f"pid {os.getpid()}" in failed.stderr
+
+
+def test_sigterm_while_the_broker_starts_stops_it_cleanly(tmp_path):
+    """A stop request that arrives once the broker has created its shared memory, while its
+    agents still start, is honoured after the start: exit 0, nothing left in /dev/shm (a
+    client may already take the broker for up: its control server answers early)."""
+    before = shm_entries()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"brokerName=broker-a\nnamesrvAddr=127.0.0.1:{free_port()}\nlistenPort={free_port()}\n"
+        f"storePathRootDir={tmp_path / 'store'}\nmappedFileSizeCommitLog={1 << 20}\n"
+    )
+    cmd = [sys.executable, "-m", "shmq_cli.main", "broker", "-c", str(conf)]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            prefix = f"shmq-{proc.pid}-"
+            deadline = time.monotonic() + 120
+            while not any(prefix in n for n in os.listdir("/dev/shm")):
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+                time.sleep(0.005)
+            proc.send_signal(signal.SIGTERM)  # its agents are being spawned now
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, err
+    assert not [n for n in os.listdir("/dev/shm") if prefix in n]
+    assert shm_entries() <= before
