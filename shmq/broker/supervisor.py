@@ -32,8 +32,8 @@ from shmq.broker.broker_stats import broker_stats
 from shmq.broker.clients import ClientSlots
 from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
-from shmq.broker.producer_wakeups import ProducerWakeups
 from shmq.broker.queue_locks import QueueLocks
+from shmq.broker.registration import NamesrvRegistration
 from shmq.broker.slave_sync import SlaveSynchronize
 from shmq.broker.subscription_groups import SubscriptionGroupManager
 from shmq.broker.sync_state import SyncState
@@ -41,7 +41,6 @@ from shmq.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig, TopicCo
 from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
 from shmq.codec import half_messages as hm
 from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
-from shmq.config import parse_host
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import ha_table as ht
@@ -76,7 +75,7 @@ HOUSEKEEPING_S = 0.1
 PERM_READ_WRITE = PERM_READ | PERM_WRITE
 
 
-class Broker:
+class Broker(NamesrvRegistration):
     """One broker process group. ``start()`` returns once agents and the control server run."""
 
     def __init__(self, config: BrokerConfig, *, log_level: int | None = None) -> None:
@@ -410,76 +409,6 @@ class Broker:
             log.error("producer ring %d.%d fenced: the writer died twice reading it", slot, gen)
             self._restarts["writer"] = self._restarts["writer"][:-2]  # those were its fault
 
-    def _register_loop(self) -> None:
-        cfg = self.config
-        period = (
-            cfg.broker_heartbeat_interval
-            if cfg.enable_controller_mode
-            else cfg.register_name_server_period
-        )
-        while not self._stop.is_set():
-            self._report_now.wait(period / 1000)  # or sooner: the in-sync count changed
-            self._report_now.clear()
-            if self._stop.is_set():
-                break
-            try:
-                self._register_all()
-            except Exception as exc:  # a promotion that failed: agents in an unknown state
-                log.exception("registration failed")
-                self._halt(f"registration or promotion failed: {exc}")
-
-    def _register_all(self) -> None:
-        from shmq.remoting.protocol import RequestCode
-
-        cfg = self.config
-        body = {"topicConfigSerializeWrapper": self.topics.to_wrapper_json()}
-        ha_port = cn.load(self.counters.words, cn.HA_PORT)
-        ha_addr = f"{cfg.broker_ip1}:{ha_port}" if ha_port and not cfg.is_slave else ""
-        fields = {
-            "brokerName": cfg.broker_name,
-            "brokerAddr": self.address,
-            "clusterName": cfg.broker_cluster_name,
-            "brokerId": cfg.broker_id,
-            "haServerAddr": ha_addr,
-        }
-        in_sync = self.sync_state.in_sync() if self.sync_state is not None else 0
-        if cfg.enable_controller_mode:
-            write = cn.load(self.counters.words, cn.WRITE_OFFSET)
-            fields.update(cm.report(cfg, self.epoch, write, in_sync))
-        for addr in cfg.namesrv_addrs:
-            try:
-                response, _ = self.control.client.invoke_json(
-                    addr, RequestCode.REGISTER_BROKER, fields, body
-                )
-                decision = cm.Decision.from_ext(response.ext_fields)
-            except ShmqError as exc:
-                log.warning("cannot register with namesrv %s: %s", addr, exc)
-                continue
-            if cfg.is_slave:
-                self.slave_sync.set_master(response.ext_fields.get("masterAddr") or "")
-                if not cfg.ha_master_address:
-                    self._learn_master(response.ext_fields.get("haServerAddr") or "")
-            if decision is not None and cfg.enable_controller_mode:
-                if decision.role == "MASTER" and cfg.is_slave:
-                    self._become_master(decision)
-                elif stop_reason := cm.follow(self, decision):
-                    self._halt(stop_reason)
-                elif decision.role == "MASTER" and self.sync_state is not None:
-                    self.sync_state.answered(in_sync, decision.alone)
-                return  # one controller decides; the new role registers with every namesrv
-
-    def _follow_sync_state(self, decision: cm.Decision) -> None:
-        """A SYNC_MASTER in controller mode keeps its in-sync slave with the controller
-        (``sync_state``); it starts with none (it reported none)."""
-        cfg = self.config
-        if cfg.broker_role != "SYNC_MASTER" or decision.role != "MASTER":
-            return
-        wakeups = ProducerWakeups(self.registry, self.names.prefix, cfg.max_producers)
-        self.sync_state = SyncState(
-            self.counters.words, wakeups, cfg.store.sync_flush, cfg.ha_slave_fallbehind_max
-        )
-        self.sync_state.answered(0, decision.alone)
-
     def _become_master(self, decision: cm.Decision) -> None:
         """Promotion (controller mode): the slave's agents stop, the CommitLog end is the
         epoch's start, and the master's agents start on the same shared memory (the writer
@@ -502,39 +431,6 @@ class Broker:
             self.transactions.start(partial(live_producers, self.control, self.server))
         log.warning("master at epoch %d from offset %d", epoch, start)
         self._register_all()
-
-    def _learn_master(self, ha_addr: str) -> None:
-        """A slave without haMasterAddress takes the master's HA address from the namesrv's
-        register answer (RocketMQ's ``updateHaMasterAddress``); its HA agent reads it."""
-        try:
-            host, port = parse_host(ha_addr) if ha_addr else ("", 0)
-            packed = cn.pack_address(host, port) if ha_addr else 0
-        except (ShmqError, ValueError):
-            log.warning("the namesrv named an HA master address %r that is not ip:port", ha_addr)
-            return
-        words = self.counters.words
-        if packed and packed != cn.load(words, cn.MASTER_HA_ADDR):
-            log.info("HA master address: %s", ha_addr)
-            cn.publish(words, cn.MASTER_HA_ADDR, packed)
-
-    def _unregister_all(self) -> None:
-        from shmq.remoting.protocol import RemotingCommand, RequestCode
-
-        cfg = self.config
-        for addr in cfg.namesrv_addrs:
-            request = RemotingCommand.request(
-                RequestCode.UNREGISTER_BROKER,
-                {
-                    "brokerName": cfg.broker_name,
-                    "brokerAddr": self.address,
-                    "clusterName": cfg.broker_cluster_name,
-                    "brokerId": cfg.broker_id,
-                },
-            )
-            try:
-                self.control.client.invoke(addr, request, timeout=1.0)
-            except ShmqError as exc:
-                log.info("cannot unregister from namesrv %s: %s", addr, exc)
 
     def wait(self) -> None:
         """Block until ``stop()`` is requested (by a signal handler or another thread)."""
