@@ -8,10 +8,13 @@ message is stored and no end request is ever sent.
 ``rollback``, ``unknown-commit`` or ``unknown-rollback``). The local transaction writes its
 transaction id, body and outcome (``commit`` or ``rollback``) to ``--db``, the "local
 database", and reports the outcome, or UNKNOW for the ``unknown-`` ones; a check-back
-answers what ``--db`` says, ROLLBACK for a transaction id it never saw (a half message
-whose send failed after all). A send that fails (the broker is being restarted) is tried
-again after 0.2 s. Runs until SIGTERM after the plan, then closes cleanly; one JSON line
-per transaction to ``--out``.
+answers what ``--db`` says, and UNKNOW for a transaction id it has not seen, as RocketMQ
+advises: its local transaction may still be running (a check-back comes
+``transactionTimeOut`` after the half message was born, and a stalled producer can take
+longer to write its outcome), or its half message was stored although its send failed
+(the broker discards that one after ``transactionCheckMax`` checks). A send that fails
+(the broker is being restarted) is tried again after 0.2 s. Runs until SIGTERM after the
+plan, then closes cleanly; one JSON line per transaction to ``--out``.
 """
 
 from __future__ import annotations
@@ -31,32 +34,28 @@ _STATES = {
 }
 
 
-def read_db(path: str) -> dict[str, tuple[str, str]]:
-    """transaction id → (body, outcome)."""
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        rows = [line.split() for line in f if line.endswith("\n")]
-    return {tid: (body, outcome) for tid, body, outcome in rows}
-
-
 class PlannedListener:
-    """The local transaction writes the planned outcome to the database file."""
+    """The local transaction writes the planned outcome to the database file; a check-back
+    looks it up in the index of what was written (one lookup, as a database would answer:
+    reading the whole file per check-back made the producer fall behind a broker that
+    asks again every 0.5 s)."""
 
     def __init__(self, db: str, outcomes: dict[str, str]) -> None:
         self.db = db
         self.outcomes = outcomes
+        self.written: dict[str, str] = {}  # transaction id -> outcome, once in the file
 
     def execute_local_transaction(self, msg, arg):
         body = msg.body.decode()
         reported, _, outcome = self.outcomes[body].rpartition("-")
         with open(self.db, "a") as db:
             db.write(f"{msg.transaction_id} {body} {outcome}\n")
+        self.written[msg.transaction_id] = outcome
         return shmq.LocalTransactionState.UNKNOW if reported else _STATES[outcome]
 
     def check_local_transaction(self, msg):
-        _, outcome = read_db(self.db).get(msg.msg_id, ("", "rollback"))
-        return _STATES[outcome]
+        outcome = self.written.get(msg.msg_id)
+        return _STATES[outcome] if outcome else shmq.LocalTransactionState.UNKNOW
 
 
 def die_in_transaction(args: argparse.Namespace) -> None:
