@@ -28,6 +28,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from shmq.client.consume_retry import restore_topics
+from shmq.client.listener_pace import ListenerPace
 from shmq.client.process_queue import ProcessQueue
 from shmq.client.types import ConsumeOrderlyContext, ConsumeOrderlyStatus, MessageQueue
 from shmq.errors import RemotingError, ResponseError, ShmqError
@@ -58,6 +59,7 @@ class OrderlyConsumption:
         max_times = consumer.max_reconsume_times
         self.max_reconsume_times = UNLIMITED if max_times < 0 else max_times
         self._running: set[MessageQueue] = set()  # queues with a consume task submitted
+        self._pace = ListenerPace()  # of a visit (what one or two pulls brought)
         self._suspended: dict[MessageQueue, float] = {}  # queue -> until (monotonic)
         self._state = threading.Lock()
         self.wanted: set[MessageQueue] = set()  # allocated here, locked by another member
@@ -164,8 +166,12 @@ class OrderlyConsumption:
 
     # -- consuming --------------------------------------------------------------------------
 
-    def submit(self, mq: MessageQueue, pq: ProcessQueue, delay_s: float = 0.0) -> None:
-        """Have one consume thread work through ``mq`` (unless one is already on it)."""
+    def submit(
+        self, mq: MessageQueue, pq: ProcessQueue, delay_s: float = 0.0, here: bool = False
+    ) -> None:
+        """Have one consume thread work through ``mq`` (unless one is already on it).
+        ``here``: the pull thread asks, and works through ``mq`` itself when no other queue
+        is being consumed and the listener is fast (``listener_pace``)."""
         if delay_s > 0:
             timer = threading.Timer(delay_s, self.submit, (mq, pq))
             timer.daemon = True
@@ -177,6 +183,10 @@ class OrderlyConsumption:
             if time.monotonic() < self._suspended.get(mq, 0.0):
                 return  # a pull does not cut a suspension short; its timer comes
             self._running.add(mq)
+            here = here and len(self._running) == 1 and self._pace.fast
+        if here:
+            self._run(mq, pq)
+            return
         try:
             self.c._pool.submit(self._run, mq, pq)
         except RuntimeError:  # the pool is shut down
@@ -212,7 +222,9 @@ class OrderlyConsumption:
                     return -1
                 if mq.topic == c._retry_topic:
                     restore_topics(taken)
+                called = time.monotonic()
                 pause, done = self._call_chunks(mq, taken)
+                self._pace.add(time.monotonic() - called)
                 if done:
                     c.counters["consumed"] += done
                     offset = pq.remove(taken[:done])

@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from shmq.client.consume_retry import MessageBack, restore_topics
 from shmq.client.consumer_base import ConsumerBase, queues_of
+from shmq.client.listener_pace import ListenerPace
 from shmq.client.orderly import OrderlyConsumption
 from shmq.client.process_queue import ProcessQueue
 from shmq.client.queue_reader import MAX_BULK_PULL, MAX_PULL
@@ -52,11 +53,6 @@ log = logging.getLogger(__name__)
 Listener = Callable[[list[MessageExt] | MessageBatch, ConsumeContext], ConsumeResult]
 
 FLOW_CONTROL_DELAY_S = 0.05  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
-# A listener whose calls average less than this is called in the pull thread when no other
-# call runs: handing a request to a pool thread costs about as much, and adds its wake-up
-# to every message's latency. Slower listeners always get the pool's parallelism.
-DIRECT_LISTENER_S = 100e-6
-LISTENER_WEIGHT = 0.125
 EXCEPTION_DELAY_S = 3.0  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
 TIMEOUT_DELAY_LEVEL = 3  # a message whose listener ran past consume_timeout (cleanExpireMsg)
 MIB = 1024 * 1024
@@ -203,7 +199,7 @@ class PushConsumer(ConsumerBase):
         self._pool: ThreadPoolExecutor | None = None
         self._puller: threading.Thread | None = None
         self._pull_wake = threading.Event()  # a flow-controlled queue drained
-        self._listener_s = DIRECT_LISTENER_S  # moving average of a consume request's time
+        self._pace = ListenerPace()  # of a consume request (one pull's messages)
         self.counters = {"consumed": 0, "failed": 0, "flowControlled": 0, "pulled": 0}
 
     def register_message_listener(self, listener: Listener) -> None:
@@ -408,10 +404,10 @@ class PushConsumer(ConsumerBase):
                 pq.put(msgs)
                 self.counters["pulled"] += len(msgs)
                 if self._orderly is not None:
-                    self._orderly.submit(mq, pq)
+                    self._orderly.submit(mq, pq, here=True)
                     return len(msgs)
                 request = ConsumeRequest(msgs, pq, mq)
-                if not self._running and self._listener_s < DIRECT_LISTENER_S:
+                if not self._running and self._pace.fast:
                     self._consume(request)  # a fast listener, nothing else running: no hand-off
                 else:
                     self._submit(request)
@@ -454,7 +450,7 @@ class PushConsumer(ConsumerBase):
         finally:
             self._running.pop(request.seq, None)
             pq.last_consume = now = time.monotonic()
-            self._listener_s += LISTENER_WEIGHT * (now - request.started - self._listener_s)
+            self._pace.add(now - request.started)
         if request.abandoned:
             return  # consume_timeout passed: its messages are consumed again already
         self._finish(request, done, failed)

@@ -117,6 +117,42 @@ def test_a_suspended_message_comes_again_in_place(broker):
     assert seen[3][2] - seen[2][2] >= 0.19  # after the suspension the context asked for
 
 
+@pytest.mark.parametrize("pace,listener_s", [("fast", 0.0), ("slow", 0.002)])
+def test_only_a_fast_listener_runs_in_the_pull_thread_and_order_holds(broker, pace, listener_s):
+    """A fast orderly listener is called by the pull thread itself once its pace is known
+    (no hand-off to the pool); a slow one never is. Either way each queue's messages come
+    in queue order."""
+    topic, group, total = f"Pace{pace}", f"pace-{pace}", 600
+    create_topic(broker, topic, 2)
+    calls: list[tuple[str, int, int]] = []
+
+    def listener(msgs, ctx):
+        if listener_s:  # (a sleep of 0 still gives the GIL away)
+            time.sleep(listener_s)
+        calls.extend((threading.current_thread().name, ctx.message_queue.queue_id,
+                      int(m.body)) for m in msgs)  # fmt: skip
+        return shmq.ConsumeOrderlyStatus.SUCCESS
+
+    consumer = shmq.PushConsumer(group, broker.namesrv, listener=listener, orderly=True,
+                                 consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # fmt: skip
+    consumer.subscribe(topic)
+    consumer.start()
+    queue_of = {}
+    try:
+        with shmq.Producer("pace-p", broker.namesrv) as producer:
+            for wave in (range(total // 2), range(total // 2, total)):  # the second: pace known
+                for i in wave:
+                    queue_of[i] = producer.send(shmq.Message(topic, b"%d" % i)).message_queue
+                wait_for(lambda wave=wave: len(calls) >= wave.stop, 60, "the wave consumed")
+    finally:
+        consumer.shutdown()
+    in_pull_thread = sum(1 for name, _, _ in calls if name == f"shmq-pull-{group}")
+    assert (in_pull_thread > 0) == (pace == "fast"), collections.Counter(n for n, _, _ in calls)
+    for q in (0, 1):
+        got = [i for _, qid, i in calls if qid == q]
+        assert got == sorted(i for i, mq in queue_of.items() if mq.queue_id == q)
+
+
 def test_a_queue_lock_belongs_to_one_client_until_it_lapses(broker):
     create_topic(broker, "Locked", 2)
     mqs = [{"topic": "Locked", "brokerName": "broker-a", "queueId": q} for q in (0, 1)]
