@@ -43,6 +43,8 @@ class ControlHandlers:
         self.maxima = qt.max_offsets(broker.queue_seg.buf)
         self._reader = None
         self._lock = threading.Lock()
+        # (topic, queue id) -> (first offset, when listed, MIN_PHYSICAL_OFFSET then)
+        self._min_offsets: dict[tuple[str, int], tuple[int, float, int]] = {}
         self.consumers = broker.consumers
         # group -> {client id: (last heartbeat ms, connection id)}
         self.producers: dict[str, dict[str, tuple[int, int]]] = {}
@@ -237,14 +239,28 @@ class ControlHandlers:
         slot = self.directory.slot(topic.encode(), queue_id)
         return int(self.maxima[slot]) if slot >= 0 else 0
 
-    def min_offset_of(self, topic: str, queue_id: int) -> int:
-        """The queue's first offset still stored: where its oldest file starts."""
+    def min_offset_of(self, topic: str, queue_id: int, fresh_within: float = 0.0) -> int:
+        """The queue's first offset still stored: where its oldest file starts.
+
+        ``fresh_within``: seconds an earlier answer may be reused, unless the CommitLog's
+        first offset moved since (cleanup, after which reput deletes consume-queue files).
+        The pull path uses it: a directory listing per pull cost more than the rest of an
+        empty pull, and an answer at most that old only sends a pull below the first file
+        to the next file, as a pull racing cleanup would be."""
+        key = (topic, queue_id)
+        now = time.monotonic()
+        cleaned = int(self.broker.counters.words[cn.MIN_PHYSICAL_OFFSET])
+        known = self._min_offsets.get(key)
+        if known is not None and now - known[1] < fresh_within and known[2] == cleaned:
+            return known[0]
         directory = os.path.join(self.broker.root, "consumequeue", topic, str(queue_id))
         try:
             names = [n for n in os.listdir(directory) if n.isdigit()]
         except OSError:
-            return 0
-        return min(int(n) for n in names) // 20 if names else 0
+            names = []
+        first = min(int(n) for n in names) // 20 if names else 0
+        self._min_offsets[key] = (first, now, cleaned)
+        return first
 
     def max_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         offset = self.max_offset_of(request.ext_topic(), request.ext_int("queueId"))

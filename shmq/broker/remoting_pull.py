@@ -61,6 +61,7 @@ FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 MAX_TRANSFER_BYTES_ON_MESSAGE_IN_DISK = 64 * 1024
 MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK = 8
 MIN_FILTER_SCAN = 800  # 4.9 scans max(16000 bytes of units, maxMsgNums units)
+MIN_OFFSET_FRESH_S = 1.0  # a queue's first offset, listed at most once a second per queue
 # GetMessageStatus -> the response code PullMessageProcessor gives it (on a master)
 STATUS_CODES = {
     "FOUND": Rc.SUCCESS,
@@ -236,7 +237,7 @@ class RemotingPull:
     ) -> GetResult:
         """4.9's ``DefaultMessageStore.getMessage`` over the published consume queue."""
         max_offset = self.control.max_offset_of(topic, queue_id)
-        min_offset = self.control.min_offset_of(topic, queue_id)
+        min_offset = self.control.min_offset_of(topic, queue_id, MIN_OFFSET_FRESH_S)
         if max_offset == 0:
             return GetResult("NO_MESSAGE_IN_QUEUE", 0, min_offset, max_offset)
         if offset < min_offset:

@@ -99,21 +99,26 @@ class SendAnswers:
             appended = self._queue.popleft()
             last = appended.first + appended.count - 1
             wait_s = 0.5 if self._stop.is_set() else PUT_TIMEOUT_S
-            rows = None
+            oneway = appended.request.is_oneway
+            rows = error = None
             try:
                 self.ring.wait_answer(last, time.monotonic() + wait_s)
             except ShmqError as exc:
                 error = ResponseError(ResponseCode.SYSTEM_ERROR, f"the store did not answer "
                                       f"the send: {exc}")  # fmt: skip
             else:
-                rows = self._rows(appended.first, appended.count)
+                rows = None if oneway else self._rows(appended.first, appended.count)
             self._read_to(last + 1)  # before the flush wait: appends may go on meanwhile
-            response = self.fail(appended, error) if rows is None else self._respond(appended, rows)
-            if not appended.request.is_oneway:
-                try:
-                    appended.conn.send(response)
-                except ShmqError as exc:
-                    log.debug("send answer to %s not written: %s", appended.conn.peer, exc)
+            if oneway:
+                continue  # nobody reads an answer: none is built (nor waited for)
+            if error is None:
+                response = self._respond(appended, rows)
+            else:
+                response = self.fail(appended, error)
+            try:
+                appended.conn.send(response)
+            except ShmqError as exc:
+                log.debug("send answer to %s not written: %s", appended.conn.peer, exc)
 
     def _rows(self, first: int, count: int) -> np.ndarray:
         """A copy of the completion rows of records ``first .. first + count - 1``: one
