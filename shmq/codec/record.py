@@ -328,21 +328,27 @@ def units_match(buf, rows, sizes, queue_offsets, topic, queue_id, ok):
     record out under another topic or queue."""
     count = 0
     for i in range(rows.shape[0]):
-        good = (
-            rows[i, R_SIZE] == sizes[i]
-            and rows[i, R_QUEUE_ID] == queue_id
-            and rows[i, R_QUEUE_OFFSET] == queue_offsets[i]
-            and rows[i, R_TOPIC_LEN] == topic.shape[0]
-        )
-        if good:
-            start = rows[i, R_TOPIC_START]
-            for k in range(topic.shape[0]):
-                if buf[start + k] != topic[k]:
-                    good = False
-                    break
+        good = unit_owns(buf, rows, i, sizes[i], queue_offsets[i], topic, queue_id)
         ok[i] = good
         count += good
     return count
+
+
+@njit(cache=True, nogil=True, inline="always")
+def unit_owns(buf, rows, i, size, queue_offset, topic, queue_id):
+    """``units_match``'s rule for row ``i``."""
+    if (
+        rows[i, R_SIZE] != size
+        or rows[i, R_QUEUE_ID] != queue_id
+        or rows[i, R_QUEUE_OFFSET] != queue_offset
+        or rows[i, R_TOPIC_LEN] != topic.shape[0]
+    ):
+        return False
+    start = rows[i, R_TOPIC_START]
+    for k in range(topic.shape[0]):
+        if buf[start + k] != topic[k]:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 import time
 from collections.abc import Iterator
 
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, match_tags
+from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, match_tags, read_units
 from shmq.errors import CorruptStoreError
 from shmq.message import MessageBatch, MessageExt
 from shmq.properties import PROPERTY_TAGS, decode_properties
@@ -27,6 +28,7 @@ from shmq.store.mapped_file import MappedFile, offset_to_file_name
 MAX_FILTER_SCAN = 16_000
 
 
+_I64 = struct.Struct(">q")
 VANISHED_CHECK_S = 1.0
 COMMITLOG_FILES_MAPPED = 8
 
@@ -127,6 +129,8 @@ class StoreReader:
         """Messages from queue offset ``offset`` (below the published ``max_offset``), at
         most ``max_count``, only those whose tag hash is in ``tag_codes`` when given.
         Returns them and the next offset to read."""
+        if tag_codes is None:
+            return self._read_untagged(topic, queue_id, offset, min(max_offset, offset + max_count))
         phys, sizes, qoffs, next_offset = self._pick(
             topic, queue_id, offset, max_offset, max_count, tag_codes
         )
@@ -134,6 +138,33 @@ class StoreReader:
         for mf, rows, ok in self.records(topic, queue_id, phys, sizes, qoffs):
             messages += ScanBatch(mf, rows).messages(ok, topic)
         return messages, next_offset
+
+    def _read_untagged(
+        self, topic: str, queue_id: int, offset: int, end: int
+    ) -> tuple[list[MessageExt], int]:
+        """``read_queue`` without a tag filter: units ``[offset, end)`` of one consume-queue
+        file, their records parsed and matched by one kernel call per CommitLog file."""
+        cq = self._queue(topic, queue_id).file_at(offset * CQ_UNIT_SIZE)
+        if cq is None or end <= offset:
+            return [], offset
+        first = offset - cq.file_from_offset // CQ_UNIT_SIZE  # the unit's index in its file
+        count = min(end - offset, self.cq_file_size // CQ_UNIT_SIZE - first)
+        rows = np.empty((count, rec.N_COLS), dtype=np.int64)
+        ok = np.empty(count, dtype=np.bool_)
+        name = topic_bytes(topic)
+        messages: list[MessageExt] = []
+        i = 0
+        while i < count:
+            (phys,) = _I64.unpack_from(cq.buf, (first + i) * CQ_UNIT_SIZE)
+            mf = self.commitlog.file_at(phys)
+            if mf is None:  # removed by cleanup
+                i += 1
+                continue
+            n = read_units(cq.buf, first + i, count - i, mf.buf, mf.file_from_offset, name,
+                           queue_id, offset + i, rows, ok)  # fmt: skip
+            messages += ScanBatch(mf, rows[:n]).messages(np.flatnonzero(ok[:n]), topic)
+            i += n
+        return messages, offset + count
 
     def read_queue_bulk(
         self,
