@@ -337,18 +337,13 @@ def units_match(buf, rows, sizes, queue_offsets, topic, queue_id, ok):
 @njit(cache=True, nogil=True, inline="always")
 def unit_owns(buf, rows, i, size, queue_offset, topic, queue_id):
     """``units_match``'s rule for row ``i``."""
-    if (
-        rows[i, R_SIZE] != size
-        or rows[i, R_QUEUE_ID] != queue_id
-        or rows[i, R_QUEUE_OFFSET] != queue_offset
-        or rows[i, R_TOPIC_LEN] != topic.shape[0]
-    ):
-        return False
     start = rows[i, R_TOPIC_START]
-    for k in range(topic.shape[0]):
-        if buf[start + k] != topic[k]:
-            return False
-    return True
+    return (
+        rows[i, R_SIZE] == size
+        and rows[i, R_QUEUE_ID] == queue_id
+        and rows[i, R_QUEUE_OFFSET] == queue_offset
+        and bytes_equal(buf, start, start + rows[i, R_TOPIC_LEN], topic)
+    )
 
 
 @njit(cache=True, nogil=True)
