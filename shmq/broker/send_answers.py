@@ -13,8 +13,8 @@ answer thread has read the answers that far back (``max_unread``).
 
 from __future__ import annotations
 
-import collections
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -63,8 +63,9 @@ class SendAnswers:
         self._lock = threading.Lock()  # one appender at a time, appends in queue order
         self._room = threading.Condition()
         self._unread_from = ring.seq  # the first record whose answer is not read yet
-        self._queue: collections.deque[Appended] = collections.deque()
-        self._ready = threading.Semaphore(0)
+        # appended requests in ring order, then None once closed; a SimpleQueue hands each
+        # over with one lock (a threading.Semaphore takes several, each a GIL round trip)
+        self._queue: queue.SimpleQueue[Appended | None] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="shmq-send-answers", daemon=True)
         self._thread.start()
@@ -88,15 +89,13 @@ class SendAnswers:
             except ShmqError as exc:
                 raise ResponseError(ResponseCode.SYSTEM_ERROR, f"send failed: {exc}") from exc
             appended.count = n
-            self._queue.append(appended)
-        self._ready.release()
+            self._queue.put(appended)
 
     def _loop(self) -> None:
         while True:
-            self._ready.acquire()
-            if not self._queue:
+            appended = self._queue.get()
+            if appended is None:
                 return  # closed
-            appended = self._queue.popleft()
             last = appended.first + appended.count - 1
             wait_s = 0.5 if self._stop.is_set() else PUT_TIMEOUT_S
             oneway = appended.request.is_oneway
@@ -150,5 +149,5 @@ class SendAnswers:
         self._stop.set()
         with self._room:
             self._room.notify_all()
-        self._ready.release()
+        self._queue.put(None)
         self._thread.join(PUT_TIMEOUT_S + 1)

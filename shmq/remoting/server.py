@@ -35,10 +35,10 @@ from shmq.errors import (
 )
 from shmq.remoting.protocol import (
     MAX_FRAME_SIZE,
+    FrameReader,
     RemotingCommand,
     RemotingHeaderError,
     ResponseCode,
-    read_frame,
     request_name,
 )
 
@@ -228,12 +228,11 @@ class RemotingServer:
 
     def _serve(self, conn: Connection) -> None:
         log.debug("%s server: %s connected (id %d)", self.name, conn.peer, conn.id)
+        frames = FrameReader(conn.sock, self.max_frame, self.frame_timeout)
         try:
             while True:
                 try:
-                    request = read_frame(
-                        conn.sock, self.max_frame, frame_timeout=self.frame_timeout
-                    )
+                    request = frames.read()
                 except RemotingHeaderError as exc:
                     if self._answer_malformed(exc, conn):
                         continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import struct
@@ -16,6 +17,7 @@ from shmq.remoting import protocol
 from shmq.remoting.protocol import (
     MAX_FRAME_SIZE,
     MAX_HEADER_SIZE,
+    FrameReader,
     RemotingCommand,
     RemotingHeaderError,
     RequestCode,
@@ -439,37 +441,90 @@ def pair():
     b.close()
 
 
+@pytest.fixture(params=["read_frame", "FrameReader"])
+def reader(request):
+    """``reader(sock, max_frame)``: a function reading the next frame of ``sock``, by
+    ``read_frame`` or by a ``FrameReader`` (the server's), which must behave alike."""
+    if request.param == "read_frame":
+        return lambda sock, max_frame=MAX_FRAME_SIZE: lambda: read_frame(sock, max_frame)
+    return lambda sock, max_frame=MAX_FRAME_SIZE: FrameReader(sock, max_frame).read
+
+
 @pytest.mark.parametrize("length", [MAX_FRAME_SIZE + 1, 2**31 - 1, 3, 0, -1])
-def test_bad_length_prefix_rejected_before_reading(pair, length):
+def test_bad_length_prefix_rejected_before_reading(pair, reader, length):
     a, b = pair
     a.sendall(struct.pack(">i", length))  # no body follows
     start = time.monotonic()
     with pytest.raises(RemotingFrameError, match="frame length"):
-        read_frame(b)
+        reader(b)()
     assert time.monotonic() - start < 1.0
 
 
-def test_read_frame_respects_a_smaller_limit(pair):
+def test_read_frame_respects_a_smaller_limit(pair, reader):
     a, b = pair
     a.sendall(RemotingCommand(10, body=b"x" * 100).encode())
     with pytest.raises(RemotingFrameError, match="outside"):
-        read_frame(b, max_frame=64)
+        reader(b, max_frame=64)()
 
 
-def test_read_frame_eof_and_truncation(pair):
+def test_read_frame_eof_and_truncation(pair, reader):
     a, b = pair
     cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
     a.sendall(cmd.encode() + cmd.encode()[:10])
     a.shutdown(socket.SHUT_WR)
-    assert read_frame(b) == cmd
+    read = reader(b)
+    assert read() == cmd
     with pytest.raises(RemotingConnectError, match="middle of a frame"):
-        read_frame(b)
+        read()
 
 
-def test_read_frame_clean_eof_is_none(pair):
+def test_read_frame_clean_eof_is_none(pair, reader):
     a, b = pair
     a.shutdown(socket.SHUT_WR)
-    assert read_frame(b) is None
+    assert reader(b)() is None
+
+
+def test_frame_reader_bounds_the_rest_of_a_frame(pair):
+    a, b = pair
+    a.sendall(RemotingCommand(10, body=b"x" * 100).encode()[:20])  # the rest never comes
+    frames = FrameReader(b, frame_timeout=0.1)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError):
+        frames.read()
+    assert 0.05 < time.monotonic() - start < 1.0
+    assert b.gettimeout() == 2.0  # the socket's own timeout is back
+
+
+class ChunkedSocket:
+    """A stream handed out in the given chunks, one per ``recv`` (as a socket may), then
+    EOF: chunk boundaries anywhere, inside a length prefix or a header."""
+
+    def __init__(self, data: bytes, cuts: list[int]) -> None:
+        bounds = sorted({0, len(data), *(c for c in cuts if 0 < c < len(data))})
+        self.chunks = [data[x:y] for x, y in itertools.pairwise(bounds)]
+
+    def recv(self, n: int) -> bytes:
+        if not self.chunks:
+            return b""
+        chunk = self.chunks.pop(0)
+        if len(chunk) > n:
+            chunk, rest = chunk[:n], chunk[n:]
+            self.chunks.insert(0, rest)
+        return chunk
+
+    def gettimeout(self) -> float | None:
+        return None
+
+    def settimeout(self, _timeout: float | None) -> None:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(COMMANDS, max_size=6), st.lists(st.integers(0, 2000), max_size=30))
+def test_fuzz_frame_reader_reads_a_stream_cut_anywhere(cmds, cuts):
+    frames = FrameReader(ChunkedSocket(b"".join(c.encode() for c in cmds), cuts))
+    assert [frames.read() for _ in cmds] == [roundtrip(c) for c in cmds]
+    assert frames.read() is None
 
 
 def test_read_frame_deadline(pair):
