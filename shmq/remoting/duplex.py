@@ -33,9 +33,9 @@ from shmq.remoting.client import parse_addr
 from shmq.remoting.protocol import (
     FLAG_ONEWAY,
     MAX_FRAME_SIZE,
+    FrameReader,
     RemotingCommand,
     check_response,
-    read_frame,
     request_name,
 )
 from shmq.wakeup import Signal
@@ -206,9 +206,10 @@ class DuplexChannel:
         return response, response.json_body()
 
     def _read_loop(self, sock: socket.socket) -> None:
+        frames = FrameReader(sock, self.max_frame)
         try:
             while True:
-                frame = read_frame(sock, self.max_frame)
+                frame = frames.read()
                 if frame is None:
                     break
                 if frame.is_response:
