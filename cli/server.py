@@ -114,7 +114,8 @@ def start(
         raise ShmqError(f"shmq is already running for {store_dir} (pid {existing['pid']})")
     if mapped_file_size is None:
         mapped_file_size = DEMO_MAPPED_FILE_SIZE if demo else DEFAULT_MAPPED_FILE_SIZE
-    _compile_kernels()
+    if not os.environ.get(DAEMON_ENV):  # a daemon's parent compiled them a moment ago
+        _compile_kernels()
     if daemon:
         _start_daemon(store_dir)
         return
