@@ -22,12 +22,12 @@ from shmq.errors import (
     RemotingError,
     RemotingTimeoutError,
 )
+from shmq.remoting.frames import read_frame
 from shmq.remoting.protocol import (
     FLAG_ONEWAY,
     MAX_FRAME_SIZE,
     RemotingCommand,
     check_response,
-    read_frame,
     request_name,
 )
 

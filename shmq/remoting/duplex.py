@@ -30,10 +30,10 @@ from typing import Any
 
 from shmq.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 from shmq.remoting.client import parse_addr
+from shmq.remoting.frames import FrameReader
 from shmq.remoting.protocol import (
     FLAG_ONEWAY,
     MAX_FRAME_SIZE,
-    FrameReader,
     RemotingCommand,
     check_response,
     request_name,

@@ -39,16 +39,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import struct
 import threading
-import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import IntEnum
 from typing import Any
 
-from shmq.errors import RemotingConnectError, RemotingFrameError, ResponseError
+from shmq.errors import RemotingFrameError, ResponseError
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
 from shmq.remoting import fastjson
 from shmq.remoting.codes import RequestCode as RequestCode  # re-exported: the codes' usual home
@@ -57,7 +55,6 @@ from shmq.remoting.codes import request_name, response_name
 
 # RocketMQ's default frame limit (the com.rocketmq.remoting.frameMaxLength property).
 MAX_FRAME_SIZE = 16 * 1024 * 1024
-RECV_CHUNK = 64 * 1024
 MAX_HEADER_SIZE = 64 * 1024
 
 FLAG_RESPONSE = 1 << 0
@@ -523,135 +520,6 @@ def decode_frame(payload: bytes) -> RemotingCommand:
     if serialize_type is SerializeType.ROCKETMQ:
         return _decode_rocketmq(header, body)
     return _decode_json(header, body)
-
-
-def _recv_exactly(sock: socket.socket, n: int, deadline: float | None, eof_ok: bool) -> bytes:
-    """``n`` bytes from ``sock``; b"" on EOF before the first byte if ``eof_ok``. The buffer
-    grows by what arrives (``RECV_CHUNK`` at a time), so an announced length costs nothing
-    until its bytes come."""
-    buf = bytearray(min(n, RECV_CHUNK))
-    pos = 0
-    while pos < n:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("timed out")
-            sock.settimeout(remaining)
-        if pos == len(buf):
-            buf.extend(bytes(min(RECV_CHUNK, n - pos)))
-        count = sock.recv_into(memoryview(buf)[pos:])  # the view is gone before any extend
-        if count == 0:
-            if pos == 0 and eof_ok:
-                return b""
-            raise RemotingConnectError(
-                f"connection closed in the middle of a frame ({pos} of {n} bytes read)"
-            )
-        pos += count
-    return bytes(buf)
-
-
-def read_frame(
-    sock: socket.socket,
-    max_frame: int = MAX_FRAME_SIZE,
-    deadline: float | None = None,
-    *,
-    frame_timeout: float | None = None,
-) -> RemotingCommand | None:
-    """Read exactly one frame from ``sock``.
-
-    Returns ``None`` on a clean end of stream (EOF before the first byte of a frame); EOF
-    inside a frame raises ``RemotingConnectError``. A length prefix below 4 or above
-    ``max_frame`` raises ``RemotingFrameError`` before anything more is read. ``deadline``
-    (``time.monotonic()`` value) bounds the whole read: past it, ``TimeoutError`` is raised.
-    Without a deadline the socket's own timeout applies; ``frame_timeout`` then bounds the
-    rest of a frame once its length has arrived (a peer that announces a frame must send it).
-    Memory grows with the bytes that arrive, never with the length announced.
-    """
-    prefix = _recv_exactly(sock, 4, deadline, eof_ok=True)
-    if not prefix:
-        return None
-    (length,) = _INT32.unpack(prefix)
-    if length < 4 or length > max_frame:
-        raise RemotingFrameError(f"frame length {length} is outside [4, {max_frame}]")
-    if deadline is None and frame_timeout is not None:
-        # bound this frame only: the socket's own (idle) timeout applies to the next prefix
-        idle_timeout = sock.gettimeout()
-        try:
-            body = _recv_exactly(sock, length, time.monotonic() + frame_timeout, eof_ok=False)
-        finally:
-            sock.settimeout(idle_timeout)
-        return decode_frame(body)
-    return decode_frame(_recv_exactly(sock, length, deadline, eof_ok=False))
-
-
-class FrameReader:
-    """Reads the frames of one socket through a buffer, with ``read_frame``'s rules (EOF
-    before a frame is ``None``, within one an error; a length outside ``[4, max_frame]``
-    fails before more is read; ``frame_timeout`` bounds the rest of a frame once its
-    length is in, the socket's own timeout the wait for the next one).
-
-    Why: ``read_frame`` reads a length, then its frame: two receives per frame, each
-    letting the GIL go and taking it back. A server thread per connection that does so
-    makes every request a round of GIL hand-overs between the connection threads. A
-    receive here takes whatever has arrived, so a small frame costs one and pipelined
-    frames share one."""
-
-    def __init__(
-        self, sock: socket.socket, max_frame: int = MAX_FRAME_SIZE,
-        frame_timeout: float | None = None,
-    ) -> None:  # fmt: skip
-        self.sock = sock
-        self.max_frame = max_frame
-        self.frame_timeout = frame_timeout
-        self._buf = bytearray()
-        self._pos = 0  # the unread bytes are _buf[_pos:]
-
-    def read(self) -> RemotingCommand | None:
-        if not self._fill(4, None):
-            return None
-        (length,) = _INT32.unpack_from(self._buf, self._pos)
-        if length < 4 or length > self.max_frame:
-            raise RemotingFrameError(f"frame length {length} is outside [4, {self.max_frame}]")
-        if len(self._buf) - self._pos < 4 + length:
-            timeout = self.frame_timeout
-            self._fill(4 + length, None if timeout is None else time.monotonic() + timeout)
-        start, end = self._pos + 4, self._pos + 4 + length
-        if end == len(self._buf):  # the usual case: nothing after it arrived yet
-            payload = memoryview(self._buf)[start:end]
-            self._buf, self._pos = bytearray(), 0
-        else:
-            payload = memoryview(self._buf[start:end])
-            self._pos = end
-        return decode_frame(payload)
-
-    def _fill(self, n: int, deadline: float | None) -> bool:
-        """Receive until ``n`` unread bytes are buffered; False on EOF before any byte of a
-        frame. ``deadline``: the frame's own bound, else the socket's timeout applies."""
-        if self._pos:
-            del self._buf[: self._pos]
-            self._pos = 0
-        sock = self.sock
-        idle_timeout = sock.gettimeout() if deadline is not None else None
-        try:
-            while len(self._buf) < n:
-                if deadline is not None:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise TimeoutError("timed out")
-                    sock.settimeout(remaining)
-                chunk = sock.recv(RECV_CHUNK)
-                if not chunk:
-                    if not self._buf and n == 4:
-                        return False
-                    raise RemotingConnectError(
-                        f"connection closed in the middle of a frame ({len(self._buf)} of "
-                        f"{n} bytes read)"
-                    )
-                self._buf += chunk
-        finally:
-            if deadline is not None:
-                sock.settimeout(idle_timeout)
-        return True
 
 
 def check_response(resp: RemotingCommand) -> RemotingCommand:

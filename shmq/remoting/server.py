@@ -33,9 +33,9 @@ from shmq.errors import (
     ResponseError,
     ShmqError,
 )
+from shmq.remoting.frames import FrameReader
 from shmq.remoting.protocol import (
     MAX_FRAME_SIZE,
-    FrameReader,
     RemotingCommand,
     RemotingHeaderError,
     ResponseCode,

@@ -22,12 +22,12 @@ from shmq.ipc import counters as cn
 from shmq.message import Message, parse_offset_msg_id
 from shmq.remoting.admin_bodies import runtime_stats
 from shmq.remoting.client import RemotingClient
+from shmq.remoting.frames import read_frame
 from shmq.remoting.protocol import (
     RemotingCommand,
     RequestCode,
     ResponseCode,
     SerializeType,
-    read_frame,
 )
 
 

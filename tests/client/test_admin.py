@@ -25,7 +25,8 @@ from shmq.client.queue_reader import QueueReader
 from shmq.client.types import MessageQueue
 from shmq.errors import ClientError, ConfigError, NoRouteError, ResponseError
 from shmq.message import Message
-from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, read_frame
+from shmq.remoting.frames import read_frame
+from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 
 Rc = ResponseCode
 

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from shmq.errors import RemotingConnectError, RemotingFrameError, ResponseError
 from shmq.remoting import protocol
+from shmq.remoting.frames import FrameReader, read_frame
 from shmq.remoting.protocol import (
     MAX_FRAME_SIZE,
     MAX_HEADER_SIZE,
-    FrameReader,
     RemotingCommand,
     RemotingHeaderError,
     RequestCode,
@@ -25,7 +25,6 @@ from shmq.remoting.protocol import (
     SerializeType,
     check_response,
     decode_frame,
-    read_frame,
 )
 
 JSON, ROCKETMQ = SerializeType.JSON, SerializeType.ROCKETMQ

@@ -21,12 +21,12 @@ from shmq.errors import (
     ResponseError,
 )
 from shmq.remoting.client import RemotingClient
+from shmq.remoting.frames import read_frame
 from shmq.remoting.protocol import (
     MAX_FRAME_SIZE,
     RemotingCommand,
     RequestCode,
     ResponseCode,
-    read_frame,
 )
 from shmq.remoting.server import Connection, RemotingServer
 
