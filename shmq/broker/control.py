@@ -183,6 +183,8 @@ class ControlHandlers:
             raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist")
         self.broker.topics.persist()
         self.broker.publish_topics()
+        for key in [k for k in self._min_offsets if k[0] == topic]:
+            del self._min_offsets[key]
         return RemotingCommand.response_to(request)
 
     def all_topics(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
@@ -246,7 +248,9 @@ class ControlHandlers:
         first offset moved since (cleanup, after which reput deletes consume-queue files).
         The pull path uses it: a directory listing per pull cost more than the rest of an
         empty pull, and an answer at most that old only sends a pull below the first file
-        to the next file, as a pull racing cleanup would be."""
+        to the next file, as a pull racing cleanup would be. Only such answers are kept, and
+        a deleted topic's are dropped: an admin request may name any topic and queue id, a
+        pull only one that exists."""
         key = (topic, queue_id)
         now = time.monotonic()
         cleaned = int(self.broker.counters.words[cn.MIN_PHYSICAL_OFFSET])
@@ -259,7 +263,8 @@ class ControlHandlers:
         except OSError:
             names = []
         first = min(int(n) for n in names) // 20 if names else 0
-        self._min_offsets[key] = (first, now, cleaned)
+        if fresh_within > 0:
+            self._min_offsets[key] = (first, now, cleaned)
         return first
 
     def max_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:

@@ -340,3 +340,27 @@ def test_a_clustering_heartbeat_creates_the_group_and_its_retry_topic(make_broke
     assert configs[broker.config.broker_name]["groupName"] == "hb-group"
     result = CliRunner().invoke(admin, ["examine-sub-group", "-g", "nobody", "-n", namesrv])
     assert result.exit_code != 0 and "does not exist" in str(result.exception or result.output)
+
+
+def test_first_offsets_are_kept_only_for_pulled_queues_until_their_topic_goes(make_broker):
+    """The first-offset answers the pull path reuses for a second are kept per queue; an
+    admin GET_MIN_OFFSET may name any topic and queue id, so its answers are not kept (a
+    client could otherwise grow the broker's memory without bound), and deleting a topic
+    drops what was kept of it."""
+    broker, namesrv = make_broker()
+    cache = broker.control._min_offsets
+    with Producer("min-p", namesrv) as producer:
+        producer.send(Message("MinQ", b"m"))
+    with RemotingClient() as client:
+        for i in range(200):
+            resp, _ = client.invoke_json(broker.address, RequestCode.GET_MIN_OFFSET,
+                                         {"topic": f"Nowhere{i}", "queueId": str(i)})  # fmt: skip
+            assert resp.ext_fields["offset"] == "0"
+    assert cache == {}
+    with QueueReader("min-c", namesrv, transport="tcp") as reader:
+        for mq in reader.queues("MinQ"):
+            reader.pull(mq, 0, 32, timeout=0.0)
+    assert {key[0] for key in cache} == {"MinQ"}
+    with RemotingClient() as client:
+        client.invoke_json(broker.address, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "MinQ"})
+    assert cache == {}
