@@ -104,6 +104,8 @@ PARKED_WORDS = {
     "reput": cn.REPUT_PARKED,
     "flush": cn.FLUSH_PARKED,
 }
+# the agents whose parks are counted, so that a waker posts once per park
+PARKS_WORDS = {"writer": cn.WRITER_PARKS, "reput": cn.REPUT_PARKS}
 
 
 def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> None:
@@ -167,12 +169,13 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
 
 
 def _parked_flag(words: np.ndarray, word: int, kind: str):
-    """The idle strategy's ``set_parked``: the agent's parked word (the writer also counts
-    its parks first, see ``counters.WRITER_PARKS``)."""
+    """The idle strategy's ``set_parked``: the agent's parked word (the writer and reput
+    count their parks first, see ``PARKS_WORDS`` and ``parking.ParkedAgent``)."""
+    parks = PARKS_WORDS.get(kind)
 
     def set_parked(parked: bool) -> None:
-        if parked and kind == "writer":
-            cn.publish(words, cn.WRITER_PARKS, int(words[cn.WRITER_PARKS]) + 1)
+        if parked and parks is not None:
+            cn.publish(words, parks, int(words[parks]) + 1)
         cn.publish(words, word, int(parked))
 
     return set_parked

@@ -29,7 +29,7 @@ from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
 from shmq.ipc import topic_table as tt
-from shmq.ipc.parking import post_parked
+from shmq.ipc.parking import ParkedAgent, post_parked
 from shmq.ipc.segment import Segment, fence, open_semaphore, post
 from shmq.message import pack_host
 from shmq.names import MAX_TOPIC_LENGTH
@@ -158,6 +158,7 @@ class Writer:
         self.rw = memoryview(self.registry.mm).cast("q")
         self.sync_flush = store.sync_flush
         self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
+        self.reput = ParkedAgent(self.cw, cn.REPUT_PARKED, cn.REPUT_PARKS, self.reput_sem)
         self.flush_sem = open_semaphore(env.names.agent_sem("flush"))
         self.ha_sem = open_semaphore(env.names.agent_sem("ha"))  # streams new bytes to slaves
         self.ha_parked = cn.agent_word("ha", cn.AGENT_PARKED)
@@ -363,8 +364,7 @@ class Writer:
         parked = self.rw[rg.producer_base(view.slot) + rg.PARKED]
         if parked:
             post_parked(view.sem, parked)
-        if cw[cn.REPUT_PARKED]:
-            post(self.reput_sem)
+        self.reput.wake()
         if self.sync_flush and cw[cn.FLUSH_PARKED]:
             post(self.flush_sem)
         if cw[self.ha_parked]:

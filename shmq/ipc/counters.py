@@ -18,7 +18,8 @@ processes write them::
                       producer posts once per park, not once per record while it sleeps)
     2     flush       FLUSHED_OFFSET  FLUSHED_TIMESTAMP  FLUSH_ERRORS  FLUSHES  FLUSH_PARKED
     3     reput       DISPATCHED_OFFSET  MSGS_DISPATCHED  LOGICS_TIMESTAMP  INDEX_TIMESTAMP
-                      REPUT_PARKED
+                      REPUT_PARKED  REPUT_PARKS (as WRITER_PARKS: the writer posts reput once
+                      per park, not once per pass while it sleeps)
     4     ha          CONFIRMED_OFFSET (a master: the largest offset a slave acknowledged,
                       RocketMQ's push2SlaveMaxOffset)  HA_SLAVES (slave connections)
                       HA_PORT (the port the HA service listens on)
@@ -62,6 +63,7 @@ FLUSHED_OFFSET, FLUSHED_TIMESTAMP, FLUSH_ERRORS, FLUSHES, FLUSH_PARKED = range(2
 DISPATCHED_OFFSET, MSGS_DISPATCHED, LOGICS_TIMESTAMP, INDEX_TIMESTAMP, REPUT_PARKED = range(
     3 * W, 3 * W + 5
 )
+REPUT_PARKS = 3 * W + 5
 CONFIRMED_OFFSET, HA_SLAVES, HA_PORT = range(4 * W, 4 * W + 3)
 TOPIC_REQUEST_SEQ, TOPIC_REQUEST_LEN = 5 * W, 5 * W + 1
 TOPIC_REQUEST_NAME = (5 * W + 2) * 8  # byte offset of the 128-byte name

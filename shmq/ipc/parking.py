@@ -65,3 +65,30 @@ def post_parked(sem: posix_ipc.Semaphore, parked: int) -> None:
     """Agent side: wake every thread a client says is parked (at most ``MAX_POSTS``)."""
     for _ in range(min(int(parked), MAX_POSTS)):
         post(sem)
+
+
+class ParkedAgent:
+    """Wakes a broker agent that parks on ``sem`` once per park. The agent raises its park
+    count (``parks_word``) before it sets its parked flag (``parked_word``), and re-checks
+    for work after; a waker that already posted this park does not post again, so an agent
+    that takes a while to wake is not posted once per item of work meanwhile (each post a
+    syscall here, and a spurious wake-up of the agent later)."""
+
+    __slots__ = ("parked_word", "parks_word", "posted", "sem", "words")
+
+    def __init__(self, words, parked_word: int, parks_word: int, sem: posix_ipc.Semaphore):
+        self.words = words
+        self.parked_word = parked_word
+        self.parks_word = parks_word
+        self.sem = sem
+        self.posted = -1  # the park last posted
+
+    def wake(self) -> None:
+        """Post if the agent parks and this park was not posted yet (call after a fence
+        that follows the publication of the work)."""
+        words = self.words
+        if words[self.parked_word]:
+            parks = words[self.parks_word]
+            if parks != self.posted:
+                self.posted = parks
+                post(self.sem)

@@ -26,8 +26,8 @@ from shmq.errors import SendError, SendTimeoutError
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
-from shmq.ipc.parking import Parking
-from shmq.ipc.segment import FENCE_LOCK, Segment, open_semaphore, post
+from shmq.ipc.parking import ParkedAgent, Parking
+from shmq.ipc.segment import FENCE_LOCK, Segment, open_semaphore
 
 DEFAULT_SPIN_US = 50  # spin this long on an answer before parking (see perf-notes)
 # A park ends at a post; the timeout only bounds how long a lost post (a dead broker) is
@@ -82,7 +82,8 @@ class RingAppender:
         self.parking = Parking(self.registry, self.reg_base + rg.PARKED, self.sem)
         self.tail, self.seq = ring.load_tail(self.words)
         self.head, self.seq_head = ring.load_head(self.words)  # as last seen
-        self._posted_park = -1  # the writer's park (WRITER_PARKS) this ring last posted
+        self.writer = ParkedAgent(self.counter_w, cn.WRITER_PARKED, cn.WRITER_PARKS,
+                                  self.writer_sem)  # fmt: skip
         self._flush_wants: dict[int, int] = {}  # offset -> threads waiting for its flush
         self._flush_lock = threading.Lock()
 
@@ -180,14 +181,11 @@ class RingAppender:
         self._wake_writer()
 
     def _wake_writer(self) -> None:
-        """After publishing: post the writer if it parked, once per park (it counts its
-        parks in WRITER_PARKS; a post per record while it sleeps costs ~10 µs each)."""
+        """After publishing: post the writer if it parked, once per park (a post per record
+        while it sleeps costs ~10 µs each)."""
         FENCE_LOCK.acquire()  # a full barrier before reading the writer's parked flag
         FENCE_LOCK.release()
-        cw = self.counter_w
-        if cw[cn.WRITER_PARKED] and cw[cn.WRITER_PARKS] != self._posted_park:
-            self._posted_park = cw[cn.WRITER_PARKS]
-            post(self.writer_sem)
+        self.writer.wake()
 
     def stopped(self) -> bool:
         """Whether the broker stops or stopped reading this ring (cheap: three words; the
