@@ -90,21 +90,29 @@ class RemoteBrokerOffsetStore(OffsetStore):
     def __init__(self, reader: QueueReader) -> None:
         super().__init__()
         self.reader = reader
+        self._persisting = threading.Lock()
 
     def _fetch(self, mq: MessageQueue) -> int:
         return self.reader.committed(mq)
 
     def persist(self, mqs: Iterable[MessageQueue] | None = None) -> None:
         """Commit the changed offsets (of ``mqs``, or all); a failed commit (the broker
-        or its master gone) stays pending and is committed by a later call."""
-        failed = []
-        for mq, offset in self._take_dirty(mqs).items():
-            try:
-                self.reader.commit(mq, offset)
-            except ShmqError as exc:
-                log.warning("cannot commit offset %d of %s: %s", offset, mq, exc)
-                failed.append(mq)
-        self._mark_dirty(failed)
+        or its master gone) stays pending and is committed by a later call.
+
+        One persist at a time: when it returns, every offset it found committed is on the
+        broker, including one an earlier persist (the timer's) had already taken and was
+        still committing. A rebalance persists a queue it gives away and then lets it go
+        (an orderly consumer unlocks it); without waiting for that earlier commit, the next
+        owner could read the offset before it and consume the queue again from there."""
+        with self._persisting:
+            failed = []
+            for mq, offset in self._take_dirty(mqs).items():
+                try:
+                    self.reader.commit(mq, offset)
+                except ShmqError as exc:
+                    log.warning("cannot commit offset %d of %s: %s", offset, mq, exc)
+                    failed.append(mq)
+            self._mark_dirty(failed)
 
 
 class LocalFileOffsetStore(OffsetStore):

@@ -1,12 +1,14 @@
-"""The local (broadcasting) offset store: survives a restart, falls back to its backup."""
+"""The offset stores: the local (broadcasting) one survives a restart and falls back to its
+backup; the broker (clustering) one commits a queue given away before it is let go."""
 
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
-from shmq.client.offset_store import LocalFileOffsetStore
+from shmq.client.offset_store import LocalFileOffsetStore, RemoteBrokerOffsetStore
 from shmq.client.types import MessageQueue
 from shmq.errors import ConfigError
 
@@ -38,3 +40,41 @@ def test_corrupt_file_falls_back_to_backup_then_errors(tmp_path):
         f.write("[]")
     with pytest.raises(ConfigError, match="unreadable"):
         LocalFileOffsetStore(str(tmp_path), "inst", "g")
+
+
+class _SlowBroker:
+    """The reader side of a ``RemoteBrokerOffsetStore``: commits land in ``committed`` and
+    the first one waits for ``go`` (a commit still on the wire)."""
+
+    def __init__(self) -> None:
+        self.committed: dict[MessageQueue, int] = {}
+        self.started = threading.Event()
+        self.go = threading.Event()
+
+    def commit(self, mq: MessageQueue, offset: int) -> None:
+        if not self.started.is_set():
+            self.started.set()
+            assert self.go.wait(10)
+        self.committed[mq] = offset
+
+
+def test_a_persist_returns_only_once_an_earlier_commit_of_its_queue_landed():
+    """The orderly hand-over race CI caught: the timer's persist took a queue's offset and
+    was still committing it when a rebalance persisted the queue (nothing left to commit)
+    and unlocked it; the next owner read no offset and consumed the queue again from 0."""
+    broker = _SlowBroker()
+    store = RemoteBrokerOffsetStore(broker)  # type: ignore[arg-type]
+    mq = MessageQueue("T", "b", 6)
+    store.update(mq, 672)
+    timer = threading.Thread(target=store.persist)
+    timer.start()
+    assert broker.started.wait(10)
+    released = threading.Event()
+    rebalance = threading.Thread(target=lambda: (store.persist([mq]), released.set()))
+    rebalance.start()
+    assert not released.wait(0.3)  # the queue is not let go while its offset is in flight
+    broker.go.set()
+    assert released.wait(10)
+    assert broker.committed == {mq: 672}
+    timer.join(10)
+    rebalance.join(10)
