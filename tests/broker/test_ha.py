@@ -148,6 +148,17 @@ def connected(c) -> None:
     wait_until(lambda: c.runtime_info()["ha_slaves"] == 1, what="the slave to connect")
 
 
+def in_sync(c) -> None:
+    """The slave is connected and has acknowledged all the master wrote (its first report
+    after a reconnect comes a moment after the connection is counted)."""
+
+    def caught_up() -> bool:
+        info = c.runtime_info()
+        return info["ha_slaves"] == 1 and info["confirmed_offset"] >= info["write_offset"]
+
+    wait_until(caught_up, what="the slave to catch up")
+
+
 @pytest.mark.slow
 def test_sync_master_acks_only_what_the_slave_holds(tmp_path):
     before = shm_entries()
@@ -183,7 +194,7 @@ def test_sync_master_acks_only_what_the_slave_holds(tmp_path):
             master_ha = agent_pid(c, "broker-a", "ha")
             os.kill(master_ha, signal.SIGKILL)
             wait_until(lambda: agent_pid(c, "broker-a", "ha") != master_ha, what="a restart")
-            connected(c)
+            in_sync(c)
             assert producer.send(Message(TOPIC, b"resumed")).send_status == SendStatus.SEND_OK
 
             # a run of acked sends (sync, async, bulk), then the master dies at once
