@@ -148,9 +148,15 @@ def connected(c) -> None:
     wait_until(lambda: c.runtime_info()["ha_slaves"] == 1, what="the slave to connect")
 
 
-def in_sync(c) -> None:
-    """The slave is connected and has acknowledged all the master wrote (its first report
-    after a reconnect comes a moment after the connection is counted)."""
+def reconnected(c, tmp_path, ha_pid: int) -> None:
+    """The slave's first report reached the master's HA agent ``ha_pid`` (a restarted one:
+    the counters its predecessor published, SIGKILLed, still say a slave is connected and
+    in sync until the new agent's first pass) and the slave has acknowledged all."""
+    wait_until(
+        lambda: any(f"shmq.ha[{ha_pid}]" in line and " reports " in line
+                    for line in read_log(tmp_path, "broker.log").splitlines()),
+        what="the slave to report to the restarted HA agent",
+    )  # fmt: skip
 
     def caught_up() -> bool:
         info = c.runtime_info()
@@ -193,8 +199,11 @@ def test_sync_master_acks_only_what_the_slave_holds(tmp_path):
             # the master's HA agent SIGKILLed alone: restarted, replication resumes
             master_ha = agent_pid(c, "broker-a", "ha")
             os.kill(master_ha, signal.SIGKILL)
-            wait_until(lambda: agent_pid(c, "broker-a", "ha") != master_ha, what="a restart")
-            in_sync(c)
+            restarted = wait_until(
+                lambda: (pid := agent_pid(c, "broker-a", "ha")) != master_ha and pid,
+                what="a restart",
+            )
+            reconnected(c, tmp_path, restarted)
             assert producer.send(Message(TOPIC, b"resumed")).send_status == SendStatus.SEND_OK
 
             # a run of acked sends (sync, async, bulk), then the master dies at once
