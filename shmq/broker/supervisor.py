@@ -379,6 +379,8 @@ class Broker(NamesrvRegistration):
             log.error("%s agent (pid %s) died with exit code %s", kind, proc.pid, code)
             if kind == "writer":
                 self._blame_ring(now)
+            elif kind == "ha":
+                self._forget_slaves()
             if len(recent) > self.config.agent_restart_max:
                 self._halt(
                     f"the {kind} agent died {len(recent)} times within a minute (last exit code "
@@ -408,6 +410,14 @@ class Broker(NamesrvRegistration):
         if len(deaths) >= 2 and self.clients.fence_producer(slot, gen):
             log.error("producer ring %d.%d fenced: the writer died twice reading it", slot, gen)
             self._restarts["writer"] = self._restarts["writer"][:-2]  # those were its fault
+
+    def _forget_slaves(self) -> None:
+        """The HA agent died, and its slave connections with it: until its successor has
+        slaves again, a SYNC_MASTER answers SLAVE_NOT_AVAILABLE at once (and ``ha-status``
+        lists none), rather than have sends wait ``syncFlushTimeout`` on the dead agent's
+        counters for an ack that cannot come."""
+        cn.publish(self.counters.words, cn.HA_SLAVES, 0)
+        ht.publish_rows(self.ha_table.words, [])
 
     def _become_master(self, decision: cm.Decision) -> None:
         """Promotion (controller mode): the slave's agents stop, the CommitLog end is the

@@ -196,9 +196,21 @@ def test_sync_master_acks_only_what_the_slave_holds(tmp_path):
             assert status == SendStatus.FLUSH_SLAVE_TIMEOUT
             assert 0.9 < waited < 3.0
 
-            # the master's HA agent SIGKILLed alone: restarted, replication resumes
+            # the master's HA agent SIGKILLed alone (the slave held back meanwhile): at once
+            # no slave counts, so a send is SLAVE_NOT_AVAILABLE without waiting for an ack
+            # from the dead agent's slave; the agent is restarted and replication resumes
             master_ha = agent_pid(c, "broker-a", "ha")
-            os.kill(master_ha, signal.SIGKILL)
+            os.kill(slave_ha, signal.SIGSTOP)
+            try:
+                os.kill(master_ha, signal.SIGKILL)
+                wait_until(lambda: c.runtime_info()["agents"]["ha"]["restarts"] == 1,
+                           what="the supervisor to see the HA agent's death")  # fmt: skip
+                started = time.monotonic()
+                status = producer.send(Message(TOPIC, b"slave gone")).send_status
+                waited = time.monotonic() - started
+            finally:
+                os.kill(slave_ha, signal.SIGCONT)
+            assert (status, waited < 0.9) == (SendStatus.SLAVE_NOT_AVAILABLE, True)
             restarted = wait_until(
                 lambda: (pid := agent_pid(c, "broker-a", "ha")) != master_ha and pid,
                 what="a restart",
