@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from shmq import files
+from shmq.broker.agent_wakeups import parked_flag
 from shmq.broker.broker_config import BrokerConfig
 from shmq.broker.tuning import TuningConfig, apply_runtime
 from shmq.ipc import counters as cn
@@ -82,7 +83,6 @@ class AgentEnv:
     config: BrokerConfig
     names: BrokerNames
     counters: Segment
-    parked_word: int
 
     @property
     def words(self) -> np.ndarray:
@@ -97,15 +97,6 @@ class AgentEnv:
         if self.kind == "writer" or (self.kind == "reput" and c.idle_strategy == "busy_spin"):
             return IdleConfig(c.idle_strategy, c.idle_spin_us, c.idle_yield_us, c.idle_park_us)
         return IdleConfig("park", park_us=c.idle_park_us)
-
-
-PARKED_WORDS = {
-    "writer": cn.WRITER_PARKED,
-    "reput": cn.REPUT_PARKED,
-    "flush": cn.FLUSH_PARKED,
-}
-# the agents whose parks are counted, so that a waker posts once per park
-PARKS_WORDS = {"writer": cn.WRITER_PARKS, "reput": cn.REPUT_PARKS}
 
 
 def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> None:
@@ -126,7 +117,7 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     files.set_file_mode(config.store.file_mode)  # what this agent creates is private too
     counters = Segment.attach(names.counters)
     cn.check(counters.words)
-    env = AgentEnv(kind, config, names, counters, PARKED_WORDS.get(kind, -1))
+    env = AgentEnv(kind, config, names, counters)
     factories = {
         "writer": writer.Writer,
         "reput": reput.Reput,
@@ -141,7 +132,7 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     words = counters.words
     sem = open_semaphore(names.agent_sem(kind))
     idle = getattr(agent, "idle", None) or IdleStrategy(
-        env.idle_config(), sem, _parked_flag(words, env.parked_word, kind)
+        env.idle_config(), sem, parked_flag(words, kind)
     )
     cn.publish(words, cn.agent_word(kind, cn.PID), os.getpid())
     stop_word = cn.agent_word(kind, cn.STOP)
@@ -166,19 +157,6 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
         sem.close()
         counters.close()
     log.info("%s agent stopped", kind)
-
-
-def _parked_flag(words: np.ndarray, word: int, kind: str):
-    """The idle strategy's ``set_parked``: the agent's parked word (the writer and reput
-    count their parks first, see ``PARKS_WORDS`` and ``parking.ParkedAgent``)."""
-    parks = PARKS_WORDS.get(kind)
-
-    def set_parked(parked: bool) -> None:
-        if parked and parks is not None:
-            cn.publish(words, parks, int(words[parks]) + 1)
-        cn.publish(words, word, int(parked))
-
-    return set_parked
 
 
 def _die_with_parent() -> None:

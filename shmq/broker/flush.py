@@ -15,10 +15,11 @@ import os
 import time
 
 from shmq.broker.agent import AgentEnv
+from shmq.broker.agent_wakeups import AgentWakeups
 from shmq.broker.producer_wakeups import ProducerWakeups
 from shmq.ipc import counters as cn
 from shmq.ipc.idle import IdleConfig, IdleStrategy
-from shmq.ipc.segment import Segment, fence, open_semaphore, post
+from shmq.ipc.segment import Segment, fence, open_semaphore
 from shmq.store.checkpoint import Checkpoint
 from shmq.store.mapped_file import PAGE_SIZE, offset_to_file_name
 from shmq.store.mapped_file_queue import first_file_from
@@ -40,7 +41,7 @@ class Flush:
         self.flushed = cn.load(self.words, cn.FLUSHED_OFFSET)
         self.checkpoint = Checkpoint(os.path.join(store.store_path_root_dir, "checkpoint"))
         self.registry = Segment.attach(env.names.registry)
-        self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
+        self.reput = AgentWakeups(self.words, env.names, ("reput",))  # SYNC_FLUSH: flushed bytes
         self._fds: dict[int, int] = {}
         self.sync_master = env.config.broker_role == "SYNC_MASTER"
         self.wakeups = ProducerWakeups(self.registry, env.names.prefix, env.config.max_producers)
@@ -105,8 +106,8 @@ class Flush:
         cn.publish(self.words, cn.FLUSHES, cn.load(self.words, cn.FLUSHES) + 1)
         cn.publish(self.words, cn.FLUSHED_OFFSET, write)
         fence()
-        if self.sync and self.words[cn.REPUT_PARKED]:
-            post(self.reput_sem)
+        if self.sync:
+            self.reput.wake()
         self._wake_producers(write)
         self._maybe_checkpoint()
         return 1
@@ -157,6 +158,6 @@ class Flush:
             os.close(fd)
         self._fds.clear()
         self.wakeups.close()
-        self.reput_sem.close()
+        self.reput.close()
         self.registry.close()
         self.checkpoint.close()

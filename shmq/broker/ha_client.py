@@ -30,6 +30,7 @@ import time
 import numpy as np
 
 from shmq.broker.agent import AgentEnv
+from shmq.broker.agent_wakeups import AgentWakeups, parked_flag
 from shmq.broker.broker_config import RECORD_OVERHEAD_MAX
 from shmq.broker.socket_idle import SocketIdle
 from shmq.codec import ha_frames as hf
@@ -37,7 +38,7 @@ from shmq.codec import record as rec
 from shmq.config import parse_host
 from shmq.errors import DiskFullError
 from shmq.ipc import counters as cn
-from shmq.ipc.segment import fence, open_semaphore, post
+from shmq.ipc.segment import fence, open_semaphore
 from shmq.message import pack_host
 from shmq.store.commitlog import SCAN_ROWS, CommitLog
 from shmq.store.warm_up import scratch_store
@@ -81,11 +82,10 @@ class HAClient:
         self.whole = cn.load(self.words, cn.WRITE_OFFSET)
         self.commitlog.set_write_offset(self.whole, self.max_partial)
         self.received = self.whole
-        self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
-        self.flush_sem = open_semaphore(env.names.agent_sem("flush"))
+        followers = ("reput", "flush") if self.sync_flush else ("reput",)
+        self.followers = AgentWakeups(self.words, env.names, followers)
         self.sem = open_semaphore(env.names.agent_sem("ha"))
-        parked = cn.agent_word("ha", cn.AGENT_PARKED)
-        self.idle = SocketIdle(self.sem, lambda p: cn.publish(self.words, parked, int(p)))
+        self.idle = SocketIdle(self.sem, parked_flag(self.words, "ha"))
         self.sock: socket.socket | None = None
         self.master = ""
         self._rbuf = bytearray(READ_BUFFER)
@@ -254,10 +254,7 @@ class HAClient:
         cn.publish(words, cn.MSGS_IN, int(words[cn.MSGS_IN]) + count)
         cn.publish(words, cn.WRITE_OFFSET, position)
         fence()
-        if words[cn.REPUT_PARKED]:
-            post(self.reput_sem)
-        if self.sync_flush and words[cn.FLUSH_PARKED]:
-            post(self.flush_sem)
+        self.followers.wake()
 
     # -- stopping ---------------------------------------------------------------------------
 
@@ -270,5 +267,5 @@ class HAClient:
             self.sock.close()
         self.idle.close()
         self.commitlog.close()
-        for sem in (self.reput_sem, self.flush_sem, self.sem):
-            sem.close()
+        self.followers.close()
+        self.sem.close()

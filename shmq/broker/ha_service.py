@@ -32,6 +32,7 @@ import socket
 import time
 
 from shmq.broker.agent import AgentEnv
+from shmq.broker.agent_wakeups import parked_flag
 from shmq.broker.producer_wakeups import ProducerWakeups
 from shmq.broker.socket_idle import SocketIdle
 from shmq.codec import ha_frames as hf
@@ -93,12 +94,9 @@ class HAService:
         self.registry = Segment.attach(env.names.registry)
         self.wakeups = ProducerWakeups(self.registry, env.names.prefix, cfg.max_producers)
         self.sem = open_semaphore(env.names.agent_sem("ha"))
-        parked = cn.agent_word("ha", cn.AGENT_PARKED)
         # Parked with no slave connected, the agent waits for a connection only: the writer
-        # need not post it for every append (cn.AGENT_PARKED is the writer's cue).
-        self.idle = SocketIdle(
-            self.sem, lambda p: cn.publish(self.words, parked, int(p and bool(self.conns)))
-        )
+        # need not post it at all (cn.AGENT_PARKED is the writer's cue).
+        self.idle = SocketIdle(self.sem, parked_flag(self.words, "ha", lambda: bool(self.conns)))
         self.idle.linger_s = 0.0 if self.sync_master else ASYNC_LINGER_S
         self.server: socket.socket | None = None
         self._listen_at = 0.0

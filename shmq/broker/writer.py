@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from shmq.broker.agent import AgentEnv
+from shmq.broker.agent_wakeups import AgentWakeups
 from shmq.broker.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import record as rec
 from shmq.codec import ring_append as ra
@@ -29,7 +30,7 @@ from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
 from shmq.ipc import topic_table as tt
-from shmq.ipc.parking import ParkedAgent, post_parked
+from shmq.ipc.parking import post_parked
 from shmq.ipc.segment import Segment, fence, open_semaphore, post
 from shmq.message import pack_host
 from shmq.names import MAX_TOPIC_LENGTH
@@ -157,11 +158,8 @@ class Writer:
         self.cw = memoryview(env.counters.mm).cast("q")
         self.rw = memoryview(self.registry.mm).cast("q")
         self.sync_flush = store.sync_flush
-        self.reput_sem = open_semaphore(env.names.agent_sem("reput"))
-        self.reput = ParkedAgent(self.cw, cn.REPUT_PARKED, cn.REPUT_PARKS, self.reput_sem)
-        self.flush_sem = open_semaphore(env.names.agent_sem("flush"))
-        self.ha_sem = open_semaphore(env.names.agent_sem("ha"))  # streams new bytes to slaves
-        self.ha_parked = cn.agent_word("ha", cn.AGENT_PARKED)
+        followers = ("reput", "flush", "ha") if self.sync_flush else ("reput", "ha")
+        self.followers = AgentWakeups(self.cw, env.names, followers)
         self.supervisor_sem = open_semaphore(env.names.supervisor_sem)
         warm_up()
         self._recover_queue_offsets()
@@ -364,11 +362,7 @@ class Writer:
         parked = self.rw[rg.producer_base(view.slot) + rg.PARKED]
         if parked:
             post_parked(view.sem, parked)
-        self.reput.wake()
-        if self.sync_flush and cw[cn.FLUSH_PARKED]:
-            post(self.flush_sem)
-        if cw[self.ha_parked]:
-            post(self.ha_sem)
+        self.followers.wake()
         return n
 
     def _stopped_without_records(
@@ -515,8 +509,8 @@ class Writer:
             view.close()
         self.rings.clear()
         self.commitlog.close()
-        for sem in (self.reput_sem, self.flush_sem, self.ha_sem, self.supervisor_sem):
-            sem.close()
+        self.followers.close()
+        self.supervisor_sem.close()
         self.cw.release()
         self.rw.release()
         for seg in (self.topics_seg, self.queues_seg, self.registry):

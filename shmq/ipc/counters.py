@@ -17,6 +17,7 @@ processes write them::
                       WRITER_PARKS (parks so far, raised before WRITER_PARKED is set: a
                       producer posts once per park, not once per record while it sleeps)
     2     flush       FLUSHED_OFFSET  FLUSHED_TIMESTAMP  FLUSH_ERRORS  FLUSHES  FLUSH_PARKED
+                      FLUSH_PARKS (as WRITER_PARKS: a SYNC_FLUSH writer posts once per park)
     3     reput       DISPATCHED_OFFSET  MSGS_DISPATCHED  LOGICS_TIMESTAMP  INDEX_TIMESTAMP
                       REPUT_PARKED  REPUT_PARKS (as WRITER_PARKS: the writer posts reput once
                       per park, not once per pass while it sleeps)
@@ -33,9 +34,10 @@ processes write them::
                       MIN_PHYSICAL_OFFSET (cleaner: the CommitLog's first byte after its last
                       deletion; readers unmap files below it)
     10..  one line per agent kind: HEARTBEAT_MS  PID  RESTARTS  STOP  RING_SLOT  RING_GEN
-                      PARKED (the agent writes the first two and PARKED, the supervisor
-                      the others; RING_SLOT / RING_GEN name the producer slot of an agent
-                      that sends through the writer, the schedule agent's)
+                      PARKED  PARKS (the agent writes the first two, PARKED and PARKS, the
+                      supervisor the others; RING_SLOT / RING_GEN name the producer slot of
+                      an agent that sends through the writer, the schedule agent's; PARKS
+                      is counted by the HA agents, as WRITER_PARKS)
 
 A counter is published (stored) only after the data it covers is written; x86-64 keeps
 stores in program order and aligned 8-byte stores whole, so a reader that loads the counter
@@ -60,6 +62,7 @@ CONTROLLER_MODE, ACK_ALONE = 6, 7
 WRITE_OFFSET, WRITE_TIMESTAMP, MSGS_IN, REJECTED, WRITER_PARKED = range(W, W + 5)
 WRITER_RING, WRITER_RING_GEN, WRITER_PARKS = W + 5, W + 6, W + 7
 FLUSHED_OFFSET, FLUSHED_TIMESTAMP, FLUSH_ERRORS, FLUSHES, FLUSH_PARKED = range(2 * W, 2 * W + 5)
+FLUSH_PARKS = 2 * W + 5
 DISPATCHED_OFFSET, MSGS_DISPATCHED, LOGICS_TIMESTAMP, INDEX_TIMESTAMP, REPUT_PARKED = range(
     3 * W, 3 * W + 5
 )
@@ -76,7 +79,7 @@ DISK_FULL, DISK_USED_PERMILLE, ALLOC_FAILED, FLUSH_FAILED, MIN_PHYSICAL_OFFSET =
 
 AGENT_KINDS = ("writer", "reput", "flush", "cleaner", "ha", "schedule")
 AGENT_LINE0 = 10
-HEARTBEAT_MS, PID, RESTARTS, STOP, RING_SLOT, RING_GEN, AGENT_PARKED = range(7)
+HEARTBEAT_MS, PID, RESTARTS, STOP, RING_SLOT, RING_GEN, AGENT_PARKED, AGENT_PARKS = range(8)
 SIZE = (AGENT_LINE0 + len(AGENT_KINDS)) * CACHE_LINE
 
 # STATE values

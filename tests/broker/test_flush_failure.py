@@ -35,7 +35,7 @@ def test_a_failed_fdatasync_is_never_retried_nor_published(tmp_path, monkeypatch
         cn.init(counters.words, os.getpid(), 0)
         rg.init(registry.words, *slots)
         cn.publish(counters.words, cn.WRITE_OFFSET, written)
-        flush = Flush(AgentEnv("flush", config, names, counters, cn.FLUSH_PARKED))
+        flush = Flush(AgentEnv("flush", config, names, counters))
 
         def dying_disk(fd: int) -> None:
             raise OSError(errno.EIO, "Input/output error")
