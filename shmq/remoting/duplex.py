@@ -6,7 +6,9 @@ broker's oneway requests to it (``NOTIFY_CONSUMER_IDS_CHANGED``,
 oneway end requests, and the broker's check-backs (``CHECK_TRANSACTION_STATE``). Those
 arrive at any time, so a reader thread owns the socket: responses complete the waiting
 request by ``opaque``; requests go to ``on_request`` (called on the reader thread, so it
-must only note the event and return).
+must only note the event, or build a small answer, and return). A request the broker waits
+on (not oneway, e.g. ``GET_CONSUMER_RUNNING_INFO``) is answered with what ``on_request``
+returns, or REQUEST_CODE_NOT_SUPPORTED when it returns None.
 
 Oneway requests whose sender need not wait for the socket (a transaction's end) go through
 ``send_soon``: written at once by the caller when the socket takes them without blocking,
@@ -35,6 +37,7 @@ from shmq.remoting.protocol import (
     FLAG_ONEWAY,
     MAX_FRAME_SIZE,
     RemotingCommand,
+    ResponseCode,
     check_response,
     request_name,
 )
@@ -49,7 +52,7 @@ class DuplexChannel:
     def __init__(
         self,
         addr: str,
-        on_request: Callable[[RemotingCommand], None],
+        on_request: Callable[[RemotingCommand], RemotingCommand | None],
         *,
         connect_timeout: float = 3.0,
         default_timeout: float = 3.0,
@@ -219,9 +222,17 @@ class DuplexChannel:
                         future.set_result(frame)
                     continue
                 try:
-                    self.on_request(frame)
-                except Exception:
+                    response = self.on_request(frame)
+                except Exception as exc:
                     log.exception("handling %s from %s failed", request_name(frame.code), self.addr)
+                    response = RemotingCommand.response_to(
+                        frame, ResponseCode.SYSTEM_ERROR, f"the client failed: {exc!r}"
+                    )
+                if not frame.is_oneway:
+                    self._send(sock, response or RemotingCommand.response_to(
+                        frame, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                        f"{request_name(frame.code)} is not supported by this client",
+                    ))  # fmt: skip
         except (OSError, RemotingError) as exc:
             if not self._closed:
                 log.debug("connection to %s lost: %s", self.addr, exc)

@@ -7,7 +7,10 @@ length, a header that is not JSON, a response frame) is closed with one warning;
 whose header breaks only after its opaque was read is answered with SYSTEM_ERROR and the
 connection kept (``RemotingHeaderError``). The server and every other connection keep
 working. Handlers may also push oneway
-requests to a client through ``Connection.send`` from any thread.
+requests to a client through ``Connection.send`` from any thread, or call a client and wait
+for its answer (``Connection.invoke``: RocketMQ's ``Broker2Client.callClient``, e.g.
+GET_CONSUMER_RUNNING_INFO); the connection's thread hands such responses to the caller, and
+a response frame that answers nothing asked on that connection still closes it.
 
 Nothing a peer sends may cost the server more than a bound: a frame's memory grows only as
 its bytes arrive, a frame must complete within ``frame_timeout`` once its length is read, a
@@ -18,6 +21,7 @@ the warnings about bad peers are rate-limited.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import logging
@@ -25,11 +29,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from shmq.errors import (
     RemotingConnectError,
     RemotingError,
     RemotingFrameError,
+    RemotingTimeoutError,
     ResponseError,
     ShmqError,
 )
@@ -49,6 +56,7 @@ IDLE_TIMEOUT_S = 120.0
 FRAME_TIMEOUT_S = 30.0
 MAX_CONNECTIONS = 1024
 WARNINGS_PER_MINUTE = 20
+LATE_ANSWERS = 16  # opaques of calls to a client that timed out, whose answer may still come
 
 Handler = Callable[[RemotingCommand, "Connection"], RemotingCommand | None]
 
@@ -58,7 +66,7 @@ def _addr(host: str, port: int) -> str:
 
 
 class Connection:
-    """One accepted client connection; ``send`` is safe from any thread."""
+    """One accepted client connection; ``send`` and ``invoke`` are safe from any thread."""
 
     def __init__(self, sock: socket.socket, conn_id: int, peer: str) -> None:
         self.sock = sock
@@ -66,6 +74,39 @@ class Connection:
         self.peer = peer
         self._send_lock = threading.Lock()
         self._closed = False
+        self._asked: dict[int, Future] = {}  # opaque -> the answer an ``invoke`` waits for
+        self._given_up: collections.deque[int] = collections.deque(maxlen=LATE_ANSWERS)
+
+    def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send ``request`` to the client and wait for its response (any code);
+        ``RemotingTimeoutError`` after ``timeout`` s, ``RemotingConnectError`` if the
+        connection is or goes away first."""
+        future: Future = Future()
+        with self._send_lock:
+            self._asked[request.opaque] = future
+        try:
+            self.send(request)
+            try:
+                return future.result(timeout)
+            except FutureTimeout:
+                raise RemotingTimeoutError(
+                    f"no response from {self.peer} to {request_name(request.code)}"
+                    f" within {timeout:g} s"
+                ) from None
+        finally:
+            with self._send_lock:
+                if self._asked.pop(request.opaque, None) is not None and not future.done():
+                    self._given_up.append(request.opaque)
+
+    def answered(self, response: RemotingCommand) -> bool:
+        """Hand ``response`` to the ``invoke`` waiting for it; False when nothing on this
+        connection asked for it (an answer that came after its caller gave up is dropped)."""
+        with self._send_lock:
+            future = self._asked.get(response.opaque)
+            late = future is None and response.opaque in self._given_up
+        if future is not None:
+            future.set_result(response)
+        return future is not None or late
 
     def send(self, cmd: RemotingCommand) -> None:
         """Write one frame; ``RemotingConnectError`` if the connection is gone."""
@@ -79,11 +120,17 @@ class Connection:
                 raise RemotingConnectError(f"cannot send to {self.peer}: {exc}") from exc
 
     def close(self) -> None:
-        """Close the socket (wakes the connection's reader thread); idempotent."""
+        """Close the socket (wakes the connection's reader thread); idempotent. A caller
+        still waiting in ``invoke`` fails at once."""
         with self._send_lock:
             if self._closed:
                 return
             self._closed = True
+            asked, self._asked = self._asked, {}
+        for future in asked.values():
+            future.set_exception(
+                RemotingConnectError(f"connection to {self.peer} closed before the response")
+            )
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
@@ -252,6 +299,8 @@ class RemotingServer:
                     return
                 if request is None:
                     return
+                if request.is_response and conn.answered(request):
+                    continue
                 if request.is_response:
                     self._warnings.warn(
                         "%s server: closing %s: it sent a response frame (%s, opaque %d)"

@@ -370,3 +370,45 @@ def test_a_duplex_oneway_request_reaches_the_server_which_pushes_back_by_connect
         channel.close()
     rec.disconnected.get(timeout=2)
     assert server.connection(conn_id) is None
+
+
+def test_the_server_calls_a_duplex_client_and_gets_its_answer(server, rec):
+    """``Connection.invoke`` (RocketMQ's ``Broker2Client.callClient``): the client's reader
+    answers what its handler returns, REQUEST_CODE_NOT_SUPPORTED for a request it does not
+    serve; an answer that comes after the caller gave up is dropped, the connection kept."""
+    from shmq.remoting.duplex import DuplexChannel
+
+    release = threading.Event()
+
+    def on_request(req: RemotingCommand) -> RemotingCommand | None:
+        if req.code != RequestCode.GET_CONSUMER_RUNNING_INFO:
+            return None
+        if req.ext_fields.get("slow"):
+            release.wait(5)
+        return RemotingCommand.response_to(req, body=b"info " + req.ext("n").encode())
+
+    def ask(n: int, timeout: float = 2.0, **ext) -> RemotingCommand:
+        request = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, {"n": n, **ext})
+        return conn.invoke(request, timeout)
+
+    channel = DuplexChannel(server.address, on_request)
+    try:
+        conn = server.connection(
+            int(channel.invoke(RemotingCommand.request(ECHO)).ext_fields["conn"])
+        )
+        answer = ask(1)
+        assert (answer.is_response, answer.code, answer.body) == (True, 0, b"info 1")
+        other = conn.invoke(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC), 2.0)
+        assert other.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        late = r"GET_CONSUMER_RUNNING_INFO\(307\) within 0\.2 s"
+        with pytest.raises(RemotingTimeoutError, match=late):
+            ask(2, 0.2, slow="yes")
+        release.set()  # its late answer comes first, and is dropped
+        assert ask(3).body == b"info 3"
+        assert channel.invoke(RemotingCommand.request(ECHO)).code == ResponseCode.SUCCESS
+        assert rec.disconnected.empty()
+    finally:
+        channel.close()
+    rec.disconnected.get(timeout=2)
+    with pytest.raises(RemotingConnectError, match="is closed"):
+        ask(4)
