@@ -10,6 +10,7 @@ exit status 1 (``shmq_cli.main``). Client modules are imported inside the comman
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import click
@@ -251,6 +252,47 @@ def consumer_connection(group: str, namesrv: str, as_json: bool) -> None:
     show(["topic", "sub expression"], subs, "subscriptions")
     for key in ("consumeType", "messageModel", "consumeFromWhere"):
         click.echo(f"{key}: {conn.get(key, '')}")
+
+
+@admin.command("consumer-status")
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-i", "--client-id", help="Only this member (default: every online member).")
+@click.option("-s", "--jstack", is_flag=True, help="Add each member's thread dump.")
+@options
+def consumer_status(
+    group: str, client_id: str | None, jstack: bool, namesrv: str, as_json: bool
+) -> None:
+    """What each online member of a group is doing: its queues, committed offsets and
+    messages pulled but not yet consumed (mqadmin consumerStatus)."""
+    with open_admin(namesrv) as a:
+        infos = a.consumer_status(group, client_id, jstack)
+    if as_json:
+        print_json(infos)
+        return
+    for cid, info in infos.items():
+        props = info.get("properties", {})
+        rows = [[q["topic"], q["brokerName"], q["queueId"], q["commitOffset"],
+                 q["cachedMsgCount"], f"{q['cachedMsgMinOffset']}-{q['cachedMsgMaxOffset']}"
+                 if q["cachedMsgCount"] else "", "yes" if q["locked"] else "",
+                 _ago(q["lastPullTimestamp"]), _ago(q["lastConsumeTimestamp"])]
+                for q in info["mqTable"]]  # fmt: skip
+        show(["topic", "broker", "queue", "committed", "cached", "cached offsets", "locked",
+              "last pull", "last consume"], rows, f"{cid} ({props.get('PROP_CONSUME_TYPE', '')}"
+             f"{', orderly' if props.get('PROP_CONSUMEORDERLY') == 'true' else ''})")  # fmt: skip
+        subs = ", ".join(f"{s['topic']} ({s['subString']})" for s in info["subscriptionSet"])
+        click.echo(f"subscriptions: {subs}")
+        counters = info.get("userConsumerInfo", {})
+        if counters:
+            click.echo("counters: " + ", ".join(f"{k} {v}" for k, v in sorted(counters.items())))
+        if info.get("jstack"):
+            click.echo(info["jstack"])
+
+
+def _ago(ms: int) -> str:
+    """How long ago an epoch-ms instant was, for a table cell."""
+    if not ms:
+        return ""
+    return f"{max(0.0, time.time() - ms / 1000):.1f} s ago"
 
 
 @admin.command("reset-offset-by-time")

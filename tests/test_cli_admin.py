@@ -133,6 +133,38 @@ def test_brokers_and_subscription_groups(c):
     )
 
 
+def test_consumer_status_shows_what_each_member_holds(c):
+    import shmq
+
+    with Producer("cli-status-p", c.namesrv) as producer:
+        for i in range(6):
+            producer.send(Message("CliStatus", f"m{i}".encode()))
+    consumer = shmq.PushConsumer(
+        "cli-status", c.namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        listener=lambda msgs, ctx: shmq.ConsumeResult.CONSUME_SUCCESS,
+    )  # fmt: skip
+    consumer.subscribe("CliStatus")
+    consumer.start()
+    try:
+        wait_until(lambda: consumer.counters["consumed"] == 6)
+        client_id = consumer.instance.client_id
+        [info] = admin_json(c, "consumer-status", "-g", "cli-status").values()
+        assert info["properties"]["consumerGroup"] == "cli-status"
+        assert {q["queueId"] for q in info["mqTable"] if q["topic"] == "CliStatus"} == {0, 1}
+        wide = CliRunner(env={"COLUMNS": "200"}).invoke(
+            cli, ["admin", "consumer-status", "-g", "cli-status", "-n", c.namesrv, "-s"]
+        )
+        assert wide.exit_code == 0, wide.output
+        assert client_id in wide.stdout and "CONSUME_PASSIVELY" in wide.stdout
+        assert "subscriptions: " in wide.stdout and "CliStatus (*)" in wide.stdout
+        assert "consumed 6" in wide.stdout and "MainThread" in wide.stdout  # -s: thread dump
+    finally:
+        consumer.shutdown()
+    gone = admin(c, "consumer-status", "-g", "cli-status", "-i", client_id, ok=False)
+    assert gone.exit_code == 1
+    assert gone.stderr.startswith(f"error: the consumer {client_id} of group cli-status is not")
+
+
 def test_errors_are_one_line_with_exit_status_1(c):
     result = admin(c, "consumer-connection", "-g", "cli-nobody", ok=False)
     assert result.exit_code == 1 and result.stdout == ""

@@ -1,8 +1,11 @@
 """The broker's admin requests (RocketMQ's ``AdminBrokerProcessor`` and ``Broker2Client``):
-topic and consume statistics, consumer connections, subscription groups, offset resets.
+topic and consume statistics, consumer connections and running info, subscription groups,
+offset resets.
 
 What ``mqadmin topicStatus``, ``consumerProgress``, ``consumerConnection``,
-``updateSubGroup`` / ``deleteSubGroup`` and ``resetOffsetByTime`` ask a broker. Offsets and
+``consumerStatus``, ``updateSubGroup`` / ``deleteSubGroup`` and ``resetOffsetByTime`` ask a
+broker; ``consumerStatus`` (GET_CONSUMER_RUNNING_INFO) is passed on to the consumer itself,
+over the connection it heartbeats on. Offsets and
 store lookups go through the control handlers (``ControlHandlers``: queue maxima, min
 offset, search by time, the store reader), so both answer from the same code.
 
@@ -29,7 +32,7 @@ from shmq.broker.control import _json
 from shmq.broker.schedule_levels import FILE_NAME as DELAY_OFFSET_FILE
 from shmq.broker.subscription_groups import SubscriptionGroupConfig
 from shmq.broker.topic_config import TopicConfig
-from shmq.errors import ResponseError
+from shmq.errors import RemotingError, RemotingTimeoutError, ResponseError
 from shmq.message import MessageExt, message_to_json
 from shmq.remoting import fastjson
 from shmq.remoting.admin_bodies import queue_table
@@ -46,6 +49,7 @@ Rc = ResponseCode
 
 DEFAULT_QUERY_NUM = 64
 MAX_QUERY_NUM = 1024  # messages one QUERY_MESSAGE_BY_TIME answers at most
+CALL_CLIENT_TIMEOUT_S = 5.0  # a consumer asked for its running info must answer within
 
 
 class AdminHandlers:
@@ -62,6 +66,7 @@ class AdminHandlers:
             RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connection,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_sub_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_sub_groups,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_sub_group,
@@ -174,6 +179,31 @@ class AdminHandlers:
                 f" {self.broker.config.broker_name}",
             )
         return _json(request, info)
+
+    def consumer_running_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """Ask one online member of a group for its ``ConsumerRunningInfo`` over the
+        connection it heartbeats on, and answer with what it answers (RocketMQ's
+        ``callConsumer``: SYSTEM_ERROR when it is not online, CONSUME_MSG_TIMEOUT when it
+        does not answer in time)."""
+        group = request.ext_group("consumerGroup")
+        client_id = request.ext("clientId")
+        conn = self.consumers.connection_of(group, client_id)
+        if conn is None:
+            raise ResponseError(Rc.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+        asked = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, dict(request.ext_fields), request.body
+        )
+        try:
+            answer = conn.invoke(asked, CALL_CLIENT_TIMEOUT_S)
+        except RemotingTimeoutError as exc:
+            raise ResponseError(
+                Rc.CONSUME_MSG_TIMEOUT, f"consumer <{group}> <{client_id}> Timeout: {exc}"
+            ) from None
+        except RemotingError as exc:
+            raise ResponseError(
+                Rc.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> Exception: {exc}"
+            ) from None
+        return RemotingCommand.response_to(request, answer.code, answer.remark, body=answer.body)
 
     def consumed_by_who(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """The groups with offsets on the topic or online members subscribing it."""

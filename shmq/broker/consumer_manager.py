@@ -150,6 +150,13 @@ class ConsumerManager:
             info = self._groups.get(group)
             return sorted(info.channels) if info else []
 
+    def connection_of(self, group: str, client_id: str) -> Connection | None:
+        """The connection member ``client_id`` of ``group`` heartbeats on, if online."""
+        with self._lock:
+            info = self._groups.get(group)
+            channel = info.channels.get(client_id) if info else None
+            return channel.conn if channel else None
+
     def groups(self) -> list[str]:
         with self._lock:
             return sorted(g for g, info in self._groups.items() if info.channels)

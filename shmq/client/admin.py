@@ -34,6 +34,7 @@ from shmq.remoting.protocol import RequestCode, ResponseCode
 Rc = ResponseCode
 
 MASTER_ID = "0"
+RUNNING_INFO_TIMEOUT_S = 8.0  # the broker gives a consumer 5 s to answer, then says so
 
 # update_sub_group's settings → RocketMQ's SubscriptionGroupConfig JSON keys.
 SUB_GROUP_SETTINGS = {
@@ -108,12 +109,13 @@ class Admin(MessageQueries):
         code: int,
         ext_fields: dict[str, Any] | None = None,
         body: Any = None,
+        timeout: float | None = None,
     ) -> tuple[Any, Any]:
         """A request to ``(broker name, address)``: (response, JSON body); a
         ``ResponseError`` names the broker."""
         name, addr = broker
         try:
-            return self.client.invoke_json(addr, code, ext_fields, body)
+            return self.client.invoke_json(addr, code, ext_fields, body, timeout)
         except ResponseError as exc:
             if name in exc.remark:
                 raise
@@ -399,13 +401,9 @@ class Admin(MessageQueries):
         """Half messages pending per producer group (``transaction_status.trans_status``)."""
         return transaction_status.trans_status(self._call, self._targets(broker, cluster), group)
 
-    def consumer_connection(self, group: str) -> dict[str, Any]:
-        """The group's online members over every broker (RocketMQ's
-        ``ConsumerConnection``: ``connectionSet``, ``subscriptionTable``, ``consumeType``,
-        ``messageModel``, ``consumeFromWhere``). ``ResponseError`` CONSUMER_NOT_ONLINE when
-        none is online."""
-        merged: dict[str, Any] | None = None
-        clients: dict[str, dict[str, Any]] = {}
+    def _connections(self, group: str) -> list[tuple[tuple[str, str], dict[str, Any]]]:
+        """``(broker, ConsumerConnection)`` of each master where ``group`` has members."""
+        found = []
         for target in self._masters():
             try:
                 body = self._call(
@@ -415,6 +413,17 @@ class Admin(MessageQueries):
                 if exc.code == Rc.CONSUMER_NOT_ONLINE:
                     continue
                 raise
+            found.append((target, body))
+        return found
+
+    def consumer_connection(self, group: str) -> dict[str, Any]:
+        """The group's online members over every broker (RocketMQ's
+        ``ConsumerConnection``: ``connectionSet``, ``subscriptionTable``, ``consumeType``,
+        ``messageModel``, ``consumeFromWhere``). ``ResponseError`` CONSUMER_NOT_ONLINE when
+        none is online."""
+        merged: dict[str, Any] | None = None
+        clients: dict[str, dict[str, Any]] = {}
+        for _, body in self._connections(group):
             if merged is None:
                 merged = {**body, "subscriptionTable": {}}
             merged["subscriptionTable"].update(body.get("subscriptionTable", {}))
@@ -426,6 +435,33 @@ class Admin(MessageQueries):
             )
         merged["connectionSet"] = [clients[c] for c in sorted(clients)]
         return merged
+
+    def consumer_status(
+        self, group: str, client_id: str | None = None, jstack: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """Each online member's ``ConsumerRunningInfo`` (``mqadmin consumerStatus``), asked
+        through a broker it heartbeats to, by client id (only ``client_id``'s, if given):
+        ``properties``, ``subscriptionSet``, ``mqTable`` (one dict per held queue, with
+        ``topic``, ``brokerName``, ``queueId`` and RocketMQ's ``ProcessQueueInfo``
+        fields), ``statusTable``, ``userConsumerInfo`` and, with ``jstack``, a thread dump.
+        ``ResponseError`` CONSUMER_NOT_ONLINE when the group (or that member) is not
+        online; CONSUME_MSG_TIMEOUT when a member does not answer in time."""
+        where: dict[str, tuple[str, str]] = {}
+        for target, body in self._connections(group):
+            for conn in body.get("connectionSet", []):
+                where.setdefault(conn["clientId"], target)
+        if client_id is not None:
+            where = {c: t for c, t in where.items() if c == client_id}
+        if not where:
+            who = f"consumer {client_id} of group {group}" if client_id else f"group {group}"
+            raise ResponseError(Rc.CONSUMER_NOT_ONLINE, f"the {who} is not online on any broker")
+        out = {}
+        for cid, target in sorted(where.items()):
+            fields = {"consumerGroup": group, "clientId": cid, "jstackEnable": jstack}
+            info = self._call(target, RequestCode.GET_CONSUMER_RUNNING_INFO, fields,
+                              timeout=RUNNING_INFO_TIMEOUT_S)[1]  # fmt: skip
+            out[cid] = {**info, "mqTable": queue_entries(info.get("mqTable", {}))}
+        return out
 
     def reset_offset(
         self, group: str, topic: str, timestamp_ms: int, force: bool = True

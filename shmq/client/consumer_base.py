@@ -17,11 +17,13 @@ from collections.abc import Iterable
 from shmq.client.allocate import AllocateMessageQueueStrategy, allocation_strategy
 from shmq.client.instance import ClientInstance
 from shmq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from shmq.client.process_queue import ProcessQueue
 from shmq.client.rebalance import (
     Rebalance,
     default_consume_timestamp,
     parse_consume_timestamp,
 )
+from shmq.client.running_info import running_info
 from shmq.client.subscription import Subscription
 from shmq.client.transport import check_transport
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
@@ -92,6 +94,7 @@ class ConsumerBase:
         self._stop = threading.Event()
         self._rebalance_now = threading.Event()
         self._started = False
+        self.started_ms = 0
         self._closed = False
         self.instance: ClientInstance | None = None
         self.offsets: OffsetStore | None = None
@@ -138,6 +141,7 @@ class ConsumerBase:
             subscriptions=self.subscriptions,
             on_ids_changed=self._rebalance_now.set,
             on_reset_offset=self._reset_offsets,
+            running_info=self.running_info,
             spin_us=self.spin_us,
             transport=self.transport,
             poll_name_server_interval=self.poll_name_server_interval,
@@ -157,6 +161,7 @@ class ConsumerBase:
             self.consume_timestamp,
         )
         self._started = True
+        self.started_ms = int(time.time() * 1000)
         self._heartbeat()
         self.do_rebalance()
         self._service = threading.Thread(target=self._service_loop, name=name, daemon=True)
@@ -263,6 +268,25 @@ class ConsumerBase:
     def _holdings(self) -> Iterable[MessageQueue]:
         """The queues this consumer reads now (call with ``_lock`` held)."""
         raise NotImplementedError
+
+    # -- running info (GET_CONSUMER_RUNNING_INFO) ---------------------------------------------
+
+    def running_info(self, jstack: bool = False) -> dict:
+        """RocketMQ's ``ConsumerRunningInfo`` of this consumer now, as a broker passes it
+        to an admin (``shmq.client.running_info``)."""
+        return running_info(self, jstack)
+
+    def _process_queue(self, mq: MessageQueue) -> ProcessQueue | None:
+        """The process queue of a held queue, if the consumer keeps one (``_lock`` held)."""
+        return None
+
+    def _running_properties(self) -> dict[str, str]:
+        """Properties of this kind of consumer for its running info."""
+        return {}
+
+    def running_counters(self) -> dict[str, int]:
+        """Counters for its running info's ``userConsumerInfo``."""
+        return {}
 
     def _hold(self, mq: MessageQueue, offset: int) -> None:
         """Start reading ``mq`` at ``offset`` (called with ``_lock`` held)."""

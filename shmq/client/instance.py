@@ -3,8 +3,9 @@
 It owns the consumer's client id, its data path (``QueueReader``), and one duplex control
 connection per broker. Heartbeats (group, model, subscriptions) go out on those connections
 every ``heartbeat_interval`` and right after a (re)connect; the broker's oneway requests come
-back on them: ``NOTIFY_CONSUMER_IDS_CHANGED`` (rebalance now) and
-``RESET_CONSUMER_CLIENT_OFFSET`` (an admin moved the group's offsets).
+back on them: ``NOTIFY_CONSUMER_IDS_CHANGED`` (rebalance now),
+``RESET_CONSUMER_CLIENT_OFFSET`` (an admin moved the group's offsets) and
+``GET_CONSUMER_RUNNING_INFO`` (an admin asks how the consumer is doing; answered).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from shmq.client.queue_reader import QueueReader
 from shmq.client.subscription import Subscription
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import NoRouteError, RemotingError, ResponseError
+from shmq.remoting import fastjson
 from shmq.remoting.admin_bodies import queue_items
 from shmq.remoting.duplex import DuplexChannel
-from shmq.remoting.protocol import RemotingCommand, RequestCode, request_name
+from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, request_name
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,7 @@ class ClientInstance:
         subscriptions: Callable[[], list[Subscription]],
         on_ids_changed: Callable[[], None],
         on_reset_offset: Callable[[str, dict[MessageQueue, int]], None],
+        running_info: Callable[[bool], dict],
         spin_us: int = 20,
         transport: str = "auto",
         poll_name_server_interval: float = 30.0,
@@ -65,6 +68,7 @@ class ClientInstance:
         self.subscriptions = subscriptions
         self.on_ids_changed = on_ids_changed
         self.on_reset_offset = on_reset_offset
+        self.running_info = running_info
         self._channels: dict[str, DuplexChannel] = {}
         self._lock = threading.Lock()
 
@@ -79,7 +83,9 @@ class ClientInstance:
             self._heartbeat_to(addr, channel)
         return channel
 
-    def _on_request(self, request: RemotingCommand) -> None:
+    def _on_request(self, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            return self._running_info(request)
         if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             log.info("%s: the broker says group %s changed", self.client_id, self.group)
             self.on_ids_changed()
@@ -94,6 +100,20 @@ class ClientInstance:
             self.on_reset_offset(topic, table)
         else:
             log.debug("ignoring %s from a broker", request_name(request.code))
+        return None
+
+    def _running_info(self, request: RemotingCommand) -> RemotingCommand:
+        """An admin asks, through the broker, how this consumer is doing (RocketMQ's
+        ``ClientRemotingProcessor.getConsumerRunningInfo``)."""
+        group = request.ext_fields.get("consumerGroup")
+        if group != self.group:
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{group}> not exist in this consumer",
+            )  # fmt: skip
+        jstack = str(request.ext_fields.get("jstackEnable", "")).lower() == "true"
+        body = fastjson.dumps(self.running_info(jstack)).encode()
+        return RemotingCommand.response_to(request, body=body)
 
     def broker_addresses(self) -> set[str]:
         """The brokers serving any subscribed topic."""

@@ -264,6 +264,20 @@ class PushConsumer(ConsumerBase):
     def _holdings(self) -> Iterable[MessageQueue]:
         return self._table
 
+    def _process_queue(self, mq: MessageQueue) -> ProcessQueue | None:
+        return self._table.get(mq)
+
+    def _running_properties(self) -> dict[str, str]:
+        return {
+            "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
+            "PROP_THREADPOOL_CORE_SIZE": str(self.consume_thread_min),
+            "consumeMessageBatchMaxSize": str(self.batch_max),
+            "pullBatchSize": str(self.pull_batch_size),
+        }
+
+    def running_counters(self) -> dict[str, int]:
+        return dict(self.counters)
+
     def _hold(self, mq: MessageQueue, offset: int) -> None:
         pq = self._table[mq] = ProcessQueue(offset)
         if self._orderly is not None:  # _acquire locked it

@@ -54,6 +54,7 @@ class RequestCode(IntEnum):
     INVOKE_BROKER_TO_RESET_OFFSET = 222
     GET_TOPICS_BY_CLUSTER = 224
     QUERY_TOPIC_CONSUME_BY_WHO = 300
+    GET_CONSUMER_RUNNING_INFO = 307
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     # shmq's own: messages of a topic stored in [beginTimestamp, endTimestamp]
@@ -92,6 +93,7 @@ class ResponseCode(IntEnum):
     SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     CONSUMER_NOT_ONLINE = 206
+    CONSUME_MSG_TIMEOUT = 207
 
 
 def request_name(code: int) -> str:

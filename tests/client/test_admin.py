@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -21,10 +22,12 @@ import wire_client
 from e2e_helpers import cluster, shm_entries
 from shmq.client.admin import Admin, ConsumerProgress
 from shmq.client.producer import Producer
+from shmq.client.push_consumer import PushConsumer
 from shmq.client.queue_reader import QueueReader
-from shmq.client.types import MessageQueue
+from shmq.client.types import ConsumeResult, MessageQueue
 from shmq.errors import ClientError, ConfigError, NoRouteError, ResponseError
 from shmq.message import Message
+from shmq.remoting.client import parse_addr
 from shmq.remoting.frames import read_frame
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 
@@ -253,6 +256,86 @@ def test_consumer_connection_of_an_online_group(admin, two_brokers):
         time.sleep(0.05)
     else:
         raise AssertionError("the closed consumer stayed online")
+
+
+@contextlib.contextmanager
+def stuck_consumer(namesrv: str, group: str, topic: str) -> Iterator[tuple[PushConsumer, list]]:
+    """A push consumer whose listener holds its first message until the block ends, so
+    the rest of what it pulled stays cached in its process queues."""
+    gate, got = threading.Event(), []
+
+    def listener(msgs, _ctx):
+        got.extend(msgs)
+        gate.wait(30)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        group, namesrv, listener=listener, consume_thread_min=1, consume_thread_max=1,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+    )  # fmt: skip
+    consumer.subscribe(topic)
+    consumer.start()
+    try:
+        wait_for(lambda: got, what="a message in the listener")
+        yield consumer, got
+    finally:
+        gate.set()
+        consumer.shutdown()
+
+
+def test_consumer_status_is_asked_of_each_member_through_its_broker(admin, two_brokers):
+    """GET_CONSUMER_RUNNING_INFO: the broker passes it to the member over the connection
+    the member heartbeats on, and answers with the member's ConsumerRunningInfo."""
+    topic, group = "AdmStatus", "adm-status"
+    admin.update_topic(topic, read_queue_nums=2, write_queue_nums=2)
+    with Producer("adm-status-p", two_brokers.namesrv) as producer:
+        for i in range(40):
+            producer.send(Message(topic, f"m{i}".encode()))
+    with stuck_consumer(two_brokers.namesrv, group, topic) as (consumer, _):
+        wait_for(lambda: consumer.counters["pulled"] == 40, what="all 40 pulled")
+        infos = admin.consumer_status(group)
+        assert list(infos) == [consumer.instance.client_id]
+        info = infos[consumer.instance.client_id]
+        props = info["properties"]
+        assert props["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert props["PROP_CONSUMEORDERLY"] == "false"
+        assert abs(int(props["PROP_CONSUMER_START_TIMESTAMP"]) - time.time() * 1000) < 60_000
+        assert {s["topic"] for s in info["subscriptionSet"]} == {topic, "%RETRY%" + group}
+        mine = [q for q in info["mqTable"] if q["topic"] == topic]
+        assert sorted((q["brokerName"], q["queueId"]) for q in mine) == [
+            ("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)]  # fmt: skip
+        # one message is in the listener, the others wait: all 40 are in the process queues
+        assert sum(q["cachedMsgCount"] for q in mine) == 40
+        assert all(q["commitOffset"] in (-1, 0) and not q["locked"] for q in mine)
+        assert all(q["lastPullTimestamp"] > time.time() * 1000 - 60_000 for q in mine)
+        assert info["userConsumerInfo"]["pulled"] == "40"
+        assert "jstack" not in info
+        dumped = admin.consumer_status(group, consumer.instance.client_id, jstack=True)
+        assert "shmq-" in dumped[consumer.instance.client_id]["jstack"]  # its threads' names
+        with pytest.raises(ResponseError, match="consumer nobody@1 of group adm-status") as err:
+            admin.consumer_status(group, "nobody@1")
+        assert err.value.code == Rc.CONSUMER_NOT_ONLINE
+    # asked of a broker directly, for a member that is not online (RocketMQ's answer)
+    with socket.create_connection(parse_addr(two_brokers.brokers["broker-a"].address)) as sock:
+        fields = {"consumerGroup": group, "clientId": "gone@2"}
+        request = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields)
+        sock.sendall(request.encode())
+        answer = read_frame(sock)
+    assert (answer.code, answer.remark) == (
+        Rc.SYSTEM_ERROR,
+        "The Consumer <adm-status> <gone@2> not online",
+    )
+
+
+def test_a_member_that_does_not_answer_its_status_times_out(admin, two_brokers):
+    address = two_brokers.brokers["broker-b"].address
+    with online_consumer(address, "adm-mute", "AdmMuteTopic", "10.0.0.9@124#0"):
+        started = time.monotonic()
+        with pytest.raises(ResponseError, match=r"10\.0\.0\.9@124#0> Timeout") as err:
+            admin.consumer_status("adm-mute")
+        assert err.value.code == Rc.CONSUME_MSG_TIMEOUT
+        assert time.monotonic() - started > 4.0  # the broker waited for it 5 s
+        assert admin.consumer_connection("adm-mute")["connectionSet"]  # still online
 
 
 def test_reset_offset_commits_and_tells_online_consumers(admin, two_brokers):
