@@ -26,13 +26,12 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from shmq.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
+from shmq.errors import RemotingConnectError, RemotingError
 from shmq.remoting.client import parse_addr
 from shmq.remoting.frames import FrameReader
+from shmq.remoting.pending import PendingCalls
 from shmq.remoting.protocol import (
     FLAG_ONEWAY,
     MAX_FRAME_SIZE,
@@ -67,7 +66,7 @@ class DuplexChannel:
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._sock: socket.socket | None = None
-        self._pending: dict[int, Future] = {}
+        self._calls = PendingCalls(addr)
         self._closed = False
         self._outbox: list[bytes] = []  # frames of send_soon, for the writer thread
         self._outbox_ready = Signal()
@@ -100,21 +99,7 @@ class DuplexChannel:
         """Send ``request`` and wait for its response (any code)."""
         timeout = self.default_timeout if timeout is None else timeout
         sock = self._connect()
-        future: Future = Future()
-        with self._lock:
-            self._pending[request.opaque] = future
-        try:
-            self._send(sock, request)
-            try:
-                return future.result(timeout)
-            except FutureTimeout:
-                raise RemotingTimeoutError(
-                    f"no response from {self.addr} to {request_name(request.code)}"
-                    f" within {timeout:g} s"
-                ) from None
-        finally:
-            with self._lock:
-                self._pending.pop(request.opaque, None)
+        return self._calls.call(request, lambda: self._send(sock, request), timeout)
 
     def send_soon(self, request: RemotingCommand) -> None:
         """Send ``request``, marked oneway, without waiting for the socket
@@ -216,10 +201,7 @@ class DuplexChannel:
                 if frame is None:
                     break
                 if frame.is_response:
-                    with self._lock:
-                        future = self._pending.get(frame.opaque)
-                    if future is not None and not future.done():
-                        future.set_result(frame)
+                    self._calls.answered(frame)
                     continue
                 try:
                     response = self.on_request(frame)
@@ -243,16 +225,11 @@ class DuplexChannel:
         with self._lock:
             if self._sock is sock:
                 self._sock = None
-            pending = list(self._pending.values())
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             sock.close()
-        for future in pending:
-            if not future.done():
-                future.set_exception(
-                    RemotingConnectError(f"connection to {self.addr} closed before the response")
-                )
+        self._calls.fail_all()
 
     def close(self) -> None:
         with self._lock:

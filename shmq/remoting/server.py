@@ -21,7 +21,6 @@ the warnings about bad peers are rate-limited.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
 import logging
@@ -29,18 +28,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 
 from shmq.errors import (
     RemotingConnectError,
     RemotingError,
     RemotingFrameError,
-    RemotingTimeoutError,
     ResponseError,
     ShmqError,
 )
 from shmq.remoting.frames import FrameReader
+from shmq.remoting.pending import PendingCalls
 from shmq.remoting.protocol import (
     MAX_FRAME_SIZE,
     RemotingCommand,
@@ -74,39 +71,18 @@ class Connection:
         self.peer = peer
         self._send_lock = threading.Lock()
         self._closed = False
-        self._asked: dict[int, Future] = {}  # opaque -> the answer an ``invoke`` waits for
-        self._given_up: collections.deque[int] = collections.deque(maxlen=LATE_ANSWERS)
+        self._calls = PendingCalls(peer, LATE_ANSWERS)
 
     def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``request`` to the client and wait for its response (any code);
         ``RemotingTimeoutError`` after ``timeout`` s, ``RemotingConnectError`` if the
         connection is or goes away first."""
-        future: Future = Future()
-        with self._send_lock:
-            self._asked[request.opaque] = future
-        try:
-            self.send(request)
-            try:
-                return future.result(timeout)
-            except FutureTimeout:
-                raise RemotingTimeoutError(
-                    f"no response from {self.peer} to {request_name(request.code)}"
-                    f" within {timeout:g} s"
-                ) from None
-        finally:
-            with self._send_lock:
-                if self._asked.pop(request.opaque, None) is not None and not future.done():
-                    self._given_up.append(request.opaque)
+        return self._calls.call(request, lambda: self.send(request), timeout)
 
     def answered(self, response: RemotingCommand) -> bool:
         """Hand ``response`` to the ``invoke`` waiting for it; False when nothing on this
         connection asked for it (an answer that came after its caller gave up is dropped)."""
-        with self._send_lock:
-            future = self._asked.get(response.opaque)
-            late = future is None and response.opaque in self._given_up
-        if future is not None:
-            future.set_result(response)
-        return future is not None or late
+        return self._calls.answered(response)
 
     def send(self, cmd: RemotingCommand) -> None:
         """Write one frame; ``RemotingConnectError`` if the connection is gone."""
@@ -126,11 +102,7 @@ class Connection:
             if self._closed:
                 return
             self._closed = True
-            asked, self._asked = self._asked, {}
-        for future in asked.values():
-            future.set_exception(
-                RemotingConnectError(f"connection to {self.peer} closed before the response")
-            )
+        self._calls.fail_all()
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
