@@ -163,7 +163,27 @@ class Cluster:
         wait_port(self.namesrv_port, proc)
 
     def start_broker(self, name: str = "broker-a") -> None:
-        self.procs.append(self.brokers[name].start())
+        """Start ``name`` and wait until the namesrv lists it: its port opens before its
+        first registration (as RocketMQ's broker does), and a test that asks the namesrv
+        for brokers at once would otherwise find none."""
+        broker = self.brokers[name]
+        self.procs.append(broker.start())
+        self.wait_registered(broker)
+
+    def wait_registered(self, broker: BrokerProc, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        with RemotingClient() as client:
+            while True:
+                with contextlib.suppress(Exception):
+                    _, info = client.invoke_json(self.namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)
+                    for data in info.get("brokerAddrTable", {}).values():
+                        if broker.address in data.get("brokerAddrs", {}).values():
+                            return
+                if time.monotonic() > deadline or broker.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"{broker.name} did not register with {self.namesrv}: {tail(broker.proc)}"
+                    )
+                time.sleep(0.05)
 
     def stop_broker(self, name: str = "broker-a") -> int:
         broker = self.brokers[name]
