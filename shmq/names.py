@@ -38,6 +38,12 @@ def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 
 
+def reply_topic(cluster: str) -> str:
+    """The topic a cluster's replies to requests go to (``MixAll.getReplyTopic``); every
+    broker of the cluster has it, with one queue."""
+    return cluster + "_REPLY_TOPIC"
+
+
 # The broker's system topics: delayed and timer messages wait in the first two, transactions
 # use the next three
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"

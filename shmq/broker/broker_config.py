@@ -91,6 +91,9 @@ class BrokerConfig:
     # differs (an end-to-end check of the rings, and producers then compute CRCs)
     check_producer_crc: bool = False
     agent_restart_max: int = 5
+    # request/reply: a reply is pushed to its requester and, as well, stored in the
+    # cluster's reply topic (RocketMQ's storeReplyMessageEnable)
+    store_reply_message_enable: bool = True
     # transactional messages (ms, count): a half message without an outcome is checked back
     # once older than transactionTimeOut, every transactionCheckInterval, at most
     # transactionCheckMax times (RocketMQ 4.9's defaults)

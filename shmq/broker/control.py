@@ -82,14 +82,17 @@ class ControlHandlers:
         from shmq.broker.admin_handlers import AdminHandlers  # imports this module
         from shmq.broker.remoting_pull import RemotingPull
         from shmq.broker.remoting_send import RemotingSend
+        from shmq.broker.reply_messages import ReplyMessages
         from shmq.broker.transaction_handlers import TransactionHandlers
 
         AdminHandlers(self.broker, self).register(server)
         self.broker.queue_locks.register(server)
         TransactionHandlers(self.broker, self).register(server)
-        self.data_path = [RemotingSend(self.broker, self), RemotingPull(self.broker, self)]
+        send = RemotingSend(self.broker, self)
+        self.data_path = [send, RemotingPull(self.broker, self)]
         for handlers in self.data_path:
             handlers.register(server)
+        ReplyMessages(self, send).register(server)
 
     def close(self) -> None:
         for handlers in self.data_path:
@@ -389,6 +392,15 @@ class ControlHandlers:
             if group and group in self.producers:
                 self.producers[group].pop(client_id, None)
         return RemotingCommand.response_to(request)
+
+    def producer_connection_id(self, client_id: str) -> int | None:
+        """The connection ``client_id`` heartbeats on as a producer (RocketMQ's
+        ``ProducerManager.findChannel``), None when it does not."""
+        with self._lock:
+            for members in self.producers.values():
+                if client_id in members:
+                    return members[client_id][1]
+        return None
 
     def consumer_list(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         group = request.ext_group("consumerGroup")

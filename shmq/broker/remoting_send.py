@@ -23,6 +23,7 @@ queue it went to. Every response carries ``MSG_REGION`` and ``TRACE_ON``, as 4.9
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from shmq.broker.supervisor import Broker
 
 Rc = ResponseCode
+log = logging.getLogger(__name__)
 
 REGION_FIELDS = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}  # 4.9's defaults
 _WAIT, _TRAN_MSG, _DELAY = b"WAIT", b"TRAN_MSG", b"DELAY"
@@ -104,13 +106,23 @@ class Pending:
     queue_id: int
     wait: bool
     last_size: int  # of its last record: the flush must pass its end
+    # a reply message's push to its requester (``reply_messages``): None for other sends,
+    # "" when pushed, else why not; it, not the store, decides the response's code
+    reply: str | None = None
 
 
-def _response(
+def send_response(
     request: RemotingCommand, code: int, fields: dict[str, Any], remark: str | None = None
 ) -> RemotingCommand:
     """A send's response, with the region fields 4.9 adds to every one."""
     return RemotingCommand.response_to(request, code, remark, {**fields, **REGION_FIELDS})
+
+
+def pushed_not_stored(request: RemotingCommand, queue_id: int) -> RemotingCommand:
+    """4.9's response to a reply its requester took but the store did not (or was not
+    asked to): SUCCESS with message id "0"."""
+    return send_response(request, Rc.SUCCESS, {"msgId": "0", "queueId": queue_id,
+                                               "queueOffset": 0})  # fmt: skip
 
 
 @dataclass
@@ -126,6 +138,19 @@ class Records:
     props_offs: np.ndarray
     flags: np.ndarray | int
     wait: bool
+
+
+@dataclass
+class Prepared:
+    """A send request checked and encoded (``RemotingSend.prepare``), not yet appended."""
+
+    request: RemotingCommand
+    conn: Connection
+    header: SendHeader
+    records: Records
+    data: np.ndarray
+    ends: np.ndarray
+    pending: Pending
 
 
 class RemotingSend:
@@ -178,20 +203,31 @@ class RemotingSend:
         they are stored (``send_answers``). A request refused before anything is appended
         is answered here."""
         try:
-            header = SendHeader.parse(request)
-            self._check_broker()
-            cfg = self._topic_config(header)
-            queue_id = header.queueId  # answered as 4.9 answers it, wherever the message went
-            if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                cfg = self._retry_or_dlq(header, cfg)
-            batch = bool(header.batch) or request.code == RequestCode.SEND_BATCH_MESSAGE
-            records = (self._batch if batch else self._single)(header, cfg, request.body)
-            data, ends = self._encode(records, self._fields(header, records, conn))
-            pending = Pending(records.topic, queue_id, records.wait, int(ends[-1] - ends[-2]))
-            self.answers.append(Appended(request, conn, pending), data, ends)
+            self.append(self.prepare(request, conn))
         except ResponseError as exc:
-            return _response(request, exc.code, {}, exc.remark)
+            return send_response(request, exc.code, {}, exc.remark)
         return None
+
+    def prepare(self, request: RemotingCommand, conn: Connection) -> Prepared:
+        """The request checked and its records encoded, ready to append; ``ResponseError``
+        names what is wrong with it."""
+        header = SendHeader.parse(request)
+        self._check_broker()
+        cfg = self._topic_config(header)
+        queue_id = header.queueId  # answered as 4.9 answers it, wherever the message went
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            cfg = self._retry_or_dlq(header, cfg)
+        batch = bool(header.batch) or request.code == RequestCode.SEND_BATCH_MESSAGE
+        records = (self._batch if batch else self._single)(header, cfg, request.body)
+        data, ends = self._encode(records, self._fields(header, records, conn))
+        pending = Pending(records.topic, queue_id, records.wait, int(ends[-1] - ends[-2]))
+        return Prepared(request, conn, header, records, data, ends, pending)
+
+    def append(self, prepared: Prepared) -> None:
+        """Append prepared records; the answer thread responds (``ResponseError`` when
+        they cannot be appended in time)."""
+        appended = Appended(prepared.request, prepared.conn, prepared.pending)
+        self.answers.append(appended, prepared.data, prepared.ends)
 
     def _fields(self, header: SendHeader, records: Records, conn: Connection) -> np.ndarray:
         """The per-record fields ``encode_batch`` takes, from the header and the peer."""
@@ -228,11 +264,18 @@ class RemotingSend:
             "queueId": pending.queue_id,
             "queueOffset": int(rows[0, 1]),
         }
-        return _response(appended.request, code, fields)
+        if pending.reply is not None:  # 4.9's reply: the push decides, the store is noted
+            return send_response(appended.request, Rc.SYSTEM_ERROR if pending.reply else Rc.SUCCESS,
+                             fields, pending.reply or None)  # fmt: skip
+        return send_response(appended.request, code, fields)
 
     @staticmethod
     def _fail(appended: Appended, exc: ResponseError) -> RemotingCommand:
-        return _response(appended.request, exc.code, {}, exc.remark)
+        pending: Pending = appended.context
+        if pending.reply == "":  # pushed, not stored: 4.9 answers SUCCESS with id "0"
+            log.warning("a reply pushed to its requester was not stored: %s", exc.remark)
+            return pushed_not_stored(appended.request, pending.queue_id)
+        return send_response(appended.request, exc.code, {}, exc.remark)
 
     def _check_broker(self) -> None:
         cfg = self.broker.config

@@ -53,7 +53,7 @@ class SendHeader:
 
     @classmethod
     def parse(cls, request: RemotingCommand) -> SendHeader:
-        if request.code == RequestCode.SEND_MESSAGE:
+        if request.code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_REPLY_MESSAGE):
             return cls(**decode_header(request, SEND_HEADER))
         short = decode_header(request, SEND_HEADER_V2)
         return cls(**{V2_NAMES[k]: v for k, v in short.items()})

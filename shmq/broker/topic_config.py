@@ -15,6 +15,7 @@ from typing import Any
 from shmq.broker import json_file
 from shmq.errors import ConfigError
 from shmq.message import validate_topic
+from shmq.names import reply_topic
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
 MAX_QUEUE_NUMS = 1024
@@ -102,8 +103,9 @@ class TopicConfig:
 class TopicConfigManager(json_file.VersionedTable[TopicConfig]):
     """The broker's topics, persisted to ``{config_dir}/topics.json``; thread-safe.
 
-    RocketMQ's system topics are added when absent: ``SELF_TEST_TOPIC`` and
-    ``OFFSET_MOVED_EVENT``, ``TBW102`` (the auto-create template) when ``auto_create``,
+    RocketMQ's system topics are added when absent: ``SELF_TEST_TOPIC``,
+    ``OFFSET_MOVED_EVENT``, the cluster's reply topic (``<cluster>_REPLY_TOPIC``), ``TBW102``
+    (the auto-create template) when ``auto_create``,
     and the cluster- and broker-name topics, readable and writable only when
     ``cluster_topic_enable`` / ``broker_topic_enable`` (else inherit-only, as RocketMQ).
     """
@@ -130,6 +132,7 @@ class TopicConfigManager(json_file.VersionedTable[TopicConfig]):
             TopicConfig(cluster_name, 1, 1, PERM_INHERIT | (rw if cluster_topic_enable else 0)),
             TopicConfig(broker_name, 1, 1, PERM_INHERIT | (rw if broker_topic_enable else 0)),
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
+            TopicConfig(reply_topic(cluster_name), 1, 1),
         ]
         if auto_create:
             n = default_queue_nums

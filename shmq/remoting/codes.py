@@ -57,6 +57,9 @@ class RequestCode(IntEnum):
     GET_CONSUMER_RUNNING_INFO = 307
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    SEND_REPLY_MESSAGE = 324
+    SEND_REPLY_MESSAGE_V2 = 325
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     # shmq's own: messages of a topic stored in [beginTimestamp, endTimestamp]
     QUERY_MESSAGE_BY_TIME = 9100
     # shmq's own: the half messages a broker holds open, per producer group

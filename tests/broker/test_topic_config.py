@@ -113,9 +113,10 @@ def test_topic_config_validation():
 def test_system_topics(tmp_path):
     m = manager(tmp_path, default_queue_nums=4)
     topics = m.all()
-    assert set(topics) == {"SELF_TEST_TOPIC", "TBW102", "C", "B", "OFFSET_MOVED_EVENT"}
+    assert set(topics) == {"SELF_TEST_TOPIC", "TBW102", "C", "B", "OFFSET_MOVED_EVENT",
+                           "C_REPLY_TOPIC"}  # fmt: skip
     assert topics["TBW102"] == TopicConfig("TBW102", 4, 4, 7)
-    for name in ("SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"):
+    for name in ("SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "C_REPLY_TOPIC"):
         assert topics[name] == TopicConfig(name, 1, 1, 6)
     assert topics["C"] == TopicConfig("C", 1, 1, 7) and topics["B"] == TopicConfig("B", 1, 1, 7)
     assert m.dirty and m.data_version["counter"] == 0
