@@ -57,6 +57,8 @@ _EXPORTS = {
     "ClientError": "shmq.errors",
     "SendError": "shmq.errors",
     "SendTimeoutError": "shmq.errors",
+    "RequestTimeoutError": "shmq.errors",
+    "create_reply_message": "shmq.client.request_reply",
     "NoRouteError": "shmq.errors",
     "InvalidMessageError": "shmq.errors",
     "MessageTooLargeError": "shmq.errors",
@@ -89,6 +91,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "PullConsumer",
     "PushConsumer",
     "RemotingError",
+    "RequestTimeoutError",
     "ResponseError",
     "SendError",
     "SendResult",
@@ -99,6 +102,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "TransactionProducer",
     "TransactionSendResult",
     "allocation_strategy",
+    "create_reply_message",
 ]
 
 
@@ -121,6 +125,7 @@ if TYPE_CHECKING:
     from shmq.client.producer import Producer
     from shmq.client.pull_consumer import PullConsumer
     from shmq.client.push_consumer import PushConsumer
+    from shmq.client.request_reply import create_reply_message
     from shmq.client.transaction_producer import TransactionProducer
     from shmq.client.transaction_types import (
         LocalTransactionState,
@@ -146,6 +151,7 @@ if TYPE_CHECKING:
         MessageTooLargeError,
         NoRouteError,
         RemotingError,
+        RequestTimeoutError,
         ResponseError,
         SendError,
         SendTimeoutError,

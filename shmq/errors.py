@@ -104,3 +104,8 @@ class SendError(ClientError):
 
 class SendTimeoutError(SendError, TimeoutError):
     """No answer within the send timeout (the broker or its writer may be down)."""
+
+
+class RequestTimeoutError(ClientError, TimeoutError):
+    """A request was sent but no reply came within its timeout (RocketMQ's
+    ``RequestTimeoutException``)."""

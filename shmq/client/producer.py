@@ -47,6 +47,7 @@ from shmq.client.message_checks import (
 )
 from shmq.client.producer_link import ProducerLink, ProducerLinks
 from shmq.client.publish_info import PublishInfoTable, TopicPublishInfo
+from shmq.client.request_reply import ReplyMessage, RequestReply
 from shmq.client.route import BrokerQueues, RouteTable
 from shmq.client.selectors import (
     MessageQueueSelector,
@@ -84,7 +85,7 @@ __all__ = ["MessageQueueSelector", "Producer", "select_by_hash", "select_by_rand
 log = logging.getLogger(__name__)
 
 
-class Producer:
+class Producer(RequestReply):
     """Sends messages to the brokers of a namesrv cluster on this host.
 
     Queue selection is round robin over the writable queues of every broker in the topic's
@@ -209,6 +210,7 @@ class Producer:
         self._topics: dict[str, TopicRecords] = {}
         self._uniq = UniqKeys()
         self._closed = False
+        RequestReply.__init__(self)
 
     # -- sync sends -------------------------------------------------------------------------
 
@@ -225,6 +227,8 @@ class Producer:
         ``selector(queues, msg, arg)`` or ``sharding_key`` choose the queue (no retry on
         another queue then). Raises ``InvalidMessageError`` (before anything is sent),
         ``NoRouteError``, or ``SendError`` / ``SendTimeoutError`` after the retries."""
+        if type(msg) is ReplyMessage:
+            return self._send_reply(msg)
         one = self._record(msg, selector, sharding_key)
         if selector is None and sharding_key is None:
             return self.send_record(msg.topic, one)
@@ -518,6 +522,7 @@ class Producer:
             return
         self._closed = True
         self._retry.closed = True
+        self._close_presence()
         links = self._links.close()
         for link in links:  # appends under way end; later ones see _closed
             with link.lock:

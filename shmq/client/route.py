@@ -39,6 +39,7 @@ class BrokerQueues:
     write_queue_nums: int
     perm: int
     addrs: tuple[tuple[int, str], ...] = ()
+    cluster: str = ""
 
     @property
     def master(self) -> str:
@@ -134,11 +135,11 @@ def _parse_route(data: dict) -> list[BrokerQueues]:
     for b in data.get("brokerDatas", []):
         addrs = tuple(sorted((int(i), a) for i, a in b.get("brokerAddrs", {}).items()))
         if addrs:
-            brokers[b["brokerName"]] = addrs
+            brokers[b["brokerName"]] = (addrs, str(b.get("cluster") or ""))
     out = []
     for q in sorted(data.get("queueDatas", []), key=lambda q: q["brokerName"]):
-        addrs = brokers.get(q["brokerName"])
+        addrs, cluster = brokers.get(q["brokerName"], ((), ""))
         if addrs:  # the master (id 0) sorts first
             queues = (q["readQueueNums"], q["writeQueueNums"], q["perm"])
-            out.append(BrokerQueues(q["brokerName"], addrs[0][1], *queues, addrs))
+            out.append(BrokerQueues(q["brokerName"], addrs[0][1], *queues, addrs, cluster))
     return out

@@ -59,6 +59,9 @@ def _num(key: bytes, value: int) -> bytes:
     return _field(key, b"%d" % value)
 
 
+_SINGLE_CODES = {False: RequestCode.SEND_MESSAGE_V2, True: RequestCode.SEND_REPLY_MESSAGE_V2}
+
+
 class SendTemplate:
     """The constant parts of one topic's send requests, and the frame of each request."""
 
@@ -79,7 +82,7 @@ class SendTemplate:
     def frame(
         self, opaque: int, queue_id: int, sysflag: int, born_ms: int, flag: int, props: bytes,
         body: bytes, *, reconsume: int = 0, max_reconsume: int | None = None,
-        batch: bool = False, oneway: bool = False,
+        batch: bool = False, oneway: bool = False, reply: bool = False,
     ) -> bytes:  # fmt: skip
         """The whole request frame (length prefix included)."""
         ext = b"".join((
@@ -89,7 +92,7 @@ class SendTemplate:
             self.post_batch if batch else self.post,
         ))  # fmt: skip
         header_len = 21 + len(ext)
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else _SINGLE_CODES[reply]
         return b"".join((
             _FRAME.pack(4 + header_len + len(body), 1 << 24 | header_len, code,
                         LanguageCode.PYTHON, 0, opaque, FLAG_ONEWAY if oneway else 0, 0,
@@ -97,15 +100,18 @@ class SendTemplate:
             ext, body,
         ))  # fmt: skip
 
-    def one_frame(self, opaque: int, mq: MessageQueue, one: tuple, oneway: bool = False) -> bytes:
-        """The SEND_MESSAGE_V2 of a ``send_records.one_record``: its properties as the ring
-        record has them; a delayed, half or retried message asks the broker with RocketMQ's
-        properties (``DELAY``, ``TIMER_DELIVER_MS``, ``TRAN_MSG``, ``PGROUP``) to place it,
-        as the ring path places it itself."""
+    def one_frame(
+        self, opaque: int, mq: MessageQueue, one: tuple, oneway: bool = False, reply: bool = False
+    ) -> bytes:
+        """The SEND_MESSAGE_V2 (SEND_REPLY_MESSAGE_V2 for a ``reply``) of a
+        ``send_records.one_record``: its properties as the ring record has them; a delayed,
+        half or retried message asks the broker with RocketMQ's properties (``DELAY``,
+        ``TIMER_DELIVER_MS``, ``TRAN_MSG``, ``PGROUP``) to place it, as the ring path places
+        it itself."""
         _, _, _, flag, born_ms, body, tail, _ = one
         if one[0] is not None:
             return self.frame(opaque, mq.queue_id, 0, born_ms, flag, tail[self.head_len :],
-                              body, oneway=oneway)  # fmt: skip
+                              body, oneway=oneway, reply=reply)  # fmt: skip
         if isinstance(tail, Half):
             props = tail.props + b"TRAN_MSG\x01true\x02PGROUP\x01" + tail.group.encode() + b"\x02"
             return self.frame(opaque, mq.queue_id, rec.SYSFLAG_TRANSACTION_PREPARED, born_ms,
@@ -150,6 +156,8 @@ def result(
     qid = int(ext["queueId"])
     if qid != mq.queue_id and not placed:
         mq = MessageQueue(mq.topic, mq.broker_name, qid)
+    if offset_id == "0":  # a reply its requester took and the broker did not store
+        return SendResult(status, msg_id, offset_id, mq, int(ext["queueOffset"]))
     host, phys = bytes.fromhex(offset_id[:16]), int(offset_id[16:32], 16)
     return SendResult.answered(status, msg_id, mq, int(ext["queueOffset"]), host, phys)
 

@@ -80,13 +80,17 @@ class TopicRecords:
 
     def tail(self, msg: Message, uniq: bytes) -> bytes:
         """``TOPICLENGTH TOPIC PROPERTIESLENGTH PROPERTIES`` of ``msg`` with key ``uniq``."""
-        if msg.tags is None and not msg.keys and not msg.properties:
+        if msg.tags is None and not msg.keys and not msg.properties and type(msg) is Message:
             return self.uniq_tail + uniq + b"\x02"
         return self.head + _with_length(_checked(_user_props(msg, uniq)))
 
 
 def _user_props(msg: Message, uniq: bytes) -> bytes:
-    return build_properties(msg.tags, msg.keys, msg.properties) + _UNIQ_NAME + uniq + b"\x02"
+    """The properties of ``msg``: its own, the system ones shmq gave it (a request's or
+    a reply's, ``request_reply``), its unique key."""
+    system = getattr(msg, "system_properties", None)
+    props = build_properties(msg.tags, msg.keys, msg.properties, system=system)
+    return props + _UNIQ_NAME + uniq + b"\x02"
 
 
 def _with_length(props: bytes) -> bytes:

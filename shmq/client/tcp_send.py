@@ -134,9 +134,14 @@ class TcpSends:
 
     # -- sends ------------------------------------------------------------------------------
 
-    def send_one(self, broker: BrokerQueues, mq: MessageQueue, one: tuple, deadline: float) -> Any:
-        """A sync send of one record: its ``SendResult``."""
-        reply = self._call(broker, mq, lambda op: self.template(mq.topic).one_frame(op, mq, one),
+    def send_one(
+        self, broker: BrokerQueues, mq: MessageQueue, one: tuple, deadline: float,
+        reply_message: bool = False,
+    ) -> Any:  # fmt: skip
+        """A sync send of one record (a reply message's, which the broker pushes to its
+        requester, with ``reply_message``): its ``SendResult``."""
+        tpl = self.template(mq.topic)
+        reply = self._call(broker, mq, lambda op: tpl.one_frame(op, mq, one, reply=reply_message),
                            deadline)  # fmt: skip
         status = STATUSES.get(reply.code)
         if status is None:

@@ -41,7 +41,6 @@ import numpy as np
 
 from shmq.client.end_frames import EndFrames
 from shmq.client.producer import Producer
-from shmq.client.producer_presence import ProducerPresence
 from shmq.client.route import BrokerQueues
 from shmq.client.send_records import half_record
 from shmq.client.transaction_types import (
@@ -107,12 +106,10 @@ class TransactionProducer(Producer):
         self._end_frames = EndFrames(group)
         self._checks: queue.Queue = queue.Queue(check_request_hold_max)
         self._checks_stop = threading.Event()
-        self._presence = ProducerPresence(group, namesrv, self.client, self._on_request,
-                                          heartbeat_interval)  # fmt: skip
         self._checker = threading.Thread(target=self._check_loop, name="shmq-transaction-check",
                                          daemon=True)  # fmt: skip
         self._checker.start()
-        self._presence.start()
+        self._presence_started(heartbeat_interval)
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -183,11 +180,10 @@ class TransactionProducer(Producer):
 
     # -- check-backs ----------------------------------------------------------------------------
 
-    def _on_request(self, addr: str, request: RemotingCommand) -> None:
-        """A broker's request (on a connection's reader thread: queue it, return)."""
+    def _on_broker_request(self, addr: str, request: RemotingCommand) -> RemotingCommand | None:
+        """A broker's request (on a connection's reader thread: queue a check-back, return)."""
         if request.code != RequestCode.CHECK_TRANSACTION_STATE:
-            log.debug("producer %s ignores request %d from %s", self.group, request.code, addr)
-            return
+            return super()._on_broker_request(addr, request)
         try:
             self._checks.put_nowait((addr, request))
         except queue.Full:
@@ -237,7 +233,6 @@ class TransactionProducer(Producer):
             return
         self._checks_stop.set()
         self._checker.join(5)
-        self._presence.close()
         super().close()
 
     shutdown = close
