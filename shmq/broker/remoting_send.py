@@ -265,8 +265,8 @@ class RemotingSend:
             "queueOffset": int(rows[0, 1]),
         }
         if pending.reply is not None:  # 4.9's reply: the push decides, the store is noted
-            return send_response(appended.request, Rc.SYSTEM_ERROR if pending.reply else Rc.SUCCESS,
-                             fields, pending.reply or None)  # fmt: skip
+            code = Rc.SYSTEM_ERROR if pending.reply else Rc.SUCCESS
+            return send_response(appended.request, code, fields, pending.reply or None)
         return send_response(appended.request, code, fields)
 
     @staticmethod

@@ -265,7 +265,10 @@ class RequestReply:
 
     def request_async(self, msg: Message, timeout: float | None = None, **selection: Any) -> Future:
         """``request`` without waiting: a ``Future`` of the reply message."""
-        self._presence_started()
+        presence = self._presence_started()
+        with self._presence_lock:
+            if self._requests is None:
+                self._requests = Requests(self, presence.client_id)
         return self._requests.request(msg, self.send_timeout if timeout is None else timeout,
                                       **selection)  # fmt: skip
 
@@ -286,7 +289,7 @@ class RequestReply:
 
     def _presence_started(self, heartbeat_interval: float = 30.0) -> ProducerPresence:
         """The producer's connections to every broker (``producer_presence``), opened
-        once, with the requests that wait for replies on them."""
+        once: replies and transaction check-backs come on them."""
         with self._presence_lock:
             if self._presence is None:
                 self._check_open()
@@ -294,7 +297,6 @@ class RequestReply:
                     self.group, self.namesrv, self.client, self._on_broker_request,
                     heartbeat_interval,
                 )  # fmt: skip
-                self._requests = Requests(self, presence.client_id)
                 presence.start()
                 self._presence = presence
             return self._presence
