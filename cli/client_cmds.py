@@ -17,10 +17,11 @@ import click
 
 from shmq.errors import ShmqError
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
-from shmq_cli.feedback import plural
+from shmq_cli.feedback import plural, say_if_slow
 
 SHOW_EACH = 10  # with --count above this, a summary instead of a line per message
 BATCH = 64
+LOADING = "loading shmq's read kernels (compiled on a host's first run; cached for next time)"
 INTERRUPTED = 128 + 2  # exit status after SIGINT
 
 
@@ -170,11 +171,13 @@ def consume(
 
     summary = count is not None and count > SHOW_EACH and not as_json
     received = 0
-    started = time.perf_counter()
-    last_message = time.monotonic()
     interrupted = False
-    with QueueReader(group, namesrv) as consumer, _progress("consume", count, summary) as bar:
+    with say_if_slow(LOADING):  # the read kernels: a first run on a host may compile them
+        reader = QueueReader(group, namesrv)
+    with reader as consumer, _progress("consume", count, summary) as bar:
         queues = consumer.queues(topic)
+        started = time.perf_counter()
+        last_message = time.monotonic()
         offsets, committed_at = {}, {}
         for mq in queues:
             committed_at[mq] = committed = consumer.committed(mq)

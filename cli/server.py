@@ -190,13 +190,19 @@ def _check_writable(store_dir: str) -> None:
 
 def _compile_kernels() -> None:
     """Compile (or load from numba's cache) the writer's and reput's kernels here, with a
-    word to the user when that is slow: the broker's agents then load them from the cache."""
+    word to the user when that is slow: the broker's agents then load them from the cache.
+    The clients' send and read kernels too: a first ``shmq produce`` or ``consume`` on this
+    host then loads them instead of compiling them while it runs."""
     with say_if_slow(COMPILING):
         from shmq.broker.reput import warm_up as reput_warm_up
         from shmq.broker.writer import warm_up as writer_warm_up
+        from shmq.client.ring_producer import warm_up as send_warm_up
+        from shmq.store.warm_up import warm_up_reads
 
         writer_warm_up()
         reput_warm_up()
+        send_warm_up()
+        warm_up_reads()
 
 
 def _store_line(store_dir: str, file_size: int) -> str:
