@@ -326,15 +326,32 @@ def reset_offset_by_time(
 @admin.command("query-msg-by-id")
 @click.option("-i", "--msg-id", required=True, help="Offset msg id (or a unique key, with -t).")
 @click.option("-t", "--topic", help="The topic, to look a unique key up.")
+@click.option("-g", "--group", help="With -d: have this consumer group's member consume it.")
+@click.option("-d", "--client-id", help="With -g: the member (a client id) to consume it now.")
 @options
-def query_msg_by_id(msg_id: str, topic: str | None, namesrv: str, as_json: bool) -> None:
-    """A message by its offset message id (mqadmin queryMsgById)."""
+def query_msg_by_id(
+    msg_id: str, topic: str | None, group: str | None, client_id: str | None, namesrv: str,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """A message by its offset message id (mqadmin queryMsgById); with -g and -d, a member
+    of a consumer group consumes it with its listener now and says how that went (offsets
+    do not move)."""
+    if (group is None) != (client_id is None):
+        raise click.UsageError("-g (group) and -d (client id) go together")
     with open_admin(namesrv) as a:
-        msg = a.query_msg_by_id(msg_id, topic)
+        if group is not None:
+            result = a.consume_message_directly(group, client_id, msg_id, topic)
+        else:
+            msg = a.query_msg_by_id(msg_id, topic)
     if as_json:
-        print_json(msg)
-    else:
+        print_json(msg if group is None else result)
+    elif group is None:
         show_message(msg)
+    else:
+        remark = f" ({result['remark']})" if result.get("remark") else ""
+        click.echo(f"{client_id} of {group}: {result.get('consumeResult')}{remark} in "
+                   f"{result.get('spentTimeMills', 0)} ms"
+                   f"{', orderly' if result.get('order') else ''}")  # fmt: skip
 
 
 @admin.command("query-msg-by-unique-key")

@@ -4,7 +4,8 @@ offset resets.
 
 What ``mqadmin topicStatus``, ``consumerProgress``, ``consumerConnection``,
 ``consumerStatus``, ``updateSubGroup`` / ``deleteSubGroup`` and ``resetOffsetByTime`` ask a
-broker; ``consumerStatus`` (GET_CONSUMER_RUNNING_INFO) is passed on to the consumer itself,
+broker; ``consumerStatus`` (GET_CONSUMER_RUNNING_INFO) and ``queryMsgById -g -d``
+(CONSUME_MESSAGE_DIRECTLY, with the message's record) are passed on to the consumer itself,
 over the connection it heartbeats on. Offsets and
 store lookups go through the control handlers (``ControlHandlers``: queue maxima, min
 offset, search by time, the store reader), so both answer from the same code.
@@ -33,7 +34,7 @@ from shmq.broker.schedule_levels import FILE_NAME as DELAY_OFFSET_FILE
 from shmq.broker.subscription_groups import SubscriptionGroupConfig
 from shmq.broker.topic_config import TopicConfig
 from shmq.errors import RemotingError, RemotingTimeoutError, ResponseError
-from shmq.message import MessageExt, message_to_json
+from shmq.message import MessageExt, message_to_json, parse_offset_msg_id
 from shmq.remoting import fastjson
 from shmq.remoting.admin_bodies import queue_table
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -49,7 +50,7 @@ Rc = ResponseCode
 
 DEFAULT_QUERY_NUM = 64
 MAX_QUERY_NUM = 1024  # messages one QUERY_MESSAGE_BY_TIME answers at most
-CALL_CLIENT_TIMEOUT_S = 5.0  # a consumer asked for its running info must answer within
+CALL_CLIENT_TIMEOUT_S = 5.0  # a consumer asked for its running info, or to consume, answers within
 
 
 class AdminHandlers:
@@ -67,6 +68,7 @@ class AdminHandlers:
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connection,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_sub_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_sub_groups,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_sub_group,
@@ -181,8 +183,26 @@ class AdminHandlers:
         return _json(request, info)
 
     def consumer_running_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        """Ask one online member of a group for its ``ConsumerRunningInfo`` over the
-        connection it heartbeats on, and answer with what it answers (RocketMQ's
+        """Ask one online member of a group for its ``ConsumerRunningInfo``."""
+        return self._call_consumer(request, dict(request.ext_fields), request.body)
+
+    def consume_message_directly(
+        self, request: RemotingCommand, _conn: Connection
+    ) -> RemotingCommand:
+        """Have one online member of a group consume the stored message ``msgId`` (an
+        offset message id) now, and answer its ``ConsumeMessageDirectlyResult``."""
+        _, offset = parse_offset_msg_id(request.ext("msgId"))
+        record = self.control.record_bytes(offset)
+        if record is None:
+            raise ResponseError(Rc.SYSTEM_ERROR, f"no message at CommitLog offset {offset}")
+        fields = {**request.ext_fields, "brokerName": self.broker.config.broker_name}
+        return self._call_consumer(request, fields, record)
+
+    def _call_consumer(
+        self, request: RemotingCommand, fields: dict, body: bytes
+    ) -> RemotingCommand:
+        """Pass ``request`` (as ``fields`` and ``body``) to the member it names over the
+        connection the member heartbeats on, and answer with what it answers (RocketMQ's
         ``callConsumer``: SYSTEM_ERROR when it is not online, CONSUME_MSG_TIMEOUT when it
         does not answer in time)."""
         group = request.ext_group("consumerGroup")
@@ -190,9 +210,7 @@ class AdminHandlers:
         conn = self.consumers.connection_of(group, client_id)
         if conn is None:
             raise ResponseError(Rc.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
-        asked = RemotingCommand.request(
-            RequestCode.GET_CONSUMER_RUNNING_INFO, dict(request.ext_fields), request.body
-        )
+        asked = RemotingCommand.request(request.code, fields, body)
         try:
             answer = conn.invoke(asked, CALL_CLIENT_TIMEOUT_S)
         except RemotingTimeoutError as exc:

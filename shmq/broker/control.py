@@ -18,6 +18,7 @@ from shmq.broker.ha_status import ha_status
 from shmq.broker.ring_puts import broker_ring
 from shmq.broker.send_back import SendBack
 from shmq.broker.topic_config import TopicConfig
+from shmq.codec import record as rec
 from shmq.errors import ResponseError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
@@ -321,6 +322,17 @@ class ControlHandlers:
         if msg is None:
             raise ResponseError(Rc.SYSTEM_ERROR, f"no message at CommitLog offset {offset}")
         return _json(request, message_to_json(msg))
+
+    def record_bytes(self, offset: int) -> bytes | None:
+        """The whole record at CommitLog ``offset`` (CRC-checked), or None."""
+        if not 0 <= offset < cn.load(self.broker.counters.words, cn.WRITE_OFFSET):
+            return None
+        with self._lock:
+            batch = self.store_reader().record_at(offset)
+            if batch is None:
+                return None
+            pos, size = int(batch.rows[0, rec.R_POS]), int(batch.rows[0, rec.R_SIZE])
+            return batch.buf[pos : pos + size].tobytes()
 
     def query_message(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         from shmq.store.index_service import IndexService

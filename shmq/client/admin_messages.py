@@ -1,6 +1,7 @@
 """The message queries of ``Admin`` (RocketMQ's ``queryMsgById``, ``queryMsgByKey``,
-``queryMsgByUniqueKey`` and by time): a mixin over the broker lookups and requests
-``Admin`` provides (``_masters``, ``_topic_brokers``, ``_call``, ``_store_hosts``)."""
+``queryMsgByUniqueKey`` and by time) and a message consumed on request by a group member:
+a mixin over the broker lookups and requests ``Admin`` provides (``_masters``,
+``_topic_brokers``, ``_call``, ``_store_hosts``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from shmq.message import parse_offset_msg_id
 from shmq.remoting.protocol import RequestCode, ResponseCode
 
 DEFAULT_QUERY_NUM = 64
+CONSUME_DIRECTLY_TIMEOUT_S = 8.0  # the broker gives a consumer 5 s, then says so
 
 
 class MessageQueries:
@@ -60,6 +62,26 @@ class MessageQueries:
             f"message id {msg_id}: no broker stores messages at {host} (offset {offset});"
             " if it is a unique key (client msg id), give its topic"
         )
+
+    def consume_message_directly(
+        self, group: str, client_id: str, msg_id: str, topic: str | None = None
+    ) -> dict[str, Any]:
+        """Have member ``client_id`` of ``group`` consume the message ``msg_id`` (as
+        ``query_msg_by_id`` finds it) with its listener now (``mqadmin queryMsgById -g -d``,
+        RocketMQ's ``consumeMessageDirectly``): its ``ConsumeMessageDirectlyResult``
+        (``order``, ``autoCommit``, ``consumeResult``, ``remark``, ``spentTimeMills``).
+        Offsets do not move. ``ResponseError``: SYSTEM_ERROR when the member is not online
+        at the message's broker or not a push consumer of the group, CONSUME_MSG_TIMEOUT
+        when its listener takes longer than the broker waits."""
+        msg = self.query_msg_by_id(msg_id, topic)
+        offset_id = msg["offsetMsgId"]
+        target = self._by_store_host(parse_offset_msg_id(offset_id)[0])
+        if target is None:
+            raise ClientError(f"message {offset_id}: no broker stores it any more")
+        fields = {"consumerGroup": group, "clientId": client_id, "msgId": offset_id,
+                  "topic": msg["topic"]}  # fmt: skip
+        return self._call(target, RequestCode.CONSUME_MESSAGE_DIRECTLY, fields,
+                          timeout=CONSUME_DIRECTLY_TIMEOUT_S)[1]  # fmt: skip
 
     def _query_index(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list:
         found = []

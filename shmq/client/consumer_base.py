@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import Future
 
 from shmq.client.allocate import AllocateMessageQueueStrategy, allocation_strategy
 from shmq.client.instance import ClientInstance
@@ -29,6 +30,7 @@ from shmq.client.transport import check_transport
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import validate_topic
+from shmq.remoting.protocol import RemotingCommand
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +144,7 @@ class ConsumerBase:
             on_ids_changed=self._rebalance_now.set,
             on_reset_offset=self._reset_offsets,
             running_info=self.running_info,
+            consume_directly=self._consume_directly,
             spin_us=self.spin_us,
             transport=self.transport,
             poll_name_server_interval=self.poll_name_server_interval,
@@ -275,6 +278,11 @@ class ConsumerBase:
         """RocketMQ's ``ConsumerRunningInfo`` of this consumer now, as a broker passes it
         to an admin (``shmq.client.running_info``)."""
         return running_info(self, jstack)
+
+    def _consume_directly(self, request: RemotingCommand) -> Future | None:
+        """CONSUME_MESSAGE_DIRECTLY's answer (``consume_directly``); None: this kind of
+        consumer does not consume a message on request."""
+        return None
 
     def _process_queue(self, mq: MessageQueue) -> ProcessQueue | None:
         """The process queue of a held queue, if the consumer keeps one (``_lock`` held)."""

@@ -5,7 +5,8 @@ connection per broker. Heartbeats (group, model, subscriptions) go out on those 
 every ``heartbeat_interval`` and right after a (re)connect; the broker's oneway requests come
 back on them: ``NOTIFY_CONSUMER_IDS_CHANGED`` (rebalance now),
 ``RESET_CONSUMER_CLIENT_OFFSET`` (an admin moved the group's offsets) and
-``GET_CONSUMER_RUNNING_INFO`` (an admin asks how the consumer is doing; answered).
+``GET_CONSUMER_RUNNING_INFO`` (an admin asks how the consumer is doing; answered) and
+``CONSUME_MESSAGE_DIRECTLY`` (an admin has it consume one message; answered when done).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from shmq.client.queue_reader import QueueReader
 from shmq.client.subscription import Subscription
@@ -53,6 +55,7 @@ class ClientInstance:
         on_ids_changed: Callable[[], None],
         on_reset_offset: Callable[[str, dict[MessageQueue, int]], None],
         running_info: Callable[[bool], dict],
+        consume_directly: Callable[[RemotingCommand], Future | None],
         spin_us: int = 20,
         transport: str = "auto",
         poll_name_server_interval: float = 30.0,
@@ -69,6 +72,7 @@ class ClientInstance:
         self.on_ids_changed = on_ids_changed
         self.on_reset_offset = on_reset_offset
         self.running_info = running_info
+        self.consume_directly = consume_directly
         self._channels: dict[str, DuplexChannel] = {}
         self._lock = threading.Lock()
 
@@ -83,8 +87,13 @@ class ClientInstance:
             self._heartbeat_to(addr, channel)
         return channel
 
-    def _on_request(self, request: RemotingCommand) -> RemotingCommand | None:
-        if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+    def _on_request(self, request: RemotingCommand) -> RemotingCommand | Future | None:
+        if request.code in (RequestCode.GET_CONSUMER_RUNNING_INFO,
+                            RequestCode.CONSUME_MESSAGE_DIRECTLY):  # fmt: skip
+            if request.ext_fields.get("consumerGroup") != self.group:
+                return self._not_this_group(request)
+            if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+                return self.consume_directly(request) or self._not_this_group(request)
             return self._running_info(request)
         if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             log.info("%s: the broker says group %s changed", self.client_id, self.group)
@@ -102,15 +111,17 @@ class ClientInstance:
             log.debug("ignoring %s from a broker", request_name(request.code))
         return None
 
+    @staticmethod
+    def _not_this_group(request: RemotingCommand) -> RemotingCommand:
+        group = request.ext_fields.get("consumerGroup")
+        return RemotingCommand.response_to(
+            request, ResponseCode.SYSTEM_ERROR,
+            f"The Consumer Group <{group}> not exist in this consumer",
+        )  # fmt: skip
+
     def _running_info(self, request: RemotingCommand) -> RemotingCommand:
         """An admin asks, through the broker, how this consumer is doing (RocketMQ's
         ``ClientRemotingProcessor.getConsumerRunningInfo``)."""
-        group = request.ext_fields.get("consumerGroup")
-        if group != self.group:
-            return RemotingCommand.response_to(
-                request, ResponseCode.SYSTEM_ERROR,
-                f"The Consumer Group <{group}> not exist in this consumer",
-            )  # fmt: skip
         jstack = str(request.ext_fields.get("jstackEnable", "")).lower() == "true"
         body = fastjson.dumps(self.running_info(jstack)).encode()
         return RemotingCommand.response_to(request, body=body)

@@ -32,8 +32,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
+from shmq.client.consume_directly import consume_directly
 from shmq.client.consume_retry import MessageBack, restore_topics
 from shmq.client.consumer_base import ConsumerBase, queues_of
 from shmq.client.listener_pace import ListenerPace
@@ -45,6 +46,7 @@ from shmq.client.types import ConsumeContext, ConsumeResult, MessageModel, Messa
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import MessageBatch, MessageExt
 from shmq.names import retry_topic
+from shmq.remoting.protocol import RemotingCommand
 
 _SUCCESS = ConsumeResult.CONSUME_SUCCESS  # a module constant: one lookup per listener call
 
@@ -263,6 +265,11 @@ class PushConsumer(ConsumerBase):
 
     def _holdings(self) -> Iterable[MessageQueue]:
         return self._table
+
+    def _consume_directly(self, request: RemotingCommand) -> Future | None:
+        if self.bulk or self.listener is None:  # a bulk listener takes batches only
+            return None
+        return consume_directly(self.listener, self.orderly, request)
 
     def _process_queue(self, mq: MessageQueue) -> ProcessQueue | None:
         return self._table.get(mq)

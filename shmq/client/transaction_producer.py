@@ -37,8 +37,6 @@ import queue
 import threading
 from typing import Any
 
-import numpy as np
-
 from shmq.client.end_frames import EndFrames
 from shmq.client.producer import Producer
 from shmq.client.route import BrokerQueues
@@ -50,9 +48,9 @@ from shmq.client.transaction_types import (
 )
 from shmq.client.types import MessageQueue, SendResult, SendStatus
 from shmq.codec import half_messages as hm
-from shmq.codec import record as rec
+from shmq.codec.record_message import record_message
 from shmq.errors import ConfigError, InvalidMessageError, RemotingError
-from shmq.message import Message, MessageExt, parse_offset_msg_id, stored_message
+from shmq.message import Message, parse_offset_msg_id
 from shmq.remoting.protocol import RemotingCommand, RequestCode
 
 __all__ = ["TransactionProducer"]
@@ -202,7 +200,7 @@ class TransactionProducer(Producer):
                 log.exception("producer %s: answering a check-back failed", self.group)
 
     def _check(self, addr: str, request: RemotingCommand) -> None:
-        msg = checked_message(request.body)
+        msg = record_message(request.body)
         if msg is None:
             log.warning("producer %s: a check-back from %s holds no message", self.group, addr)
             return
@@ -239,22 +237,3 @@ class TransactionProducer(Producer):
 
     def __enter__(self) -> TransactionProducer:
         return self
-
-
-def checked_message(raw: bytes) -> MessageExt | None:
-    """The message of a check-back (its body: a whole record, RocketMQ's
-    ``MessageDecoder.encode``), or None when the bytes are not one valid record."""
-    if len(raw) < rec.RECORD_OVERHEAD:
-        return None
-    buf = np.frombuffer(raw, dtype=np.uint8)
-    rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
-    phys = int.from_bytes(raw[28:36], "big", signed=True)
-    if rec.parse_at(buf, np.zeros(1, np.int64), len(raw), phys, True, rows) != 1:
-        return None
-    row = rows[0].tolist()
-    if row[rec.R_SIZE] != len(raw):
-        return None
-    start, size = row[rec.R_TOPIC_START], row[rec.R_TOPIC_LEN]
-    topic = raw[start : start + size].decode("utf-8", "replace")
-    return stored_message(raw, 0, topic, row[rec.R_QUEUE_ID], row[rec.R_QUEUE_OFFSET], phys,
-                          len(raw))  # fmt: skip

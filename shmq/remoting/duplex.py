@@ -8,7 +8,8 @@ arrive at any time, so a reader thread owns the socket: responses complete the w
 request by ``opaque``; requests go to ``on_request`` (called on the reader thread, so it
 must only note the event, or build a small answer, and return). A request the broker waits
 on (not oneway, e.g. ``GET_CONSUMER_RUNNING_INFO``) is answered with what ``on_request``
-returns, or REQUEST_CODE_NOT_SUPPORTED when it returns None.
+returns, or REQUEST_CODE_NOT_SUPPORTED when it returns None; a request that takes time
+(running a listener) is answered when the ``Future`` ``on_request`` returns is done.
 
 Oneway requests whose sender need not wait for the socket (a transaction's end) go through
 ``send_soon``: written at once by the caller when the socket takes them without blocking,
@@ -26,6 +27,8 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 from shmq.errors import RemotingConnectError, RemotingError
@@ -51,7 +54,7 @@ class DuplexChannel:
     def __init__(
         self,
         addr: str,
-        on_request: Callable[[RemotingCommand], RemotingCommand | None],
+        on_request: Callable[[RemotingCommand], RemotingCommand | Future | None],
         *,
         connect_timeout: float = 3.0,
         default_timeout: float = 3.0,
@@ -108,7 +111,8 @@ class DuplexChannel:
         self.send_frame_soon(request.encode())
 
     def send_frame_soon(self, frame: bytes) -> None:
-        """Send the encoded oneway request ``frame`` and return without waiting for the
+        """Send the encoded ``frame`` (a oneway request, or a late response) and return
+        without waiting for the
         socket: written from the caller's thread when nothing is queued before it and the
         socket takes it at once (one syscall, no thread wake-up), otherwise (or what the
         socket did not take) queued for the channel's writer thread. Whatever is sent later
@@ -210,7 +214,9 @@ class DuplexChannel:
                     response = RemotingCommand.response_to(
                         frame, ResponseCode.SYSTEM_ERROR, f"the client failed: {exc!r}"
                     )
-                if not frame.is_oneway:
+                if isinstance(response, Future):  # answered when done (``answer_later``)
+                    response.add_done_callback(partial(self._answer_later, frame))
+                elif not frame.is_oneway:
                     self._send(sock, response or RemotingCommand.response_to(
                         frame, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                         f"{request_name(frame.code)} is not supported by this client",
@@ -220,6 +226,23 @@ class DuplexChannel:
                 log.debug("connection to %s lost: %s", self.addr, exc)
         finally:
             self._drop(sock)
+
+    def _answer_later(self, request: RemotingCommand, done: Future) -> None:
+        """Send the response a handler's future holds (SYSTEM_ERROR if it failed), from the
+        thread that finished it, as ``send_frame_soon`` sends."""
+        exc = done.exception()
+        if exc is not None:
+            log.warning("handling %s from %s failed: %r", request_name(request.code), self.addr,
+                        exc)  # fmt: skip
+        if request.is_oneway:
+            return
+        response = done.result() if exc is None else RemotingCommand.response_to(
+            request, ResponseCode.SYSTEM_ERROR, f"the client failed: {exc!r}")  # fmt: skip
+        try:
+            self.send_frame_soon(response.encode())
+        except RemotingError as gone:
+            log.info("the answer to %s from %s is lost: %s", request_name(request.code),
+                     self.addr, gone)  # fmt: skip
 
     def _drop(self, sock: socket.socket) -> None:
         with self._lock:

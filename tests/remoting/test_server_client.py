@@ -412,3 +412,50 @@ def test_the_server_calls_a_duplex_client_and_gets_its_answer(server, rec):
     rec.disconnected.get(timeout=2)
     with pytest.raises(RemotingConnectError, match="is closed"):
         ask(4)
+
+
+def test_a_duplex_client_answers_later_through_a_future(server, rec):
+    """A handler that takes time returns a ``Future``: the reader goes on (other calls are
+    answered meanwhile) and the response goes out when the future is done; a failed
+    future is answered SYSTEM_ERROR."""
+    from concurrent.futures import Future
+
+    from shmq.remoting.duplex import DuplexChannel
+
+    pending: dict[str, Future] = {}
+    asked: dict[str, RemotingCommand] = {}
+
+    def on_request(req: RemotingCommand) -> RemotingCommand | Future:
+        if req.ext_fields.get("later"):
+            asked[req.ext("later")] = req
+            pending[req.ext("later")] = future = Future()
+            return future
+        return RemotingCommand.response_to(req, body=b"now")
+
+    channel = DuplexChannel(server.address, on_request)
+    try:
+        conn = server.connection(
+            int(channel.invoke(RemotingCommand.request(ECHO)).ext_fields["conn"])
+        )
+        code = RequestCode.CONSUME_MESSAGE_DIRECTLY
+        answers: dict[str, RemotingCommand] = {}
+
+        def ask(name: str) -> None:
+            answers[name] = conn.invoke(RemotingCommand.request(code, {"later": name}), 5.0)
+
+        askers = [threading.Thread(target=ask, args=(n,)) for n in ("ok", "bad")]
+        for t in askers:
+            t.start()
+        deadline = time.monotonic() + 5
+        while len(pending) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert conn.invoke(RemotingCommand.request(code), 2.0).body == b"now"  # not blocked
+        pending["ok"].set_result(RemotingCommand.response_to(asked["ok"], body=b"done"))
+        pending["bad"].set_exception(ValueError("the listener broke"))
+        for t in askers:
+            t.join(5)
+    finally:
+        channel.close()
+    assert answers["ok"].code == ResponseCode.SUCCESS and answers["ok"].body == b"done"
+    assert answers["bad"].code == ResponseCode.SYSTEM_ERROR
+    assert "the listener broke" in answers["bad"].remark
