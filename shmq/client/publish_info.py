@@ -81,11 +81,7 @@ class PublishInfoTable:
                 raise exc from None
             auto_create = True
             n = self.default_topic_queue_nums
-            brokers = [
-                BrokerQueues(b.broker_name, b.address, min(n, b.read_queue_nums),
-                             min(n, b.write_queue_nums), b.perm)
-                for b in default
-            ]  # fmt: skip
+            brokers = [b.with_queue_nums(n) for b in default]
         writable = {b.broker_name: b for b in brokers if b.perm & PERM_WRITE}
         queues = [
             MessageQueue(topic, name, q)

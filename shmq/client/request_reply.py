@@ -165,7 +165,12 @@ class Requests:
                 self._settle(correlation_id, exc=ClientError(
                     f"send request message to <{msg.topic}> fail: {exc}"))  # fmt: skip
 
-        self.producer.send_async(request, sent, **selection)
+        try:
+            self.producer.send_async(request, sent, **selection)
+        except BaseException:  # refused before sending: nothing waits for a reply
+            with self._lock:
+                self._waiting.pop(correlation_id, None)
+            raise
         return future
 
     def on_push(self, push: RemotingCommand) -> RemotingCommand:
@@ -264,7 +269,8 @@ class RequestReply:
         return self.request_async(msg, timeout, **selection).result()
 
     def request_async(self, msg: Message, timeout: float | None = None, **selection: Any) -> Future:
-        """``request`` without waiting: a ``Future`` of the reply message."""
+        """``request`` without waiting: a ``Future`` of the reply message (its callbacks
+        run on the thread that receives the reply: keep them short)."""
         presence = self._presence_started()
         with self._presence_lock:
             if self._requests is None:

@@ -7,6 +7,7 @@ namesrv knows a topic, producers fall back to the route of ``TBW102``, which bro
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -40,6 +41,12 @@ class BrokerQueues:
     perm: int
     addrs: tuple[tuple[int, str], ...] = ()
     cluster: str = ""
+
+    def with_queue_nums(self, n: int) -> BrokerQueues:
+        """This broker's queues of a topic it will create from ``TBW102``'s: at most ``n``
+        (the producer's ``defaultTopicQueueNums``)."""
+        return dataclasses.replace(self, read_queue_nums=min(n, self.read_queue_nums),
+                                   write_queue_nums=min(n, self.write_queue_nums))  # fmt: skip
 
     @property
     def master(self) -> str:
@@ -85,16 +92,7 @@ class RouteTable:
         if route is None and auto_create:
             default = self._fetch(AUTO_CREATE_TOPIC_KEY)
             if default:
-                return [
-                    BrokerQueues(
-                        b.broker_name,
-                        b.address,
-                        min(DEFAULT_TOPIC_QUEUE_NUMS, b.read_queue_nums),
-                        min(DEFAULT_TOPIC_QUEUE_NUMS, b.write_queue_nums),
-                        b.perm,
-                    )
-                    for b in default
-                ]
+                return [b.with_queue_nums(DEFAULT_TOPIC_QUEUE_NUMS) for b in default]
         if route is None:
             raise NoRouteError(
                 f"No route info of this topic: {topic} (namesrv {';'.join(self.addrs)})"

@@ -16,7 +16,13 @@ from shmq.client.push_consumer import PushConsumer
 from shmq.client.queue_reader import QueueReader
 from shmq.client.request_reply import create_reply_message
 from shmq.client.types import ConsumeResult, MessageQueue
-from shmq.errors import ClientError, ConfigError, InvalidPropertyError, RequestTimeoutError
+from shmq.errors import (
+    ClientError,
+    ConfigError,
+    InvalidPropertyError,
+    MessageTooLargeError,
+    RequestTimeoutError,
+)
 from shmq.message import Message
 
 OK = ConsumeResult.CONSUME_SUCCESS
@@ -139,5 +145,9 @@ def test_bad_uses_fail_clearly(broker):
             client.request(Message("BadRequests", b"x", delay_level=1), timeout=1.0)
         with pytest.raises(ConfigError, match="timeout"):
             client.request(Message("BadRequests", b"x"), timeout=0)
+        with pytest.raises(MessageTooLargeError):  # refused by the send: nothing waits
+            client.request(Message("BadRequests", b"x" * (5 << 20)), timeout=1.0)
+        assert client._requests._waiting == {}
+        assert client.cluster_of("NotCreatedYet") == "DefaultCluster"  # from TBW102's route
     with pytest.raises(ClientError, match="closed"):
         client.request(Message("BadRequests", b"x"), timeout=1.0)
