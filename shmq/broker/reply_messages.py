@@ -10,14 +10,16 @@ push decides the response, as in 4.9: SUCCESS when the requester took it, else
 SYSTEM_ERROR naming why (no ``REPLY_TO_CLIENT``, no such client, its answer or its
 absence); a stored reply's response carries its message id either way.
 
-A push to the connection the reply itself came on is written without waiting for its
-answer: that connection's thread, which runs this handler, is the one that would read it.
+A push to the connection the reply itself came on (a RocketMQ client that is its own
+requester uses one connection per broker) is made from a thread of its own and not waited
+for: that connection's thread, which runs this handler, is the one that reads its answer.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -100,17 +102,21 @@ class ReplyMessages:
         }
         push = RemotingCommand.request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, fields,
                                        request.body)  # fmt: skip
+        if target is conn:  # this thread reads its answer once the handler returns
+            threading.Thread(target=self._call, args=(target, push, client_id), daemon=True,
+                             name="shmq-push-reply").start()  # fmt: skip
+            return ""  # counted as 4.9 counts it: pushed
+        return self._call(target, push, client_id)
+
+    def _call(self, target: Connection, push: RemotingCommand, client_id: str) -> str:
         try:
-            if target is conn:
-                target.send(push)
-            else:
-                answer = target.invoke(push, PUSH_TIMEOUT_S)
-                if answer.code != ResponseCode.SUCCESS:
-                    log.warning("push reply message to <%s> return fail, response remark: %s",
-                                client_id, answer.remark)  # fmt: skip
-                    return self._failed(f"push reply message to {client_id} fail.")
+            answer = target.invoke(push, PUSH_TIMEOUT_S)
         except RemotingError as exc:
             log.warning("push reply message to <%s> fail: %s", client_id, exc)
+            return self._failed(f"push reply message to {client_id} fail.")
+        if answer.code != ResponseCode.SUCCESS:
+            log.warning("push reply message to <%s> return fail, response remark: %s",
+                        client_id, answer.remark)  # fmt: skip
             return self._failed(f"push reply message to {client_id} fail.")
         self.pushed += 1
         return ""

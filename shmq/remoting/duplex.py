@@ -112,12 +112,11 @@ class DuplexChannel:
 
     def send_frame_soon(self, frame: bytes) -> None:
         """Send the encoded ``frame`` (a oneway request, or a late response) and return
-        without waiting for the
-        socket: written from the caller's thread when nothing is queued before it and the
-        socket takes it at once (one syscall, no thread wake-up), otherwise (or what the
-        socket did not take) queued for the channel's writer thread. Whatever is sent later
-        on the channel goes after it; a failed queued write is logged by the writer (a
-        oneway request has no answer to fail either)."""
+        without waiting for the socket: written from the caller's thread when nothing is
+        queued before it and the socket takes it at once (one syscall, no thread wake-up),
+        otherwise (or what the socket did not take) queued for the channel's writer thread.
+        Whatever is sent later on the channel goes after it; a failed queued write is logged
+        by the writer (neither has an answer to fail)."""
         sock = self._sock
         if sock is not None and self._send_lock.acquire(blocking=False):
             try:

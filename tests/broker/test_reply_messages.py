@@ -157,3 +157,28 @@ def test_reply_to_a_bad_topic_is_refused_before_any_push(shared_broker):
     assert resp.code == wc.SYSTEM_ERROR and "bad topic!" in resp.remark
     assert as_batch.code == wc.MESSAGE_ILLEGAL and "batch" in as_batch.remark
     assert requester.pushed == []
+
+
+def test_a_client_that_is_its_own_requester_on_one_connection(shared_broker):
+    """A RocketMQ client uses one connection per broker: its reply to its own request is
+    pushed back on the connection the reply came on, which stays usable."""
+    broker, _ = shared_broker
+    with wc.WireClient(broker.address) as c:
+        beat = {"clientID": "self-requester", "producerDataSet": [{"groupName": "selves"}],
+                "consumerDataSet": []}  # fmt: skip
+        assert c.call(HEART_BEAT, {}, json.dumps(beat).encode()).code == wc.SUCCESS
+        header = wc.send_header_v2("selves", REPLY_TOPIC, 0, reply_props("self-requester"))
+        opaque = c.send(SEND_REPLY_MESSAGE_V2, header, b"to myself")
+        pushed = response = None
+        while pushed is None or response is None:
+            frame = c.read()
+            if frame.flag & wc.RESPONSE:
+                assert frame.opaque == opaque
+                response = frame
+            else:
+                pushed = frame
+                c.sock.sendall(wc.encode(wc.Frame(wc.SUCCESS, frame.opaque, wc.RESPONSE)))
+        again = c.call(HEART_BEAT, {}, json.dumps(beat).encode())
+    assert response.code == wc.SUCCESS, response
+    assert pushed.code == PUSH_REPLY and pushed.body == b"to myself"
+    assert again.code == wc.SUCCESS  # the connection was not closed over the push's answer
