@@ -11,15 +11,15 @@ SYSTEM_ERROR naming why (no ``REPLY_TO_CLIENT``, no such client, its answer or i
 absence); a stored reply's response carries its message id either way.
 
 A push to the connection the reply itself came on (a RocketMQ client that is its own
-requester uses one connection per broker) is made from a thread of its own and not waited
-for: that connection's thread, which runs this handler, is the one that reads its answer.
+requester uses one connection per broker) is sent without waiting for its answer
+(``Connection.send_unwaited``): that connection's thread, which runs this handler, is the
+one that reads it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -102,14 +102,11 @@ class ReplyMessages:
         }
         push = RemotingCommand.request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, fields,
                                        request.body)  # fmt: skip
-        if target is conn:  # this thread reads its answer once the handler returns
-            threading.Thread(target=self._call, args=(target, push, client_id), daemon=True,
-                             name="shmq-push-reply").start()  # fmt: skip
-            return ""  # counted as 4.9 counts it: pushed
-        return self._call(target, push, client_id)
-
-    def _call(self, target: Connection, push: RemotingCommand, client_id: str) -> str:
         try:
+            if target is conn:  # this thread reads its answer, once the handler returns
+                target.send_unwaited(push)
+                self.pushed += 1
+                return ""
             answer = target.invoke(push, PUSH_TIMEOUT_S)
         except RemotingError as exc:
             log.warning("push reply message to <%s> fail: %s", client_id, exc)

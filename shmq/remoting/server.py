@@ -79,6 +79,12 @@ class Connection:
         connection is or goes away first."""
         return self._calls.call(request, lambda: self.send(request), timeout)
 
+    def send_unwaited(self, request: RemotingCommand) -> None:
+        """Send ``request`` to the client without waiting for its response, which is
+        dropped when it comes (a caller on this connection's own thread, which reads it)."""
+        self._calls.unwaited(request.opaque)
+        self.send(request)
+
     def answered(self, response: RemotingCommand) -> bool:
         """Hand ``response`` to the ``invoke`` waiting for it; False when nothing on this
         connection asked for it (an answer that came after its caller gave up is dropped)."""

@@ -168,17 +168,19 @@ def test_a_client_that_is_its_own_requester_on_one_connection(shared_broker):
                 "consumerDataSet": []}  # fmt: skip
         assert c.call(HEART_BEAT, {}, json.dumps(beat).encode()).code == wc.SUCCESS
         header = wc.send_header_v2("selves", REPLY_TOPIC, 0, reply_props("self-requester"))
-        opaque = c.send(SEND_REPLY_MESSAGE_V2, header, b"to myself")
-        pushed = response = None
-        while pushed is None or response is None:
+        n = 40  # replies in flight at once, each pushed back on this connection
+        opaques = {c.send(SEND_REPLY_MESSAGE_V2, header, b"to myself %d" % i) for i in range(n)}
+        pushed, responses = [], []
+        while len(pushed) < n or len(responses) < n:
             frame = c.read()
             if frame.flag & wc.RESPONSE:
-                assert frame.opaque == opaque
-                response = frame
+                assert frame.opaque in opaques
+                responses.append(frame)
             else:
-                pushed = frame
+                pushed.append(frame)
                 c.sock.sendall(wc.encode(wc.Frame(wc.SUCCESS, frame.opaque, wc.RESPONSE)))
         again = c.call(HEART_BEAT, {}, json.dumps(beat).encode())
-    assert response.code == wc.SUCCESS, response
-    assert pushed.code == PUSH_REPLY and pushed.body == b"to myself"
+    assert {r.code for r in responses} == {wc.SUCCESS}
+    assert {p.code for p in pushed} == {PUSH_REPLY}
+    assert sorted(p.body for p in pushed) == sorted(b"to myself %d" % i for i in range(n))
     assert again.code == wc.SUCCESS  # the connection was not closed over the push's answer
