@@ -191,6 +191,7 @@ class AdminHandlers:
     ) -> RemotingCommand:
         """Have one online member of a group consume the stored message ``msgId`` (an
         offset message id) now, and answer its ``ConsumeMessageDirectlyResult``."""
+        request.ext_group("consumerGroup")  # the header's required field, checked first
         _, offset = parse_offset_msg_id(request.ext("msgId"))
         record = self.control.record_bytes(offset)
         if record is None:

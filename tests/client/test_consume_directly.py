@@ -18,7 +18,8 @@ from shmq.client.push_consumer import PushConsumer
 from shmq.client.types import ConsumeOrderlyStatus, ConsumeResult
 from shmq.errors import ResponseError
 from shmq.message import Message
-from shmq.remoting.protocol import ResponseCode
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 
 
 class Listener:
@@ -113,3 +114,17 @@ def test_cli_has_a_member_consume_a_message(broker):
                     "-n", broker.namesrv)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"{cid} of {group}: CR_SUCCESS in " in done.stdout
+
+
+def test_a_bad_message_id_is_a_clear_error(broker):
+    """What a client names cannot hurt the broker: a malformed id or an offset past the
+    end is answered SYSTEM_ERROR naming it, and the broker serves on."""
+    with RemotingClient() as client:
+        for msg_id, why in (("garbage", "garbage"), ("7F0000010000" + "F" * 20, "offset")):
+            fields = {"consumerGroup": "g", "clientId": "c", "msgId": msg_id}
+            request = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields)
+            answer = client.invoke(broker.brokers["broker-a"].address, request)
+            assert answer.code == ResponseCode.SYSTEM_ERROR and why in answer.remark.lower()
+        missing = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, {"msgId": "x"})
+        answer = client.invoke(broker.brokers["broker-a"].address, missing)
+        assert answer.code == ResponseCode.SYSTEM_ERROR and "consumerGroup" in answer.remark
