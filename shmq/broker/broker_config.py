@@ -94,6 +94,11 @@ class BrokerConfig:
     # request/reply: a reply is pushed to its requester and, as well, stored in the
     # cluster's reply topic (RocketMQ's storeReplyMessageEnable)
     store_reply_message_enable: bool = True
+    # replies are handled on a pool of their own, as RocketMQ's replyMessageExecutor, so a
+    # requester slow to take its push holds a pool thread, never the replier's connection;
+    # past the queue's capacity a reply is answered SYSTEM_BUSY ([OVERLOAD])
+    process_reply_message_thread_pool_nums: int = 16 + 2 * (os.cpu_count() or 1)
+    reply_thread_pool_queue_capacity: int = 10_000
     # transactional messages (ms, count): a half message without an outcome is checked back
     # once older than transactionTimeOut, every transactionCheckInterval, at most
     # transactionCheckMax times (RocketMQ 4.9's defaults)
@@ -167,6 +172,8 @@ class BrokerConfig:
             "ha_slave_fallbehind_max",
             "broker_heartbeat_interval",
             "slave_synchronize_interval",
+            "process_reply_message_thread_pool_nums",
+            "reply_thread_pool_queue_capacity",
         ):
             _range(self, name, 1)
         if self.enable_controller_mode:

@@ -31,6 +31,7 @@ from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
 
 if TYPE_CHECKING:
+    from shmq.broker.reply_messages import ReplyMessages
     from shmq.broker.supervisor import Broker
 
 Rc = ResponseCode
@@ -50,6 +51,7 @@ class ControlHandlers:
         # group -> {client id: (last heartbeat ms, connection id)}
         self.producers: dict[str, dict[str, tuple[int, int]]] = {}
         self.data_path: list = []  # RocketMQ's send and pull codes over TCP (register)
+        self.replies: ReplyMessages | None = None
         self.send_back = SendBack(broker, broker_ring(broker, "shmq-send-back"))
 
     def register(self, server: RemotingServer) -> None:
@@ -93,11 +95,14 @@ class ControlHandlers:
         self.data_path = [send, RemotingPull(self.broker, self)]
         for handlers in self.data_path:
             handlers.register(server)
-        ReplyMessages(self, send).register(server)
+        self.replies = ReplyMessages(self, send)
+        self.replies.register(server)
 
     def close(self) -> None:
         for handlers in self.data_path:
             handlers.close()
+        if self.replies is not None:
+            self.replies.close()
         self.send_back.ring.close()
         self.client.close()
         if self._reader is not None:

@@ -10,25 +10,30 @@ push decides the response, as in 4.9: SUCCESS when the requester took it, else
 SYSTEM_ERROR naming why (no ``REPLY_TO_CLIENT``, no such client, its answer or its
 absence); a stored reply's response carries its message id either way.
 
-A push to the connection the reply itself came on (a RocketMQ client that is its own
-requester uses one connection per broker) is sent without waiting for its answer
-(``Connection.send_unwaited``): that connection's thread, which runs this handler, is the
-one that reads it.
+Replies are handled on a pool of their own (``processReplyMessageThreadPoolNums``, as
+RocketMQ's ``replyMessageExecutor``), never on the connection's reader thread: a push waits
+up to ``PUSH_TIMEOUT_S`` for a requester that is connected but does not answer, and that
+wait must not hold back the replier's other requests. The reader thread also reads the
+push's answer when the requester is the replier itself (a RocketMQ client uses one
+connection per broker). Past ``replyThreadPoolQueueCapacity`` waiting replies, a reply is
+answered SYSTEM_BUSY, as RocketMQ's executor rejects it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from shmq.broker.remoting_send import RemotingSend, pushed_not_stored, send_response
 from shmq.broker.send_header import SendHeader
 from shmq.codec.record_rebuild import edit_properties, property_value
-from shmq.errors import RemotingError
+from shmq.errors import RemotingConnectError, RemotingError
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
-from shmq.remoting.server import Connection, RemotingServer
+from shmq.remoting.server import Connection, RemotingServer, call_handler
 
 if TYPE_CHECKING:
     from shmq.broker.control import ControlHandlers
@@ -38,6 +43,7 @@ log = logging.getLogger(__name__)
 REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
 PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
 PUSH_TIMEOUT_S = 3.0  # a requester must take a pushed reply within
+OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
 
 
 class ReplyMessages:
@@ -48,14 +54,50 @@ class ReplyMessages:
         self.store = config.store_reply_message_enable
         self.store_host = config.store.store_host
         self.server: RemotingServer | None = None
-        self.pushed = self.push_failures = 0
+        self._pool = ThreadPoolExecutor(config.process_reply_message_thread_pool_nums,
+                                        thread_name_prefix="shmq-reply")  # fmt: skip
+        self._capacity = config.reply_thread_pool_queue_capacity
+        self._waiting = 0  # replies submitted and not yet started
+        self._lock = threading.Lock()
 
     def register(self, server: RemotingServer) -> None:
         self.server = server
         for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
-            server.register(code, self.handle)
+            server.register(code, self.submit)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def submit(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        """Hand the reply to the pool (its answer is sent from there), or SYSTEM_BUSY."""
+        with self._lock:
+            if self._waiting >= self._capacity:
+                return RemotingCommand.response_to(request, ResponseCode.SYSTEM_BUSY, OVERLOAD)
+            self._waiting += 1
+        try:
+            self._pool.submit(self._run, request, conn)
+        except RuntimeError:  # the broker is stopping
+            self._started()
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_BUSY, OVERLOAD)
+        return None
+
+    def _started(self) -> None:
+        with self._lock:
+            self._waiting -= 1
+
+    def _run(self, request: RemotingCommand, conn: Connection) -> None:
+        self._started()
+        response = call_handler(self.handle, request, conn, "broker")
+        if response is None or request.is_oneway:
+            return
+        try:
+            conn.send(response)
+        except RemotingConnectError as exc:
+            log.debug("reply answer not sent: %s", exc)
 
     def handle(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        """One reply, on a pool thread: checked, pushed, stored; the response, or None
+        when it is sent once the reply is stored."""
         try:
             prepared = self.send.prepare(request, conn)
             if prepared.records.body_offs.shape[0] != 2:
@@ -103,10 +145,6 @@ class ReplyMessages:
         push = RemotingCommand.request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, fields,
                                        request.body)  # fmt: skip
         try:
-            if target is conn:  # this thread reads its answer, once the handler returns
-                target.send_unwaited(push)
-                self.pushed += 1
-                return ""
             answer = target.invoke(push, PUSH_TIMEOUT_S)
         except RemotingError as exc:
             log.warning("push reply message to <%s> fail: %s", client_id, exc)
@@ -115,11 +153,9 @@ class ReplyMessages:
             log.warning("push reply message to <%s> return fail, response remark: %s",
                         client_id, answer.remark)  # fmt: skip
             return self._failed(f"push reply message to {client_id} fail.")
-        self.pushed += 1
         return ""
 
     def _failed(self, remark: str) -> str:
-        self.push_failures += 1
         log.info("%s", remark)
         return remark
 

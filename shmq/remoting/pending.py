@@ -18,8 +18,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from shmq.errors import RemotingConnectError, RemotingTimeoutError
 from shmq.remoting.protocol import RemotingCommand, request_name
 
-UNWAITED_MAX = 1024  # answers to requests nobody waits for, known when they come
-
 
 class PendingCalls:
     """Calls on a connection to ``peer`` (text for errors) awaiting their responses."""
@@ -29,7 +27,6 @@ class PendingCalls:
         self._lock = threading.Lock()
         self._waiting: dict[int, Future] = {}
         self._given_up: collections.deque[int] = collections.deque(maxlen=late)
-        self._unwaited: collections.deque[int] = collections.deque(maxlen=UNWAITED_MAX)
 
     def call(
         self, request: RemotingCommand, send: Callable[[], None], timeout: float
@@ -54,20 +51,12 @@ class PendingCalls:
                 if self._waiting.pop(request.opaque, None) is not None and not future.done():
                     self._given_up.append(request.opaque)
 
-    def unwaited(self, opaque: int) -> None:
-        """A request is sent whose answer nobody waits for: it is dropped when it comes
-        (the ``UNWAITED_MAX`` most recent are known)."""
-        with self._lock:
-            self._unwaited.append(opaque)
-
     def answered(self, response: RemotingCommand) -> bool:
         """Hand ``response`` to its caller; False when no call on this connection asked
         for it (an answer that came after its caller gave up is dropped)."""
         with self._lock:
             future = self._waiting.get(response.opaque)
-            late = future is None and (
-                response.opaque in self._given_up or response.opaque in self._unwaited
-            )
+            late = future is None and response.opaque in self._given_up
         if future is not None:
             _settle(future, result=response)
         return future is not None or late

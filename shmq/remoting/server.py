@@ -79,12 +79,6 @@ class Connection:
         connection is or goes away first."""
         return self._calls.call(request, lambda: self.send(request), timeout)
 
-    def send_unwaited(self, request: RemotingCommand) -> None:
-        """Send ``request`` to the client without waiting for its response, which is
-        dropped when it comes (a caller on this connection's own thread, which reads it)."""
-        self._calls.unwaited(request.opaque)
-        self.send(request)
-
     def answered(self, response: RemotingCommand) -> bool:
         """Hand ``response`` to the ``invoke`` waiting for it; False when nothing on this
         connection asked for it (an answer that came after its caller gave up is dropped)."""
@@ -334,20 +328,29 @@ class RemotingServer:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f"{request_name(request.code)} not supported by the {self.name} server",
             )
-        try:
-            return handler(request, conn)
-        except ResponseError as exc:
-            return RemotingCommand.response_to(request, exc.code, exc.remark)
-        except (ShmqError, ValueError) as exc:
-            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        except Exception as exc:
-            log.exception(
-                "%s server: handler for %s from %s failed",
-                self.name, request_name(request.code), conn.peer,
-            )  # fmt: skip
-            return RemotingCommand.response_to(
-                request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
-            )
+        return call_handler(handler, request, conn, self.name)
+
+
+def call_handler(
+    handler: Handler, request: RemotingCommand, conn: Connection, server: str
+) -> RemotingCommand | None:
+    """``handler``'s response to ``request``, its errors turned into error responses (a
+    ``ResponseError`` its code, anything else SYSTEM_ERROR); for a handler run on a thread
+    of its own too."""
+    try:
+        return handler(request, conn)
+    except ResponseError as exc:
+        return RemotingCommand.response_to(request, exc.code, exc.remark)
+    except (ShmqError, ValueError) as exc:
+        return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+    except Exception as exc:
+        log.exception(
+            "%s server: handler for %s from %s failed",
+            server, request_name(request.code), conn.peer,
+        )  # fmt: skip
+        return RemotingCommand.response_to(
+            request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
+        )
 
 
 class _RateLimitedLog:

@@ -184,3 +184,24 @@ def test_a_client_that_is_its_own_requester_on_one_connection(shared_broker):
     assert {p.code for p in pushed} == {PUSH_REPLY}
     assert sorted(p.body for p in pushed) == sorted(b"to myself %d" % i for i in range(n))
     assert again.code == wc.SUCCESS  # the connection was not closed over the push's answer
+
+
+def test_a_push_waiting_for_its_requester_holds_back_no_other_request(shared_broker):
+    """A push waits (up to 3 s) for its requester's answer on a pool thread, not on the
+    replier's connection: here the requester answers only once the replier's next request
+    on that connection was answered, and the reply still succeeds. Were the wait the
+    connection's, the two would wait for each other until the push timed out."""
+    broker, _ = shared_broker
+    with wc.WireClient(broker.address) as requester, wc.WireClient(broker.address) as replier:
+        beat = {"clientID": "late-requester", "producerDataSet": [{"groupName": "late"}],
+                "consumerDataSet": []}  # fmt: skip
+        assert requester.call(HEART_BEAT, {}, json.dumps(beat).encode()).code == wc.SUCCESS
+        header = wc.send_header_v2("responders", REPLY_TOPIC, 0, reply_props("late-requester"))
+        reply = replier.send(SEND_REPLY_MESSAGE_V2, header, b"answered late")
+        push = requester.read()
+        beat_answer = replier.call(HEART_BEAT, {}, json.dumps({"clientID": "replier"}).encode())
+        requester.sock.sendall(wc.encode(wc.Frame(wc.SUCCESS, push.opaque, wc.RESPONSE)))
+        answer = replier.receive(reply)
+    assert (push.code, push.body) == (PUSH_REPLY, b"answered late")
+    assert beat_answer.code == wc.SUCCESS
+    assert answer.code == wc.SUCCESS, answer
