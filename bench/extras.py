@@ -4,14 +4,18 @@
   and posts back), paced like W3: what a sync send's request and answer cost at least here,
   and shmq's sync ``send`` timed the same way (the call, from the record into the ring to
   the broker's answer);
-- a ``PushConsumer`` with a no-op listener consuming a backlog (single-message records).
+- a ``PushConsumer`` with a no-op listener consuming a backlog (single-message records);
+- the rate at which this machine hands out new page-cache pages to a mapped file (W1
+  bulk's floor: every stored record lands on pages the CommitLog never had before).
 
 Each returns result rows of the bench's schema (``bench.run.row``'s keys)."""
 
 from __future__ import annotations
 
+import mmap
 import multiprocessing as mp
 import os
+import tempfile
 import threading
 import time
 from typing import Any
@@ -22,6 +26,9 @@ SEM_SYSTEM = "posix semaphore (floor)"
 SEM_API = "round trip: post, wake, post back"
 SYNC_API = "send: call until answered"
 BACKLOG_API = "PushConsumer, no-op listener, backlog"
+PAGES_SYSTEM = "page cache (floor)"
+PAGES_API = "first writes to new file pages"
+BULK_TOPIC = "Bench_W1_shmq_send_bulk"  # the W1 send_bulk case's topic (ShmqPeer.prepare)
 
 
 def _row(workload: str, system: str, api: str, durable: bool, **values: Any) -> dict[str, Any]:
@@ -163,3 +170,33 @@ def push_consumer_backlog(messages: int) -> dict[str, Any]:
     rate = messages / ((seen["last"] - seen["first"]) / 1e9)
     return _row("C1", "shmq", BACKLOG_API, True, messages=messages, msgs_per_s=rate,
                 mb_per_s=rate * 100 / 1e6)  # fmt: skip
+
+
+def new_page_writes(megabytes: int) -> dict[str, Any]:
+    """Sequential 1 MiB writes into a new, fallocated, mapped file, as the writer fills a
+    new CommitLog file: MB/s, and as messages and msgs/s the 100-byte ``send_bulk``
+    records those bytes hold and the most one writer could store at that rate. On a
+    virtual machine whose host backs guest memory on first touch (and takes freed memory
+    back), each new 4 KiB page costs 5-15 µs, far more than copying its bytes, and this,
+    not the append kernel, bounds the bulk path."""
+    size = megabytes << 20
+    step = 1 << 20
+    with tempfile.TemporaryDirectory(prefix="shmq-bench-pages-") as tmp:
+        fd = os.open(os.path.join(tmp, "pages"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, size)
+            with mmap.mmap(fd, size) as mm:
+                view = np.frombuffer(mm, dtype=np.uint8)
+                start = time.perf_counter()
+                for at in range(0, size, step):
+                    view[at : at + step] = 0x5A
+                seconds = time.perf_counter() - start
+                del view
+        finally:
+            os.close(fd)
+    from shmq.codec.record import record_size
+
+    rate = size / seconds
+    record = record_size(100, len(BULK_TOPIC), 0)
+    return _row("W1", PAGES_SYSTEM, PAGES_API, False, messages=size // record,
+                msgs_per_s=rate / record, mb_per_s=rate / 1e6)  # fmt: skip

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.extras import PAGES_API, PAGES_SYSTEM
 from bench.workloads import Workload
 
 SHMQ = "shmq"
@@ -130,6 +131,12 @@ def goals(rows: list[dict[str, Any]]) -> list[str]:
                    _one(rows, "W1", "multiprocessing.Queue", "put"), 3.0)  # fmt: skip
     bulk = _one(rows, "W1", SHMQ, "send_bulk")
     rate("W1 shmq send_bulk", bulk, 5_000_000)
+    pages = _one(rows, "W1", PAGES_SYSTEM, PAGES_API)
+    if pages:
+        mb = pages["mb_per_s"]
+        out.append(f"W1 floor: this machine gives a mapped file new pages at {mb:,.0f} MB/s "
+                   f"({4096 / mb:.1f} µs per 4 KiB page), at most "
+                   f"{pages['msgs_per_s']:,.0f} stored 100-byte records/s")  # fmt: skip
     throughput("W1 shmq send_bulk vs pyzmq ipc send", bulk, _one(rows, "W1", "pyzmq ipc", "send"),
                3.0)  # fmt: skip
     lists = _one(rows, "W1", "multiprocessing.Queue", "put(list)")

@@ -43,6 +43,7 @@ def test_bench_quick_w1_writes_rows_and_charts(tmp_path: Path) -> None:
     assert {(r["workload"], r["system"]) for r in measured} >= {
         ("W1", "shmq"),
         ("W1", "multiprocessing.Queue"),
+        ("W1", "page cache (floor)"),
         ("W5", "shmq"),
     }
     for r in measured:
@@ -56,6 +57,7 @@ def test_bench_quick_w1_writes_rows_and_charts(tmp_path: Path) -> None:
         charts = sorted(p.name.split("-quick-")[1] for p in tmp_path.glob("*.png"))
         assert charts == ["W1.png", "W5.png"]
     assert "shmq bulk ÷" in stdout
+    assert "W1 floor: this machine gives a mapped file new pages at" in stdout
 
 
 def test_missing_peer_is_skipped_with_its_reason(monkeypatch) -> None:
