@@ -254,6 +254,22 @@ def consumer_connection(group: str, namesrv: str, as_json: bool) -> None:
         click.echo(f"{key}: {conn.get(key, '')}")
 
 
+@admin.command("producer-connection")
+@click.option("-g", "--group", required=True, help="Producer group.")
+@options
+def producer_connection(group: str, namesrv: str, as_json: bool) -> None:
+    """A group's producers: over TCP and through shared memory (mqadmin
+    producerConnection)."""
+    with open_admin(namesrv) as a:
+        conn = a.producer_connection(group)
+    if as_json:
+        print_json(conn)
+        return
+    rows = [[c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version")]
+            for c in conn["connectionSet"]]  # fmt: skip
+    show(["client id", "client address", "language", "version"], rows, f"group {group}")
+
+
 @admin.command("consumer-status")
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @click.option("-i", "--client-id", help="Only this member (default: every online member).")

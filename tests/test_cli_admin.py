@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import time
@@ -64,6 +65,13 @@ def test_topics_messages_progress_and_reset(c):
 
     with Producer("cli-admin-p", c.namesrv) as producer:
         sent = [producer.send(Message("CliAdm", f"body-{i}", keys=[f"k{i}"])) for i in range(6)]
+        (ring,) = admin_json(c, "producer-connection", "-g", "cli-admin-p")["connectionSet"]
+        assert ring["clientId"].endswith(f"@{os.getpid()}")
+        assert "shared memory" in admin(c, "producer-connection", "-g", "cli-admin-p").stdout
+    gone = admin(c, "producer-connection", "-g", "cli-admin-p", ok=False)
+    assert gone.stderr.strip() == (
+        "error: the producer group[cli-admin-p] not exist (response code 1)"
+    )
     wait_until(
         lambda: sum(q["maxOffset"] for q in admin_json(c, "topic-status", "-t", "CliAdm")) == 6
     )
@@ -208,7 +216,7 @@ def test_admin_help_is_light_and_listed():
     names = """update-topic delete-topic topic-list topic-route topic-status consumer-progress
         consumer-connection query-msg-by-id query-msg-by-key query-msg-by-unique-key
         query-msg-by-time reset-offset-by-time cluster-list broker-status update-sub-group
-        delete-sub-group ha-status"""
+        delete-sub-group ha-status producer-connection"""
     for name in names.split():
         assert name in commands
     code = (

@@ -67,6 +67,7 @@ class AdminHandlers:
             RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connection,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connection,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_sub_group,
@@ -181,6 +182,14 @@ class AdminHandlers:
                 f" {self.broker.config.broker_name}",
             )
         return _json(request, info)
+
+    def producer_connection(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """RocketMQ's ``ProducerConnection`` of a group (mqadmin producerConnection)."""
+        group = request.ext_group("producerGroup")
+        members = self.control.producer_connections(group)
+        if not members:
+            raise ResponseError(Rc.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        return _json(request, {"connectionSet": members})
 
     def consumer_running_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Ask one online member of a group for its ``ConsumerRunningInfo``."""

@@ -68,6 +68,12 @@ class ClientSlots:
             log.info("producer %s (pid %d) got ring %d.%d", group, pid, index, gen)
             return slot
 
+    def producer_pids(self, group: str) -> list[int]:
+        """The processes of this host holding a producer ring for ``group``."""
+        with self.lock:
+            return sorted({s.pid for s in self.slots.values()
+                           if s.kind == "producer" and s.group == group})  # fmt: skip
+
     def register_consumer(self, pid: int, group: str) -> ClientSlot:
         with self.lock:
             index = self._free_index("consumer", self.config.max_consumers)

@@ -29,7 +29,8 @@ def now_ms() -> int:
 
 @dataclass
 class ClientChannel:
-    """One consumer of a group: its client id, connection and last heartbeat."""
+    """One member of a consumer or producer group: its client id, connection, last
+    heartbeat, and the language and version its requests' headers name."""
 
     client_id: str
     conn: Connection
@@ -82,9 +83,16 @@ class ConsumerManager:
 
     # -- membership ---------------------------------------------------------------------------
 
-    def register(self, client_id: str, conn: Connection, data: dict[str, Any]) -> bool:
-        """A heartbeat's ``consumerDataSet`` entry; True when the member is new (the
-        group was told)."""
+    def register(
+        self,
+        client_id: str,
+        conn: Connection,
+        data: dict[str, Any],
+        language: str = "PYTHON",
+        version: int = 0,
+    ) -> bool:
+        """A heartbeat's ``consumerDataSet`` entry (``language`` and ``version`` from its
+        header); True when the member is new (the group was told)."""
         group = str(data["groupName"])
         now = now_ms()
         with self._lock:
@@ -101,9 +109,7 @@ class ConsumerManager:
             channel = info.channels.get(client_id)
             is_new = channel is None or channel.conn.id != conn.id
             if is_new:
-                info.channels[client_id] = ClientChannel(
-                    client_id, conn, now, str(data.get("language", "PYTHON"))
-                )
+                info.channels[client_id] = ClientChannel(client_id, conn, now, language, version)
             else:
                 channel.last_update_ms = now
         if is_new:

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from shmq.broker.broker_stats import rocketmq_runtime_table
+from shmq.broker.consumer_manager import ClientChannel
 from shmq.broker.ha_status import ha_status
 from shmq.broker.ring_puts import broker_ring
 from shmq.broker.send_back import SendBack
@@ -27,8 +28,10 @@ from shmq.message import message_to_json
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem, retry_topic
 from shmq.remoting.admin_bodies import kv_table
 from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
+
+SHM_CLIENT_ADDR = "shared memory"  # a ring producer's clientAddr in connection lists
 
 if TYPE_CHECKING:
     from shmq.broker.reply_messages import ReplyMessages
@@ -49,7 +52,7 @@ class ControlHandlers:
         self._min_offsets: dict[tuple[str, int], tuple[int, float, int]] = {}
         self.consumers = broker.consumers
         # group -> {client id: (last heartbeat ms, connection id)}
-        self.producers: dict[str, dict[str, tuple[int, int]]] = {}
+        self.producers: dict[str, dict[str, ClientChannel]] = {}
         self.data_path: list = []  # RocketMQ's send and pull codes over TCP (register)
         self.replies: ReplyMessages | None = None
         self.send_back = SendBack(broker, broker_ring(broker, "shmq-send-back"))
@@ -386,7 +389,7 @@ class ControlHandlers:
         for entry in data.get("producerDataSet", []):
             _check_name("group", entry.get("groupName"), MAX_GROUP_LENGTH)
         for entry in data.get("consumerDataSet", []):
-            self.consumers.register(client_id, conn, entry)
+            self.consumers.register(client_id, conn, entry, request.language, request.version)
             if entry.get("messageModel") == "CLUSTERING":  # the group and its retry topic
                 group_cfg = self.send_back.group_config(entry["groupName"])
                 if group_cfg.retry_queue_nums:
@@ -396,7 +399,9 @@ class ControlHandlers:
         now = int(time.time() * 1000)
         with self._lock:
             for entry in data.get("producerDataSet", []):
-                self.producers.setdefault(entry["groupName"], {})[client_id] = (now, conn.id)
+                self.producers.setdefault(entry["groupName"], {})[client_id] = ClientChannel(
+                    client_id, conn, now, request.language, request.version
+                )
         return RemotingCommand.response_to(request)
 
     def unregister_client(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
@@ -416,8 +421,23 @@ class ControlHandlers:
         with self._lock:
             for members in self.producers.values():
                 if client_id in members:
-                    return members[client_id][1]
+                    return members[client_id].conn.id
         return None
+
+    def producer_connections(self, group: str) -> list[dict[str, Any]]:
+        """RocketMQ's ``Connection`` of each producer of ``group``: those that heartbeat
+        over TCP, then this host's processes that hold a producer ring and do not
+        (``clientId`` ``ip@pid``, as RocketMQ's default instance name, ``clientAddr``
+        naming the shared-memory transport)."""
+        with self._lock:
+            members = [ch.to_json() for ch in self.producers.get(group, {}).values()]
+        beating = {m["clientId"].partition("@")[2].partition("#")[0] for m in members}
+        host = self.broker.config.broker_ip1
+        for pid in self.broker.clients.producer_pids(group):
+            if str(pid) not in beating:
+                members.append({"clientId": f"{host}@{pid}", "clientAddr": SHM_CLIENT_ADDR,
+                                "language": LanguageCode.PYTHON.name, "version": 0})  # fmt: skip
+        return members
 
     def consumer_list(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         group = request.ext_group("consumerGroup")
@@ -430,7 +450,7 @@ class ControlHandlers:
         self.consumers.connection_closed(conn)
         with self._lock:
             for members in self.producers.values():
-                for cid in [c for c, (_, cid_conn) in members.items() if cid_conn == conn.id]:
+                for cid in [c for c, ch in members.items() if ch.conn.id == conn.id]:
                     del members[cid]
 
     def ha_status(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:

@@ -436,6 +436,24 @@ class Admin(MessageQueries):
         merged["connectionSet"] = [clients[c] for c in sorted(clients)]
         return merged
 
+    def producer_connection(self, group: str) -> dict[str, Any]:
+        """The group's producers over every master (RocketMQ's ``ProducerConnection``:
+        ``connectionSet``, one per client id); ``ResponseError`` when no broker has one."""
+        clients: dict[str, dict[str, Any]] = {}
+        for target in self._masters():
+            try:
+                body = self._call(target, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                  {"producerGroup": group})[1]  # fmt: skip
+            except ResponseError as exc:
+                if exc.code == Rc.SYSTEM_ERROR:  # the group is not on this broker
+                    continue
+                raise
+            for conn in body.get("connectionSet", []):
+                clients.setdefault(conn["clientId"], conn)
+        if not clients:
+            raise ResponseError(Rc.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        return {"connectionSet": [clients[c] for c in sorted(clients)]}
+
     def consumer_status(
         self, group: str, client_id: str | None = None, jstack: bool = False
     ) -> dict[str, dict[str, Any]]:

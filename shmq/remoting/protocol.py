@@ -79,8 +79,8 @@ class SerializeType(IntEnum):
 
 class LanguageCode(IntEnum):
     """RocketMQ's ``LanguageCode``: a JSON header names it, a ROCKETMQ header carries its
-    byte. shmq writes PYTHON and, like RocketMQ, accepts any value from a peer (it does not
-    act on it)."""
+    byte. shmq writes PYTHON and, like RocketMQ, accepts any value from a peer (kept on
+    the command for connection lists, not acted on)."""
 
     JAVA = 0
     CPP = 1
@@ -97,6 +97,8 @@ class LanguageCode(IntEnum):
     RUST = 12
 
 
+_LANGUAGES = {c.value: c.name for c in LanguageCode}
+_LANGUAGE_CODES = {c.name: c.value for c in LanguageCode}
 _opaques = itertools.count(1)
 _opaque_lock = threading.Lock()
 
@@ -131,6 +133,10 @@ class RemotingCommand:
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes | memoryview = b""  # a response's may be a view (of records gathered once)
     serialize_type: SerializeType = SerializeType.JSON
+    # the client language and version the header names: shmq's own, PYTHON and 0, or a
+    # peer's as read (connection lists report them)
+    language: str = LanguageCode.PYTHON.name
+    version: int = 0
 
     def __post_init__(self) -> None:
         self.ext_fields = _wire_fields(self.ext_fields)
@@ -267,8 +273,8 @@ class RemotingCommand:
     def _json_header(self) -> bytes:
         header: dict[str, Any] = {
             "code": self.code,
-            "language": LanguageCode.PYTHON.name,
-            "version": 0,
+            "language": self.language,
+            "version": self.version,
             "opaque": self.opaque,
             "flag": self.flag,
         }
@@ -298,7 +304,13 @@ class RemotingCommand:
         ext_bytes = b"".join(ext)
         return b"".join(
             (
-                _ROCKETMQ_FIXED.pack(self.code, LanguageCode.PYTHON, 0, self.opaque, self.flag),
+                _ROCKETMQ_FIXED.pack(
+                    self.code,
+                    _LANGUAGE_CODES.get(self.language, LanguageCode.OTHER),
+                    self.version if _INT16_MIN <= self.version <= _INT16_MAX else 0,
+                    self.opaque,
+                    self.flag,
+                ),
                 _INT32.pack(len(remark)),
                 remark,
                 _INT32.pack(len(ext_bytes)),
@@ -377,6 +389,10 @@ def _decode_json(header_bytes: bytes, body: bytes) -> RemotingCommand:
     cmd = RemotingCommand(
         _int_field(header, "code"), _int_field(header, "opaque", 0), _int_field(header, "flag", 0)
     )
+    language = header.get("language")
+    cmd.language = language if isinstance(language, str) else LanguageCode.OTHER.name
+    version = header.get("version")
+    cmd.version = version if type(version) is int else 0
     try:
         cmd.remark, cmd.ext_fields = _json_rest(header)
     except RemotingFrameError as exc:
@@ -422,7 +438,7 @@ class _Cursor:
 def _decode_rocketmq(header_bytes: bytes, body: bytes) -> RemotingCommand:
     """RocketMQ's ``rocketMQProtocolDecode``, stricter where RocketMQ reads past a field's
     end: each string must lie within its block and the extFields block must end the
-    header. The language byte and version are not kept (nothing acts on them).
+    header.
 
     Every request over TCP passes here, so a sound header is read by one tight loop
     (``_rocketmq_sound``); only a header it finds unsound is read again field by field,
@@ -438,7 +454,7 @@ def _rocketmq_sound(data: bytes) -> RemotingCommand | None:
     """The command of a sound ROCKETMQ header, or None when anything in it is unsound."""
     end = len(data)
     try:
-        code, _language, _version, opaque, flag = _ROCKETMQ_FIXED.unpack_from(data)
+        code, language, version, opaque, flag = _ROCKETMQ_FIXED.unpack_from(data)
         p = _ROCKETMQ_FIXED.size
         (n,) = _INT32.unpack_from(data, p)
         p += 4
@@ -472,15 +488,21 @@ def _rocketmq_sound(data: bytes) -> RemotingCommand | None:
     cmd = RemotingCommand(code, opaque, flag, serialize_type=SerializeType.ROCKETMQ)
     cmd.remark = remark
     cmd.ext_fields = fields
+    cmd.language, cmd.version = _language_name(language), version
     return cmd
+
+
+def _language_name(code: int) -> str:
+    return _LANGUAGES.get(code, LanguageCode.OTHER.name)
 
 
 def _rocketmq_checked(header_bytes: bytes) -> RemotingCommand:
     """Reads the header field by field and raises naming the first unsound one."""
     cursor = _Cursor(header_bytes)
     fixed = cursor.take(_ROCKETMQ_FIXED.size, "the code, language, version, opaque and flag")
-    code, _language, _version, opaque, flag = _ROCKETMQ_FIXED.unpack(fixed)
+    code, language, version, opaque, flag = _ROCKETMQ_FIXED.unpack(fixed)
     cmd = RemotingCommand(code, opaque, flag, serialize_type=SerializeType.ROCKETMQ)
+    cmd.language, cmd.version = _language_name(language), version
     try:
         cmd.remark = cursor.text(_INT32, "the remark")
         ext = _Cursor(cursor.take(cursor.length(_INT32, "extFields"), "extFields"))

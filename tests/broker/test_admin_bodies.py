@@ -1,12 +1,14 @@
 """The admin answers mqadmin parses, read with the independent wire client as fastjson reads
 them into RocketMQ 4.9's classes: field names, nesting and value types of TopicStatsTable,
 ConsumeStats, TopicConfigSerializeWrapper, SubscriptionGroupWrapper, KVTable (runtime
-info), ConsumerConnection, ClusterInfo and TopicList."""
+info), ConsumerConnection, ProducerConnection, ClusterInfo and TopicList."""
 
 from __future__ import annotations
 
 import json
+import os
 
+import pytest
 import wire_client as wc
 from test_remoting_send import max_offset, send, until
 
@@ -14,6 +16,7 @@ GET_ALL_TOPIC_CONFIG, GET_BROKER_RUNTIME_INFO, HEART_BEAT = 21, 28, 34
 GET_BROKER_CLUSTER_INFO = 106
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_TOPIC_STATS_INFO = 201, 202
 GET_CONSUMER_CONNECTION_LIST, GET_ALL_TOPIC_LIST_FROM_NAMESERVER, GET_CONSUME_STATS = 203, 206, 208
+GET_PRODUCER_CONNECTION_LIST = 204
 INVOKE_BROKER_TO_RESET_OFFSET = 222
 
 MESSAGE_QUEUE = {"brokerName": str, "queueId": int, "topic": str}
@@ -179,9 +182,45 @@ def test_consumer_connection_as_mqadmin_reads_it(shared_broker):
     (member_conn,) = conn["connectionSet"]
     fields(member_conn, {"clientAddr": str, "clientId": str, "language": str, "version": int})
     assert member_conn["clientId"] == "10.0.0.7@42#1"
+    # the language and version its request header named
+    assert (member_conn["language"], member_conn["version"]) == ("JAVA", wc.VERSION_4_9_4)
     assert (conn["consumeType"], conn["messageModel"], conn["consumeFromWhere"]) == (
         "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET")  # fmt: skip
     assert conn["subscriptionTable"]["AdmConn"]["subString"] == "*"
+
+
+@pytest.mark.parametrize("encoding", [wc.JSON, wc.ROCKETMQ])
+def test_producer_connection_as_mqadmin_reads_it(shared_broker, encoding):
+    """Producers that heartbeat over TCP, with the language and version of their headers,
+    and this host's ring producers of the group, which do not heartbeat; a group nobody
+    produces for is SYSTEM_ERROR, as 4.9 answers it."""
+    from shmq.client.producer import Producer
+    from shmq.message import Message
+
+    broker, namesrv = shared_broker
+    group = f"adm-prod-g{encoding}"
+    assert send(broker, "AdmProd", 0, {}).code == wc.SUCCESS
+    beat = {"clientID": f"10.0.0.8@43#{encoding}", "producerDataSet": [{"groupName": group}],
+            "consumerDataSet": []}  # fmt: skip
+    with (
+        wc.WireClient(broker.address, encoding) as member,
+        Producer(group, namesrv) as ring_producer,
+    ):
+        assert member.call(HEART_BEAT, {}, json.dumps(beat).encode()).code == wc.SUCCESS
+        ring_producer.send(Message("AdmProd", b"x"))
+        conn, _ = call(broker.address, GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+    with wc.WireClient(broker.address) as c:
+        gone = c.call(GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+    fields(conn, {"connectionSet": list})
+    by_id = {c["clientId"]: c for c in conn["connectionSet"]}
+    for c in by_id.values():
+        fields(c, {"clientAddr": str, "clientId": str, "language": str, "version": int})
+    tcp = by_id.pop(f"10.0.0.8@43#{encoding}")
+    assert (tcp["language"], tcp["version"]) == ("JAVA", wc.VERSION_4_9_4)
+    (ring,) = by_id.values()
+    assert ring["clientId"] == f"{broker.config.broker_ip1}@{os.getpid()}"
+    assert (ring["clientAddr"], ring["language"]) == ("shared memory", "PYTHON")
+    assert (gone.code, gone.remark) == (wc.SYSTEM_ERROR, f"the producer group[{group}] not exist")
 
 
 def test_namesrv_bodies_as_mqadmin_reads_them(shared_broker):

@@ -130,6 +130,19 @@ def test_decodes_a_java_client_header():
     cmd = decode_frame(frame_with_header(header))
     assert (cmd.code, cmd.opaque, cmd.flag) == (105, 42, 0)
     assert cmd.ext_fields == {"topic": "TopicTest"} and cmd.remark is None and cmd.body == b""
+    assert (cmd.language, cmd.version) == ("JAVA", 395)  # kept for connection lists
+
+
+@pytest.mark.parametrize(("byte", "name"), [(0, "JAVA"), (9, "GO"), (12, "RUST"), (99, "OTHER")])
+def test_a_rocketmq_header_names_its_language_by_its_byte(byte, name):
+    cmd = decode_frame(rmq_payload(rmq_header(34, 5, language=byte)))
+    assert (cmd.language, cmd.version) == (name, 395)
+    assert protocol._rocketmq_checked(rmq_header(34, 5, language=byte)) == cmd
+
+
+def test_a_json_header_language_that_is_not_a_name_is_other():
+    cmd = decode_frame(frame_with_header({"code": 34, "language": 3, "version": "x"}))
+    assert (cmd.language, cmd.version) == ("OTHER", 0)
 
 
 @pytest.mark.parametrize(
