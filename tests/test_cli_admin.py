@@ -141,6 +141,15 @@ def test_brokers_and_subscription_groups(c):
     )
 
 
+def test_get_broker_config(c):
+    (config,) = admin_json(c, "get-broker-config").values()
+    assert config["brokerName"] == "broker-a" and config["flushDiskType"] == "ASYNC_FLUSH"
+    assert config == admin_json(c, "get-broker-config", "-b", "broker-a")["broker-a"]
+    assert "mappedFileSizeCommitLog" in admin(c, "get-broker-config").stdout
+    nobody = admin(c, "get-broker-config", "-b", "broker-z", ok=False)
+    assert nobody.exit_code == 1 and "broker-z" in nobody.stderr
+
+
 def test_consumer_status_shows_what_each_member_holds(c):
     import shmq
 
@@ -216,7 +225,7 @@ def test_admin_help_is_light_and_listed():
     names = """update-topic delete-topic topic-list topic-route topic-status consumer-progress
         consumer-connection query-msg-by-id query-msg-by-key query-msg-by-unique-key
         query-msg-by-time reset-offset-by-time cluster-list broker-status update-sub-group
-        delete-sub-group ha-status producer-connection"""
+        delete-sub-group ha-status producer-connection get-broker-config"""
     for name in names.split():
         assert name in commands
     code = (

@@ -3,12 +3,12 @@ topic and consume statistics, consumer connections and running info, subscriptio
 offset resets.
 
 What ``mqadmin topicStatus``, ``consumerProgress``, ``consumerConnection``,
-``consumerStatus``, ``updateSubGroup`` / ``deleteSubGroup`` and ``resetOffsetByTime`` ask a
-broker; ``consumerStatus`` (GET_CONSUMER_RUNNING_INFO) and ``queryMsgById -g -d``
-(CONSUME_MESSAGE_DIRECTLY, with the message's record) are passed on to the consumer itself,
-over the connection it heartbeats on. Offsets and
-store lookups go through the control handlers (``ControlHandlers``: queue maxima, min
-offset, search by time, the store reader), so both answer from the same code.
+``producerConnection``, ``consumerStatus``, ``getBrokerConfig``, ``updateSubGroup`` /
+``deleteSubGroup`` and ``resetOffsetByTime`` ask a broker; ``consumerStatus``
+(GET_CONSUMER_RUNNING_INFO) and ``queryMsgById -g -d`` (CONSUME_MESSAGE_DIRECTLY, with the
+message's record) are passed on to the consumer itself, over the connection it heartbeats
+on. Offsets and store lookups go through the control handlers (``ControlHandlers``: queue
+maxima, min offset, search by time, the store reader), so both answer from the same code.
 
 Bodies are RocketMQ's: ``TopicStatsTable``, ``ConsumeStats`` and ``ResetOffsetBody``
 (INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET) are maps keyed by
@@ -29,6 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from shmq.broker import json_file
+from shmq.broker.broker_config import to_properties
 from shmq.broker.control import _json
 from shmq.broker.schedule_levels import FILE_NAME as DELAY_OFFSET_FILE
 from shmq.broker.subscription_groups import SubscriptionGroupConfig
@@ -61,6 +62,8 @@ class AdminHandlers:
         self.control = control
         self.consumers = broker.consumers
         self.groups = broker.subscription_groups
+        # the config's DataVersion (4.9's fields): it changes only with a restart here
+        self._config_version = fastjson.dumps({"counter": 0, "timestamp": int(time.time() * 1000)})
 
     def register(self, server: RemotingServer) -> None:
         handlers = {
@@ -78,6 +81,7 @@ class AdminHandlers:
             RequestCode.QUERY_MESSAGE_BY_TIME: self.query_by_time,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
+            RequestCode.GET_BROKER_CONFIG: self.broker_config,
         }
         for code, handler in handlers.items():
             server.register(code, handler)
@@ -190,6 +194,14 @@ class AdminHandlers:
         if not members:
             raise ResponseError(Rc.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         return _json(request, {"connectionSet": members})
+
+    def broker_config(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """Every broker and store key with its value, as properties text (mqadmin
+        getBrokerConfig); ``version`` in the header. UPDATE_BROKER_CONFIG is not served:
+        agents read the config when they start, so a change takes a restart."""
+        body = to_properties(self.broker.config, changed_only=False).encode()
+        return RemotingCommand.response_to(request, ext_fields={"version": self._config_version},
+                                           body=body)  # fmt: skip
 
     def consumer_running_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Ask one online member of a group for its ``ConsumerRunningInfo``."""

@@ -21,6 +21,7 @@ from typing import Any
 from shmq.config import MessageStoreConfig, parse_host, snake_case
 from shmq.errors import ConfigError
 from shmq.ipc.idle import STRATEGIES
+from shmq.java_properties import escape, parse_properties
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 RECORD_OVERHEAD_MAX = 256 + 32 * 1024
@@ -309,78 +310,6 @@ def camel_case(snake: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``Properties.load`` syntax: ``key=value``, ``key: value`` or ``key value``;
-    ``#`` and ``!`` comment lines; a line ending in an odd number of backslashes continues
-    on the next (its leading whitespace dropped); ``\\t``, ``\\n``, ``\\uXXXX`` and ``\\x``
-    escapes. Keys and values are trimmed; a later duplicate wins."""
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    for line in re.split(r"\r\n|\r|\n", text):
-        line = line.lstrip(" \t\f")
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2:
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        key, value = _split_property("".join(logical))
-        out[key] = value
-        logical = []
-    if logical:
-        key, value = _split_property("".join(logical))
-        out[key] = value
-    return out
-
-
-def _split_property(line: str) -> tuple[str, str]:
-    i = 0
-    while i < len(line) and line[i] not in "=: \t\f":
-        i += 2 if line[i] == "\\" else 1
-    key, rest = line[:i], line[i:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return _unescape(key), _unescape(rest.rstrip(" \t\f"))
-
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-
-    def one(m: re.Match[str]) -> str:
-        esc = m.group(1)
-        if esc[0] == "u":
-            if len(esc) != 5:
-                raise ConfigError(f"malformed \\uXXXX escape in properties line {text!r}")
-            return chr(int(esc[1:], 16))
-        return _ESCAPES.get(esc, esc)
-
-    # Two \u escapes may be a surrogate pair (Java writes characters above U+FFFF so).
-    joined = re.sub(r"\\(u[0-9a-fA-F]{0,4}|.)", one, text, flags=re.DOTALL)
-    return joined.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
-
-
-def _escape(text: str) -> str:
-    """``text`` as a properties value that ``parse_properties`` (and Java) reads back
-    (surrounding whitespace aside: values are trimmed)."""
-    out = []
-    for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch in "\t\n\r\f":
-            out.append("\\" + "tnrf"["\t\n\r\f".index(ch)])
-        elif " " <= ch <= "~":
-            out.append(ch)
-        else:  # Java reads conf files as ISO-8859-1, so anything else is escaped
-            units = ch.encode("utf-16-be", "surrogatepass")
-            out.extend(f"\\u{units[j]:02x}{units[j + 1]:02x}" for j in range(0, len(units), 2))
-    return "".join(out)
-
-
 def load_broker_config(path: str | os.PathLike[str]) -> BrokerConfig:
     """Read a ``.toml`` file, or any other file as Java properties (RocketMQ's broker.conf).
 
@@ -429,21 +358,22 @@ def _toml_values(path: str, data: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def to_properties(cfg: BrokerConfig) -> str:
-    """``cfg`` as broker.conf text: camelCase keys, broker then store keys, only values
-    that differ from the defaults (``storeHost`` only when it is not ``brokerIP1:listenPort``).
-    ``tuning`` has no properties form and is left out."""
+def to_properties(cfg: BrokerConfig, *, changed_only: bool = True) -> str:
+    """``cfg`` as broker.conf text: camelCase keys, broker then store keys. By default
+    only values that differ from the defaults, under a comment (``storeHost`` only when it
+    is not ``brokerIP1:listenPort``); with ``changed_only=False`` every key, as RocketMQ's
+    GET_BROKER_CONFIG lists them. ``tuning`` has no properties form and is left out."""
     default = BrokerConfig()
-    lines = ["# shmq broker config: RocketMQ broker.conf keys, defaults left out"]
+    lines = ["# shmq broker config: RocketMQ broker.conf keys, defaults left out"][:changed_only]
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        if f.name not in _NOT_KEYS and value != getattr(default, f.name):
-            lines.append(f"{camel_case(f.name)}={_escape(_text(value))}")
+        if f.name not in _NOT_KEYS and (not changed_only or value != getattr(default, f.name)):
+            lines.append(f"{camel_case(f.name)}={escape(_text(value))}")
     for f in dataclasses.fields(cfg.store):
         value = getattr(cfg.store, f.name)
         derived = f.name == "store_host" and value == cfg.derived_store_host
-        if not derived and value != getattr(default.store, f.name):
-            lines.append(f"{camel_case(f.name)}={_escape(_text(value))}")
+        if not changed_only or (not derived and value != getattr(default.store, f.name)):
+            lines.append(f"{camel_case(f.name)}={escape(_text(value))}")
     return "\n".join(lines) + "\n"
 
 

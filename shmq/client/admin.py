@@ -13,7 +13,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from shmq.client import dlq, transaction_status
+from shmq.client import admin_config, dlq, transaction_status
 from shmq.client.admin_messages import DEFAULT_QUERY_NUM, MessageQueries
 from shmq.client.admin_types import ConsumerProgress, QueueProgress, QueueStatus
 from shmq.client.route import split_addrs
@@ -240,6 +240,13 @@ class Admin(MessageQueries):
     def broker_status(self, broker: str) -> dict[str, Any]:
         """A broker's runtime info (``shmq status``'s numbers), by name or address."""
         return self._runtime_stats(self._broker(broker))
+
+    def broker_config(
+        self, broker: str | None = None, cluster: str | None = None
+    ) -> dict[str, dict[str, str]]:
+        """Each master's config by broker name: every broker and store key, RocketMQ's
+        names (mqadmin ``getBrokerConfig``); ``broker``: one, by name or address."""
+        return admin_config.broker_configs(self.client, self._targets(broker, cluster))
 
     def _runtime_stats(self, broker: tuple[str, str]) -> dict[str, Any]:
         """shmq's numbers from the broker's runtime info ``KVTable``."""

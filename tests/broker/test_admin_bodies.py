@@ -12,7 +12,7 @@ import pytest
 import wire_client as wc
 from test_remoting_send import max_offset, send, until
 
-GET_ALL_TOPIC_CONFIG, GET_BROKER_RUNTIME_INFO, HEART_BEAT = 21, 28, 34
+GET_ALL_TOPIC_CONFIG, GET_BROKER_CONFIG, GET_BROKER_RUNTIME_INFO, HEART_BEAT = 21, 26, 28, 34
 GET_BROKER_CLUSTER_INFO = 106
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_TOPIC_STATS_INFO = 201, 202
 GET_CONSUMER_CONNECTION_LIST, GET_ALL_TOPIC_LIST_FROM_NAMESERVER, GET_CONSUME_STATS = 203, 206, 208
@@ -221,6 +221,25 @@ def test_producer_connection_as_mqadmin_reads_it(shared_broker, encoding):
     assert ring["clientId"] == f"{broker.config.broker_ip1}@{os.getpid()}"
     assert (ring["clientAddr"], ring["language"]) == ("shared memory", "PYTHON")
     assert (gone.code, gone.remark) == (wc.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+
+
+def test_broker_config_as_mqadmin_reads_it(shared_broker):
+    """Every broker and store key as properties text (``key=value`` lines, read by
+    ``MixAll.string2Properties``), defaults too; the header's version a DataVersion."""
+    broker, _ = shared_broker
+    with wc.WireClient(broker.address) as c:
+        resp = c.call(GET_BROKER_CONFIG, {})
+    assert resp.code == wc.SUCCESS, resp
+    lines = resp.body.decode().splitlines()
+    config = dict(line.split("=", 1) for line in lines)
+    assert len(config) == len(lines) > 60
+    cfg = broker.config
+    assert config["brokerName"] == cfg.broker_name
+    assert config["listenPort"] == str(cfg.listen_port)
+    assert config["brokerRole"] == "ASYNC_MASTER" and config["flushDiskType"] == "ASYNC_FLUSH"
+    assert config["mappedFileSizeCommitLog"] == str(cfg.store.mapped_file_size_commit_log)
+    assert config["storeReplyMessageEnable"] == "true"  # a default, listed all the same
+    fields(wc.fastjson_loads(resp.ext["version"].encode()), {"counter": int, "timestamp": int})
 
 
 def test_namesrv_bodies_as_mqadmin_reads_them(shared_broker):

@@ -12,11 +12,11 @@ from shmq.broker.broker_config import (
     BrokerConfig,
     camel_case,
     load_broker_config,
-    parse_properties,
     to_properties,
 )
 from shmq.config import MessageStoreConfig, snake_case
 from shmq.errors import ConfigError
+from shmq.java_properties import parse_properties
 
 
 def write(tmp_path, name: str, text: str) -> str:

@@ -11,13 +11,13 @@ from shmq.broker.broker_config import (
     BrokerConfig,
     camel_case,
     load_broker_config,
-    parse_properties,
     to_properties,
 )
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.topic_config import TopicConfig, TopicConfigManager
 from shmq.config import MessageStoreConfig, snake_case
 from shmq.errors import ConfigError, InvalidTopicError
+from shmq.java_properties import parse_properties
 
 
 def test_properties_syntax():
