@@ -205,3 +205,27 @@ def test_a_push_waiting_for_its_requester_holds_back_no_other_request(shared_bro
     assert (push.code, push.body) == (PUSH_REPLY, b"answered late")
     assert beat_answer.code == wc.SUCCESS
     assert answer.code == wc.SUCCESS, answer
+
+
+def test_replies_past_the_pool_and_its_queue_are_system_busy(make_broker):
+    """One reply thread and room for one waiting reply (RocketMQ's executor and queue
+    capacity): with a reply held on its push and one waiting, the next is refused at once
+    with RocketMQ's [OVERLOAD] remark; the two taken succeed once the requester answers."""
+    broker, _ = make_broker(process_reply_message_thread_pool_nums=1,
+                            reply_thread_pool_queue_capacity=1)  # fmt: skip
+    with wc.WireClient(broker.address) as requester, wc.WireClient(broker.address) as replier:
+        beat = {"clientID": "slow-requester", "producerDataSet": [{"groupName": "slow"}],
+                "consumerDataSet": []}  # fmt: skip
+        assert requester.call(HEART_BEAT, {}, json.dumps(beat).encode()).code == wc.SUCCESS
+        header = wc.send_header_v2("responders", REPLY_TOPIC, 0, reply_props("slow-requester"))
+        held = replier.send(SEND_REPLY_MESSAGE_V2, header, b"held")
+        first_push = requester.read()  # the pool's one thread waits for its answer now
+        waiting = replier.send(SEND_REPLY_MESSAGE_V2, header, b"waiting")
+        refused = replier.receive(replier.send(SEND_REPLY_MESSAGE_V2, header, b"refused"))
+        for push in (first_push, None):  # the second push comes once the first is answered
+            push = push or requester.read()
+            requester.sock.sendall(wc.encode(wc.Frame(wc.SUCCESS, push.opaque, wc.RESPONSE)))
+        answers = [replier.receive(held), replier.receive(waiting)]
+    assert (refused.code, refused.remark) == (
+        wc.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while")  # fmt: skip
+    assert [a.code for a in answers] == [wc.SUCCESS, wc.SUCCESS]
