@@ -44,6 +44,10 @@ REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
 PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
 PUSH_TIMEOUT_S = 3.0  # a requester must take a pushed reply within
 OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
+# bodies of replies waiting for a pool thread, at most (shmq's own bound: a client must not
+# make the broker hold its replies' bodies without limit, where the reader thread used to
+# stop reading it)
+MAX_WAITING_BYTES = 256 << 20
 
 
 class ReplyMessages:
@@ -58,6 +62,7 @@ class ReplyMessages:
                                         thread_name_prefix="shmq-reply")  # fmt: skip
         self._capacity = config.reply_thread_pool_queue_capacity
         self._waiting = 0  # replies submitted and not yet started
+        self._waiting_bytes = 0  # and their bodies
         self._lock = threading.Lock()
 
     def register(self, server: RemotingServer) -> None:
@@ -69,24 +74,28 @@ class ReplyMessages:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def submit(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
-        """Hand the reply to the pool (its answer is sent from there), or SYSTEM_BUSY."""
+        """Hand the reply to the pool (its answer is sent from there), or SYSTEM_BUSY when
+        ``replyThreadPoolQueueCapacity`` replies or ``MAX_WAITING_BYTES`` of bodies wait."""
+        size = len(request.body)
         with self._lock:
-            if self._waiting >= self._capacity:
+            if self._waiting >= self._capacity or self._waiting_bytes + size > MAX_WAITING_BYTES:
                 return RemotingCommand.response_to(request, ResponseCode.SYSTEM_BUSY, OVERLOAD)
             self._waiting += 1
+            self._waiting_bytes += size
         try:
             self._pool.submit(self._run, request, conn)
         except RuntimeError:  # the broker is stopping
-            self._started()
+            self._started(size)
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_BUSY, OVERLOAD)
         return None
 
-    def _started(self) -> None:
+    def _started(self, size: int) -> None:
         with self._lock:
             self._waiting -= 1
+            self._waiting_bytes -= size
 
     def _run(self, request: RemotingCommand, conn: Connection) -> None:
-        self._started()
+        self._started(len(request.body))
         response = call_handler(self.handle, request, conn, "broker")
         if response is None or request.is_oneway:
             return

@@ -207,12 +207,17 @@ def test_a_push_waiting_for_its_requester_holds_back_no_other_request(shared_bro
     assert answer.code == wc.SUCCESS, answer
 
 
-def test_replies_past_the_pool_and_its_queue_are_system_busy(make_broker):
+@pytest.mark.parametrize("bound", ["count", "bytes"])
+def test_replies_past_the_pool_and_its_queue_are_system_busy(make_broker, monkeypatch, bound):
     """One reply thread and room for one waiting reply (RocketMQ's executor and queue
-    capacity): with a reply held on its push and one waiting, the next is refused at once
-    with RocketMQ's [OVERLOAD] remark; the two taken succeed once the requester answers."""
+    capacity), or for 10 bytes of waiting bodies (shmq's bound): with a reply held on its
+    push and one waiting, the next is refused at once with RocketMQ's [OVERLOAD] remark;
+    the two taken succeed once the requester answers."""
+    if bound == "bytes":
+        monkeypatch.setattr("shmq.broker.reply_messages.MAX_WAITING_BYTES", 10)
+    capacity = 1 if bound == "count" else 100  # the broker runs in this process
     broker, _ = make_broker(process_reply_message_thread_pool_nums=1,
-                            reply_thread_pool_queue_capacity=1)  # fmt: skip
+                            reply_thread_pool_queue_capacity=capacity)  # fmt: skip
     with wc.WireClient(broker.address) as requester, wc.WireClient(broker.address) as replier:
         beat = {"clientID": "slow-requester", "producerDataSet": [{"groupName": "slow"}],
                 "consumerDataSet": []}  # fmt: skip
@@ -220,7 +225,7 @@ def test_replies_past_the_pool_and_its_queue_are_system_busy(make_broker):
         header = wc.send_header_v2("responders", REPLY_TOPIC, 0, reply_props("slow-requester"))
         held = replier.send(SEND_REPLY_MESSAGE_V2, header, b"held")
         first_push = requester.read()  # the pool's one thread waits for its answer now
-        waiting = replier.send(SEND_REPLY_MESSAGE_V2, header, b"waiting")
+        waiting = replier.send(SEND_REPLY_MESSAGE_V2, header, b"waiting")  # 7 bytes
         refused = replier.receive(replier.send(SEND_REPLY_MESSAGE_V2, header, b"refused"))
         for push in (first_push, None):  # the second push comes once the first is answered
             push = push or requester.read()
