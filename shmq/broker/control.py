@@ -51,7 +51,7 @@ class ControlHandlers:
         # (topic, queue id) -> (first offset, when listed, MIN_PHYSICAL_OFFSET then)
         self._min_offsets: dict[tuple[str, int], tuple[int, float, int]] = {}
         self.consumers = broker.consumers
-        # group -> {client id: (last heartbeat ms, connection id)}
+        # group -> {client id: its connection, last heartbeat, language and version}
         self.producers: dict[str, dict[str, ClientChannel]] = {}
         self.data_path: list = []  # RocketMQ's send and pull codes over TCP (register)
         self.replies: ReplyMessages | None = None

@@ -15,8 +15,9 @@ RocketMQ's ``replyMessageExecutor``), never on the connection's reader thread: a
 up to ``PUSH_TIMEOUT_S`` for a requester that is connected but does not answer, and that
 wait must not hold back the replier's other requests. The reader thread also reads the
 push's answer when the requester is the replier itself (a RocketMQ client uses one
-connection per broker). Past ``replyThreadPoolQueueCapacity`` waiting replies, a reply is
-answered SYSTEM_BUSY, as RocketMQ's executor rejects it.
+connection per broker). Past ``replyThreadPoolQueueCapacity`` waiting replies (or
+``MAX_WAITING_BYTES`` of their bodies), a reply is answered SYSTEM_BUSY, as RocketMQ's
+executor rejects it.
 """
 
 from __future__ import annotations
