@@ -72,5 +72,5 @@ def live_producers(
 ) -> list[Connection]:
     """The open connections of ``group``'s producers, as their heartbeats registered them."""
     members = dict(control.producers.get(group) or {})
-    conns = [server.connection(conn_id) for _, conn_id in members.values()]
+    conns = [server.connection(channel.conn.id) for channel in members.values()]
     return [conn for conn in conns if conn is not None]

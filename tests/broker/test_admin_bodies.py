@@ -209,8 +209,12 @@ def test_producer_connection_as_mqadmin_reads_it(shared_broker, encoding):
         assert member.call(HEART_BEAT, {}, json.dumps(beat).encode()).code == wc.SUCCESS
         ring_producer.send(Message("AdmProd", b"x"))
         conn, _ = call(broker.address, GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
-    with wc.WireClient(broker.address) as c:
-        gone = c.call(GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+
+    def gone():  # once the broker saw the member's connection close
+        with wc.WireClient(broker.address) as c:
+            resp = c.call(GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+        return resp if resp.code != wc.SUCCESS else None
+
     fields(conn, {"connectionSet": list})
     by_id = {c["clientId"]: c for c in conn["connectionSet"]}
     for c in by_id.values():
@@ -220,7 +224,9 @@ def test_producer_connection_as_mqadmin_reads_it(shared_broker, encoding):
     (ring,) = by_id.values()
     assert ring["clientId"] == f"{broker.config.broker_ip1}@{os.getpid()}"
     assert (ring["clientAddr"], ring["language"]) == ("shared memory", "PYTHON")
-    assert (gone.code, gone.remark) == (wc.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+    refused = until(gone)
+    assert (refused.code, refused.remark) == (
+        wc.SYSTEM_ERROR, f"the producer group[{group}] not exist")  # fmt: skip
 
 
 def test_broker_config_as_mqadmin_reads_it(shared_broker):
