@@ -245,9 +245,7 @@ def consumer_connection(group: str, namesrv: str, as_json: bool) -> None:
     if as_json:
         print_json(conn)
         return
-    rows = [[c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version")]
-            for c in conn.get("connectionSet", [])]  # fmt: skip
-    show(["client id", "client address", "language", "version"], rows, f"group {group}")
+    _show_connections(conn, group)
     subs = [[t, s.get("subString", "")] for t, s in sorted(conn["subscriptionTable"].items())]
     show(["topic", "sub expression"], subs, "subscriptions")
     for key in ("consumeType", "messageModel", "consumeFromWhere"):
@@ -265,8 +263,13 @@ def producer_connection(group: str, namesrv: str, as_json: bool) -> None:
     if as_json:
         print_json(conn)
         return
+    _show_connections(conn, group)
+
+
+def _show_connections(conn: dict, group: str) -> None:
+    """A ``ConsumerConnection`` or ``ProducerConnection``'s ``connectionSet`` as a table."""
     rows = [[c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version")]
-            for c in conn["connectionSet"]]  # fmt: skip
+            for c in conn.get("connectionSet", [])]  # fmt: skip
     show(["client id", "client address", "language", "version"], rows, f"group {group}")
 
 

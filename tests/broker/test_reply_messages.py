@@ -16,15 +16,20 @@ HEART_BEAT, SEND_REPLY_MESSAGE, SEND_REPLY_MESSAGE_V2, PUSH_REPLY = 34, 324, 325
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
 
 
+def announce_producer(client: wc.WireClient, client_id: str, group: str) -> None:
+    """Heartbeat as a producer of ``group``: the broker pushes replies to ``client_id`` here."""
+    beat = {"clientID": client_id, "producerDataSet": [{"groupName": group}],
+            "consumerDataSet": []}  # fmt: skip
+    assert client.call(HEART_BEAT, {}, json.dumps(beat).encode()).code == wc.SUCCESS
+
+
 class Requester:
     """A wire client announced as a producer that answers the broker's pushes with
     ``code`` on a thread of its own, keeping what it was pushed."""
 
     def __init__(self, address: str, client_id: str, encoding: int, code: int = wc.SUCCESS):
         self.client = wc.WireClient(address, encoding)
-        beat = {"clientID": client_id, "producerDataSet": [{"groupName": "requesters"}],
-                "consumerDataSet": []}  # fmt: skip
-        assert self.client.call(HEART_BEAT, {}, json.dumps(beat).encode()).code == wc.SUCCESS
+        announce_producer(self.client, client_id, "requesters")
         self.code = code
         self.pushed: list[wc.Frame] = []
         self.thread = threading.Thread(target=self._answer, daemon=True)
@@ -193,9 +198,7 @@ def test_a_push_waiting_for_its_requester_holds_back_no_other_request(shared_bro
     connection's, the two would wait for each other until the push timed out."""
     broker, _ = shared_broker
     with wc.WireClient(broker.address) as requester, wc.WireClient(broker.address) as replier:
-        beat = {"clientID": "late-requester", "producerDataSet": [{"groupName": "late"}],
-                "consumerDataSet": []}  # fmt: skip
-        assert requester.call(HEART_BEAT, {}, json.dumps(beat).encode()).code == wc.SUCCESS
+        announce_producer(requester, "late-requester", "late")
         header = wc.send_header_v2("responders", REPLY_TOPIC, 0, reply_props("late-requester"))
         reply = replier.send(SEND_REPLY_MESSAGE_V2, header, b"answered late")
         push = requester.read()
@@ -219,9 +222,7 @@ def test_replies_past_the_pool_and_its_queue_are_system_busy(make_broker, monkey
     broker, _ = make_broker(process_reply_message_thread_pool_nums=1,
                             reply_thread_pool_queue_capacity=capacity)  # fmt: skip
     with wc.WireClient(broker.address) as requester, wc.WireClient(broker.address) as replier:
-        beat = {"clientID": "slow-requester", "producerDataSet": [{"groupName": "slow"}],
-                "consumerDataSet": []}  # fmt: skip
-        assert requester.call(HEART_BEAT, {}, json.dumps(beat).encode()).code == wc.SUCCESS
+        announce_producer(requester, "slow-requester", "slow")
         header = wc.send_header_v2("responders", REPLY_TOPIC, 0, reply_props("slow-requester"))
         held = replier.send(SEND_REPLY_MESSAGE_V2, header, b"held")
         first_push = requester.read()  # the pool's one thread waits for its answer now
