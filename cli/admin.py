@@ -273,22 +273,6 @@ def _show_connections(conn: dict, group: str) -> None:
     show(["client id", "client address", "language", "version"], rows, f"group {group}")
 
 
-@admin.command("get-broker-config")
-@click.option("-b", "--broker", help="Broker name or address (default: every master).")
-@click.option("-c", "--cluster", help="Cluster name.")
-@options
-def get_broker_config(broker: str | None, cluster: str | None, namesrv: str, as_json: bool) -> None:
-    """Every broker and store key with its value, as the broker runs (mqadmin
-    getBrokerConfig); a change is made in broker.conf and takes a restart."""
-    with open_admin(namesrv) as a:
-        configs = a.broker_config(broker, cluster)
-    if as_json:
-        print_json(configs)
-        return
-    for name, config in configs.items():
-        show(["key", "value"], [[k, v] for k, v in sorted(config.items())], f"broker {name}")
-
-
 @admin.command("consumer-status")
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @click.option("-i", "--client-id", help="Only this member (default: every online member).")
@@ -596,3 +580,6 @@ def delete_sub_group(
         print_json({"group": group, "brokers": brokers})
     else:
         click.echo(f"subscription group {group} deleted from {', '.join(brokers)}")
+
+
+from shmq_cli import admin_config  # noqa: E402, F401  (registers its commands)

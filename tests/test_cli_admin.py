@@ -150,6 +150,22 @@ def test_get_broker_config(c):
     assert nobody.exit_code == 1 and "broker-z" in nobody.stderr
 
 
+def test_update_broker_config(c):
+    live = admin(c, "update-broker-config", "-k", "slaveReadEnable", "-v", "true")
+    assert live.stdout == "broker broker-a: slaveReadEnable=true applied\n"
+    assert admin_json(c, "get-broker-config")["broker-a"]["slaveReadEnable"] == "true"
+    admin(c, "update-broker-config", "-k", "slaveReadEnable", "-v", "false")
+    # a key read at start goes to the broker's config file (the default value: harmless)
+    later = admin_json(c, "update-broker-config", "-k", "flushConsumerOffsetInterval", "-v",
+                       "5000")["broker-a"]  # fmt: skip
+    assert later["remark"].startswith(f"flushConsumerOffsetInterval written to {c.conf_path}")
+    with open(c.conf_path) as f:
+        assert "flushConsumerOffsetInterval=5000" in f.read().splitlines()
+    typo = admin(c, "update-broker-config", "-k", "slaveReadEnabled", "-v", "true", ok=False)
+    assert typo.exit_code == 1
+    assert "unknown broker config key slaveReadEnabled" in typo.stderr
+
+
 def test_consumer_status_shows_what_each_member_holds(c):
     import shmq
 

@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from shmq.broker import json_file
 from shmq.broker.broker_config import to_properties
+from shmq.broker.config_updates import BLACK_LIST_REMARK, ConfigUpdate
+from shmq.broker.config_updates import persist as persist_config
 from shmq.broker.control import _json
 from shmq.broker.schedule_levels import FILE_NAME as DELAY_OFFSET_FILE
 from shmq.broker.subscription_groups import SubscriptionGroupConfig
 from shmq.broker.topic_config import TopicConfig
-from shmq.errors import RemotingError, RemotingTimeoutError, ResponseError
+from shmq.errors import ConfigError, RemotingError, RemotingTimeoutError, ResponseError
 from shmq.message import MessageExt, message_to_json, parse_offset_msg_id
 from shmq.remoting import fastjson
 from shmq.remoting.admin_bodies import queue_table
@@ -62,8 +65,9 @@ class AdminHandlers:
         self.control = control
         self.consumers = broker.consumers
         self.groups = broker.subscription_groups
-        # the config's DataVersion (4.9's fields): it changes only with a restart here
-        self._config_version = fastjson.dumps({"counter": 0, "timestamp": int(time.time() * 1000)})
+        # the config's DataVersion (4.9's fields): counts UPDATE_BROKER_CONFIG's changes
+        self._config_version = {"counter": 0, "timestamp": int(time.time() * 1000)}
+        self._config_lock = threading.Lock()  # one update at a time (RocketMQ: synchronized)
 
     def register(self, server: RemotingServer) -> None:
         handlers = {
@@ -82,6 +86,7 @@ class AdminHandlers:
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
             RequestCode.GET_BROKER_CONFIG: self.broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
         }
         for code, handler in handlers.items():
             server.register(code, handler)
@@ -197,11 +202,48 @@ class AdminHandlers:
 
     def broker_config(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Every broker and store key with its value, as properties text (mqadmin
-        getBrokerConfig); ``version`` in the header. UPDATE_BROKER_CONFIG is not served:
-        agents read the config when they start, so a change takes a restart."""
+        getBrokerConfig); ``version`` in the header."""
         body = to_properties(self.broker.config, changed_only=False).encode()
-        return RemotingCommand.response_to(request, ext_fields={"version": self._config_version},
-                                           body=body)  # fmt: skip
+        version = fastjson.dumps(self._config_version)
+        return RemotingCommand.response_to(request, ext_fields={"version": version}, body=body)
+
+    def update_broker_config(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """mqadmin updateBrokerConfig: the body's keys (properties text), as
+        ``config_updates`` takes them; a ``brokerPermission`` change is registered at once."""
+        if not request.body:
+            return RemotingCommand.response_to(request)
+        try:
+            text = bytes(request.body).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ResponseError(Rc.SYSTEM_ERROR, "string2Properties error: the body is not "
+                                "UTF-8 properties text") from None  # fmt: skip
+        with self._config_lock:
+            try:
+                update = ConfigUpdate(self.broker.config, text)
+            except ConfigError as exc:
+                raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from None
+            if update.black_listed:
+                raise ResponseError(Rc.NO_PERMISSION, f"{BLACK_LIST_REMARK} "
+                                    f"({', '.join(update.black_listed)})")  # fmt: skip
+            path = self.broker.config.broker_config_path
+            if update.later:
+                if not path:
+                    raise ResponseError(Rc.SYSTEM_ERROR, f"{', '.join(sorted(update.later))} "
+                                        "act only when the broker starts, and it was started "
+                                        "without a config file to keep them in")  # fmt: skip
+                try:
+                    persist_config(path, update.later)
+                except OSError as exc:
+                    raise ResponseError(Rc.SYSTEM_ERROR, f"cannot write {path}: {exc}") from None
+            permission = self.broker.config.broker_permission
+            self.broker.config = update.config
+            self._config_version = {"counter": self._config_version["counter"] + 1,
+                                    "timestamp": int(time.time() * 1000)}  # fmt: skip
+        log.info("broker config updated: %s", text.strip().replace("\n", ", "))
+        if update.config.broker_permission != permission:
+            self.broker.topics.next_version()
+            self.broker.register_now()
+        return RemotingCommand.response_to(request, remark=update.remark(path))
 
     def consumer_running_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Ask one online member of a group for its ``ConsumerRunningInfo``."""

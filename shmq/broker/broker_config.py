@@ -55,6 +55,10 @@ class BrokerConfig:
     broker_ip1: str = "127.0.0.1"
     broker_role: str = "ASYNC_MASTER"
     broker_permission: int = 6
+    # the file the broker was started from (load_broker_config sets it): UPDATE_BROKER_CONFIG
+    # writes the keys that act at the next start there, as RocketMQ does. Where a config
+    # came from is not a setting: configs compare and are written without it.
+    broker_config_path: str = field(default="", compare=False)
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     # RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime (a system property there), ms
@@ -335,7 +339,7 @@ def load_broker_config(path: str | os.PathLike[str]) -> BrokerConfig:
             text = raw.decode("latin-1")  # what Java's Properties.load reads
         values = parse_properties(text)
     try:
-        return BrokerConfig.from_mapping(values)
+        return BrokerConfig.from_mapping({**values, "broker_config_path": os.path.abspath(path)})
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
@@ -367,7 +371,8 @@ def to_properties(cfg: BrokerConfig, *, changed_only: bool = True) -> str:
     lines = ["# shmq broker config: RocketMQ broker.conf keys, defaults left out"][:changed_only]
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        if f.name not in _NOT_KEYS and (not changed_only or value != getattr(default, f.name)):
+        if f.name not in _NOT_KEYS and (not changed_only or (
+                f.compare and value != getattr(default, f.name))):  # fmt: skip
             lines.append(f"{camel_case(f.name)}={escape(_text(value))}")
     for f in dataclasses.fields(cfg.store):
         value = getattr(cfg.store, f.name)

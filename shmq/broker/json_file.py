@@ -234,6 +234,12 @@ class VersionedTable(PersistedTable, Generic[E]):
                 self._entries[self.name_of(entry)] = entry
                 self._dirty = True
 
+    def next_version(self) -> None:
+        """Count a change the entries do not show (RocketMQ's ``DataVersion.nextVersion``):
+        the namesrvs replace a broker's queue data only when its version changed."""
+        with self._lock:
+            self._bump()
+
     def _bump(self) -> None:
         """Count a change (under ``_lock``)."""
         self._counter += 1

@@ -10,6 +10,7 @@ import logging
 from shmq.broker import controller_mode as cm
 from shmq.broker.producer_wakeups import ProducerWakeups
 from shmq.broker.sync_state import SyncState
+from shmq.broker.topic_config import PERM_READ_WRITE
 from shmq.config import parse_host
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
@@ -40,11 +41,17 @@ class NamesrvRegistration:
                 log.exception("registration failed")
                 self._halt(f"registration or promotion failed: {exc}")
 
+    def register_now(self) -> None:
+        """Have the register loop register with every namesrv now (a change the routes
+        must show before the next heartbeat)."""
+        self._report_now.set()
+
     def _register_all(self) -> None:
         from shmq.remoting.protocol import RequestCode
 
         cfg = self.config
-        body = {"topicConfigSerializeWrapper": self.topics.to_wrapper_json()}
+        body = {"topicConfigSerializeWrapper": _with_broker_permission(
+            self.topics.to_wrapper_json(), cfg.broker_permission)}  # fmt: skip
         ha_port = cn.load(self.counters.words, cn.HA_PORT)
         ha_addr = f"{cfg.broker_ip1}:{ha_port}" if ha_port and not cfg.is_slave else ""
         fields = {
@@ -124,3 +131,13 @@ class NamesrvRegistration:
                 self.control.client.invoke(addr, request, timeout=1.0)
             except ShmqError as exc:
                 log.info("cannot unregister from namesrv %s: %s", addr, exc)
+
+
+def _with_broker_permission(wrapper: dict, permission: int) -> dict:
+    """A broker that is not both readable and writable registers each topic's permission
+    masked by its own (RocketMQ 5's ``registerBrokerAll``), so the routes keep producers
+    from a read-only broker and consumers from a write-only one."""
+    if permission & PERM_READ_WRITE != PERM_READ_WRITE:
+        for topic in wrapper["topicConfigTable"].values():
+            topic["perm"] &= permission
+    return wrapper

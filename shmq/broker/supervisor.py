@@ -37,7 +37,7 @@ from shmq.broker.registration import NamesrvRegistration
 from shmq.broker.slave_sync import SlaveSynchronize
 from shmq.broker.subscription_groups import SubscriptionGroupManager
 from shmq.broker.sync_state import SyncState
-from shmq.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
+from shmq.broker.topic_config import PERM_READ_WRITE, TopicConfig, TopicConfigManager
 from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
 from shmq.codec import half_messages as hm
 from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
@@ -72,7 +72,6 @@ MAX_TOPICS = 4096
 AGENT_STOP_TIMEOUT_S = 30.0
 AGENT_START_TIMEOUT_S = 300.0
 HOUSEKEEPING_S = 0.1
-PERM_READ_WRITE = PERM_READ | PERM_WRITE
 
 
 class Broker(NamesrvRegistration):

@@ -18,6 +18,7 @@ from shmq.message import validate_topic
 from shmq.names import reply_topic
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
+PERM_READ_WRITE = PERM_READ | PERM_WRITE
 MAX_QUEUE_NUMS = 1024
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 AUTO_CREATE_TOPIC_KEY = "TBW102"

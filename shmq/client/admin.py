@@ -13,7 +13,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from shmq.client import admin_config, dlq, transaction_status
+from shmq.client import dlq, transaction_status
+from shmq.client.admin_config import BrokerConfigs
 from shmq.client.admin_messages import DEFAULT_QUERY_NUM, MessageQueries
 from shmq.client.admin_types import ConsumerProgress, QueueProgress, QueueStatus
 from shmq.client.route import split_addrs
@@ -49,7 +50,7 @@ SUB_GROUP_SETTINGS = {
 }
 
 
-class Admin(MessageQueries):
+class Admin(MessageQueries, BrokerConfigs):
     """Administers the brokers registered with the namesrv(s) ``namesrv`` (``;``-separated).
 
     Calls that touch several brokers go to the master of every broker name involved: the
@@ -240,13 +241,6 @@ class Admin(MessageQueries):
     def broker_status(self, broker: str) -> dict[str, Any]:
         """A broker's runtime info (``shmq status``'s numbers), by name or address."""
         return self._runtime_stats(self._broker(broker))
-
-    def broker_config(
-        self, broker: str | None = None, cluster: str | None = None
-    ) -> dict[str, dict[str, str]]:
-        """Each master's config by broker name: every broker and store key, RocketMQ's
-        names (mqadmin ``getBrokerConfig``); ``broker``: one, by name or address."""
-        return admin_config.broker_configs(self.client, self._targets(broker, cluster))
 
     def _runtime_stats(self, broker: tuple[str, str]) -> dict[str, Any]:
         """shmq's numbers from the broker's runtime info ``KVTable``."""
