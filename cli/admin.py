@@ -582,4 +582,4 @@ def delete_sub_group(
         click.echo(f"subscription group {group} deleted from {', '.join(brokers)}")
 
 
-from shmq_cli import admin_config  # noqa: E402, F401  (registers its commands)
+from shmq_cli import admin_config, admin_namesrv  # noqa: E402, F401  (register their commands)

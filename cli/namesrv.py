@@ -15,6 +15,7 @@ from types import FrameType
 import click
 
 from shmq.namesrv.controller import DEFAULT_STORE_PATH, HEARTBEAT_TIMEOUT_MS
+from shmq.namesrv.kv_config import DEFAULT_KV_CONFIG_PATH
 from shmq.namesrv.routes import BROKER_EXPIRE_MS
 from shmq.namesrv.server import DEFAULT_PORT, SCAN_INTERVAL_MS, NameServer
 
@@ -48,16 +49,27 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
     type=click.Path(file_okay=False),
     help="Where the controller keeps each broker group's master and epochs (controller.json).",
 )  # fmt: skip
+@click.option(
+    "--kv-config-path", default=DEFAULT_KV_CONFIG_PATH, show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The KV config file (kvConfigPath): mqadmin updateKvConfig / updateOrderConf entries.",
+)  # fmt: skip
+@click.option(
+    "--order-message-enable", is_flag=True,
+    help="Hand out ORDER_TOPIC_CONFIG entries as routes' orderTopicConf (orderMessageEnable).",
+)  # fmt: skip
 def namesrv(
     host: str, port: int, scan_interval_ms: int, broker_expire_ms: int, enable_controller: bool,
-    controller_heartbeat_timeout_ms: int, controller_store_path: str,
+    controller_heartbeat_timeout_ms: int, controller_store_path: str, kv_config_path: str,
+    order_message_enable: bool,
 ) -> None:  # fmt: skip
     """Run a NameServer: brokers register here, clients look up topic routes."""
     server = NameServer(
         host, port, scan_interval_ms=scan_interval_ms, broker_expire_ms=broker_expire_ms,
         enable_controller=enable_controller,
         controller_heartbeat_timeout_ms=controller_heartbeat_timeout_ms,
-        controller_store_path=controller_store_path,
+        controller_store_path=controller_store_path, kv_config_path=kv_config_path,
+        order_message_enable=order_message_enable,
     )  # fmt: skip
     stop = threading.Event()
 

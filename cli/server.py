@@ -121,6 +121,7 @@ def start(
         return
     from shmq.broker.broker_config import BrokerConfig, load_broker_config
     from shmq.broker.supervisor import Broker
+    from shmq.namesrv.kv_config import FILE_NAME as KV_FILE_NAME
     from shmq.namesrv.server import NameServer
 
     base = load_broker_config(config_path) if config_path else BrokerConfig()
@@ -133,7 +134,8 @@ def start(
         mapped_file_size_commit_log=mapped_file_size,
         store_host=f"127.0.0.1:{broker_port}",
     )
-    namesrv = NameServer("127.0.0.1", namesrv_port)
+    kv_config_path = os.path.join(store_dir, "namesrv", KV_FILE_NAME)  # kept with the store
+    namesrv = NameServer("127.0.0.1", namesrv_port, kv_config_path=kv_config_path)
     namesrv.start()
     b = Broker(cfg, log_level=_level())
     _stop_on_signals(b)

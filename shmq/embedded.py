@@ -5,11 +5,14 @@ The broker's agents (writer, reput, flush, cleaner) are still separate processes
 under `shmq start`; only the supervisor and the NameServer run in this process. Without a
 ``store`` the store lives in a temporary directory that is removed on exit, and its files are
 small (64 MiB CommitLog files instead of RocketMQ's 1 GiB), which suits trying things out.
+The NameServer keeps its KV config (mqadmin ``updateKvConfig``) in the store, at
+``namesrv/kvConfig.json``, never in the home directory.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from types import TracebackType
@@ -54,10 +57,12 @@ class EmbeddedBroker:
     def start(self) -> EmbeddedBroker:
         from shmq.broker.broker_config import BrokerConfig
         from shmq.broker.supervisor import Broker
+        from shmq.namesrv.kv_config import FILE_NAME
         from shmq.namesrv.server import NameServer
 
         try:
-            self._namesrv = NameServer("127.0.0.1", 0)
+            kv_config_path = os.path.join(self.store, "namesrv", FILE_NAME)
+            self._namesrv = NameServer("127.0.0.1", 0, kv_config_path=kv_config_path)
             self._namesrv.start()
             self.namesrv = self._namesrv.address
             settings: dict[str, Any] = {"listen_port": 0}

@@ -66,3 +66,6 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         "OFFSET_MOVED_EVENT",
     }
 )
+
+# the NameServer KV namespace of ordered topics' queue lists (RocketMQ's NamesrvUtil)
+NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"

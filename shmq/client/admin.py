@@ -16,6 +16,7 @@ from typing import Any
 from shmq.client import dlq, transaction_status
 from shmq.client.admin_config import BrokerConfigs
 from shmq.client.admin_messages import DEFAULT_QUERY_NUM, MessageQueries
+from shmq.client.admin_namesrv import NamesrvAdmin
 from shmq.client.admin_types import ConsumerProgress, QueueProgress, QueueStatus
 from shmq.client.route import split_addrs
 from shmq.client.types import MessageQueue
@@ -50,7 +51,7 @@ SUB_GROUP_SETTINGS = {
 }
 
 
-class Admin(MessageQueries, BrokerConfigs):
+class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin):
     """Administers the brokers registered with the namesrv(s) ``namesrv`` (``;``-separated).
 
     Calls that touch several brokers go to the master of every broker name involved: the
@@ -93,16 +94,9 @@ class Admin(MessageQueries, BrokerConfigs):
     # -- requests -------------------------------------------------------------------------------
 
     def _namesrv(self, code: int, ext_fields: dict[str, Any] | None = None) -> Any:
-        """The first namesrv's answer (the next one is asked when one cannot be reached)."""
-        last: Exception | None = None
-        for addr in self.namesrv_addrs:
-            try:
-                return self.client.invoke_json(addr, code, ext_fields)[1]
-            except ResponseError:
-                raise
-            except RemotingError as exc:
-                last = exc
-        raise RemotingConnectError(f"no namesrv of {';'.join(self.namesrv_addrs)} answered: {last}")
+        """The first namesrv's JSON answer (the next one is asked when one cannot be
+        reached)."""
+        return self._first_namesrv(code, ext_fields or {}).json_body()
 
     def _call(
         self,

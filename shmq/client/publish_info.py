@@ -1,7 +1,16 @@
 """Where a producer may send each topic (RocketMQ's ``TopicPublishInfo``), kept fresh from
 the NameServer: fetched on first use, refreshed every ``poll_name_server_interval`` and after
 a failed attempt, and for a topic new to the cluster taken from the auto-create template's
-route (``TBW102``) until the brokers have created it."""
+route (``TBW102``) until the brokers have created it.
+
+A route with an ``orderTopicConf`` (``"brokerA:4;brokerB:4"``, the namesrv's
+``ORDER_TOPIC_CONFIG`` entry for the topic) makes an ordered topic, as RocketMQ's
+``topicRouteData2TopicPublishInfo`` does: its queues are the conf's, in the conf's order,
+whatever the brokers' perm and queue counts, so a message keyed to queue i stays on it while
+brokers are wiped read-only. One difference: RocketMQ also lists the queues of a broker
+missing from the route (their sends fail with "broker not exist"); shmq has no address for
+them and leaves them out, with a warning.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +18,23 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from shmq.client.route import AUTO_CREATE_TOPIC_KEY, PERM_WRITE, BrokerQueues, RouteTable
+from shmq.client.route import (
+    AUTO_CREATE_TOPIC_KEY,
+    PERM_WRITE,
+    BrokerQueues,
+    RouteTable,
+    parse_order_topic_conf,
+)
 from shmq.client.types import MessageQueue
-from shmq.errors import NoRouteError, SendError, ShmqError
+from shmq.errors import ConfigError, NoRouteError, SendError, ShmqError
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class TopicPublishInfo:
-    """The writable queues of a topic, sorted by broker name and queue id, and the brokers
-    that hold them."""
+    """The writable queues of a topic, sorted by broker name and queue id (an ordered
+    topic's: its ``orderTopicConf``'s), and the brokers that hold them."""
 
     topic: str
     brokers: dict[str, BrokerQueues]
@@ -82,12 +97,16 @@ class PublishInfoTable:
             auto_create = True
             n = self.default_topic_queue_nums
             brokers = [b.with_queue_nums(n) for b in default]
-        writable = {b.broker_name: b for b in brokers if b.perm & PERM_WRITE}
-        queues = [
-            MessageQueue(topic, name, q)
-            for name in sorted(writable)
-            for q in range(writable[name].write_queue_nums)
-        ]
+        order_conf = None if auto_create else self.routes.order_topic_conf(topic)
+        if order_conf:
+            writable, queues = _order_topic_queues(topic, order_conf, brokers)
+        else:
+            writable = {b.broker_name: b for b in brokers if b.perm & PERM_WRITE}
+            queues = [
+                MessageQueue(topic, name, q)
+                for name in sorted(writable)
+                for q in range(writable[name].write_queue_nums)
+            ]
         read_only = tuple(sorted(b.broker_name for b in brokers if not b.perm & PERM_WRITE))
         log.info("producer %s: route of %s: %d writable queues on %s%s", self.group, topic,
                  len(queues), ", ".join(f"{b.broker_name} ({b.address})" for b in writable.values())
@@ -131,3 +150,23 @@ class PublishInfoTable:
             refresher = self._refresher
         if refresher is not None:
             refresher.join(5.0)
+
+
+def _order_topic_queues(
+    topic: str, order_conf: str, brokers: list[BrokerQueues]
+) -> tuple[dict[str, BrokerQueues], list[MessageQueue]]:
+    """The brokers and queues ``order_conf`` lists (see the module docstring); a conf
+    that does not parse is a ``ConfigError`` naming the topic."""
+    try:
+        entries = parse_order_topic_conf(order_conf)
+    except ConfigError as exc:
+        raise ConfigError(f"the route of topic {topic}: {exc}") from None
+    by_name = {b.broker_name: b for b in brokers}
+    missing = [name for name, _ in entries if name not in by_name]
+    if missing:
+        log.warning("topic %s: orderTopicConf %r names brokers not in its route: %s; their"
+                    " queues are left out", topic, order_conf, ", ".join(missing))  # fmt: skip
+    listed = {name: by_name[name] for name, _ in entries if name in by_name}
+    queues = [MessageQueue(topic, name, q) for name, n in entries if name in listed
+              for q in range(n)]  # fmt: skip
+    return listed, queues

@@ -3,17 +3,20 @@
 A route lists, per broker, its address and the topic's read/write queue counts. When no
 namesrv knows a topic, producers fall back to the route of ``TBW102``, which brokers with
 ``autoCreateTopicEnable`` register; the broker then creates the topic on the first send.
+A route may also carry an ``orderTopicConf`` (``parse_order_topic_conf``), the fixed queue
+list producers use for the topic.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
 
-from shmq.errors import InvalidTopicError, NoRouteError, RemotingError, ResponseError
+from shmq.errors import ConfigError, InvalidTopicError, NoRouteError, RemotingError, ResponseError
 from shmq.names import MAX_TOPIC_LENGTH, name_problem
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
@@ -23,6 +26,8 @@ log = logging.getLogger(__name__)
 AUTO_CREATE_TOPIC_KEY = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4  # the producer's defaultTopicQueueNums
 PERM_READ, PERM_WRITE = 4, 2
+MAX_ORDER_QUEUE_NUMS = 1024  # a broker's queues in an orderTopicConf: the broker's own limit
+_ORDER_ENTRY = re.compile(r"([^:;]+):([0-9]{1,9})")
 
 
 MASTER_ID = 0
@@ -62,6 +67,34 @@ class BrokerQueues:
         return found or self.address
 
 
+def parse_order_topic_conf(conf: str) -> list[tuple[str, int]]:
+    """``[(brokerName, queue count)]`` of an ``orderTopicConf`` such as
+    ``"brokerA:4;brokerB:4"`` (mqadmin ``updateOrderConf -v``), in its order.
+
+    RocketMQ splits on ``;`` and ``:`` and lets a malformed entry throw; here a trailing
+    ``;`` is allowed (Java's split drops it too) and anything else off the shape is a
+    ``ConfigError`` naming the entry: an empty entry or broker name, a count that is not
+    1..``MAX_ORDER_QUEUE_NUMS``, a broker named twice.
+    """
+    if not isinstance(conf, str):
+        raise ConfigError(f"orderTopicConf must be a str, not {type(conf).__name__}")
+    entries = conf.split(";")
+    if entries[-1] == "" and len(entries) > 1:
+        entries.pop()
+    out: dict[str, int] = {}
+    for entry in entries:
+        match = _ORDER_ENTRY.fullmatch(entry)
+        if match is None or not 1 <= int(match[2]) <= MAX_ORDER_QUEUE_NUMS:
+            raise ConfigError(
+                f"orderTopicConf {conf!r}: entry {entry!r} is not brokerName:queueNums with"
+                f" queueNums in 1..{MAX_ORDER_QUEUE_NUMS} (e.g. 'broker-a:4;broker-b:4')"
+            )
+        if match[1] in out:
+            raise ConfigError(f"orderTopicConf {conf!r} names broker {match[1]!r} twice")
+        out[match[1]] = int(match[2])
+    return list(out.items())
+
+
 def split_addrs(namesrv: str) -> list[str]:
     addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
     if not addrs:
@@ -75,6 +108,7 @@ class RouteTable:
         self.client = client
         self.refresh_s = refresh_s
         self._routes: dict[str, tuple[float, list[BrokerQueues]]] = {}
+        self._order_confs: dict[str, str] = {}  # of the last route fetched; kept by invalidate
         self._lock = threading.Lock()
 
     def brokers(self, topic: str, *, auto_create: bool = False) -> list[BrokerQueues]:
@@ -103,6 +137,13 @@ class RouteTable:
         with self._lock:
             self._routes.pop(topic, None)
 
+    def order_topic_conf(self, topic: str) -> str | None:
+        """The ``orderTopicConf`` of the topic's route last fetched (None: none, or not
+        fetched); it is not dropped by ``invalidate``, so it always matches the brokers
+        a fetch just returned."""
+        with self._lock:
+            return self._order_confs.get(topic)
+
     def _fetch(self, topic: str) -> list[BrokerQueues] | None:
         last: Exception | None = None
         for addr in self.addrs:
@@ -112,6 +153,8 @@ class RouteTable:
                 )
             except ResponseError as exc:
                 if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    with self._lock:
+                        self._order_confs.pop(topic, None)
                     return None
                 last = exc
                 continue
@@ -119,8 +162,13 @@ class RouteTable:
                 last = exc
                 continue
             route = _parse_route(data)
+            conf = data.get("orderTopicConf")
             with self._lock:
                 self._routes[topic] = (time.monotonic(), route)
+                if conf:
+                    self._order_confs[topic] = conf
+                else:
+                    self._order_confs.pop(topic, None)
             return route
         raise NoRouteError(f"no namesrv answered for topic {topic}: {last}")
 

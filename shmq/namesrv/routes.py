@@ -16,6 +16,14 @@ One lock guards all tables; every method is one short critical section.
 Unlike 4.9, which only adds and updates queue data on registration, a master's registration
 replaces its queue data: topics missing from its table lose the broker, so a topic deleted on
 the broker disappears from routes without a separate DELETE_TOPIC_IN_NAMESRV.
+
+Admins take a broker out of the producers' routes before maintenance with
+``wipe_write_perm`` (mqadmin ``wipeWritePerm``) and put it back with ``add_write_perm``; the
+change is the namesrv's alone, the broker still accepts writes. As in RocketMQ (4.9 and
+5.x), a registration only replaces queue data when the broker registers first or its
+dataVersion changed: its periodic re-registration leaves a wiped perm wiped, while a topic
+change on the broker (a new dataVersion), its restart or its expiry and return brings back
+the perm of its topic configs.
 """
 
 from __future__ import annotations
@@ -23,13 +31,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 MASTER_ID = 0
 BROKER_EXPIRE_MS = 120_000  # RocketMQ's BROKER_CHANNEL_EXPIRED_TIME
+PERM_READ, PERM_WRITE = 4, 2  # RocketMQ's PermName (the broker's topic_config pulls numpy)
 
 # TopicConfig defaults (RocketMQ's TopicConfig: 16 read and write queues, perm RW).
 _QUEUE_DEFAULTS = {"readQueueNums": 16, "writeQueueNums": 16, "perm": 6, "topicSysFlag": 0}
@@ -281,6 +291,35 @@ class RouteInfoManager:
     def all_topics(self) -> list[str]:
         with self._lock:
             return sorted(self._topic_queue)
+
+    def topics_by_cluster(self, cluster: str) -> list[str]:
+        """The topics any broker of ``cluster`` serves, sorted (RocketMQ's
+        ``getTopicsByCluster``); none for a cluster it does not know."""
+        with self._lock:
+            names = self._cluster_addr.get(cluster, set())
+            return sorted(t for t, by_name in self._topic_queue.items() if names & by_name.keys())
+
+    def wipe_write_perm(self, broker_name: str) -> int:
+        """Clear the write bit of ``broker_name``'s queue data in every topic (RocketMQ's
+        ``wipeWritePermOfBroker``); how many topics it has."""
+        return self._set_perms(broker_name, lambda perm: perm & ~PERM_WRITE)
+
+    def add_write_perm(self, broker_name: str) -> int:
+        """Set ``broker_name``'s queue data in every topic to read-write (RocketMQ's
+        ``addWritePermOfBroker``, which sets the perm to READ | WRITE, dropping any other
+        bit); how many topics it has."""
+        return self._set_perms(broker_name, lambda perm: PERM_READ | PERM_WRITE)
+
+    def _set_perms(self, broker_name: str, new_perm: Callable[[int], int]) -> int:
+        with self._lock:
+            count = 0
+            for by_broker in self._topic_queue.values():
+                queue_data = by_broker.get(broker_name)
+                if queue_data is not None:
+                    by_broker[broker_name] = replace(queue_data, perm=new_perm(queue_data.perm))
+                    count += 1
+        log.info("perm of broker %s changed in %d topic(s)", broker_name, count)
+        return count
 
     def delete_topic(self, topic: str) -> None:
         """Drop a topic's routes (admin deleteTopic); brokers that still have it re-add it

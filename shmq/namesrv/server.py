@@ -9,15 +9,24 @@ decides; the scan thread also elects a new master when a master's heartbeats sto
 A daemon thread runs ``scan_not_active_brokers`` first after 5 s (or the scan interval,
 if smaller) and then every scan interval, as RocketMQ 4.9's NamesrvController does; a
 closed registration connection removes its brokers at once.
+
+Admin requests (mqadmin's namesrv commands), answered as RocketMQ's DefaultRequestProcessor
+does: the KV config (``namesrv.kv_config``: PUT/GET/DELETE_KV_CONFIG,
+GET_KVLIST_BY_NAMESPACE, QUERY_NOT_FOUND with RocketMQ's remarks for what is missing),
+GET_TOPICS_BY_CLUSTER, and WIPE/ADD_WRITE_PERM_OF_BROKER (``routes``). With
+``order_message_enable`` (RocketMQ's ``orderMessageEnable``, off by default there too) a
+route carries the topic's ``ORDER_TOPIC_CONFIG`` entry as its ``orderTopicConf``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from shmq.errors import ResponseError
+from shmq.names import NAMESPACE_ORDER_TOPIC_CONFIG
 from shmq.namesrv.controller import (
     HEARTBEAT_TIMEOUT_MS,
     MASTER_ROLES,
@@ -26,6 +35,7 @@ from shmq.namesrv.controller import (
     EpochNotReady,
     RoleDecision,
 )
+from shmq.namesrv.kv_config import KVConfigManager
 from shmq.namesrv.routes import BROKER_EXPIRE_MS, RouteInfoManager
 from shmq.remoting import fastjson
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -58,7 +68,10 @@ def _register_body(request: RemotingCommand) -> tuple[dict[str, Any], dict[str, 
 
 
 class NameServer:
-    """Route registry served on ``host:port``; ``routes`` is its ``RouteInfoManager``."""
+    """Route registry served on ``host:port``; ``routes`` is its ``RouteInfoManager``,
+    ``kv_config`` its ``KVConfigManager`` (kept in ``kv_config_path``, RocketMQ's
+    ``kvConfigPath``; None: in memory only). A ``kv_config_path`` whose file does not
+    parse raises ``ConfigError`` naming it."""
 
     def __init__(
         self,
@@ -70,6 +83,8 @@ class NameServer:
         enable_controller: bool = False,
         controller_heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS,
         controller_store_path: str | None = None,
+        kv_config_path: str | None = None,
+        order_message_enable: bool = False,
     ) -> None:
         if scan_interval_ms <= 0 or broker_expire_ms <= 0:
             raise ValueError(
@@ -79,6 +94,8 @@ class NameServer:
         self.scan_interval_ms = scan_interval_ms
         self.broker_expire_ms = broker_expire_ms
         self.routes = RouteInfoManager()
+        self.kv_config = KVConfigManager(kv_config_path)
+        self.order_message_enable = order_message_enable
         self.controller = (
             Controller(controller_heartbeat_timeout_ms, store_path=controller_store_path)
             if enable_controller
@@ -94,6 +111,13 @@ class NameServer:
             RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._topic_list,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
+            RequestCode.PUT_KV_CONFIG: self._put_kv_config,
+            RequestCode.GET_KV_CONFIG: self._get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self._delete_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self._kv_list,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self._topics_by_cluster,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
         }
         if self.controller is not None:
             handlers[RequestCode.CONTROLLER_REGISTER_BROKER] = self._controller_register
@@ -223,6 +247,8 @@ class NameServer:
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {topic}",
             )
+        if self.order_message_enable:
+            route["orderTopicConf"] = self.kv_config.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
         return RemotingCommand.response_to(request, body=RemotingCommand.body_json(route))
 
     def _cluster_info(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -241,3 +267,62 @@ class NameServer:
     def _delete_topic(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         self.routes.delete_topic(request.ext_topic())
         return RemotingCommand.response_to(request)
+
+    # -- KV config ------------------------------------------------------------------------------
+
+    def _put_kv_config(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        namespace, key, value = request.ext("namespace"), request.ext("key"), request.ext("value")
+        self._write_kv(lambda: self.kv_config.put(namespace, key, value))
+        return RemotingCommand.response_to(request)
+
+    def _delete_kv_config(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        namespace, key = request.ext("namespace"), request.ext("key")
+        self._write_kv(lambda: self.kv_config.delete(namespace, key))
+        return RemotingCommand.response_to(request)
+
+    def _write_kv(self, change: Callable[[], None]) -> None:
+        """Make a KV change; a file that cannot be written fails the request naming it."""
+        try:
+            change()
+        except OSError as exc:
+            raise ResponseError(
+                ResponseCode.SYSTEM_ERROR,
+                f"KV config not changed: cannot write {self.kv_config.path}: {exc}",
+            ) from None
+
+    def _get_kv_config(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        namespace, key = request.ext("namespace"), request.ext("key")
+        value = self.kv_config.get(namespace, key)
+        if value is None:
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.QUERY_NOT_FOUND,
+                f"No config item, Namespace: {namespace} Key: {key}",
+            )
+        return RemotingCommand.response_to(request, ext_fields={"value": value})
+
+    def _kv_list(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """RocketMQ's ``KVTable`` body, ``{"table": {key: value}}``."""
+        namespace = request.ext("namespace")
+        table = self.kv_config.namespace(namespace)
+        if table is None:
+            return RemotingCommand.response_to(
+                request, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}"
+            )
+        body = RemotingCommand.body_json({"table": table})
+        return RemotingCommand.response_to(request, body=body)
+
+    # -- topics and perms -----------------------------------------------------------------------
+
+    def _topics_by_cluster(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        topics = self.routes.topics_by_cluster(request.ext("cluster"))
+        body = RemotingCommand.body_json({"topicList": topics})
+        return RemotingCommand.response_to(request, body=body)
+
+    def _wipe_write_perm(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        count = self.routes.wipe_write_perm(request.ext("brokerName"))
+        return RemotingCommand.response_to(request, ext_fields={"wipeTopicCount": count})
+
+    def _add_write_perm(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        count = self.routes.add_write_perm(request.ext("brokerName"))
+        return RemotingCommand.response_to(request, ext_fields={"addTopicCount": count})
