@@ -314,31 +314,6 @@ def _ago(ms: int) -> str:
     return f"{max(0.0, time.time() - ms / 1000):.1f} s ago"
 
 
-@admin.command("reset-offset-by-time")
-@click.option("-g", "--group", required=True, help="Consumer group.")
-@click.option("-t", "--topic", required=True)
-@click.option("-s", "--timestamp", type=TIMESTAMP, required=True,
-              help="ms, now, -1 (end), yyyyMMddHHmmss, yyyy-MM-dd#HH:mm:ss:SSS, ISO.")  # fmt: skip
-@click.option("-f", "--force/--no-force", default=True,
-              help="Also move offsets forward (default), or only back.")  # fmt: skip
-@options
-def reset_offset_by_time(
-    group: str, topic: str, timestamp: int, force: bool, namesrv: str, as_json: bool
-) -> None:
-    """Move a group's offsets to a point in time (mqadmin resetOffsetByTime)."""
-    with open_admin(namesrv) as a:
-        table = a.reset_offset(group, topic, timestamp, force)
-    entries = [
-        {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
-        for mq, off in table.items()
-    ]
-    if as_json:
-        print_json(entries)
-        return
-    rows = [[e["brokerName"], e["queueId"], e["offset"]] for e in entries]
-    show(["broker", "queue", "offset"], rows, f"group {group} on {topic} reset to {timestamp}")
-
-
 # -- messages -------------------------------------------------------------------------------------
 
 
@@ -582,4 +557,4 @@ def delete_sub_group(
         click.echo(f"subscription group {group} deleted from {', '.join(brokers)}")
 
 
-from shmq_cli import admin_config, admin_namesrv  # noqa: E402, F401  (register their commands)
+from shmq_cli import admin_config, admin_namesrv, admin_offsets  # noqa: E402, F401  (register their commands)

@@ -103,6 +103,12 @@ def test_topics_messages_progress_and_reset(c):
     text = admin(c, "reset-offset-by-time", "-g", "cli-admin-g", "-t", "CliAdm", "-s", "0")
     assert "reset to 0" in text.stdout
     assert admin_json(c, "consumer-progress", "-g", "cli-admin-g")["diffTotal"] == 6
+    admin(c, "reset-offset-by-time", "-g", "cli-admin-g", "-t", "CliAdm", "-s", "now")
+    cloned = admin_json(c, "clone-group-offset", "-s", "cli-admin-g", "-d", "cli-admin-copy",
+                        "-t", "CliAdm")  # fmt: skip
+    assert cloned["brokers"] == ["broker-a"]
+    copy = admin_json(c, "consumer-progress", "-g", "cli-admin-copy", "-t", "CliAdm")
+    assert copy["diffTotal"] == 0 and len(copy["queues"]) == 2  # where the source stands
 
     assert admin_json(c, "delete-topic", "-t", "CliAdm") == {
         "topic": "CliAdm",
@@ -241,7 +247,8 @@ def test_admin_help_is_light_and_listed():
     names = """update-topic delete-topic topic-list topic-route topic-status consumer-progress
         consumer-connection query-msg-by-id query-msg-by-key query-msg-by-unique-key
         query-msg-by-time reset-offset-by-time cluster-list broker-status update-sub-group
-        delete-sub-group ha-status producer-connection get-broker-config"""
+        delete-sub-group ha-status producer-connection get-broker-config update-broker-config
+        clone-group-offset"""
     for name in names.split():
         assert name in commands
     code = (

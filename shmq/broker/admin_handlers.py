@@ -81,6 +81,7 @@ class AdminHandlers:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_sub_groups,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_sub_group,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by_who,
             RequestCode.QUERY_MESSAGE_BY_TIME: self.query_by_time,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
@@ -344,6 +345,33 @@ class AdminHandlers:
         return RemotingCommand.response_to(request, body=text.encode())
 
     # -- offset reset ---------------------------------------------------------------------------
+
+    def clone_group_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """mqadmin cloneGroupOffset: ``destGroup`` gets a copy of ``srcGroup``'s committed
+        offsets on ``topic`` (none given: on every topic ``srcGroup`` has offsets on), as
+        RocketMQ's broker does, skipping a topic the broker does not have and, unless
+        ``offline``, one the online source group does not subscribe to. (RocketMQ's broker
+        clones the header's topic in that loop, so without one it clones nothing.) Online
+        members of ``destGroup`` commit their own offsets over the copy, as in RocketMQ."""
+        src, dest = request.ext_group("srcGroup"), request.ext_group("destGroup")
+        topic = request.ext_fields.get("topic") or ""
+        offline = _bool(request.ext_fields.get("offline"))
+        offsets = self.broker.offsets
+        online = None if offline else self.consumers.group_info(src)
+        subscribed = set(online["subscriptionTable"]) if online else set()
+        cloned = []
+        for t in [topic] if topic else offsets.topics_of_group(src):
+            if self.broker.topics.get(t) is None:
+                log.warning("clone of %s offsets to %s: topic %s does not exist", src, dest, t)
+            elif subscribed and t not in subscribed:
+                log.warning("clone of %s offsets to %s: the group does not subscribe to %s",
+                            src, dest, t)  # fmt: skip
+            elif offsets.clone(src, dest, t):
+                cloned.append(t)
+        if cloned:
+            offsets.persist()
+            log.info("offsets of %s cloned to %s on %s", src, dest, ", ".join(cloned))
+        return RemotingCommand.response_to(request)
 
     def reset_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Move the group's offsets on the topic to the first message stored at or after

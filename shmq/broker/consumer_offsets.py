@@ -56,6 +56,18 @@ class ConsumerOffsetManager(json_file.PersistedTable):
         with self._lock:
             return dict(self._table.get(key, {}))
 
+    def clone(self, src_group: str, dest_group: str, topic: str) -> bool:
+        """Give ``dest_group`` on ``topic`` a copy of ``src_group``'s offsets in place of its
+        own (RocketMQ's ``cloneOffset``); ``False`` when the source has none there."""
+        src, dest = self._key(src_group, topic), self._key(dest_group, topic)
+        with self._lock:
+            offsets = self._table.get(src)
+            if not offsets:
+                return False
+            self._table[dest] = dict(offsets)
+            self._dirty = True
+            return True
+
     def groups_of_topic(self, topic: str) -> list[str]:
         """The groups with an offset on ``topic``, sorted."""
         with self._lock:

@@ -502,6 +502,20 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin):
             raise unknown
         return dict(sorted(table.items()))
 
+    def clone_group_offset(
+        self, src_group: str, dest_group: str, topic: str, offline: bool = False
+    ) -> list[str]:
+        """Give ``dest_group`` a copy of ``src_group``'s committed offsets on ``topic`` on
+        every broker of its route (mqadmin ``cloneGroupOffset``); unless ``offline``, a
+        broker where ``src_group`` is online but does not subscribe to ``topic`` keeps
+        ``dest_group``'s. Returns the broker names asked."""
+        fields_ = {"srcGroup": src_group, "destGroup": dest_group, "topic": topic,
+                   "offline": offline}  # fmt: skip
+        targets = self._topic_brokers(topic)
+        for target in targets:
+            self._call(target, RequestCode.CLONE_GROUP_OFFSET, fields_)
+        return [name for name, _ in targets]
+
     # -- subscription groups --------------------------------------------------------------------
 
     def _sub_groups(self, target: tuple[str, str]) -> dict[str, dict[str, Any]]:

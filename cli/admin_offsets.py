@@ -1,0 +1,57 @@
+"""``shmq admin reset-offset-by-time`` and ``clone-group-offset`` (mqadmin
+``resetOffsetByTime`` and ``cloneGroupOffset``): a consumer group's committed offsets,
+moved or copied; registered on the ``admin`` group by ``shmq_cli.admin``."""
+
+from __future__ import annotations
+
+import click
+
+from shmq_cli.admin import admin
+from shmq_cli.admin_output import TIMESTAMP, open_admin, options, print_json, show
+
+
+@admin.command("reset-offset-by-time")
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-t", "--topic", required=True)
+@click.option("-s", "--timestamp", type=TIMESTAMP, required=True,
+              help="ms, now, -1 (end), yyyyMMddHHmmss, yyyy-MM-dd#HH:mm:ss:SSS, ISO.")  # fmt: skip
+@click.option("-f", "--force/--no-force", default=True,
+              help="Also move offsets forward (default), or only back.")  # fmt: skip
+@options
+def reset_offset_by_time(
+    group: str, topic: str, timestamp: int, force: bool, namesrv: str, as_json: bool
+) -> None:
+    """Move a group's offsets to a point in time (mqadmin resetOffsetByTime)."""
+    with open_admin(namesrv) as a:
+        table = a.reset_offset(group, topic, timestamp, force)
+    entries = [
+        {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
+        for mq, off in table.items()
+    ]
+    if as_json:
+        print_json(entries)
+        return
+    rows = [[e["brokerName"], e["queueId"], e["offset"]] for e in entries]
+    show(["broker", "queue", "offset"], rows, f"group {group} on {topic} reset to {timestamp}")
+
+
+@admin.command("clone-group-offset")
+@click.option("-s", "--src-group", required=True, help="The group whose offsets are copied.")
+@click.option("-d", "--dest-group", required=True, help="The group that gets them.")
+@click.option("-t", "--topic", required=True)
+@click.option("-o", "--offline", is_flag=True,
+              help="Copy even where the source group is online without this topic.")  # fmt: skip
+@options
+def clone_group_offset(
+    src_group: str, dest_group: str, topic: str, offline: bool, namesrv: str, as_json: bool
+) -> None:
+    """Give a group a copy of another group's committed offsets on a topic (mqadmin
+    cloneGroupOffset): the new group starts where the old one stands."""
+    with open_admin(namesrv) as a:
+        brokers = a.clone_group_offset(src_group, dest_group, topic, offline)
+    if as_json:
+        print_json({"srcGroup": src_group, "destGroup": dest_group, "topic": topic,
+                    "brokers": brokers})  # fmt: skip
+    else:
+        click.echo(f"offsets of {src_group} on {topic} cloned to {dest_group} on "
+                   f"{', '.join(brokers)}")  # fmt: skip
