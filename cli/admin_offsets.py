@@ -1,13 +1,14 @@
-"""``shmq admin reset-offset-by-time`` and ``clone-group-offset`` (mqadmin
-``resetOffsetByTime`` and ``cloneGroupOffset``): a consumer group's committed offsets,
-moved or copied; registered on the ``admin`` group by ``shmq_cli.admin``."""
+"""``shmq admin reset-offset-by-time``, ``clone-group-offset`` and ``broker-consume-stats``
+(mqadmin ``resetOffsetByTime``, ``cloneGroupOffset`` and ``brokerConsumeStats``): consumer
+groups' committed offsets, moved, copied or shown for a whole broker; registered on the
+``admin`` group by ``shmq_cli.admin``."""
 
 from __future__ import annotations
 
 import click
 
 from shmq_cli.admin import admin
-from shmq_cli.admin_output import TIMESTAMP, open_admin, options, print_json, show
+from shmq_cli.admin_output import TIMESTAMP, local_time, open_admin, options, print_json, show
 
 
 @admin.command("reset-offset-by-time")
@@ -55,3 +56,37 @@ def clone_group_offset(
     else:
         click.echo(f"offsets of {src_group} on {topic} cloned to {dest_group} on "
                    f"{', '.join(brokers)}")  # fmt: skip
+
+
+@admin.command("broker-consume-stats")
+@click.option("-b", "--broker", help="Broker name or address (default: every master).")
+@click.option("-c", "--cluster", help="Cluster name.")
+@click.option("-o", "--order", "order_only", is_flag=True, help="Ordered topics only.")
+@click.option("-l", "--level", type=int, default=0, show_default=True,
+              help="Show the queues whose diff is at least this.")  # fmt: skip
+@options
+def broker_consume_stats(
+    broker: str | None, cluster: str | None, order_only: bool, level: int, namesrv: str,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Every subscription group's progress on a broker: per queue its broker and consumer
+    offsets and diff (mqadmin brokerConsumeStats)."""
+    with open_admin(namesrv) as a:
+        stats = a.broker_consume_stats(broker, cluster, order_only)
+    if as_json:
+        print_json({name: {**s, "groups": {g: [q.to_json() for q in qs]
+                                           for g, qs in s["groups"].items()}}
+                    for name, s in stats.items()})  # fmt: skip
+        return
+    for name, s in stats.items():
+        rows = [
+            [q.topic, group, q.broker_name, q.queue_id, q.broker_offset, q.consumer_offset,
+             q.diff, local_time(q.last_timestamp)]
+            for group, queues in s["groups"].items()
+            for q in queues
+            if q.diff >= level
+        ]  # fmt: skip
+        columns = ["topic", "group", "broker", "queue", "broker offset", "consumer offset",
+                   "diff", "last time"]  # fmt: skip
+        show(columns, rows, f"broker {name} ({s['brokerAddr']})")
+        click.echo(f"Diff Total: {s['totalDiff']}")

@@ -109,6 +109,11 @@ def test_topics_messages_progress_and_reset(c):
     assert cloned["brokers"] == ["broker-a"]
     copy = admin_json(c, "consumer-progress", "-g", "cli-admin-copy", "-t", "CliAdm")
     assert copy["diffTotal"] == 0 and len(copy["queues"]) == 2  # where the source stands
+    stats = admin_json(c, "broker-consume-stats")["broker-a"]
+    assert [q["diff"] for q in stats["groups"]["cli-admin-copy"]] == [0, 0]
+    assert stats["totalDiff"] == sum(q["diff"] for g in stats["groups"].values() for q in g)
+    text = admin(c, "broker-consume-stats", "-b", "broker-a", "-l", "1").stdout
+    assert "Diff Total:" in text and "cli-admin-copy" not in text  # no lag: below -l 1
 
     assert admin_json(c, "delete-topic", "-t", "CliAdm") == {
         "topic": "CliAdm",
@@ -248,7 +253,7 @@ def test_admin_help_is_light_and_listed():
         consumer-connection query-msg-by-id query-msg-by-key query-msg-by-unique-key
         query-msg-by-time reset-offset-by-time cluster-list broker-status update-sub-group
         delete-sub-group ha-status producer-connection get-broker-config update-broker-config
-        clone-group-offset"""
+        clone-group-offset broker-consume-stats"""
     for name in names.split():
         assert name in commands
     code = (

@@ -82,6 +82,7 @@ class AdminHandlers:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_sub_group,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
+            RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by_who,
             RequestCode.QUERY_MESSAGE_BY_TIME: self.query_by_time,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
@@ -164,13 +165,41 @@ class AdminHandlers:
         consumed message. A topic that online members do not subscribe is left out."""
         group = request.ext_group("consumerGroup")
         topic = request.ext_fields.get("topic")
-        topics = [topic] if topic else self.broker.offsets.topics_of_group(group)
+        rows = self._consume_rows(group, [topic] if topic else None)
+        return _fastjson(request, {"consumeTps": 0.0, "offsetTable": queue_table(rows)})
+
+    def broker_consume_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """mqadmin brokerConsumeStats: ``ConsumeStatsList``, the consume stats of every
+        subscription group on each topic it has offsets on (with ``isOrder``, ordered
+        topics only), and the total lag. Groups that only committed offsets are listed too
+        (RocketMQ lists its subscription groups, which every consumer's heartbeat creates;
+        a shmq ``QueueReader`` commits without one)."""
+        order_only = _bool(request.ext_fields.get("isOrder"))
+        stats, total = [], 0
+        for group in sorted(self.groups.all().keys() | self.broker.offsets.groups()):
+            rows = self._consume_rows(group, None, order_only)
+            by_topic: dict[str, list] = {}
+            for row in rows:
+                by_topic.setdefault(row[0], []).append(row)
+                total += row[3]["brokerOffset"] - row[3]["consumerOffset"]
+            stats.append({group: [{"consumeTps": 0.0, "offsetTable": queue_table(t)}
+                                  for t in by_topic.values()]})  # fmt: skip
+        return _fastjson(request, {"brokerAddr": self.broker.address, "consumeStatsList": stats,
+                                   "totalDiff": total})  # fmt: skip
+
+    def _consume_rows(
+        self, group: str, topics: list[str] | None, order_only: bool = False
+    ) -> list[tuple[str, str, int, dict[str, int]]]:
+        """``(topic, broker, queue id, OffsetWrapper)`` of ``group`` on ``topics`` (None:
+        those it has offsets on), as RocketMQ counts them: topics the broker lacks, and
+        those online members do not subscribe to, left out."""
         info = self.consumers.group_info(group)
         subscribed = set(info["subscriptionTable"]) if info else set()
         rows = []
-        for name in topics:
+        for name in self.broker.offsets.topics_of_group(group) if topics is None else topics:
             cfg = self.broker.topics.get(name)
-            if cfg is None or (subscribed and name not in subscribed):
+            if cfg is None or (subscribed and name not in subscribed) or (
+                    order_only and not cfg.order):  # fmt: skip
                 continue
             for qid in range(cfg.read_queue_nums):
                 consumer_offset = max(self.broker.offsets.query(group, name, qid), 0)
@@ -180,7 +209,7 @@ class AdminHandlers:
                     "lastTimestamp": self._store_timestamp(name, qid, consumer_offset - 1),
                 }
                 rows.append((name, self.broker.config.broker_name, qid, wrapper))
-        return _fastjson(request, {"consumeTps": 0.0, "offsetTable": queue_table(rows)})
+        return rows
 
     def consumer_connection(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         group = request.ext_group("consumerGroup")

@@ -73,6 +73,11 @@ class ConsumerOffsetManager(json_file.PersistedTable):
         with self._lock:
             return sorted(g for t, g in map(_split, self._table) if t == topic)
 
+    def groups(self) -> set[str]:
+        """Every group with an offset."""
+        with self._lock:
+            return {g for _, g in map(_split, self._table)}
+
     def topics_of_group(self, group: str) -> list[str]:
         """The topics ``group`` has offsets on, sorted."""
         with self._lock:

@@ -17,9 +17,9 @@ from shmq.client import dlq, transaction_status
 from shmq.client.admin_config import BrokerConfigs
 from shmq.client.admin_messages import DEFAULT_QUERY_NUM, MessageQueries
 from shmq.client.admin_namesrv import NamesrvAdmin
+from shmq.client.admin_offsets import GroupOffsets
 from shmq.client.admin_types import ConsumerProgress, QueueProgress, QueueStatus
 from shmq.client.route import split_addrs
-from shmq.client.types import MessageQueue
 from shmq.errors import (
     ClientError,
     ConfigError,
@@ -29,7 +29,7 @@ from shmq.errors import (
     ResponseError,
 )
 from shmq.names import dlq_topic
-from shmq.remoting.admin_bodies import queue_entries, queue_items, runtime_stats
+from shmq.remoting.admin_bodies import queue_entries, runtime_stats
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
 
@@ -51,7 +51,7 @@ SUB_GROUP_SETTINGS = {
 }
 
 
-class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin):
+class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets):
     """Administers the brokers registered with the namesrv(s) ``namesrv`` (``;``-separated).
 
     Calls that touch several brokers go to the master of every broker name involved: the
@@ -354,17 +354,7 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin):
         for target in targets:
             body = self._call(target, RequestCode.GET_CONSUME_STATS, fields_)[1]
             tps += float(body.get("consumeTps", 0.0))
-            queues += [
-                QueueProgress(
-                    e["topic"],
-                    e["brokerName"],
-                    e["queueId"],
-                    e["brokerOffset"],
-                    e["consumerOffset"],
-                    e["lastTimestamp"],
-                )
-                for e in queue_entries(body["offsetTable"])
-            ]
+            queues += [QueueProgress.from_entry(e) for e in queue_entries(body["offsetTable"])]
         if not queues:
             on = f" on topic {topic}" if topic is not None else ""
             raise ClientError(
@@ -475,46 +465,6 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin):
                               timeout=RUNNING_INFO_TIMEOUT_S)[1]  # fmt: skip
             out[cid] = {**info, "mqTable": queue_entries(info.get("mqTable", {}))}
         return out
-
-    def reset_offset(
-        self, group: str, topic: str, timestamp_ms: int, force: bool = True
-    ) -> dict[MessageQueue, int]:
-        """Move ``group``'s offsets on ``topic`` to the first message stored at or after
-        ``timestamp_ms`` (-1: the end of each queue); without ``force`` only queues whose
-        committed offset is beyond that move. The brokers commit the offsets and tell the
-        group's online consumers. Returns the resulting offset of every queue (of the
-        brokers where the group has offsets or members; ``ResponseError``
-        CONSUMER_NOT_ONLINE when it has them nowhere)."""
-        table: dict[MessageQueue, int] = {}
-        fields_ = {"topic": topic, "group": group, "timestamp": timestamp_ms, "isForce": force}
-        unknown: ResponseError | None = None
-        for target in self._topic_brokers(topic):
-            try:
-                body = self._call(target, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields_)[1]
-            except ResponseError as exc:
-                if exc.code != Rc.CONSUMER_NOT_ONLINE:
-                    raise
-                unknown = exc  # the group never consumed there: nothing to move
-                continue
-            for t, b, q, offset in queue_items(body["offsetTable"]):
-                table[MessageQueue(t, b, q)] = int(offset)
-        if not table and unknown is not None:
-            raise unknown
-        return dict(sorted(table.items()))
-
-    def clone_group_offset(
-        self, src_group: str, dest_group: str, topic: str, offline: bool = False
-    ) -> list[str]:
-        """Give ``dest_group`` a copy of ``src_group``'s committed offsets on ``topic`` on
-        every broker of its route (mqadmin ``cloneGroupOffset``); unless ``offline``, a
-        broker where ``src_group`` is online but does not subscribe to ``topic`` keeps
-        ``dest_group``'s. Returns the broker names asked."""
-        fields_ = {"srcGroup": src_group, "destGroup": dest_group, "topic": topic,
-                   "offline": offline}  # fmt: skip
-        targets = self._topic_brokers(topic)
-        for target in targets:
-            self._call(target, RequestCode.CLONE_GROUP_OFFSET, fields_)
-        return [name for name, _ in targets]
 
     # -- subscription groups --------------------------------------------------------------------
 

@@ -48,6 +48,12 @@ class QueueProgress(_Json):
     consumer_offset: int  # the group's committed offset (0 when none, as RocketMQ)
     last_timestamp: int  # store time of the last consumed message, 0 when none
 
+    @classmethod
+    def from_entry(cls, e: dict[str, Any]) -> QueueProgress:
+        """From a ``queue_entries`` row of a ``ConsumeStats`` offset table."""
+        return cls(e["topic"], e["brokerName"], e["queueId"], e["brokerOffset"],
+                   e["consumerOffset"], e["lastTimestamp"])  # fmt: skip
+
     @property
     def diff(self) -> int:
         """The lag: messages stored but not yet consumed."""

@@ -17,6 +17,7 @@ GET_BROKER_CLUSTER_INFO = 106
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_TOPIC_STATS_INFO = 201, 202
 GET_CONSUMER_CONNECTION_LIST, GET_ALL_TOPIC_LIST_FROM_NAMESERVER, GET_CONSUME_STATS = 203, 206, 208
 GET_PRODUCER_CONNECTION_LIST = 204
+GET_BROKER_CONSUME_STATS = 317
 INVOKE_BROKER_TO_RESET_OFFSET = 222
 
 MESSAGE_QUEUE = {"brokerName": str, "queueId": int, "topic": str}
@@ -78,6 +79,36 @@ def test_stats_bodies_as_mqadmin_reads_them(shared_broker):
     assert wrappers[("AdmStats", 1)]["brokerOffset"] == 3
     assert wrappers[("AdmStats", 1)]["consumerOffset"] == 2
     assert wrappers[("AdmStats", 1)]["lastTimestamp"] > 0
+
+
+def test_broker_consume_stats_as_mqadmin_reads_it(shared_broker):
+    """ConsumeStatsList: per subscription group a list of ConsumeStats, one per topic the
+    group has offsets on; the total lag; with isOrder, ordered topics only."""
+    broker, _ = shared_broker
+    for i in range(3):
+        assert send(broker, "AdmBroker", 0, {}, f"m{i}".encode()).code == wc.SUCCESS
+    until(lambda: max_offset(broker, "AdmBroker", 0) == 3)
+    with wc.WireClient(broker.address) as c:
+        commit = {"consumerGroup": "adm-broker-g", "topic": "AdmBroker", "queueId": "0",
+                  "commitOffset": "1"}  # fmt: skip
+        assert c.call(wc.UPDATE_CONSUMER_OFFSET, commit).code == wc.SUCCESS
+    stats, raw = call(broker.address, GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
+    fields(stats, {"brokerAddr": str, "consumeStatsList": list, "totalDiff": int})
+    assert raw.startswith(b'{"brokerAddr":"') and stats["brokerAddr"] == broker.address
+    groups = {}
+    for entry in stats["consumeStatsList"]:
+        ((group, consume_stats),) = entry.items()  # Map<group, List<ConsumeStats>>
+        groups[group] = consume_stats
+    assert "TOOLS_CONSUMER" in groups  # every subscription group, system ones too
+    (topic_stats,) = groups["adm-broker-g"]
+    fields(topic_stats, {"consumeTps": float, "offsetTable": dict})
+    wrappers = queue_map(topic_stats["offsetTable"], dict.fromkeys(
+        ("brokerOffset", "consumerOffset", "lastTimestamp"), int))  # fmt: skip
+    assert (wrappers[("AdmBroker", 0)]["brokerOffset"], wrappers[("AdmBroker", 0)][
+        "consumerOffset"]) == (3, 1)  # fmt: skip
+    assert stats["totalDiff"] >= 2  # other tests' groups lag too
+    ordered, _ = call(broker.address, GET_BROKER_CONSUME_STATS, {"isOrder": "true"})
+    assert {"adm-broker-g": []} in ordered["consumeStatsList"]  # no ordered topic here
 
 
 def test_reset_offset_body_as_mqadmin_reads_it(shared_broker):
