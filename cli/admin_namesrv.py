@@ -1,7 +1,8 @@
 """``shmq admin`` commands served by the namesrvs: the KV config (mqadmin ``updateKvConfig``,
 ``deleteKvConfig``, plus ``get-kv-config`` and ``kv-list`` to read it), ordered topics
 (``updateOrderConf``), a cluster's topics and a broker's write permission in the routes
-(``wipeWritePerm``, ``addWritePerm``). Registered on the ``admin`` group by
+(``wipeWritePerm``, ``addWritePerm``) and their own settings (``getNamesrvConfig``,
+``updateNamesrvConfig``). Registered on the ``admin`` group by
 ``shmq_cli.admin``; the client is imported inside the commands (``open_admin``)."""
 
 from __future__ import annotations
@@ -153,3 +154,31 @@ def _show_counts(verb: str, broker_name: str, counts: dict[str, int], as_json: b
         return
     for addr, count in counts.items():
         click.echo(f"{verb} write perm of broker[{broker_name}] in name server[{addr}] OK, {count}")
+
+
+@admin.command("get-namesrv-config")
+@options
+def get_namesrv_config(namesrv: str, as_json: bool) -> None:
+    """Each namesrv's settings (mqadmin getNamesrvConfig)."""
+    with open_admin(namesrv) as a:
+        configs = a.namesrv_config()
+    if as_json:
+        print_json(configs)
+        return
+    for addr, config in configs.items():
+        show(["key", "value"], [[k, v] for k, v in sorted(config.items())], f"namesrv {addr}")
+
+
+@admin.command("update-namesrv-config")
+@_KEY
+@click.option("-v", "--value", required=True, help="Its new value.")
+@options
+def update_namesrv_config(key: str, value: str, namesrv: str, as_json: bool) -> None:
+    """Change a setting of every running namesrv (mqadmin updateNamesrvConfig): only
+    orderMessageEnable changes at run time; the rest are shmq namesrv options."""
+    with open_admin(namesrv) as a:
+        a.update_namesrv_config(key, value)
+    if as_json:
+        print_json({"key": key, "value": value})
+    else:
+        click.echo(f"update name server config success![{namesrv}]\n{key} : {value}")

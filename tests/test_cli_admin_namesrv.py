@@ -121,3 +121,14 @@ def test_the_commands_import_no_numba():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env()
     )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_namesrv_config_commands(ns):
+    (config,) = json.loads(admin(ns, "get-namesrv-config", "--json").stdout).values()
+    assert config["orderMessageEnable"] == "true" and config["listenPort"] == str(ns.port)
+    assert "kvConfigPath" in admin(ns, "get-namesrv-config").stdout
+    out = admin(ns, "update-namesrv-config", "-k", "orderMessageEnable", "-v", "false").stdout
+    assert out == f"update name server config success![{ns.address}]\norderMessageEnable : false\n"
+    assert ns.order_message_enable is False
+    refused = admin(ns, "update-namesrv-config", "-k", "listenPort", "-v", "1", code=1)
+    assert "listenPort is read when the namesrv starts" in refused.stderr

@@ -14,6 +14,7 @@ from typing import Any
 
 from shmq.client.route import parse_order_topic_conf
 from shmq.errors import ClientError, RemotingConnectError, RemotingError, ResponseError
+from shmq.java_properties import escape, parse_properties
 from shmq.names import NAMESPACE_ORDER_TOPIC_CONFIG
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import (
@@ -33,9 +34,12 @@ class NamesrvAdmin:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def _ask(self, addr: str, code: int, ext_fields: dict[str, Any]) -> RemotingCommand:
+    def _ask(
+        self, addr: str, code: int, ext_fields: dict[str, Any], body: bytes = b""
+    ) -> RemotingCommand:
         """``addr``'s SUCCESS response (``ResponseError`` for any other code)."""
-        return check_response(self.client.invoke(addr, RemotingCommand.request(code, ext_fields)))
+        request = RemotingCommand.request(code, ext_fields, body)
+        return check_response(self.client.invoke(addr, request))
 
     def _first_namesrv(self, code: int, ext_fields: dict[str, Any]) -> RemotingCommand:
         """The first namesrv's answer, with its header (the next one is asked when one
@@ -50,14 +54,16 @@ class NamesrvAdmin:
                 last = exc
         raise RemotingConnectError(f"no namesrv of {';'.join(self.namesrv_addrs)} answered: {last}")
 
-    def _each_namesrv(self, code: int, ext_fields: dict[str, Any]) -> dict[str, RemotingCommand]:
+    def _each_namesrv(
+        self, code: int, ext_fields: dict[str, Any], body: bytes = b""
+    ) -> dict[str, RemotingCommand]:
         """Every namesrv's answer by address; when any failed, its error (the last
         failure's type), naming every failure and the namesrvs that took the request."""
         done: dict[str, RemotingCommand] = {}
         failed: dict[str, RemotingError] = {}
         for addr in self.namesrv_addrs:
             try:
-                done[addr] = self._ask(addr, code, ext_fields)
+                done[addr] = self._ask(addr, code, ext_fields, body)
             except RemotingError as exc:
                 failed[addr] = exc
         if not failed:
@@ -152,3 +158,17 @@ class NamesrvAdmin:
     def _perm_change(self, code: int, broker_name: str, count_field: str) -> dict[str, int]:
         answers = self._each_namesrv(code, {"brokerName": broker_name})
         return {addr: response.ext_int(count_field) for addr, response in answers.items()}
+
+    # -- the namesrvs' own config ---------------------------------------------------------------
+
+    def namesrv_config(self) -> dict[str, dict[str, str]]:
+        """Each namesrv's settings by address (mqadmin ``getNamesrvConfig``)."""
+        answers = self._each_namesrv(RequestCode.GET_NAMESRV_CONFIG, {})
+        return {addr: parse_properties(bytes(r.body).decode()) for addr, r in answers.items()}
+
+    def update_namesrv_config(self, key: str, value: str) -> None:
+        """Set ``key`` on every namesrv (mqadmin ``updateNamesrvConfig -k -v``): only
+        ``orderMessageEnable`` changes at run time, on the running namesrvs; anything else
+        is refused by name (``namesrv.namesrv_config``)."""
+        body = f"{escape(key)}={escape(value)}\n".encode()
+        self._each_namesrv(RequestCode.UPDATE_NAMESRV_CONFIG, {}, body)

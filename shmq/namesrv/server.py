@@ -25,8 +25,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from shmq.errors import ResponseError
+from shmq.errors import ConfigError, ResponseError
 from shmq.names import NAMESPACE_ORDER_TOPIC_CONFIG
+from shmq.namesrv import namesrv_config
 from shmq.namesrv.controller import (
     HEARTBEAT_TIMEOUT_MS,
     MASTER_ROLES,
@@ -118,6 +119,8 @@ class NameServer:
             RequestCode.GET_TOPICS_BY_CLUSTER: self._topics_by_cluster,
             RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
+            RequestCode.GET_NAMESRV_CONFIG: self._get_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self._update_config,
         }
         if self.controller is not None:
             handlers[RequestCode.CONTROLLER_REGISTER_BROKER] = self._controller_register
@@ -326,3 +329,23 @@ class NameServer:
     def _add_write_perm(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         count = self.routes.add_write_perm(request.ext("brokerName"))
         return RemotingCommand.response_to(request, ext_fields={"addTopicCount": count})
+
+    # -- its own config -------------------------------------------------------------------------
+
+    def _get_config(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        body = namesrv_config.config_text(self).encode()
+        return RemotingCommand.response_to(request, body=body)
+
+    def _update_config(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """mqadmin updateNamesrvConfig (``namesrv_config``: what may change, and how)."""
+        try:
+            text = bytes(request.body).decode("utf-8")
+            black_listed = namesrv_config.update(self, text)
+        except (UnicodeDecodeError, ConfigError) as exc:
+            raise ResponseError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        if black_listed:
+            raise ResponseError(ResponseCode.NO_PERMISSION, f"{namesrv_config.BLACK_LIST_REMARK}"
+                                f" ({', '.join(black_listed)})")  # fmt: skip
+        if text.strip():
+            log.info("namesrv config updated: %s", text.strip().replace("\n", ", "))
+        return RemotingCommand.response_to(request)
