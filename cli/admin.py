@@ -419,11 +419,17 @@ def cluster_list(namesrv: str, as_json: bool) -> None:
         s = b.get("status") or {}
         rows.append([b["cluster"], b["brokerName"], b["brokerId"], b["address"],
                      s.get("broker_role", ""), s.get("msgs_in", ""), s.get("msgs_dispatched", ""),
-                     s.get("write_offset", ""), s.get("flush_disk_type", ""),
-                     b.get("error") or "ok"])  # fmt: skip
+                     _tps(s, "put_tps"), _tps(s, "get_tps"), s.get("write_offset", ""),
+                     s.get("flush_disk_type", ""), b.get("error") or "ok"])  # fmt: skip
     columns = ["cluster", "broker", "id", "address", "role", "msgs in", "dispatched",
-               "write offset", "flush type", "status"]  # fmt: skip
+               "in TPS", "out TPS", "write offset", "flush type", "status"]  # fmt: skip
     show(columns, rows)
+
+
+def _tps(stats: dict, key: str) -> str:
+    """The last 10 s's rate, as mqadmin clusterList's #InTPS / #OutTPS show it."""
+    rates = stats.get(key)
+    return f"{rates[0]:.2f}" if rates else ""
 
 
 @admin.command("ha-status")

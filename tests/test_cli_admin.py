@@ -132,6 +132,8 @@ def test_brokers_and_subscription_groups(c):
     wide = CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["admin", "cluster-list", "-n", c.namesrv])
     table = wide.stdout
     assert "broker-a" in table and "flush type" in table and "ASYNC_FLUSH" in table
+    assert "in TPS" in table and "out TPS" in table
+    assert len(entry["status"]["put_tps"]) == len(entry["status"]["get_tps"]) == 3
     assert "flush / error" not in table
     status = admin_json(c, "broker-status", "-b", c.main.address)
     assert status["broker"] == "broker-a" and "write_offset" in status

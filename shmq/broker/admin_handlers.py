@@ -162,11 +162,14 @@ class AdminHandlers:
     def consume_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Per queue of the group's topics (or of ``topic``): the broker's max offset, the
         group's committed offset (0 when none, as RocketMQ) and the store time of the last
-        consumed message. A topic that online members do not subscribe is left out."""
+        consumed message. A topic that online members do not subscribe is left out.
+        ``consumeTps``: messages the group committed per second over the last minute
+        (``rates``)."""
         group = request.ext_group("consumerGroup")
         topic = request.ext_fields.get("topic")
         rows = self._consume_rows(group, [topic] if topic else None)
-        return _fastjson(request, {"consumeTps": 0.0, "offsetTable": queue_table(rows)})
+        tps = sum(self.broker.rates.consume_tps(group, t) for t in {row[0] for row in rows})
+        return _fastjson(request, {"consumeTps": tps, "offsetTable": queue_table(rows)})
 
     def broker_consume_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """mqadmin brokerConsumeStats: ``ConsumeStatsList``, the consume stats of every
@@ -182,8 +185,10 @@ class AdminHandlers:
             for row in rows:
                 by_topic.setdefault(row[0], []).append(row)
                 total += row[3]["brokerOffset"] - row[3]["consumerOffset"]
-            stats.append({group: [{"consumeTps": 0.0, "offsetTable": queue_table(t)}
-                                  for t in by_topic.values()]})  # fmt: skip
+            rates = self.broker.rates
+            stats.append({group: [{"consumeTps": rates.consume_tps(group, topic),
+                                   "offsetTable": queue_table(t)}
+                                  for topic, t in by_topic.items()]})  # fmt: skip
         return _fastjson(request, {"brokerAddr": self.broker.address, "consumeStatsList": stats,
                                    "totalDiff": total})  # fmt: skip
 

@@ -6,7 +6,6 @@ read (``rocketmq_runtime_table``)."""
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING, Any
 
 from shmq import __version__
@@ -52,16 +51,12 @@ def broker_stats(broker: Broker, procs: dict[str, Any]) -> dict[str, Any]:
 
 
 def rocketmq_runtime_table(broker: Broker, stats: dict[str, Any]) -> dict[str, Any]:
-    """RocketMQ 4.9's runtime info keys, from ``stats`` (``broker_stats``'s answer).
-
-    shmq keeps no day counters and no rate windows: the "morning" totals are 0 (as a
-    RocketMQ broker started today reports them), ``putTps`` is the average since start in
-    each of its three windows, and gets are not counted (consumers on this host read the
-    store's files directly), so the get totals and ``getTransferedTps`` are 0. shmq has no
-    send or pull thread-pool queues: their sizes and waits are 0."""
+    """RocketMQ 4.9's runtime info keys, from ``stats`` (``broker_stats``'s answer) and the
+    broker's ``rates``: ``putTps`` and ``getTransferedTps`` over the last 10 s, minute and 10
+    minutes, the day totals (gets are committed consumer offsets: ``broker.rates``). shmq
+    has no send or pull thread-pool queues: their sizes and waits are 0."""
     started_ms = cn.load(broker.counters.words, cn.STARTED_MS)
-    seconds = max(time.time() - started_ms / 1000, 1e-3)
-    put_tps = f"{stats['msgs_in'] / seconds:.2f}"
+    rates = broker.rates
     disk = os.statvfs(broker.root)
     used = 1 - disk.f_bavail / disk.f_blocks if disk.f_blocks else 0.0
     return {
@@ -70,18 +65,18 @@ def rocketmq_runtime_table(broker: Broker, stats: dict[str, Any]) -> dict[str, A
         "commitLogDiskRatio": used,
         "commitLogMaxOffset": stats["write_offset"],
         "dispatchBehindBytes": stats["write_offset"] - stats["dispatched_offset"],
-        "getTransferedTps": "0.00 0.00 0.00",
-        "msgGetTotalTodayMorning": 0,
-        "msgGetTotalTodayNow": 0,
-        "msgGetTotalYesterdayMorning": 0,
-        "msgPutTotalTodayMorning": 0,
+        "getTransferedTps": rates.get_tps(),
+        "msgGetTotalTodayMorning": rates.get_days.today_morning,
+        "msgGetTotalTodayNow": rates.got,
+        "msgGetTotalYesterdayMorning": rates.get_days.yesterday_morning,
+        "msgPutTotalTodayMorning": rates.put_days.today_morning,
         "msgPutTotalTodayNow": stats["msgs_in"],
-        "msgPutTotalYesterdayMorning": 0,
+        "msgPutTotalYesterdayMorning": rates.put_days.yesterday_morning,
         "pageCacheLockTimeMills": 0,
         "pullThreadPoolQueueHeadWaitTimeMills": 0,
         "pullThreadPoolQueueSize": 0,
         "putMessageFailedTimes": stats["rejected"],
-        "putTps": f"{put_tps} {put_tps} {put_tps}",
+        "putTps": rates.put_tps(),
         "sendThreadPoolQueueHeadWaitTimeMills": 0,
         "sendThreadPoolQueueSize": 0,
     }

@@ -33,6 +33,7 @@ from shmq.broker.clients import ClientSlots
 from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.queue_locks import QueueLocks
+from shmq.broker.rates import BrokerRates
 from shmq.broker.registration import NamesrvRegistration
 from shmq.broker.slave_sync import SlaveSynchronize
 from shmq.broker.subscription_groups import SubscriptionGroupManager
@@ -165,6 +166,7 @@ class Broker(NamesrvRegistration):
                     self.topics.update(TopicConfig(topic, 1, 1))
             self.subscription_groups = SubscriptionGroupManager(os.path.join(self.root, "config"))
             self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
+            self.rates = BrokerRates()
             self.consumers = ConsumerManager(cfg.channel_expired_timeout)
             self.queue_locks = QueueLocks(cfg.rebalance_lock_max_live_time)
             self.publish_topics()
@@ -332,6 +334,8 @@ class Broker(NamesrvRegistration):
                     last_reap = now
                     self.clients.reap()
                     self.consumers.scan_expired()
+                    self.rates.sample(cn.load(self.counters.words, cn.MSGS_IN),
+                                      self.offsets.totals())  # fmt: skip
                 if (now - last_persist) * 1000 >= self.config.flush_consumer_offset_interval:
                     last_persist = now
                     self._persist_offsets()

@@ -65,8 +65,15 @@ def kv_table(table: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict[str, 
 
 
 def runtime_stats(body: Mapping[str, Any]) -> dict[str, Any]:
-    """shmq's runtime numbers from a GET_BROKER_RUNTIME_INFO ``KVTable`` body."""
+    """shmq's runtime numbers from a GET_BROKER_RUNTIME_INFO ``KVTable`` body, with
+    RocketMQ's ``putTps`` and ``getTransferedTps`` as ``put_tps`` / ``get_tps`` (msgs/s over
+    the last 10 s, minute and 10 minutes)."""
     try:
-        return json.loads(body["table"][RUNTIME_KEY])
+        table = body["table"]
+        stats = json.loads(table[RUNTIME_KEY])
+        for key, name in (("putTps", "put_tps"), ("getTransferedTps", "get_tps")):
+            if key in table:
+                stats[name] = [float(x) for x in table[key].split()]
+        return stats
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"a broker runtime info KVTable without a valid {RUNTIME_KEY}") from exc

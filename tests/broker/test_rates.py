@@ -1,0 +1,84 @@
+"""The broker's rates and day totals (``broker.rates``): windows, a counter moving back,
+local midnight; and a broker's consumeTps and putTps over the wire once its counters move."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+import wire_client as wc
+from test_remoting_send import send, until
+
+from shmq.broker import rates as rt
+
+GET_BROKER_RUNTIME_INFO, GET_CONSUME_STATS = 28, 208
+
+
+def test_rate_over_its_windows():
+    rate = rt.Rate(horizon_s=600)
+    assert rate.tps(10, 0.0) == 0.0  # no sample
+    for t in range(0, 121):
+        rate.sample(float(t), 10 * t if t <= 100 else 1000)  # 10/s, then idle for 20 s
+    assert rate.tps(10, 120.0) == 0.0
+    assert rate.tps(60, 120.0) == pytest.approx(400 / 60)
+    assert rate.tps(600, 120.0) == pytest.approx(1000 / 120)  # the history it has
+    rate.sample(121.0, 500)  # moved back (a reset): no negative rate
+    assert rate.tps(1, 121.0) == 0.0
+    rate.sample(800.0, 500)
+    assert rate.tps(600, 800.0) == 0.0  # the horizon dropped the old samples
+
+
+def test_day_totals_turn_over_at_local_midnight():
+    days = rt.DayTotals(today=100)
+    days.sample(100, 50)
+    assert (days.today_morning, days.yesterday_morning) == (0, 0)  # started today
+    days.sample(101, 70)
+    assert (days.today_morning, days.yesterday_morning) == (70, 0)
+    days.sample(102, 90)
+    assert (days.today_morning, days.yesterday_morning) == (90, 70)
+    days.sample(105, 95)  # days without a sample: nothing known of yesterday's morning
+    assert (days.today_morning, days.yesterday_morning) == (95, 0)
+    wall = datetime.datetime(2026, 12, 31, 23, 59, 59).timestamp()
+    assert rt.local_day(wall + 2) == rt.local_day(wall) + 1  # across a year too
+
+
+def test_broker_rates_count_committed_messages():
+    clock = [1000.0]
+    rates = rt.BrokerRates(clock=lambda: clock[0])
+    for second in range(11):
+        clock[0] = 1000.0 + second
+        rates.sample(100 * second, {("g", "T"): 10 * second, ("h", "T"): 7})
+    assert rates.consume_tps("g", "T") == pytest.approx(10.0)
+    assert rates.consume_tps("h", "T") == 0.0 and rates.consume_tps("x", "T") == 0.0
+    assert rates.put_tps() == "100.00 100.00 100.00"
+    assert rates.got == 100
+    clock[0] += 1
+    rates.sample(1000, {("g", "T"): 0})  # g reset to 0, h deleted: nothing counted
+    assert rates.got == 100 and rates.consume_tps("h", "T") == 0.0
+
+
+def test_a_brokers_rates_over_the_wire(shared_broker):
+    broker, _ = shared_broker
+    for i in range(5):
+        assert send(broker, "AdmRates", 0, {}, f"m{i}".encode()).code == wc.SUCCESS
+    with wc.WireClient(broker.address) as c:
+
+        def table() -> dict:
+            resp = c.call(GET_BROKER_RUNTIME_INFO, {})
+            return wc.fastjson_loads(resp.body)["table"]
+
+        until(lambda: float(table()["putTps"].split(" ")[2]) > 0, timeout=20)
+        for offset in (1, 5):  # a consumer committing, then committing more a while later
+            commit = {"consumerGroup": "adm-rates-g", "topic": "AdmRates", "queueId": "0",
+                      "commitOffset": str(offset)}  # fmt: skip
+            assert c.call(wc.UPDATE_CONSUMER_OFFSET, commit).code == wc.SUCCESS
+            time.sleep(1.5)  # the broker samples once a second
+
+        def consume_tps() -> float:
+            resp = c.call(GET_CONSUME_STATS, {"consumerGroup": "adm-rates-g"})
+            return wc.fastjson_loads(resp.body)["consumeTps"]
+
+        until(lambda: consume_tps() > 0, timeout=20)
+        assert int(table()["msgGetTotalTodayNow"]) >= 1
+        until(lambda: float(table()["getTransferedTps"].split(" ")[2]) > 0, timeout=20)
