@@ -178,6 +178,7 @@ class AdminHandlers:
         (RocketMQ lists its subscription groups, which every consumer's heartbeat creates;
         a shmq ``QueueReader`` commits without one)."""
         order_only = _bool(request.ext_fields.get("isOrder"))
+        rates = self.broker.rates
         stats, total = [], 0
         for group in sorted(self.groups.all().keys() | self.broker.offsets.groups()):
             rows = self._consume_rows(group, None, order_only)
@@ -185,7 +186,6 @@ class AdminHandlers:
             for row in rows:
                 by_topic.setdefault(row[0], []).append(row)
                 total += row[3]["brokerOffset"] - row[3]["consumerOffset"]
-            rates = self.broker.rates
             stats.append({group: [{"consumeTps": rates.consume_tps(group, topic),
                                    "offsetTable": queue_table(t)}
                                   for topic, t in by_topic.items()]})  # fmt: skip
@@ -268,7 +268,7 @@ class AdminHandlers:
                                         "without a config file to keep them in")  # fmt: skip
                 try:
                     persist_config(path, update.later)
-                except OSError as exc:
+                except (OSError, ConfigError) as exc:  # ConfigError: the file no longer reads
                     raise ResponseError(Rc.SYSTEM_ERROR, f"cannot write {path}: {exc}") from None
             permission = self.broker.config.broker_permission
             self.broker.config = update.config
