@@ -86,6 +86,11 @@ class BrokerRates:
         self._groups: dict[tuple[str, str], Rate] = {}
         self._committed: int | None = None  # the sum of every committed offset, last sample
         self.got = 0  # messages committed since the broker started (a move back: none)
+        # both counters start at 0 with the broker (created before its agents): what comes
+        # before the first sample counts too
+        now = clock()
+        self.puts.sample(now, 0)
+        self.gets.sample(now, 0)
 
     def sample(self, msgs_in: int, committed: dict[tuple[str, str], int]) -> None:
         """``msgs_in``: messages put so far; ``committed``: per (group, topic) the sum of
