@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from shmq_cli.admin import admin
-from shmq_cli.admin_output import open_admin, options, print_json, show
+from shmq_cli.admin_output import open_admin, options, print_json, show_configs
 
 
 @admin.command("get-broker-config")
@@ -21,8 +21,7 @@ def get_broker_config(broker: str | None, cluster: str | None, namesrv: str, as_
     if as_json:
         print_json(configs)
         return
-    for name, config in configs.items():
-        show(["key", "value"], [[k, v] for k, v in sorted(config.items())], f"broker {name}")
+    show_configs(configs, "broker")
 
 
 @admin.command("update-broker-config")

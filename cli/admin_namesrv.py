@@ -12,7 +12,7 @@ import click
 from shmq.errors import ClientError
 from shmq.names import NAMESPACE_ORDER_TOPIC_CONFIG
 from shmq_cli.admin import admin
-from shmq_cli.admin_output import open_admin, options, print_json, show
+from shmq_cli.admin_output import open_admin, options, print_json, show, show_configs
 
 _NAMESPACE = click.option("-s", "--namespace", required=True, help="KV config namespace.")
 _KEY = click.option("-k", "--key", required=True, help="Key name.")
@@ -165,8 +165,7 @@ def get_namesrv_config(namesrv: str, as_json: bool) -> None:
     if as_json:
         print_json(configs)
         return
-    for addr, config in configs.items():
-        show(["key", "value"], [[k, v] for k, v in sorted(config.items())], f"namesrv {addr}")
+    show_configs(configs, "namesrv")
 
 
 @admin.command("update-namesrv-config")

@@ -58,6 +58,12 @@ def show(columns: list[str], rows: list[list[Any]], title: str | None = None) ->
     console().print(table(columns, rows, title))
 
 
+def show_configs(configs: dict[str, dict[str, str]], kind: str) -> None:
+    """One key/value table per server (a broker's or a namesrv's config)."""
+    for name, config in configs.items():
+        show(["key", "value"], [[k, v] for k, v in sorted(config.items())], f"{kind} {name}")
+
+
 def show_pairs(pairs: dict[str, Any], title: str | None = None) -> None:
     show(["field", "value"], [[k, v] for k, v in pairs.items()], title)
 

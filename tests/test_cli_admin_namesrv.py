@@ -6,13 +6,11 @@ options."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
 
-from e2e_helpers import env, free_port
+from e2e_helpers import free_port
 from shmq.namesrv.server import NameServer
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
@@ -106,21 +104,6 @@ def test_namesrv_refuses_a_corrupt_kv_config_file(tmp_path):
     assert result.exit_code == 1
     last = result.stderr.splitlines()[-1]  # after the warning json_file logs
     assert last.startswith(f"error: cannot load {path} or its .bak")
-
-
-def test_the_commands_import_no_numba():
-    code = (
-        "import sys\n"
-        "from click.testing import CliRunner\n"
-        "from shmq_cli.main import cli\n"
-        "r = CliRunner().invoke(cli, ['admin', 'update-order-conf', '--help'])\n"
-        "assert r.exit_code == 0, r.output\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba'))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env()
-    )
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
 def test_namesrv_config_commands(ns):

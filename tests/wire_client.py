@@ -189,6 +189,12 @@ def batch_body(messages: list[tuple[int, bytes, dict[str, str]]]) -> bytes:
     return out
 
 
+def offset_header(group: str, topic: str, queue_id: int, offset: int) -> dict[str, str]:
+    """UpdateConsumerOffsetRequestHeader."""
+    return {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+            "commitOffset": str(offset)}  # fmt: skip
+
+
 def pull_header(group: str, topic: str, queue_id: int, offset: int, *, max_nums: int = 32,
                 sys_flag: int = SUSPEND | SUBSCRIPTION, commit_offset: int = 0,
                 suspend_ms: int = 15000, subscription: str = "*") -> dict[str, str]:  # fmt: skip

@@ -68,9 +68,8 @@ def test_stats_bodies_as_mqadmin_reads_them(shared_broker):
     assert offsets[("AdmStats", 0)] == {"lastUpdateTimestamp": 0, "maxOffset": 0, "minOffset": 0}
 
     with wc.WireClient(broker.address) as c:
-        commit = {"consumerGroup": "adm-g", "topic": "AdmStats", "queueId": "1",
-                  "commitOffset": "2"}  # fmt: skip
-        assert c.call(wc.UPDATE_CONSUMER_OFFSET, commit).code == wc.SUCCESS
+        header = wc.offset_header("adm-g", "AdmStats", 1, 2)
+        assert c.call(wc.UPDATE_CONSUMER_OFFSET, header).code == wc.SUCCESS
     consume, _ = call(broker.address, GET_CONSUME_STATS, {"consumerGroup": "adm-g"})
     assert set(consume) == {"consumeTps", "offsetTable"}
     assert isinstance(consume["consumeTps"], float)
@@ -89,9 +88,8 @@ def test_broker_consume_stats_as_mqadmin_reads_it(shared_broker):
         assert send(broker, "AdmBroker", 0, {}, f"m{i}".encode()).code == wc.SUCCESS
     until(lambda: max_offset(broker, "AdmBroker", 0) == 3)
     with wc.WireClient(broker.address) as c:
-        commit = {"consumerGroup": "adm-broker-g", "topic": "AdmBroker", "queueId": "0",
-                  "commitOffset": "1"}  # fmt: skip
-        assert c.call(wc.UPDATE_CONSUMER_OFFSET, commit).code == wc.SUCCESS
+        header = wc.offset_header("adm-broker-g", "AdmBroker", 0, 1)
+        assert c.call(wc.UPDATE_CONSUMER_OFFSET, header).code == wc.SUCCESS
     stats, raw = call(broker.address, GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
     fields(stats, {"brokerAddr": str, "consumeStatsList": list, "totalDiff": int})
     assert raw.startswith(b'{"brokerAddr":"') and stats["brokerAddr"] == broker.address
@@ -117,9 +115,8 @@ def test_reset_offset_body_as_mqadmin_reads_it(shared_broker):
         assert send(broker, "AdmReset", 0, {}, f"m{i}".encode()).code == wc.SUCCESS
     until(lambda: max_offset(broker, "AdmReset", 0) == 2)
     with wc.WireClient(broker.address) as c:
-        commit = {"consumerGroup": "adm-reset-g", "topic": "AdmReset", "queueId": "0",
-                  "commitOffset": "2"}  # fmt: skip
-        assert c.call(wc.UPDATE_CONSUMER_OFFSET, commit).code == wc.SUCCESS
+        header = wc.offset_header("adm-reset-g", "AdmReset", 0, 2)
+        assert c.call(wc.UPDATE_CONSUMER_OFFSET, header).code == wc.SUCCESS
     ext = {"topic": "AdmReset", "group": "adm-reset-g", "timestamp": "0", "isForce": "true"}
     reset, raw = call(broker.address, INVOKE_BROKER_TO_RESET_OFFSET, ext)
     assert raw.startswith(b'{"offsetTable":{{"brokerName":')  # ResetOffsetBody, as fastjson

@@ -14,9 +14,8 @@ CLONE_GROUP_OFFSET, HEART_BEAT = 314, 34
 
 
 def commit(c: wc.WireClient, group: str, topic: str, queue_id: int, offset: int) -> None:
-    fields = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
-              "commitOffset": str(offset)}  # fmt: skip
-    assert c.call(wc.UPDATE_CONSUMER_OFFSET, fields).code == wc.SUCCESS
+    header = wc.offset_header(group, topic, queue_id, offset)
+    assert c.call(wc.UPDATE_CONSUMER_OFFSET, header).code == wc.SUCCESS
 
 
 def committed(c: wc.WireClient, group: str, topic: str, queue_id: int) -> int:
