@@ -58,6 +58,8 @@ def update(ns: NameServer, text: str) -> list[str]:
     if at_start:
         raise ConfigError(f"{', '.join(at_start)} is read when the namesrv starts: restart it "
                           "with the shmq namesrv option")  # fmt: skip
+    if "orderMessageEnable" not in values:
+        return []  # nothing to change (an empty body: RocketMQ answers SUCCESS too)
     flag = values["orderMessageEnable"].strip().lower()
     if flag not in ("true", "false"):
         raise ConfigError(f"orderMessageEnable = {values['orderMessageEnable']!r} is not a "

@@ -5,6 +5,7 @@ nothing; and the in-place edit of properties and TOML files, fuzzed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import string
 import tomllib
@@ -180,3 +181,17 @@ def test_toml_edit_keeps_tables_and_adds_keys_at_the_top_level(tmp_path):
     cfg = load_broker_config(path)
     assert (cfg.broker_name, cfg.store.flush_disk_type, cfg.broker_permission) == (
         "b", "SYNC_FLUSH", 4)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80) | st.builds(lambda k, v: f"{k}={v}", st.sampled_from(
+    ["brokerPermission", "slaveReadEnable", "flushDiskType", "storePathRootDir", "tuning",
+     "store", "brokerConfigPath", "ringSize"]), st.text(max_size=12)))  # fmt: skip
+def test_any_update_body_is_taken_or_refused_with_a_config_error(text):
+    """Whatever a client sends as UPDATE_BROKER_CONFIG's body: a change, or a ConfigError
+    naming the problem (the handler answers it), never another exception."""
+    from shmq.broker.broker_config import BrokerConfig
+    from shmq.broker.config_updates import ConfigUpdate
+
+    with contextlib.suppress(ConfigError):
+        ConfigUpdate(BrokerConfig(), text)

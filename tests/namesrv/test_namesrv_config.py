@@ -5,11 +5,18 @@ unknown and start-time keys and bad values refused, nothing changed."""
 
 from __future__ import annotations
 
+import contextlib
+from types import SimpleNamespace
+
 import pytest
 import wire_client as wc
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_namesrv_admin_codes import register, serve
 
+from shmq.errors import ConfigError
 from shmq.java_properties import parse_properties
+from shmq.namesrv import namesrv_config
 from shmq.remoting.client import RemotingClient
 
 UPDATE_NAMESRV_CONFIG, GET_NAMESRV_CONFIG, GET_ROUTEINFO_BY_TOPIC, PUT_KV_CONFIG = (
@@ -79,3 +86,19 @@ def test_refused_updates_change_nothing(ns, text, code, remark):
     resp = update(ns, text)
     assert resp.code == code and remark in resp.remark, resp
     assert config(ns) == before
+
+
+KEYS = ["orderMessageEnable", "listenPort", "kvConfigPath", "nope"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60) | st.builds(lambda k, v: f"{k}={v}", st.sampled_from(KEYS),
+                                        st.text(max_size=8)))  # fmt: skip
+def test_any_namesrv_update_body_is_taken_or_refused(text):
+    """UPDATE_NAMESRV_CONFIG's body, whatever it is: applied, black-listed, or a
+    ConfigError naming the problem."""
+    ns = SimpleNamespace(port=9876, kv_config=SimpleNamespace(path=None), controller=None,
+                         order_message_enable=False, scan_interval_ms=10_000,
+                         broker_expire_ms=120_000)  # fmt: skip
+    with contextlib.suppress(ConfigError):
+        namesrv_config.update(ns, text)
