@@ -124,6 +124,17 @@ def test_without_a_config_file_a_restart_key_is_refused(make_broker):
     assert update(broker, "").code == wc.SUCCESS  # nothing to change (RocketMQ: success)
 
 
+def test_a_config_file_that_cannot_be_written_changes_nothing(make_broker, tmp_path):
+    """The file gone (or a full disk): the update is refused naming the file, and neither
+    the running config nor its version moved."""
+    path = tmp_path / "gone.conf"
+    broker, _ = make_broker(broker_config_path=str(path))
+    resp = update(broker, "flushConsumerOffsetInterval=7000\nslaveReadEnable=true")
+    assert resp.code == wc.SYSTEM_ERROR and resp.remark.startswith(f"cannot write {path}:"), resp
+    config, version = running_config(broker)
+    assert (config["slaveReadEnable"], version) == ("false", 0)
+
+
 # -- editing the file in place ----------------------------------------------------------------
 
 KEYS = ("brokerPermission", "flushConsumerOffsetInterval", "brokerName", "fileReservedTime")
