@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+import posix_ipc
 
 from shmq import files
 from shmq.broker.agent_wakeups import parked_flag
@@ -95,8 +96,13 @@ class AgentEnv:
         consumers need (see perf-notes)."""
         c = self.config
         if self.kind == "writer" or (self.kind == "reput" and c.idle_strategy == "busy_spin"):
-            return IdleConfig(c.idle_strategy, c.idle_spin_us, c.idle_yield_us, c.idle_park_us)
+            return IdleConfig(c.idle_strategy, c.idle_spin_us, c.idle_yield_us, c.idle_park_us,
+                              c.idle_linger_us)  # fmt: skip
         return IdleConfig("park", park_us=c.idle_park_us)
+
+    def idle_strategy(self, sem: posix_ipc.Semaphore) -> IdleStrategy:
+        """The agent's idle strategy, parking on ``sem`` with its parked flag."""
+        return IdleStrategy(self.idle_config(), sem, parked_flag(self.words, self.kind))
 
 
 def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> None:
@@ -131,9 +137,7 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
         log.info("tuning: %s", line)
     words = counters.words
     sem = open_semaphore(names.agent_sem(kind))
-    idle = getattr(agent, "idle", None) or IdleStrategy(
-        env.idle_config(), sem, parked_flag(words, kind)
-    )
+    idle = getattr(agent, "idle", None) or env.idle_strategy(sem)
     cn.publish(words, cn.agent_word(kind, cn.PID), os.getpid())
     stop_word = cn.agent_word(kind, cn.STOP)
     beat_word = cn.agent_word(kind, cn.HEARTBEAT_MS)

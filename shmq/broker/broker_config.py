@@ -91,6 +91,9 @@ class BrokerConfig:
     idle_spin_us: int = 50
     idle_yield_us: int = 0
     idle_park_us: int = 1000
+    # how long the writer stays awake after answering a producer that waits for the answer
+    # (a sync send), whatever the recent gaps (shmq.ipc.idle's linger)
+    idle_linger_us: int = 200
     # shmq's own: the writer computes every stored BODYCRC itself (as RocketMQ's broker
     # does); with checkProducerCrc it also rejects a ring record whose producer-computed CRC
     # differs (an end-to-end check of the rings, and producers then compute CRCs)
@@ -185,7 +188,7 @@ class BrokerConfig:
             _require(self.listen_port > 0, "listen_port", self.listen_port,
                      "a fixed port in controller mode (brokers are known by it)")  # fmt: skip
         _range(self, "transaction_time_out", 0)
-        for name in ("idle_spin_us", "idle_yield_us", "idle_park_us"):
+        for name in ("idle_spin_us", "idle_yield_us", "idle_park_us", "idle_linger_us"):
             _range(self, name, 0, 1_000_000)
         _require(self.idle_strategy in STRATEGIES, "idle_strategy", self.idle_strategy,
                  f"one of {', '.join(STRATEGIES)}")  # fmt: skip

@@ -83,6 +83,7 @@ class RingView:
 
     def __init__(self, slot: int, gen: int, names_prefix: str, published_woff: int) -> None:
         self.slot, self.gen = slot, gen
+        self.reg_base = rg.producer_base(slot)
         self.segment = Segment.attach(rg.ring_name(names_prefix, slot, gen))
         self.words = self.segment.words
         try:
@@ -161,6 +162,8 @@ class Writer:
         followers = ("reput", "flush", "ha") if self.sync_flush else ("reput", "ha")
         self.followers = AgentWakeups(self.cw, env.names, followers)
         self.supervisor_sem = open_semaphore(env.names.supervisor_sem)
+        self.sem = open_semaphore(env.names.agent_sem("writer"))
+        self.idle = env.idle_strategy(self.sem)
         warm_up()
         self._recover_queue_offsets()
         self._refresh_rings()
@@ -359,9 +362,12 @@ class Writer:
         view.head, view.seq = end, view.seq + n
         ring.publish_head(view.w, view.head, view.seq)
         fence()
-        parked = self.rw[rg.producer_base(view.slot) + rg.PARKED]
+        rw, reg = self.rw, view.reg_base
+        parked = rw[reg + rg.PARKED]
         if parked:
             post_parked(view.sem, parked)
+        if rw[reg + rg.ANSWER_WAITERS]:
+            self.idle.linger()
         self.followers.wake()
         return n
 
@@ -511,6 +517,7 @@ class Writer:
         self.commitlog.close()
         self.followers.close()
         self.supervisor_sem.close()
+        self.sem.close()
         self.cw.release()
         self.rw.release()
         for seg in (self.topics_seg, self.queues_seg, self.registry):

@@ -252,17 +252,16 @@ class ProducerLinks:
                     rp = link.ring
                     if future is not None and not link.pending and not link.draining:
                         link.drained_upto = rp.seq  # no async answer is unread
-                    if one[0] is None:  # delayed or half: its record depends on the queue
-                        record, qid, reconsume = placed(
-                            one, mq.queue_id, rp.delay_levels, rp.max_delay_ms
-                        )
-                        seq = rp.append_one(record, qid, link.born_host, deadline, reconsume)
-                        size = record[ONE_SIZE]
-                    else:
-                        seq = rp.append_one(one, mq.queue_id, link.born_host, deadline)
-                        size = one[ONE_SIZE]
-                    if hold:
+                    if hold:  # counted before the record: the writer may answer it at once
                         link.users += 1
+                        rp.publish_answer_waiters(link.users)
+                    try:
+                        seq, size = _append(rp, link, mq, one, deadline)
+                    except BaseException:
+                        if hold:
+                            link.users -= 1
+                            rp.publish_answer_waiters(link.users)
+                        raise
                     if future is not None:
                         link.pending.append((seq, size, future, mq, one[ONE_MSG_ID], one, started))
                     return link, seq, size
@@ -425,6 +424,7 @@ class ProducerLinks:
         """A sync send is done with ``link``."""
         with link.lock:
             link.users -= 1
+            link.ring.publish_answer_waiters(link.users)
         if link.retired:
             self.close_if_unused(link)
 
@@ -460,6 +460,16 @@ class ProducerLinks:
         with self._lock:
             links = sorted(self.all, key=lambda link: not link.retired)
         return {link.broker_name: link.stats() for link in links}
+
+
+def _append(
+    rp: RingProducer, link: ProducerLink, mq: MessageQueue, one: tuple, deadline: float
+) -> tuple[int, int]:
+    """Append ``one`` for ``mq`` (the caller holds ``link.lock``): its sequence and size."""
+    if one[0] is None:  # delayed or half: its record depends on the queue
+        record, qid, reconsume = placed(one, mq.queue_id, rp.delay_levels, rp.max_delay_ms)
+        return rp.append_one(record, qid, link.born_host, deadline, reconsume), record[ONE_SIZE]
+    return rp.append_one(one, mq.queue_id, link.born_host, deadline), one[ONE_SIZE]
 
 
 def _replaced(broker: BrokerQueues) -> AttemptError:

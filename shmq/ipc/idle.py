@@ -12,6 +12,11 @@ An agent calls ``idle(work)`` after every pass. The strategies are Aeron's:
 - ``busy_spin``: never park; for hosts with cores to spare (the broker warns below 4).
 - ``park``: park at once after every idle pass.
 
+A client that waits for the answer to what the agent just did (a sync send) comes back with
+more as soon as it has read it, but its round trip is longer than the recent gaps allow a
+spin: the agent then ``linger``s, staying awake ``linger_us`` after the answer whatever the
+gaps (with ``backoff``), so that neither side pays a park per message.
+
 A park lasts at most ``park_us``; wakers post only when the agent said it parks.
 """
 
@@ -36,6 +41,7 @@ class IdleConfig:
     spin_us: int = 50
     yield_us: int = 0
     park_us: int = 1000
+    linger_us: int = 0
 
 
 class IdleStrategy:
@@ -55,7 +61,14 @@ class IdleStrategy:
         self._yield_s = config.yield_us / 1e6
         self._idle_since = 0.0  # when the current idle stretch began (0: working)
         self._gap = self._spin_s  # moving average of idle stretches, seconds
+        self._linger_s = config.linger_us / 1e6
+        self._linger_until = 0.0
         self.parks = 0
+
+    def linger(self) -> None:
+        """A client waits on the work just done and will likely bring more at once: stay
+        awake ``linger_us`` from now."""
+        self._linger_until = time.perf_counter() + self._linger_s
 
     def idle(self, work: int, has_work: Callable[[], bool] | None = None) -> None:
         now = time.perf_counter()
@@ -70,6 +83,8 @@ class IdleStrategy:
         if cfg.strategy == "busy_spin":
             return
         if cfg.strategy == "backoff":
+            if now < self._linger_until:
+                return
             idle_for = now - self._idle_since
             gap = self._gap
             if idle_for < self._spin_s and gap < self._spin_s:

@@ -11,6 +11,8 @@ its semaphore only when needed, once per parked thread::
                                                     one a parked thread waits for)
                                                     DEFAULT_QUEUE_NUMS (its
                                                     defaultTopicQueueNums, for auto-create)
+                                                    ANSWER_WAITERS (its sync sends waiting
+                                                    for their answers: the writer lingers)
     consumer slot i (192 B)     line A, supervisor: STATE  PID  GEN
                                 lines B-C, consumer: PARKED  N_WATCH (-1: any queue)
                                                      WATCH[0..13] (queue-table slots)
@@ -32,7 +34,7 @@ HEADER = CACHE_LINE
 PRODUCER_SLOT = 2 * CACHE_LINE
 CONSUMER_SLOT = 3 * CACHE_LINE
 STATE, PID, GEN = 0, 1, 2  # line A
-PARKED, WAIT_FLUSH_OFFSET, DEFAULT_QUEUE_NUMS = W, W + 1, W + 2  # producer line B
+PARKED, WAIT_FLUSH_OFFSET, DEFAULT_QUEUE_NUMS, ANSWER_WAITERS = W, W + 1, W + 2, W + 3  # line B
 N_WATCH = W + 1  # consumer line B
 WATCH = W + 2
 MAX_WATCH = 2 * W - 2

@@ -239,6 +239,11 @@ class RingAppender:
             return ring.FENCES[ring.FENCE_CRASH]
         return ring.load_fence(self.words)
 
+    def publish_answer_waiters(self, count: int) -> None:
+        """How many threads of this producer wait for answers (sync sends): the writer
+        stays awake a while after answering them (``ipc.idle``'s linger)."""
+        self.reg_w[self.reg_base + rg.ANSWER_WAITERS] = count
+
     def answered(self, seq: int) -> bool:
         return self.w[ring.SEQ_HEAD] > seq
 

@@ -1,0 +1,76 @@
+"""The writer stays awake after answering a producer whose sync sends wait for their answers
+(``ANSWER_WAITERS`` of its registry line, ``idleLingerUs``): such a sender comes back with
+its next message in about its own round trip, and a writer parked by then costs both sides
+a wake-up per message."""
+
+from __future__ import annotations
+
+import time
+
+from shmq.client.producer import Producer
+from shmq.ipc import counters as cn
+from shmq.ipc import registry as rg
+from shmq.message import Message
+
+TOPIC = "Linger"
+
+
+def waiters(rp) -> int:
+    return rp.reg_w[rp.reg_base + rg.ANSWER_WAITERS]
+
+
+def test_a_sync_send_counts_itself_among_the_waiters_until_answered(make_broker):
+    _, namesrv = make_broker()
+    with Producer("linger-count", namesrv) as producer:
+        producer.send(Message(TOPIC, b"first"))
+        [link] = producer._links.current.values()
+        rp = link.ring
+        seen = []
+        answer_words = rp.answer_words
+
+        def spy(seq: int):
+            seen.append(waiters(rp))
+            return answer_words(seq)
+
+        rp.answer_words = spy
+        producer.send(Message(TOPIC, b"sync"))
+        producer.send_oneway(Message(TOPIC, b"oneway"))
+        producer.send_async(Message(TOPIC, b"async")).result(10)
+        assert seen == [1, 0]  # the sync send's wait, then the async completion thread's
+        assert waiters(rp) == 0
+
+
+def wait_parks(words, before: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if int(words[cn.WRITER_PARKS]) > before:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def answered_oneway(producer: Producer, rp, body: bytes) -> None:
+    producer.send_oneway(Message(TOPIC, body))
+    deadline = time.monotonic() + 10
+    while not rp.answered(rp.seq - 1):
+        assert time.monotonic() < deadline, "the writer did not answer"
+        time.sleep(0.001)
+
+
+def test_the_writer_lingers_after_answering_a_waiting_producer(make_broker):
+    broker, namesrv = make_broker(idle_linger_us=1_000_000)
+    words = broker.counters.words
+    with Producer("linger-writer", namesrv) as producer:
+        producer.send(Message(TOPIC, b"first"))
+        [link] = producer._links.current.values()
+        rp = link.ring
+        assert wait_parks(words, int(words[cn.WRITER_PARKS]))  # the sync send's linger ends
+        answered_oneway(producer, rp, b"nobody waits")
+        assert wait_parks(words, int(words[cn.WRITER_PARKS]), timeout=0.8)  # parks at once
+        rp.publish_answer_waiters(1)  # as a sync sender does
+        answered_oneway(producer, rp, b"answered to a waiter")
+        lingering = int(words[cn.WRITER_PARKS])
+        time.sleep(0.3)  # well inside the 1 s linger
+        assert int(words[cn.WRITER_PARKS]) == lingering and not words[cn.WRITER_PARKED]
+        rp.publish_answer_waiters(0)
+        assert wait_parks(words, lingering)  # the linger ends: it parks again
