@@ -20,7 +20,7 @@ from typing import Any
 
 from shmq.config import MessageStoreConfig, parse_host, snake_case
 from shmq.errors import ConfigError
-from shmq.ipc.idle import STRATEGIES
+from shmq.ipc.idle import STRATEGIES, spare_cpus
 from shmq.java_properties import escape, parse_properties
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
@@ -90,10 +90,14 @@ class BrokerConfig:
     idle_strategy: str = "backoff"
     idle_spin_us: int = 50
     idle_yield_us: int = 0
-    idle_park_us: int = 1000
+    # a park ends at a post; its timeout only bounds what no one posts for (a stop, a
+    # topic created on request are posted too): each wake-up costs ~80 µs of CPU on a small
+    # VM, so 1 ms parks kept an idle writer and reput at 8 % of a core each
+    idle_park_us: int = 10_000
     # how long the writer stays awake after answering a producer that waits for the answer
-    # (a sync send), whatever the recent gaps (shmq.ipc.idle's linger)
-    idle_linger_us: int = 200
+    # (a sync send), whatever the recent gaps (shmq.ipc.idle's linger); 0 below 4 CPUs,
+    # where it takes the CPU reput and the consumers need
+    idle_linger_us: int = 200 if spare_cpus() else 0
     # shmq's own: the writer computes every stored BODYCRC itself (as RocketMQ's broker
     # does); with checkProducerCrc it also rejects a ring record whose producer-computed CRC
     # differs (an end-to-end check of the rings, and producers then compute CRCs)

@@ -48,6 +48,7 @@ from shmq.ipc import ha_table as ht
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc import topic_table as tt
+from shmq.ipc.idle import SPARE_CPUS, spare_cpus
 from shmq.ipc.segment import (
     Segment,
     create_semaphore,
@@ -60,7 +61,6 @@ from shmq.ipc.segment import (
 
 log = logging.getLogger(__name__)
 
-BUSY_SPIN_CPUS = 4  # fewer: busy-spinning agents take the cores clients need
 
 AGENTS = ("writer", "reput", "flush", "cleaner", "schedule", "ha")
 # a slave takes no sends: its HA agent writes the CommitLog, nothing sends through a writer
@@ -121,11 +121,11 @@ class Broker(NamesrvRegistration):
                 cfg.ring_size, cfg.ring_message_limit, cfg.store.max_message_size,
                 1 << (cfg.store.max_message_size + RECORD_OVERHEAD_MAX - 1).bit_length(),
             )  # fmt: skip
-        if cfg.idle_strategy == "busy_spin" and (os.cpu_count() or 1) < BUSY_SPIN_CPUS:
+        if cfg.idle_strategy == "busy_spin" and not spare_cpus():
             log.warning(
                 "idleStrategy=busy_spin on %d CPUs: the writer and reput each keep a core "
                 "busy, which producers and consumers then lack (backoff suits fewer than %d)",
-                os.cpu_count() or 1, BUSY_SPIN_CPUS,
+                os.cpu_count() or 1, SPARE_CPUS,
             )  # fmt: skip
         for prefix in unlink_orphans():
             log.warning("removed shared memory %s* left by a broker that died", prefix)
@@ -368,6 +368,7 @@ class Broker(NamesrvRegistration):
             except ShmqError as exc:
                 log.warning("cannot auto-create topic %r: %s", topic, exc)
         cn.publish(words, cn.TOPIC_REQUEST_DONE, seq)
+        post(self._agent_sems["writer"])  # it holds the topic's records until then
 
     def _watch_agents(self) -> None:
         for kind, proc in list(self._procs.items()):

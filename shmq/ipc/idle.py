@@ -15,7 +15,9 @@ An agent calls ``idle(work)`` after every pass. The strategies are Aeron's:
 A client that waits for the answer to what the agent just did (a sync send) comes back with
 more as soon as it has read it, but its round trip is longer than the recent gaps allow a
 spin: the agent then ``linger``s, staying awake ``linger_us`` after the answer whatever the
-gaps (with ``backoff``), so that neither side pays a park per message.
+gaps (with ``backoff``), so that neither side pays a park per message. Like ``busy_spin``,
+only on hosts with cores to spare: on 2 cores the lingering agent takes the CPU that the
+other agents and the consumers need.
 
 A park lasts at most ``park_us``; wakers post only when the agent said it parks.
 """
@@ -32,6 +34,7 @@ import posix_ipc
 from shmq.ipc.segment import fence, wait
 
 STRATEGIES = ("backoff", "busy_spin", "park")
+SPARE_CPUS = 4  # fewer: an agent that spins takes the cores producers and consumers need
 GAP_WEIGHT = 0.125  # of the newest gap in the moving average
 
 
@@ -42,6 +45,11 @@ class IdleConfig:
     yield_us: int = 0
     park_us: int = 1000
     linger_us: int = 0
+
+
+def spare_cpus() -> bool:
+    """Whether this host has cores for agents that spin (busy_spin, linger)."""
+    return (os.cpu_count() or 1) >= SPARE_CPUS
 
 
 class IdleStrategy:
