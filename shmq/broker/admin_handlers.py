@@ -83,6 +83,7 @@ class AdminHandlers:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
             RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.broker_stats_data,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by_who,
             RequestCode.QUERY_MESSAGE_BY_TIME: self.query_by_time,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
@@ -170,6 +171,16 @@ class AdminHandlers:
         rows = self._consume_rows(group, [topic] if topic else None)
         tps = sum(self.broker.rates.consume_tps(group, t) for t in {row[0] for row in rows})
         return _fastjson(request, {"consumeTps": tps, "offsetTable": queue_table(rows)})
+
+    def broker_stats_data(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """mqadmin ``viewBrokerStatsData`` and ``statsAll``: one statistic's minute, hour
+        and day (``stats_items``); one not counted since the broker started answers
+        SYSTEM_ERROR with RocketMQ's remark."""
+        name, key = request.ext("statsName"), request.ext("statsKey")
+        data = self.broker.stats_items.stats_data(name, key)
+        if data is None:
+            raise ResponseError(Rc.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        return _fastjson(request, data)
 
     def broker_consume_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """mqadmin brokerConsumeStats: ``ConsumeStatsList``, the consume stats of every

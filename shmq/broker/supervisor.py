@@ -36,6 +36,7 @@ from shmq.broker.queue_locks import QueueLocks
 from shmq.broker.rates import BrokerRates
 from shmq.broker.registration import NamesrvRegistration
 from shmq.broker.slave_sync import SlaveSynchronize
+from shmq.broker.stats_items import BrokerStatsItems
 from shmq.broker.subscription_groups import SubscriptionGroupManager
 from shmq.broker.sync_state import SyncState
 from shmq.broker.topic_config import PERM_READ_WRITE, TopicConfig, TopicConfigManager
@@ -167,6 +168,11 @@ class Broker(NamesrvRegistration):
             self.subscription_groups = SubscriptionGroupManager(os.path.join(self.root, "config"))
             self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
             self.rates = BrokerRates()
+            self.stats_items = BrokerStatsItems(cfg.broker_cluster_name)
+            # what the store and the offsets hold before any client: not counted as traffic
+            committed = self.offsets.totals()
+            self.rates.sample(0, committed)
+            self.stats_items.observe(self._topic_puts(), committed)
             self.consumers = ConsumerManager(cfg.channel_expired_timeout)
             self.queue_locks = QueueLocks(cfg.rebalance_lock_max_live_time)
             self.publish_topics()
@@ -213,6 +219,7 @@ class Broker(NamesrvRegistration):
         self.queue_seg = self._segment(names.queues, qt.segment_size(capacity))
         qt.init(self.queue_seg.words, capacity)
         maxima = qt.max_offsets(self.queue_seg.buf)
+        self._queue_directory = qt.QueueDirectory(self.queue_seg.buf, self.queue_seg.words)
         for (topic, qid), max_offset in sorted(queue_maxima.items()):
             slot = qt.add_queue(self.queue_seg.buf, self.queue_seg.words, topic.encode(), qid)
             maxima[slot] = max_offset
@@ -334,13 +341,20 @@ class Broker(NamesrvRegistration):
                     last_reap = now
                     self.clients.reap()
                     self.consumers.scan_expired()
-                    self.rates.sample(cn.load(self.counters.words, cn.MSGS_IN),
-                                      self.offsets.totals())  # fmt: skip
+                    committed = self.offsets.totals()
+                    self.rates.sample(cn.load(self.counters.words, cn.MSGS_IN), committed)
+                    self.stats_items.observe(self._topic_puts(), committed)
                 if (now - last_persist) * 1000 >= self.config.flush_consumer_offset_interval:
                     last_persist = now
                     self._persist_offsets()
             except Exception:
                 log.exception("housekeeping failed")
+
+    def _topic_puts(self) -> dict[str, int]:
+        """Per topic, the messages its consume queues hold or held (the sum of their max
+        offsets), from housekeeping's own view of the queue table."""
+        totals = self._queue_directory.topic_totals(qt.max_offsets(self.queue_seg.buf))
+        return {topic.decode(): n for topic, n in totals.items()}
 
     def _persist_offsets(self) -> None:
         """Persist consumer offsets when they changed; a full disk is logged once (the

@@ -92,6 +92,14 @@ class QueueDirectory:
             found = self.slots.get((topic, queue_id), -1)
         return found
 
+    def topic_totals(self, maxima: np.ndarray) -> dict[bytes, int]:
+        """Per topic, the sum of its queues' max offsets in ``maxima`` (``max_offsets``)."""
+        self.refresh()
+        totals: dict[bytes, int] = {}
+        for (topic, _), slot in self.slots.items():
+            totals[topic] = totals.get(topic, 0) + int(maxima[slot])
+        return totals
+
     def queues_of(self, topic: bytes) -> dict[int, int]:
         """``{queue id: slot}`` of one topic."""
         self.refresh()
