@@ -26,13 +26,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
-GROUP_GET_NUMS = "GROUP_GET_NUMS"
-BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
-BROKER_GET_NUMS = "BROKER_GET_NUMS"
+from shmq.remoting.admin_bodies import (
+    BROKER_GET_NUMS,
+    BROKER_PUT_NUMS,
+    GROUP_GET_NUMS,
+    STATS_WINDOWS,
+    TOPIC_PUT_NUMS,
+)
+
 # (seconds between snapshots, snapshots kept) of the minute, hour and day windows
 LEVELS = ((10.0, 7), (600.0, 7), (3600.0, 25))
-WINDOWS = ("statsMinute", "statsHour", "statsDay")
 
 Key = tuple[str, str]  # (stats name, stats key)
 
@@ -120,4 +123,4 @@ class BrokerStatsItems:
             item = self._items.get((name, key))
             if item is None:
                 return None
-            return {window: item.window(level) for level, window in enumerate(WINDOWS)}
+            return {window: item.window(level) for level, window in enumerate(STATS_WINDOWS)}

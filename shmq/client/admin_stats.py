@@ -9,11 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from shmq.errors import ClientError, NoRouteError, ResponseError
+from shmq.remoting.admin_bodies import GROUP_GET_NUMS, STATS_WINDOWS, TOPIC_PUT_NUMS
 from shmq.remoting.protocol import RequestCode, ResponseCode
-
-TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
-GROUP_GET_NUMS = "GROUP_GET_NUMS"
-WINDOWS = ("statsMinute", "statsHour", "statsDay")
 
 
 class BrokerStats:
@@ -74,7 +71,7 @@ class BrokerStats:
                     raise
                 continue
             tps += float(data["statsMinute"]["tps"])
-            day += next((int(data[w]["sum"]) for w in reversed(WINDOWS) if data[w]["sum"]), 0)
+            day += next((int(data[w]["sum"]) for w in reversed(STATS_WINDOWS) if data[w]["sum"]), 0)
         return tps, day
 
     def _lag(self, group: str, topic: str) -> int:

@@ -24,6 +24,12 @@ from typing import Any
 from shmq.remoting import fastjson
 
 RUNTIME_KEY = "shmqRuntimeInfo"
+# VIEW_BROKER_STATS_DATA: the stats names shmq counts and BrokerStatsData's windows
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
+BROKER_GET_NUMS = "BROKER_GET_NUMS"
+STATS_WINDOWS = ("statsMinute", "statsHour", "statsDay")
 
 
 def queue_key(topic: str, broker_name: str, queue_id: int) -> fastjson.ObjectKey:

@@ -74,3 +74,15 @@ def test_the_writer_lingers_after_answering_a_waiting_producer(make_broker):
         assert int(words[cn.WRITER_PARKS]) == lingering and not words[cn.WRITER_PARKED]
         rp.publish_answer_waiters(0)
         assert wait_parks(words, lingering)  # the linger ends: it parks again
+
+
+def test_any_answer_waiters_word_never_stops_the_writer(make_broker):
+    """The word is the client's: whatever it holds, the writer only stays awake a while."""
+    _, namesrv = make_broker(idle_linger_us=1_000_000)
+    with Producer("linger-hostile", namesrv) as bad, Producer("linger-good", namesrv) as good:
+        bad.send(Message(TOPIC, b"first"))
+        [link] = bad._links.current.values()
+        for word in (-1, 1 << 62, -(1 << 63)):
+            link.ring.publish_answer_waiters(word)
+            answered_oneway(bad, link.ring, b"after a hostile word")
+            assert good.send(Message(TOPIC, b"unharmed")).send_status.name == "SEND_OK"
