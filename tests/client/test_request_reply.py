@@ -37,6 +37,7 @@ class Responder:
         self.producer = Producer(f"{group}-replies", c.namesrv, transport=transport)
         self.requests: list = []
         self.results: list = []
+        self.replied: dict = {}  # request body -> the SendResult of its reply
         self.lock = threading.Lock()
         self.consumer = PushConsumer(group, c.namesrv, listener=self.on_message,
                                      consume_from_where="FIRST_OFFSET")  # fmt: skip
@@ -49,6 +50,7 @@ class Responder:
             result = self.producer.send(create_reply_message(msg, b"re:" + msg.body))
             with self.lock:
                 self.results.append(result)
+                self.replied[msg.body] = result
         return OK
 
     def __enter__(self) -> Responder:
@@ -98,7 +100,8 @@ def test_request_gets_its_reply(broker, transport):
                                  timeout=0.2)  # fmt: skip
             by_id.update((m.offset_msg_id, m) for m in pulled.messages)
     assert ids <= set(by_id)
-    one = by_id[responder.results[0].offset_msg_id]
+    # q0's reply (results come in any order: consume threads answer q0 and q1 concurrently)
+    one = by_id[responder.replied[b"q0"].offset_msg_id]
     assert one.properties["CORRELATION_ID"] == request.properties["CORRELATION_ID"]
 
 
