@@ -134,7 +134,7 @@ def goals(rows: list[dict[str, Any]]) -> list[str]:
     pages = _one(rows, "W1", PAGES_SYSTEM, PAGES_API)
     if pages:
         mb = pages["mb_per_s"]
-        out.append(f"W1 floor: this machine gives a mapped file new pages at {mb:,.0f} MB/s "
+        out.append(f"W1 floor: the writer fills new, prefaulted CommitLog pages at {mb:,.0f} MB/s "
                    f"({4096 / mb:.1f} µs per 4 KiB page), at most "
                    f"{pages['msgs_per_s']:,.0f} stored 100-byte records/s")  # fmt: skip
     throughput("W1 shmq send_bulk vs pyzmq ipc send", bulk, _one(rows, "W1", "pyzmq ipc", "send"),

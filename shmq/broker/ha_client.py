@@ -77,10 +77,13 @@ class HAClient:
             self.file_size,
             store_host=pack_host(host, port),
             preallocate=store.preallocate_mapped_file_enable,
+            warm=store.warm_mapped_file_enable,
+            mlock=store.mlock_mapped_file_enable,
         )
         self.commitlog.load()
         self.whole = cn.load(self.words, cn.WRITE_OFFSET)
         self.commitlog.set_write_offset(self.whole, self.max_partial)
+        self.commitlog.queue.prefault_ahead()
         self.received = self.whole
         followers = ("reput", "flush") if self.sync_flush else ("reput",)
         self.followers = AgentWakeups(self.words, env.names, followers)
@@ -233,6 +236,7 @@ class HAClient:
         mf.buf[local : local + size] = np.frombuffer(body, dtype=np.uint8)
         mf.wrote_position = local + size
         self.received = offset + size
+        self.commitlog.queue.prefault_ahead()
 
     def _publish_whole(self) -> None:
         """Publish the end of the last whole record received, and wake reput and flush."""

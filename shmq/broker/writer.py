@@ -126,6 +126,7 @@ class Writer:
         self.commitlog.load()
         self.write_offset = cn.load(self.words, cn.WRITE_OFFSET)
         self.commitlog.set_write_offset(self.write_offset, store.max_message_size + 64 * 1024)
+        self.commitlog.queue.prefault_ahead()
         self.topics_seg = Segment.attach(env.names.topics)
         self.queues_seg = Segment.attach(env.names.queues)
         self.registry = Segment.attach(env.names.registry)
@@ -264,6 +265,8 @@ class Writer:
         for view in self.views:
             if view.w[ring.TAIL] != view.head:
                 work += self._drain_ring(view)
+        if work:  # after the answers, so no sender waits for it
+            self.commitlog.queue.prefault_ahead()
         return work
 
     def _drain_ring(self, view: RingView) -> int:

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = mmap.PAGESIZE
 RESERVE_STEP = 1 << 20
+PREFAULT_STEP = 1 << 20  # bytes of zeros one pwrite of ``prefault`` writes, at most
+_ZEROS = memoryview(bytes(PREFAULT_STEP))
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
@@ -58,6 +60,7 @@ class MappedFile:
         self.flushed_position = 0
         self._locked = False
         self._reserved = 0 if sparse else size  # bytes known to have disk blocks
+        self.prefaulted = 0  # pages below this are in the page cache (``prefault``)
         fd = os.open(path, os.O_RDONLY) if readonly else files.create(path, os.O_RDWR)
         try:
             actual = os.fstat(fd).st_size
@@ -101,16 +104,42 @@ class MappedFile:
         self.mm.flush(begin, min(end, self.size) - begin)
         self.flushed_position = max(self.flushed_position, min(end, self.size))
 
+    def prefault(self, end: int) -> None:
+        """Put the never-written pages below ``end`` into the page cache, with ``pwrite``s
+        of zeros, so the writes through the mapping that follow find them there.
+
+        The first write through a shared file mapping to a page the page cache does not
+        hold faults it in, at about 5-6 µs a page on this kind of machine (a CommitLog of
+        100-byte messages meets a new page every 20 records); a ``pwrite`` brings the same
+        page in for about 0.2 µs, and the mapping's fault is then a minor one. Only whole
+        pages at or past the write position are written, so no byte of a record is ever
+        touched, and a sparse file stops at its reserved blocks (no write can find the disk
+        full). The owner calls this ahead of its writes, as the only writer of the file."""
+        if self.readonly:
+            return
+        start = max(self.prefaulted, -(-self.wrote_position // PAGE_SIZE) * PAGE_SIZE)
+        end = min(-(-end // PAGE_SIZE) * PAGE_SIZE, self.size, self._reserved)
+        try:
+            if start < end:
+                fd = os.open(self.path, os.O_WRONLY)
+                try:
+                    while start < end:
+                        start += os.pwrite(fd, _ZEROS[: min(PREFAULT_STEP, end - start)], start)
+                finally:
+                    os.close(fd)
+        except OSError as exc:  # only a lost speed-up: the writes go through the mapping
+            log.warning("cannot prefault %s (its writes fault their pages in): %s", self.path, exc)
+            start = self.size
+        self.prefaulted = max(self.prefaulted, start)
+
     def warm(self, *, lock: bool = True) -> None:
         """Fault every page in now, so the hot path never pays the first touch.
 
-        Like RocketMQ's ``warmMappedFile``: write one byte per page (only of pages not yet
-        written, which are zero), ``madvise(MADV_WILLNEED)`` and, where the limits allow,
-        ``mlock`` so the pages stay resident.
+        Like RocketMQ's ``warmMappedFile``: zeros into every page not yet written (by
+        ``prefault``), ``madvise(MADV_WILLNEED)`` and, where the limits allow, ``mlock`` so
+        the pages stay resident.
         """
-        if not self.readonly:
-            tail = self.buf[self.wrote_position - self.wrote_position % PAGE_SIZE :]
-            tail[PAGE_SIZE - 1 :: PAGE_SIZE] |= 0  # a read-modify-write faults the page in
+        self.prefault(self.size)
         if hasattr(mmap, "MADV_WILLNEED"):
             self.mm.madvise(mmap.MADV_WILLNEED)
         if lock and not self._locked:

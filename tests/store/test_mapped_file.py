@@ -5,11 +5,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from shmq.errors import CorruptStoreError
-from shmq.store.mapped_file import MappedFile, file_name_to_offset, offset_to_file_name
-from shmq.store.mapped_file_queue import MappedFileQueue
+from shmq.store.mapped_file import (
+    PAGE_SIZE,
+    RESERVE_STEP,
+    MappedFile,
+    file_name_to_offset,
+    offset_to_file_name,
+)
+from shmq.store.mapped_file_queue import PREFAULT_AHEAD, MappedFileQueue
 
 
 def test_names_are_20_digit_offsets():
@@ -99,4 +106,49 @@ def test_flush_least_pages(tmp_path):
     assert q.flush(least_pages=4) == 4096 * 4
     mf.wrote_position += 10
     assert q.flush() == 4096 * 4 + 10
+    q.close()
+
+
+def test_prefault_brings_in_only_never_written_pages(tmp_path):
+    from page_cache import resident
+
+    mib = 1 << 20
+    size = 64 * mib  # beyond what the first write's fault reads ahead (read_ahead_kb)
+    mf = MappedFile(str(tmp_path / offset_to_file_name(0)), size)
+    data = np.random.default_rng(1).integers(1, 256, 5 * PAGE_SIZE + 100, dtype=np.uint8)
+    mf.buf[: data.size] = data
+    mf.wrote_position = data.size
+    assert not any(resident(mf.path, 32 * mib, size))
+    mf.prefault(48 * mib - 1)
+    assert mf.prefaulted == 48 * mib
+    assert all(resident(mf.path, 6 * PAGE_SIZE, 48 * mib))
+    assert not any(resident(mf.path, 48 * mib, size))
+    assert (mf.buf[: data.size] == data).all()  # the written bytes and their page, untouched
+    assert not mf.buf[data.size :].any()
+    mf.prefault(10 * size)  # never past the file's end
+    assert mf.prefaulted == size
+    mf.close()
+
+
+def test_prefault_of_a_sparse_file_stops_at_its_reserved_blocks(tmp_path):
+    mf = MappedFile(str(tmp_path / offset_to_file_name(0)), 4 * RESERVE_STEP, sparse=True)
+    mf.prefault(RESERVE_STEP)
+    assert mf.prefaulted == 0
+    mf.reserve(1)
+    mf.prefault(4 * RESERVE_STEP)
+    assert mf.prefaulted == RESERVE_STEP
+    assert os.stat(mf.path).st_blocks * 512 == RESERVE_STEP  # no block it did not reserve
+    mf.close()
+
+
+def test_prefault_ahead_tops_up_half_a_window_at_a_time(tmp_path):
+    q = MappedFileQueue(str(tmp_path / "cl"), 4 * PREFAULT_AHEAD)
+    mf = q.new_file(0)
+    assert mf.prefaulted == PREFAULT_AHEAD  # before its first write
+    mf.wrote_position = PREFAULT_AHEAD // 2 - 1  # less than half used: nothing to do
+    q.prefault_ahead()
+    assert mf.prefaulted == PREFAULT_AHEAD
+    mf.wrote_position = PREFAULT_AHEAD // 2 + 1
+    q.prefault_ahead()
+    assert mf.prefaulted == -(-(mf.wrote_position + PREFAULT_AHEAD) // PAGE_SIZE) * PAGE_SIZE
     q.close()
