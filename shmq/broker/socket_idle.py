@@ -7,10 +7,13 @@ turns each post into a byte on a socket pair that the selector watches: the agen
 one ``select`` until either comes, never polling. Posts are taken only while the agent says
 it parks (its parked word), as with every agent.
 
-An agent may also linger after a pass with work (``linger_s``): it then waits that long in
-``select`` for its sockets only, without saying it parks, so the posts of a writer that
-publishes a little at a time stop waking it and the bytes it publishes meanwhile go out
-together in the next pass.
+An agent may also linger after a pass with work (``linger_s``): it then sleeps that long,
+without saying it parks, so the posts of a writer that publishes a little at a time stop
+waking it and the bytes it publishes meanwhile go out together in the next pass. It does
+not watch its sockets meanwhile either: on an ASYNC_MASTER a slave's ack answers every
+batch a fraction of a millisecond after it went out, and waking for it doubled the agent's
+wake-ups (each costs tens of µs of CPU here) for an ack nobody waits for; the next pass
+reads it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import contextlib
 import selectors
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 import posix_ipc
@@ -67,12 +71,12 @@ class SocketIdle:
         return events
 
     def idle(self, work: int, has_work: Callable[[], bool] | None = None) -> None:
-        """After a pass with work, go on (after ``linger_s`` unless a socket is ready);
-        otherwise say we park, check once more, and sleep in ``select`` until a socket or
-        a post wakes us, or the agent's next timer."""
+        """After a pass with work, go on (after sleeping ``linger_s``); otherwise say we
+        park, check once more, and sleep in ``select`` until a socket or a post wakes us,
+        or the agent's next timer."""
         if work > 0:
             if self.linger_s:
-                self.selector.select(self.linger_s)
+                time.sleep(self.linger_s)
             return
         self._set_parked(True)
         fence()
