@@ -57,7 +57,7 @@ def test_bench_quick_w1_writes_rows_and_charts(tmp_path: Path) -> None:
         charts = sorted(p.name.split("-quick-")[1] for p in tmp_path.glob("*.png"))
         assert charts == ["W1.png", "W5.png"]
     assert "shmq bulk ÷" in stdout
-    assert "W1 floor: this machine gives a mapped file new pages at" in stdout
+    assert "W1 floor: the writer fills new, prefaulted CommitLog pages at" in stdout
 
 
 def test_missing_peer_is_skipped_with_its_reason(monkeypatch) -> None:

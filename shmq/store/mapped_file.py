@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import functools
 import logging
 import mmap
 import os
@@ -32,8 +33,13 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = mmap.PAGESIZE
 RESERVE_STEP = 1 << 20
 PREFAULT_STEP = 1 << 20  # bytes of zeros one pwrite of ``prefault`` writes, at most
-_ZEROS = memoryview(bytes(PREFAULT_STEP))
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+@functools.cache
+def _zeros() -> memoryview:
+    """``PREFAULT_STEP`` zero bytes, made on first use (readers never prefault)."""
+    return memoryview(bytes(PREFAULT_STEP))
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -61,10 +67,12 @@ class MappedFile:
         self._locked = False
         self._reserved = 0 if sparse else size  # bytes known to have disk blocks
         self.prefaulted = 0  # pages below this are in the page cache (``prefault``)
+        self.created = False  # this object created the file: no byte of it was written
         fd = os.open(path, os.O_RDONLY) if readonly else files.create(path, os.O_RDWR)
         try:
             actual = os.fstat(fd).st_size
             if actual == 0 and not readonly:
+                self.created = True
                 if sparse:
                     os.ftruncate(fd, size)
                 else:
@@ -114,7 +122,9 @@ class MappedFile:
         page in for about 0.2 µs, and the mapping's fault is then a minor one. Only whole
         pages at or past the write position are written, so no byte of a record is ever
         touched, and a sparse file stops at its reserved blocks (no write can find the disk
-        full). The owner calls this ahead of its writes, as the only writer of the file."""
+        full). The owner calls this ahead of its writes, as the only writer of the file, on
+        a file it created or whose end it set (``MappedFileQueue.truncate`` zeroes what
+        lies past it): past the write position there is nothing but zeros."""
         if self.readonly:
             return
         start = max(self.prefaulted, -(-self.wrote_position // PAGE_SIZE) * PAGE_SIZE)
@@ -123,8 +133,9 @@ class MappedFile:
             if start < end:
                 fd = os.open(self.path, os.O_WRONLY)
                 try:
+                    zeros = _zeros()
                     while start < end:
-                        start += os.pwrite(fd, _ZEROS[: min(PREFAULT_STEP, end - start)], start)
+                        start += os.pwrite(fd, zeros[: min(PREFAULT_STEP, end - start)], start)
                 finally:
                     os.close(fd)
         except OSError as exc:  # only a lost speed-up: the writes go through the mapping
@@ -135,11 +146,12 @@ class MappedFile:
     def warm(self, *, lock: bool = True) -> None:
         """Fault every page in now, so the hot path never pays the first touch.
 
-        Like RocketMQ's ``warmMappedFile``: zeros into every page not yet written (by
-        ``prefault``), ``madvise(MADV_WILLNEED)`` and, where the limits allow, ``mlock`` so
-        the pages stay resident.
+        Like RocketMQ's ``warmMappedFile``: zeros into every page of a file it just created
+        (by ``prefault``), ``madvise(MADV_WILLNEED)`` and, where the limits allow, ``mlock``
+        so the pages stay resident.
         """
-        self.prefault(self.size)
+        if self.created:
+            self.prefault(self.size)
         if hasattr(mmap, "MADV_WILLNEED"):
             self.mm.madvise(mmap.MADV_WILLNEED)
         if lock and not self._locked:

@@ -161,7 +161,7 @@ class MappedFileQueue:
         files.fsync_dir(self.directory)  # the new name survives a crash of the machine
         if self._warm:
             mf.warm(lock=self._mlock)
-        else:  # before its first write: see prefault_ahead
+        elif mf.created:  # before its first write: see prefault_ahead
             mf.prefault(PREFAULT_AHEAD)
         return mf
 

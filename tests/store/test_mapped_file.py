@@ -152,3 +152,20 @@ def test_prefault_ahead_tops_up_half_a_window_at_a_time(tmp_path):
     q.prefault_ahead()
     assert mf.prefaulted == -(-(mf.wrote_position + PREFAULT_AHEAD) // PAGE_SIZE) * PAGE_SIZE
     q.close()
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_a_file_that_exists_is_never_prefaulted_over(tmp_path, warm):
+    """Only a file the queue created gets zeros: mapping one that holds data (write
+    position 0 until its owner sets it) must leave every byte as it was."""
+    q = MappedFileQueue(str(tmp_path / "cl"), 4 * PREFAULT_AHEAD)
+    mf = q.new_file(0)
+    assert mf.created
+    data = np.random.default_rng(2).integers(1, 256, PREFAULT_AHEAD, dtype=np.uint8)
+    mf.buf[PAGE_SIZE : PAGE_SIZE + data.size] = data
+    q.close()
+    again = MappedFileQueue(str(tmp_path / "cl"), 4 * PREFAULT_AHEAD, warm=warm)
+    mf = again.new_file(0)  # not loaded: mapped as it is
+    assert not mf.created and mf.prefaulted == 0
+    assert (mf.buf[PAGE_SIZE : PAGE_SIZE + data.size] == data).all()
+    again.close()
