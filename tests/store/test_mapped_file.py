@@ -169,3 +169,15 @@ def test_a_file_that_exists_is_never_prefaulted_over(tmp_path, warm):
     assert not mf.created and mf.prefaulted == 0
     assert (mf.buf[PAGE_SIZE : PAGE_SIZE + data.size] == data).all()
     again.close()
+
+
+def test_a_failed_prefault_only_stops_prefaulting(tmp_path, caplog):
+    """An OSError (here: the file is gone) is logged, ends prefaulting of that file, and
+    leaves the mapping writable as before."""
+    mf = MappedFile(str(tmp_path / offset_to_file_name(0)), 4 * RESERVE_STEP)
+    os.unlink(mf.path)
+    mf.prefault(RESERVE_STEP)
+    assert mf.prefaulted == mf.size and "cannot prefault" in caplog.text
+    mf.buf[:4] = 7
+    assert mf.buf[:4].tolist() == [7] * 4
+    mf.close()
