@@ -318,10 +318,13 @@ class Broker(NamesrvRegistration):
         tt.publish_topics(self.topic_seg.buf, self.topic_seg.words, table)
 
     def create_topic(self, cfg: TopicConfig) -> None:
+        """Create or update a topic. The namesrvs learn it before the agents do: the writer
+        appends a new topic's first message (and its sender is answered) once the topic is
+        published, so a consumer that asks for the route after that send finds it."""
         self.topics.update(cfg)
         self.topics.persist()
-        self.publish_topics()
         self._register_all()
+        self.publish_topics()
 
     def _housekeeping(self) -> None:
         last_persist = time.monotonic()

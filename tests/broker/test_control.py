@@ -19,6 +19,7 @@ from shmq.client.queue_reader import QueueReader
 from shmq.client.types import PullStatus, SendStatus
 from shmq.errors import MessageTooLargeError, NoRouteError, ResponseError, SendError
 from shmq.ipc import counters as cn
+from shmq.ipc import topic_table as tt
 from shmq.message import Message, parse_offset_msg_id
 from shmq.remoting.admin_bodies import runtime_stats
 from shmq.remoting.client import RemotingClient
@@ -264,6 +265,25 @@ def test_long_poll_wakes_on_a_new_message(make_broker):
         assert result.pull_status is PullStatus.FOUND and result.messages[0].body == b"second"
         assert 0.2 < waited < 5.0
         assert consumer.pull(mq, 99).pull_status is PullStatus.OFFSET_ILLEGAL
+
+
+def test_an_auto_created_topic_is_registered_before_its_first_send_is_answered(make_broker):
+    """The writer appends a new topic's first message once the topic is published, so the
+    namesrv must know the topic by then: a consumer asking for the route right after the
+    send finds it (a race CI once lost)."""
+    broker, namesrv = make_broker(default_topic_queue_nums=1)
+    seen = []
+    register = broker._register_all
+
+    def register_and_look() -> None:
+        seen.append(b"A" in tt.read_topics(broker.topic_seg.buf, broker.topic_seg.words)[1])
+        register()
+
+    broker._register_all = register_and_look
+    with Producer("pg", namesrv) as producer, QueueReader("g", namesrv) as consumer:
+        producer.send(Message("A", "first"))
+        assert consumer.queues("A")
+    assert seen and not any(seen)
 
 
 BAD_NAMES = ["../../etc", "a/b", "x" * 300, "", "名前", "T T"]
