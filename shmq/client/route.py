@@ -62,6 +62,8 @@ class BrokerQueues:
         """Where to read from when ``broker_id`` is wanted (RocketMQ's
         ``findBrokerAddressInSubscribe`` without ``onlyThisBroker``): that broker, for a
         slave id the next one, else any (the master first)."""
+        if self.addrs and self.addrs[0][0] == broker_id:  # usual: the master, sorted first
+            return self.addrs[0][1]
         addrs = dict(self.addrs)
         found = addrs.get(broker_id) or (broker_id != MASTER_ID and addrs.get(broker_id + 1))
         return found or self.address

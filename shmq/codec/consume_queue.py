@@ -54,23 +54,41 @@ def match_tags(units, start, count, codes, out):
 
 
 @njit(cache=True, nogil=True)
-def read_units(units, start, count, buf, base, topic, queue_id, first_offset, rows, ok):
+def read_units(units, start, count, buf, base, topic, queue_id, first_offset, rows, cols):
     """Parse the records that units ``start ..`` (queue offsets ``first_offset ..``) point
     at in the CommitLog file ``buf`` (its first byte at physical offset ``base``), at most
-    ``count``: ``rows[i]`` as ``parse_at`` fills it, ``ok[i]`` whether unit ``i`` owns its
-    record (``units_match``'s rule; a record that does not parse owns nothing). Returns
-    how many units were read: it stops at the first that points outside ``buf``. One call
-    for what took a dozen array operations per pull: a consumer's read of a few messages."""
+    ``count``, into ``rows`` (scratch, as ``parse_at`` fills it). Each record its unit owns
+    (``units_match``'s rule; a record that does not parse owns nothing) gets a row of
+    ``cols`` in order: ``MESSAGE_COLS`` (position, queue id, queue offset, physical
+    offset, size). It stops at the first unit that points outside ``buf``.
+
+    Returns ``(units read, records owned, span start, span end, owned bytes)``: the span
+    is where the owned records lie in ``buf``. One call for what took a dozen array
+    operations per pull (a consumer's read of a few messages)."""
     limit = buf.shape[0]
+    k = 0
+    lo = limit
+    hi = 0
+    total = 0
     for i in range(count):
         p = (start + i) * CQ_UNIT_SIZE
         local = get_i64(units, p) - base
         if local < 0 or local >= limit:
-            return i
-        ok[i] = parse_one(buf, local, limit, base, False, rows, i) == PARSE_OK and unit_owns(
+            return i, k, lo, hi, total
+        if parse_one(buf, local, limit, base, False, rows, i) == PARSE_OK and unit_owns(
             buf, rows, i, get_i32(units, p + 8), first_offset + i, topic, queue_id
-        )
-    return count
+        ):
+            size = rows[i, R_SIZE]
+            cols[k, 0] = local
+            cols[k, 1] = queue_id
+            cols[k, 2] = first_offset + i
+            cols[k, 3] = local + base
+            cols[k, 4] = size
+            lo = min(lo, local)
+            hi = max(hi, local + size)
+            total += size
+            k += 1
+    return count, k, lo, hi, total
 
 
 @njit(cache=True, nogil=True)

@@ -54,26 +54,35 @@ class ScanBatch:
         return self.messages(np.array([i]), topic or self.topic(i))[0]
 
     def messages(self, picked: np.ndarray, topic: str) -> list[MessageExt]:
-        r"""Records ``picked`` (indices into ``rows``) of ``topic`` as ``MessageExt``\ s,
-        decoded when read: the bytes from the first record to the end of the last are
-        copied once for all of them (one copy each when other queues' records fill most
-        of that span)."""
+        r"""Records ``picked`` (indices into ``rows``) of ``topic`` as ``MessageExt``\ s."""
         rows = self.rows[picked]
         if not rows.shape[0]:
             return []
         pos, size = rows[:, rec.R_POS], rows[:, rec.R_SIZE]
-        start, end = int(pos.min()), int((pos + size).max())
-        cols = rows[:, _MESSAGE_COLS].tolist()
-        mv = memoryview(self.buf)
-        if end - start <= 2 * int(size.sum()) + _SPAN_SLACK:
-            raw = bytes(mv[start:end])
-            return [stored_message(raw, p - start, topic, qid, qoff, phys, n)
-                    for p, qid, qoff, phys, n in cols]  # fmt: skip
-        return [stored_message(bytes(mv[p : p + n]), 0, topic, qid, qoff, phys, n)
+        return stored_messages(self.buf, rows[:, _MESSAGE_COLS].tolist(), int(pos.min()),
+                               int((pos + size).max()), int(size.sum()), topic)  # fmt: skip
+
+
+def stored_messages(
+    buf: np.ndarray, cols: list[list[int]], start: int, end: int, total: int, topic: str
+) -> list[MessageExt]:
+    """Messages of ``topic`` whose records lie in ``buf[start:end]`` (``total`` bytes of
+    them), one per row of ``cols`` (``MESSAGE_COLS``: position, queue id, queue offset,
+    physical offset, size), decoded when read: the span is copied once for all of them
+    (one copy each when other queues' records fill most of it)."""
+    mv = memoryview(buf)
+    if end - start <= 2 * total + _SPAN_SLACK:
+        raw = bytes(mv[start:end])
+        return [stored_message(raw, p - start, topic, qid, qoff, phys, n)
                 for p, qid, qoff, phys, n in cols]  # fmt: skip
+    return [stored_message(bytes(mv[p : p + n]), 0, topic, qid, qoff, phys, n)
+            for p, qid, qoff, phys, n in cols]  # fmt: skip
 
 
-_MESSAGE_COLS = [rec.R_POS, rec.R_QUEUE_ID, rec.R_QUEUE_OFFSET, rec.R_PHYS_OFFSET, rec.R_SIZE]
+# MESSAGE_COLS, as read_units writes them
+_MESSAGE_COLS = np.array(
+    [rec.R_POS, rec.R_QUEUE_ID, rec.R_QUEUE_OFFSET, rec.R_PHYS_OFFSET, rec.R_SIZE]
+)
 _SPAN_SLACK = 64 * 1024
 
 

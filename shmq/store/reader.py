@@ -9,6 +9,7 @@ not yet complete.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import struct
 import time
@@ -21,7 +22,7 @@ from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, match_tags, re
 from shmq.errors import CorruptStoreError
 from shmq.message import MessageBatch, MessageExt
 from shmq.properties import PROPERTY_TAGS, decode_properties
-from shmq.store.commitlog import ScanBatch
+from shmq.store.commitlog import ScanBatch, stored_messages
 from shmq.store.mapped_file import MappedFile, offset_to_file_name
 
 # RocketMQ scans at most this many units per pull when filtering by tag.
@@ -150,7 +151,7 @@ class StoreReader:
         first = offset - cq.file_from_offset // CQ_UNIT_SIZE  # the unit's index in its file
         count = min(end - offset, self.cq_file_size // CQ_UNIT_SIZE - first)
         rows = np.empty((count, rec.N_COLS), dtype=np.int64)
-        ok = np.empty(count, dtype=np.bool_)
+        cols = np.empty((count, 5), dtype=np.int64)
         name = topic_bytes(topic)
         messages: list[MessageExt] = []
         i = 0
@@ -160,9 +161,11 @@ class StoreReader:
             if mf is None:  # removed by cleanup
                 i += 1
                 continue
-            n = read_units(cq.buf, first + i, count - i, mf.buf, mf.file_from_offset, name,
-                           queue_id, offset + i, rows, ok)  # fmt: skip
-            messages += ScanBatch(mf, rows[:n]).messages(np.flatnonzero(ok[:n]), topic)
+            n, k, lo, hi, total = read_units(cq.buf, first + i, count - i, mf.buf,
+                                             mf.file_from_offset, name, queue_id, offset + i,
+                                             rows, cols)  # fmt: skip
+            if k:
+                messages += stored_messages(mf.buf, cols[:k].tolist(), lo, hi, total, topic)
             i += n
         return messages, offset + count
 
@@ -305,6 +308,8 @@ def record_tags(buf: np.ndarray, row: np.ndarray) -> str | None:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def topic_bytes(topic: str) -> np.ndarray:
-    """A topic name as the uint8 array ``units_match`` compares records' topics with."""
+    """A topic name as the (read-only) uint8 array ``units_match`` compares records'
+    topics with; cached, since every pull needs its topic's."""
     return np.frombuffer(topic.encode(), dtype=np.uint8)

@@ -98,10 +98,10 @@ class GetResult:
 
 def parse_tag_filter(expression: str | None) -> np.ndarray | None:
     """``"A || B"`` → sorted Java hashes of the tags; ``None`` / ``"*"`` / ``""`` → no filter."""
+    if expression is None or expression == "*" or expression.strip() in ("", "*"):
+        return None
     from shmq.codec import java_hash
 
-    if expression is None or expression.strip() in ("", "*"):
-        return None
     tags = {t.strip() for t in expression.split("||") if t.strip()}
     if not tags:
         raise InvalidMessageError(f"tag expression {expression!r} names no tag")

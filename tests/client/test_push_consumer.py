@@ -318,3 +318,16 @@ def test_bulk_listener_gets_batches_and_a_failed_batch_comes_again(broker):
     assert sorted((q, o) for q, o, _ in got) == [(q, o) for q in range(2) for o in range(300)]
     with pytest.raises(ConfigError, match="pull_batch_size"):
         PushConsumer("g-bulk2", broker.namesrv, pull_batch_size=5000)  # only with bulk=True
+
+
+def test_a_backlog_on_one_queue_does_not_starve_another(broker):
+    """Full pulls of a queue follow each other at most ``PULL_BURST`` times before the
+    next queue's turn: both queues' messages come early, not one backlog after the other."""
+    create_topic(broker, "PushBurst", 2)
+    produce(broker, "PushBurst", 4_000)
+    sink = Sink()
+    with consumer(broker, "g-burst", "PushBurst", sink) as pc:
+        pc.start()
+        wait_for(lambda: sum(sink.bodies().values()) >= 4_000, what="4,000 messages")
+    first = {q for q, _, _, _ in sink.got[:1_000]}
+    assert first == {0, 1}
