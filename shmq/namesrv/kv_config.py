@@ -17,6 +17,13 @@ NameServer without a store), as the controller's state does.
 
 As in RocketMQ, deleting a namespace's last key leaves the namespace, empty:
 GET_KVLIST_BY_NAMESPACE then answers an empty table, not QUERY_NOT_FOUND.
+
+Unlike RocketMQ's, the table is bounded (``MAX_ENTRIES`` keys, ``MAX_CHARS`` characters of
+namespaces, keys and values): any client that reaches the namesrv may put, and each put
+rewrites the whole file, so an unbounded table would let one client grow the namesrv's
+memory and disk, and every later put's cost, without end. A put past a bound fails naming
+it; replacing a value within the bounds, deleting, and a file over them (written by hand)
+still work.
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ FILE_NAME = "kvConfig.json"
 DEFAULT_KV_CONFIG_PATH = os.path.join(os.path.expanduser("~"), "shmq", "namesrv", FILE_NAME)
 
 Table = dict[str, dict[str, str]]
+
+MAX_ENTRIES = 10_000  # keys over all namespaces
+MAX_CHARS = 4 << 20  # characters of namespaces, keys and values over all entries
 
 
 def _parse(text: str) -> Table:
@@ -76,8 +86,12 @@ class KVConfigManager:
         """Create or replace ``key`` in ``namespace`` (created when new); ``OSError`` when
         the file cannot be written, the table then unchanged."""
         with self._lock:
-            entries = {**self._table.get(namespace, {}), key: value}
-            self._commit({**self._table, namespace: entries})
+            old = self._table.get(namespace, {})
+            entries = {**old, key: value}
+            table = {**self._table, namespace: entries}
+            if key not in old or len(value) > len(old[key]):
+                _check_bounds(table)
+            self._commit(table)
         log.info("KV config put: namespace %s key %s value %s", namespace, key, value)
 
     def delete(self, namespace: str, key: str) -> None:
@@ -106,6 +120,19 @@ class KVConfigManager:
         if self.path is not None:
             json_file.persist(self.path, fastjson.dumps(_wrapper(table)))
         self._table = table
+
+
+def _check_bounds(table: Table) -> None:
+    """``ConfigError`` when ``table`` holds more than ``MAX_ENTRIES`` keys or
+    ``MAX_CHARS`` characters."""
+    entries = sum(len(kv) for kv in table.values())
+    chars = sum(len(ns) + len(k) + len(v) for ns, kv in table.items() for k, v in kv.items())
+    if entries > MAX_ENTRIES or chars > MAX_CHARS:
+        raise ConfigError(
+            f"KV config full: a put would make it {entries} keys and {chars} characters of "
+            f"namespaces, keys and values (at most {MAX_ENTRIES} and {MAX_CHARS}); delete "
+            "keys first"
+        )
 
 
 def _wrapper(table: Table) -> dict[str, Any]:

@@ -287,6 +287,8 @@ class NameServer:
         """Make a KV change; a file that cannot be written fails the request naming it."""
         try:
             change()
+        except ConfigError as exc:
+            raise ResponseError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
         except OSError as exc:
             raise ResponseError(
                 ResponseCode.SYSTEM_ERROR,

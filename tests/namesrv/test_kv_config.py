@@ -112,6 +112,38 @@ def test_a_write_that_fails_changes_nothing(kv_path, client):
         server.stop()
 
 
+def test_the_table_is_bounded(kv_path, client, monkeypatch):
+    """Any client may put: past MAX_ENTRIES keys or MAX_CHARS characters a put fails
+    naming the bound and changes nothing; shorter values, deletes and puts after a delete
+    still work."""
+    from shmq.namesrv import kv_config
+
+    monkeypatch.setattr(kv_config, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(kv_config, "MAX_CHARS", 40)
+    kv = KVConfigManager(kv_path)
+    for k in ("k1", "k2", "k3"):
+        kv.put("ns", k, "v")
+    with pytest.raises(ConfigError, match=r"KV config full: .* 4 keys .*at most 3"):
+        kv.put("ns", "k4", "v")
+    with pytest.raises(ConfigError, match=r"KV config full: .*at most 3 and 40"):
+        kv.put("ns", "k1", "x" * 40)
+    assert kv.namespace("ns") == {"k1": "v", "k2": "v", "k3": "v"}
+    assert KVConfigManager(kv_path).namespace("ns") == {"k1": "v", "k2": "v", "k3": "v"}
+    kv.put("ns", "k1", "")  # no longer: allowed
+    kv.delete("ns", "k2")
+    kv.put("other", "k4", "v")
+    server = NameServer(port=0, kv_config_path=kv_path)
+    server.start()
+    try:
+        resp = call(client, server, PUT, namespace="ns", key="k5", value="v")
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "KV config full" in resp.remark
+        assert call(client, server, GET, namespace="ns", key="k5").code == (
+            ResponseCode.QUERY_NOT_FOUND
+        )
+    finally:
+        server.stop()
+
+
 # -- over the wire ------------------------------------------------------------------------------
 
 
