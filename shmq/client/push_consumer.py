@@ -56,7 +56,6 @@ Listener = Callable[[list[MessageExt] | MessageBatch, ConsumeContext], ConsumeRe
 
 FLOW_CONTROL_DELAY_S = 0.05  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
 EXCEPTION_DELAY_S = 3.0  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
-PULL_BURST = 8  # full pulls of one queue in a row before the next queue's turn
 TIMEOUT_DELAY_LEVEL = 3  # a message whose listener ran past consume_timeout (cleanExpireMsg)
 MIB = 1024 * 1024
 
@@ -366,13 +365,28 @@ class PushConsumer(ConsumerBase):
                 if now < pq.next_pull_at:
                     next_due = min(next_due, pq.next_pull_at)
                     continue
-                got = self._pull_queue(mq, pq, now)
-                if got > 0:
-                    progressed = True
-                elif got == 0:
-                    waiting[mq] = pq.next_offset
-                if pq.next_pull_at > now:
+                count_limit, size_limit = self._limits(mq.topic)
+                room = count_limit - pq.count
+                spread = pq.span() > self.max_span and self._orderly is None
+                if room <= 0 or pq.size > size_limit or spread:
+                    self.counters["flowControlled"] += 1
+                    pq.flow_controlled = True
+                    pq.next_pull_at = now + FLOW_CONTROL_DELAY_S
                     next_due = min(next_due, pq.next_pull_at)
+                    continue
+                try:
+                    got = self._pull_once(mq, pq, min(room, self.pull_batch_size))
+                except (RemotingError, ShmqError) as exc:
+                    log.warning("consumer %s: pull of %s failed: %s", self.group, mq, exc)
+                    pq.next_pull_at = now + EXCEPTION_DELAY_S
+                    continue
+                if got:
+                    progressed = True
+                    if self.pull_interval:
+                        pq.next_pull_at = now + self.pull_interval
+                        next_due = min(next_due, pq.next_pull_at)
+                else:
+                    waiting[mq] = pq.next_offset
             if progressed or self._stop.is_set():
                 continue
             timeout = max(0.0, next_due - time.monotonic())
@@ -384,35 +398,6 @@ class PushConsumer(ConsumerBase):
                     self._stop.wait(min(timeout, EXCEPTION_DELAY_S))
             else:
                 self._pull_wake.wait(min(timeout, 0.05))
-
-    def _pull_queue(self, mq: MessageQueue, pq: ProcessQueue, now: float) -> int:
-        """Pull ``mq`` again at once while its pulls come back full, at most
-        ``PULL_BURST`` times (a backlog is read without a pass over every other queue per
-        pull); returns the messages pulled, -1 when flow control or a failed pull holds
-        the queue back (its ``next_pull_at`` says until when) before any came."""
-        total = 0
-        for _ in range(PULL_BURST):
-            count_limit, size_limit = self._limits(mq.topic)
-            room = count_limit - pq.count
-            spread = pq.span() > self.max_span and self._orderly is None
-            if room <= 0 or pq.size > size_limit or spread:
-                self.counters["flowControlled"] += 1
-                pq.flow_controlled = True
-                pq.next_pull_at = now + FLOW_CONTROL_DELAY_S
-                return total or -1
-            want = min(room, self.pull_batch_size)
-            try:
-                got = self._pull_once(mq, pq, want)
-            except (RemotingError, ShmqError) as exc:
-                log.warning("consumer %s: pull of %s failed: %s", self.group, mq, exc)
-                pq.next_pull_at = now + EXCEPTION_DELAY_S
-                return total or -1
-            total += got
-            if got < want or self.pull_interval or pq.dropped or self._stop.is_set():
-                break
-        if total and self.pull_interval:
-            pq.next_pull_at = now + self.pull_interval
-        return total
 
     def _pull_once(self, mq: MessageQueue, pq: ProcessQueue, max_nums: int) -> int:
         sub = self._subs.get(mq.topic)

@@ -321,8 +321,9 @@ def test_bulk_listener_gets_batches_and_a_failed_batch_comes_again(broker):
 
 
 def test_a_backlog_on_one_queue_does_not_starve_another(broker):
-    """Full pulls of a queue follow each other at most ``PULL_BURST`` times before the
-    next queue's turn: both queues' messages come early, not one backlog after the other."""
+    """Each pull of a queue is followed by the other queues' turns: both queues' messages
+    come early, not one backlog after the other (a listener that then blocks, in the pull
+    thread when it is fast, has seen both queues)."""
     create_topic(broker, "PushBurst", 2)
     produce(broker, "PushBurst", 4_000)
     sink = Sink()
