@@ -5,12 +5,23 @@ orderly queue's visit) average less than ``DIRECT_LISTENER_S`` is called in the 
 thread when no other call runs: handing the messages to a pool thread costs about as much,
 adds its wake-up to every message's latency, and several pool threads contend for the GIL
 with the pull thread. Slower listeners always get the pool's parallelism.
+
+A listener that turns slow while it runs in the pull thread (it blocks on something) would
+hold every queue's pulls: ``InlineCall`` marks such calls, and the consumer's service thread
+hands pulling to a new thread once one has run ``INLINE_HANDOVER_S``, as RocketMQ's consume
+threads would leave the other queues going.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
 DIRECT_LISTENER_S = 100e-6
 WEIGHT = 0.125  # of the newest call in the moving average
+INLINE_HANDOVER_S = 1.0  # a listener call in the pull thread this long: another thread pulls
 
 
 class ListenerPace:
@@ -29,3 +40,37 @@ class ListenerPace:
     @property
     def fast(self) -> bool:
         return self.seconds < DIRECT_LISTENER_S
+
+
+class InlineCall:
+    """The listener call running in the pull thread, if any: ``(thread, since)``."""
+
+    __slots__ = ("mark",)
+
+    def __init__(self) -> None:
+        self.mark: tuple[int, float] | None = None
+
+    def run(self, consume: Callable[..., Any], *args: Any) -> None:
+        """Run ``consume`` (it calls the listener) in this, the pull thread, marked."""
+        mark = (threading.get_ident(), time.monotonic())
+        self.mark = mark
+        try:
+            consume(*args)
+        finally:
+            if self.mark is mark:
+                self.mark = None
+
+    def due(self) -> float | None:
+        """When the running call becomes overdue (monotonic), None without one."""
+        mark = self.mark
+        return None if mark is None else mark[1] + INLINE_HANDOVER_S
+
+    def overdue(self, now: float) -> float | None:
+        """How long the running call has held the pull thread, once that is
+        ``INLINE_HANDOVER_S`` or more (it is then forgotten: it is handed over once);
+        else None."""
+        mark = self.mark
+        if mark is None or now - mark[1] < INLINE_HANDOVER_S:
+            return None
+        self.mark = None
+        return now - mark[1]

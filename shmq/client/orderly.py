@@ -185,7 +185,7 @@ class OrderlyConsumption:
             self._running.add(mq)
             here = here and len(self._running) == 1 and self._pace.fast
         if here:
-            self._run(mq, pq)
+            self.c._inline.run(self._run, mq, pq)
             return
         try:
             self.c._pool.submit(self._run, mq, pq)

@@ -37,7 +37,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from shmq.client.consume_directly import consume_directly
 from shmq.client.consume_retry import MessageBack, restore_topics
 from shmq.client.consumer_base import ConsumerBase, queues_of
-from shmq.client.listener_pace import ListenerPace
+from shmq.client.listener_calls import call_in_chunks, call_listener
+from shmq.client.listener_pace import InlineCall, ListenerPace
 from shmq.client.orderly import OrderlyConsumption
 from shmq.client.process_queue import ProcessQueue
 from shmq.client.queue_reader import MAX_BULK_PULL, MAX_PULL
@@ -47,8 +48,6 @@ from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import MessageBatch, MessageExt
 from shmq.names import retry_topic
 from shmq.remoting.protocol import RemotingCommand
-
-_SUCCESS = ConsumeResult.CONSUME_SUCCESS  # a module constant: one lookup per listener call
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +199,8 @@ class PushConsumer(ConsumerBase):
         self._later: list[tuple[float, int, ConsumeRequest]] = []
         self._pool: ThreadPoolExecutor | None = None
         self._puller: threading.Thread | None = None
+        self._pull_gen = 0  # the pull thread of this generation pulls; older ones leave
+        self._inline = InlineCall()  # a listener call in the pull thread
         self._pull_wake = threading.Event()  # a flow-controlled queue drained
         self._pace = ListenerPace()  # of a consume request (one pull's messages)
         self.counters = {"consumed": 0, "failed": 0, "flowControlled": 0, "pulled": 0}
@@ -229,9 +230,13 @@ class PushConsumer(ConsumerBase):
             self._back = MessageBack(
                 self.instance, self.namesrv, self.group, self.max_reconsume_times
             )
+        self._start_puller()
+
+    def _start_puller(self) -> None:
         self._puller = threading.Thread(
-            target=self._pull_loop, name=f"shmq-pull-{self.group}", daemon=True
-        )
+            target=self._pull_loop, args=(self._pull_gen,), name=f"shmq-pull-{self.group}",
+            daemon=True,
+        )  # fmt: skip
         self._puller.start()
 
     def shutdown(self) -> None:
@@ -349,9 +354,9 @@ class PushConsumer(ConsumerBase):
                 size = max(1, self.threshold_size_topic // n) * MIB
         return count, size
 
-    def _pull_loop(self) -> None:
+    def _pull_loop(self, gen: int) -> None:
         reader = self.instance.reader
-        while not self._stop.is_set():
+        while not self._stop.is_set() and gen == self._pull_gen:
             self._pull_wake.clear()
             with self._lock:
                 table = list(self._table.items())
@@ -360,6 +365,8 @@ class PushConsumer(ConsumerBase):
             progressed = False
             waiting = {}
             for mq, pq in table:
+                if gen != self._pull_gen:
+                    return  # a listener held this thread too long: another one pulls now
                 if pq.dropped or pq.paused or (self._orderly is not None and not pq.locked):
                     continue
                 if now < pq.next_pull_at:
@@ -429,7 +436,7 @@ class PushConsumer(ConsumerBase):
                     return len(msgs)
                 request = ConsumeRequest(msgs, pq, mq)
                 if not self._running and self._pace.fast:
-                    self._consume(request)  # a fast listener, nothing else running: no hand-off
+                    self._inline.run(self._consume, request)  # no hand-off for a fast listener
                 else:
                     self._submit(request)
             return len(msgs)
@@ -452,22 +459,36 @@ class PushConsumer(ConsumerBase):
 
     # -- consuming --------------------------------------------------------------------------------
 
+    def _hand_over_pulling(self, now: float) -> None:
+        """A listener has held the pull thread ``INLINE_HANDOVER_S`` (``InlineCall``): a
+        pull thread of the next generation takes over, the old one leaves once the listener
+        returns. Calls go to the pool while that one runs, and after it while the
+        listener's average time stays above the fast limit."""
+        held = self._inline.overdue(now)
+        if held is None or self._stop.is_set():
+            return
+        self._pull_gen += 1
+        log.warning("consumer %s: the listener has held the pull thread %.1f s; a new pull "
+                    "thread takes over", self.group, held)  # fmt: skip
+        self._start_puller()
+
     def _submit(self, request: ConsumeRequest) -> None:
         with contextlib.suppress(RuntimeError):  # the pool is shut down
             self._pool.submit(self._consume, request)
 
     def _consume(self, request: ConsumeRequest) -> None:
-        pq, msgs, mq = request.pq, request.msgs, request.mq
+        pq, msgs = request.pq, request.msgs
         if pq.dropped or self._stop.is_set():
             return
         request.started = time.monotonic()
         self._running[request.seq] = request
         try:
             if isinstance(msgs, MessageBatch):  # a bulk listener's result covers the batch
-                ok = self._call(msgs, ConsumeContext(mq, len(msgs) - 1), request)
+                ok = call_listener(self.listener, self.group, msgs, request)
                 done, failed = (msgs, []) if ok else ([], msgs)
             else:
-                done, failed = self._call_chunks(msgs, request)
+                done, failed = call_in_chunks(self.listener, self.group, msgs, request,
+                                              self.batch_max)  # fmt: skip
         finally:
             self._running.pop(request.seq, None)
             pq.last_consume = now = time.monotonic()
@@ -475,61 +496,6 @@ class PushConsumer(ConsumerBase):
         if request.abandoned:
             return  # consume_timeout passed: its messages are consumed again already
         self._finish(request, done, failed)
-
-    def _call_chunks(
-        self, msgs: list[MessageExt], request: ConsumeRequest
-    ) -> tuple[list[MessageExt], list[MessageExt]]:
-        """The listener on ``msgs`` in chunks of ``consume_message_batch_max_size``; returns
-        the messages consumed and those that failed (after ``ack_index`` on success).
-        The listener is called here, not through ``_call``: with chunks of one message
-        (RocketMQ's default) this loop is most of a no-op listener's cost."""
-        step, mq, listener = self.batch_max, request.mq, self.listener
-        done: list[MessageExt] = []
-        failed: list[MessageExt] = []
-        for i in range(0, len(msgs), step):
-            chunk = msgs[i : i + step]
-            last = len(chunk) - 1
-            ctx = ConsumeContext(mq, last)
-            try:
-                status = listener(chunk, ctx)
-            except Exception as exc:
-                ok = self._raised(chunk, request, exc)
-            else:
-                ok = status is _SUCCESS or self._judge(status)
-            request.delay_level = ctx.delay_level_when_next_consume
-            if ok and ctx.ack_index >= last:  # the usual case: the whole chunk consumed
-                done += chunk
-            elif ok:  # messages after ack_index failed (a negative one: all of them)
-                ack = max(ctx.ack_index, -1) + 1
-                done += chunk[:ack]
-                failed += chunk[ack:]
-            else:
-                failed += chunk
-            if request.abandoned:
-                break
-        return done, failed
-
-    def _call(self, msgs, ctx: ConsumeContext, request: ConsumeRequest) -> bool:
-        """One listener call; True for CONSUME_SUCCESS (an exception, a timeout or anything
-        but a ConsumeResult counts as RECONSUME_LATER)."""
-        try:
-            status = self.listener(msgs, ctx)
-        except Exception as exc:
-            return self._raised(msgs, request, exc)
-        return status is _SUCCESS or self._judge(status)
-
-    def _raised(self, msgs, request: ConsumeRequest, exc: Exception) -> bool:
-        log.warning("consumer %s: listener raised on %d message(s) of %s at offset %d: %r;"
-                    " consuming them later", self.group, len(msgs), request.mq,
-                    _first_offset(msgs), exc, exc_info=True)  # fmt: skip
-        return False
-
-    def _judge(self, status: object) -> bool:
-        """A listener's answer other than CONSUME_SUCCESS: always a failure."""
-        if not isinstance(status, ConsumeResult):
-            log.warning("consumer %s: listener returned %r, not a ConsumeResult; treated as"
-                        " RECONSUME_LATER", self.group, status)  # fmt: skip
-        return False
 
     def _finish(
         self,
@@ -581,6 +547,9 @@ class PushConsumer(ConsumerBase):
             due = self._later[0][0] if self._later else time.monotonic() + 1.0
         if self._orderly is not None:
             due = min(due, self._orderly.next_tick())
+        inline_due = self._inline.due()
+        if inline_due is not None:
+            due = min(due, inline_due)
         return min(due, time.monotonic() + 1.0)
 
     def _tick(self, now: float) -> None:
@@ -588,6 +557,7 @@ class PushConsumer(ConsumerBase):
         ran past ``consume_timeout`` and consume their messages again."""
         if self._orderly is not None:
             self._orderly.tick(now)
+        self._hand_over_pulling(now)
         ready = []
         with self._lock:
             while self._later and self._later[0][0] <= now:
@@ -604,7 +574,3 @@ class PushConsumer(ConsumerBase):
                             request.mq)  # fmt: skip
                 request.delay_level = TIMEOUT_DELAY_LEVEL
                 self._finish(request, [], request.msgs)
-
-
-def _first_offset(msgs: list[MessageExt] | MessageBatch) -> int:
-    return int(msgs.queue_offsets[0]) if isinstance(msgs, MessageBatch) else msgs[0].queue_offset

@@ -332,3 +332,36 @@ def test_a_backlog_on_one_queue_does_not_starve_another(broker):
         wait_for(lambda: sum(sink.bodies().values()) >= 4_000, what="4,000 messages")
     first = {q for q, _, _, _ in sink.got[:1_000]}
     assert first == {0, 1}
+
+
+def test_a_listener_that_blocks_in_the_pull_thread_does_not_stop_the_other_queues(
+    broker, caplog, monkeypatch
+):
+    """A fast listener is called in the pull thread; when a call there blocks, a new pull
+    thread takes over after INLINE_HANDOVER_S and the rest is consumed meanwhile (as
+    RocketMQ's consume threads would); the blocked call's messages come once it returns."""
+    from shmq.client import listener_pace
+
+    monkeypatch.setattr(listener_pace, "DIRECT_LISTENER_S", 1.0)  # fast on a loaded machine
+    create_topic(broker, "PushBlock", 2)
+    bodies = produce(broker, "PushBlock", 400)
+    gate, blocked = threading.Event(), threading.Event()
+    sink = Sink()
+
+    def listener(msgs, ctx):
+        inline = threading.current_thread().name.startswith("shmq-pull")
+        if inline and not blocked.is_set() and sum(sink.bodies().values()) >= 50:
+            blocked.set()
+            gate.wait(60)
+        return sink(msgs, ctx)
+
+    with consumer(broker, "g-block", "PushBlock", listener,
+                  consume_message_batch_max_size=32) as pc:  # fmt: skip
+        pc.start()
+        wait_for(blocked.is_set, what="a listener call blocking the pull thread")
+        stuck = 32  # at most one request's messages wait behind the blocked call
+        wait_for(lambda: sum(sink.bodies().values()) >= 400 - stuck, timeout=30,
+                 what="the other messages, consumed while the call blocks")  # fmt: skip
+        gate.set()
+        wait_for(lambda: set(sink.bodies()) == set(bodies), what="every message")
+    assert "a new pull thread takes over" in caplog.text
