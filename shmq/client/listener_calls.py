@@ -66,7 +66,9 @@ def call_listener(
     return status is _SUCCESS or _judge(group, status)
 
 
-def _raised(group: str, msgs: list[MessageExt] | MessageBatch, request: Any, exc: Exception):
+def _raised(
+    group: str, msgs: list[MessageExt] | MessageBatch, request: Any, exc: Exception
+) -> bool:
     log.warning("consumer %s: listener raised on %d message(s) of %s at offset %d: %r;"
                 " consuming them later", group, len(msgs), request.mq, _first_offset(msgs),
                 exc, exc_info=True)  # fmt: skip

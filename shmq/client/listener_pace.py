@@ -14,7 +14,6 @@ threads would leave the other queues going.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -43,34 +42,33 @@ class ListenerPace:
 
 
 class InlineCall:
-    """The listener call running in the pull thread, if any: ``(thread, since)``."""
+    """The listener call running in the pull thread, if any: when it started."""
 
-    __slots__ = ("mark",)
+    __slots__ = ("since",)
 
     def __init__(self) -> None:
-        self.mark: tuple[int, float] | None = None
+        self.since: float | None = None
 
     def run(self, consume: Callable[..., Any], *args: Any) -> None:
         """Run ``consume`` (it calls the listener) in this, the pull thread, marked."""
-        mark = (threading.get_ident(), time.monotonic())
-        self.mark = mark
+        since = self.since = time.monotonic()
         try:
             consume(*args)
         finally:
-            if self.mark is mark:
-                self.mark = None
+            if self.since is since:  # not handed over meanwhile (``overdue``)
+                self.since = None
 
     def due(self) -> float | None:
         """When the running call becomes overdue (monotonic), None without one."""
-        mark = self.mark
-        return None if mark is None else mark[1] + INLINE_HANDOVER_S
+        since = self.since
+        return None if since is None else since + INLINE_HANDOVER_S
 
     def overdue(self, now: float) -> float | None:
         """How long the running call has held the pull thread, once that is
         ``INLINE_HANDOVER_S`` or more (it is then forgotten: it is handed over once);
         else None."""
-        mark = self.mark
-        if mark is None or now - mark[1] < INLINE_HANDOVER_S:
+        since = self.since
+        if since is None or now - since < INLINE_HANDOVER_S:
             return None
-        self.mark = None
-        return now - mark[1]
+        self.since = None
+        return now - since
