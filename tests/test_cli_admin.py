@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from e2e_helpers import cluster, env, shm_entries
 from shmq.client.producer import Producer
+from shmq.client.pull_consumer import PullConsumer
 from shmq.client.queue_reader import QueueReader
 from shmq.message import Message
 from shmq_cli.admin_output import parse_timestamp
@@ -211,6 +212,43 @@ def test_consumer_status_shows_what_each_member_holds(c):
     assert gone.stderr.startswith(f"error: the consumer {client_id} of group cli-status is not")
 
 
+def test_query_cq_consume_time_span_and_system_topics(c):
+    with Producer("cli-cq-p", c.namesrv) as producer:
+        sent = [(producer.send(Message("CliCq", b"m", tags=tag)), tag) for tag in "ABAB"]
+    on_0 = [r for r, _ in sent if r.message_queue.queue_id == 0]
+    wait_until(lambda: admin_json(c, "query-cq", "-t", "CliCq", "-q", "0", "-i", "0")[
+        "maxQueueIndex"] == len(on_0))  # fmt: skip
+    with PullConsumer("cli-cq-g", c.namesrv, auto_commit=False) as member:
+        member.subscribe("CliCq", "A")
+        member.start()
+        wait_until(lambda: "cli-cq-g" in admin(c, "consumer-connection", "-g", "cli-cq-g",
+                                               ok=False).stdout)  # fmt: skip
+        member.commit({sorted(member.assignment())[0]: 1})
+        body = admin_json(c, "query-cq", "-t", "CliCq", "-q", "0", "-i", "0", "-g", "cli-cq-g")
+    assert [u["physicOffset"] for u in body["queueData"]] == [
+        int(r.offset_msg_id[16:], 16) for r in on_0
+    ]
+    assert body["subscriptionData"]["subString"] == "A"
+    tags_0 = [tag for r, tag in sent if r.message_queue.queue_id == 0]
+    assert [u["eval"] for u in body["queueData"]] == [tag == "A" for tag in tags_0]
+    table = admin(c, "query-cq", "-t", "CliCq", "-q", "0", "-i", "1", "-c", "1").stdout
+    assert "CliCq:0 offsets [0, 2)" in table and str(body["queueData"][1]["physicOffset"]) in table
+    past = admin(c, "query-cq", "-t", "CliCq", "-q", "0", "-i", "9").stdout
+    assert "Index 9 of 0@CliCq is not exist!" in past
+    missing = admin(c, "query-cq", "-t", "CliCq", "-q", "5", "-i", "0", ok=False)
+    assert missing.exit_code == 1 and "5@CliCq is not exist!" in missing.stderr
+
+    spans = admin_json(c, "consume-time-span", "-t", "CliCq", "-g", "cli-cq-g")
+    assert [s["message_queue"]["queue_id"] for s in spans] == [0, 1]
+    assert spans[0]["consume_timestamp"] == spans[0]["min_timestamp"] > 0 < spans[0]["delay_ms"]
+    assert spans[1]["consume_timestamp"] == spans[1]["min_timestamp"]  # none consumed there
+    assert "last consumed" in admin(c, "consume-time-span", "-t", "CliCq", "-g", "cli-cq-g").stdout
+
+    topics = admin_json(c, "system-topics")
+    assert "SCHEDULE_TOPIC_XXXX" in topics and "broker-a" in topics
+    assert "RMQ_SYS_TRANS_HALF_TOPIC" in admin(c, "system-topics", "-b", "broker-a").stdout
+
+
 def test_errors_are_one_line_with_exit_status_1(c):
     result = admin(c, "consumer-connection", "-g", "cli-nobody", ok=False)
     assert result.exit_code == 1 and result.stdout == ""
@@ -255,7 +293,7 @@ def test_admin_help_is_light_and_listed():
         consumer-connection query-msg-by-id query-msg-by-key query-msg-by-unique-key
         query-msg-by-time reset-offset-by-time cluster-list broker-status update-sub-group
         delete-sub-group ha-status producer-connection get-broker-config update-broker-config
-        clone-group-offset broker-consume-stats"""
+        clone-group-offset broker-consume-stats query-cq consume-time-span system-topics"""
     for name in names.split():
         assert name in commands
     code = (

@@ -18,6 +18,7 @@ from shmq.client.admin_config import BrokerConfigs
 from shmq.client.admin_messages import DEFAULT_QUERY_NUM, MessageQueries
 from shmq.client.admin_namesrv import NamesrvAdmin
 from shmq.client.admin_offsets import GroupOffsets
+from shmq.client.admin_queues import QueueQueries
 from shmq.client.admin_stats import BrokerStats
 from shmq.client.admin_types import ConsumerProgress, QueueProgress, QueueStatus
 from shmq.client.route import split_addrs
@@ -52,7 +53,7 @@ SUB_GROUP_SETTINGS = {
 }
 
 
-class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerStats):
+class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerStats, QueueQueries):
     """Administers the brokers registered with the namesrv(s) ``namesrv`` (``;``-separated).
 
     Calls that touch several brokers go to the master of every broker name involved: the
