@@ -292,6 +292,20 @@ class RouteInfoManager:
         with self._lock:
             return sorted(self._topic_queue)
 
+    def system_topics(self) -> dict[str, Any]:
+        """RocketMQ's ``getSystemTopicList``: every cluster name and broker name (each is a
+        topic of its brokers), and one registered broker's address."""
+        with self._lock:
+            topics = set(self._cluster_addr)
+            for names in self._cluster_addr.values():
+                topics |= names
+            addrs = [
+                addr
+                for name in sorted(self._broker_addr)
+                for _, addr in sorted(self._broker_addr[name].broker_addrs.items())
+            ]
+            return {"topicList": sorted(topics), "brokerAddr": addrs[0] if addrs else None}
+
     def topics_by_cluster(self, cluster: str) -> list[str]:
         """The topics any broker of ``cluster`` serves, sorted (RocketMQ's
         ``getTopicsByCluster``); none for a cluster it does not know."""

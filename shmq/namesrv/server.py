@@ -117,6 +117,7 @@ class NameServer:
             RequestCode.DELETE_KV_CONFIG: self._delete_kv_config,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self._kv_list,
             RequestCode.GET_TOPICS_BY_CLUSTER: self._topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._system_topics,
             RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
             RequestCode.GET_NAMESRV_CONFIG: self._get_config,
@@ -323,6 +324,11 @@ class NameServer:
         topics = self.routes.topics_by_cluster(request.ext("cluster"))
         body = RemotingCommand.body_json({"topicList": topics})
         return RemotingCommand.response_to(request, body=body)
+
+    def _system_topics(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return RemotingCommand.response_to(
+            request, body=RemotingCommand.body_json(self.routes.system_topics())
+        )
 
     def _wipe_write_perm(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         count = self.routes.wipe_write_perm(request.ext("brokerName"))

@@ -1,6 +1,7 @@
 """The NameServer's route admin codes: a route's orderTopicConf (from the KV config's
-ORDER_TOPIC_CONFIG namespace, with orderMessageEnable), GET_TOPICS_BY_CLUSTER and
-WIPE/ADD_WRITE_PERM_OF_BROKER, on the route tables and over real sockets."""
+ORDER_TOPIC_CONFIG namespace, with orderMessageEnable), GET_TOPICS_BY_CLUSTER,
+GET_SYSTEM_TOPIC_LIST_FROM_NS and WIPE/ADD_WRITE_PERM_OF_BROKER, on the route tables and
+over real sockets."""
 
 from __future__ import annotations
 
@@ -85,6 +86,17 @@ def test_topics_by_cluster(ns, client):
     }
     resp = client.invoke(ns.address, RemotingCommand.request(code))
     assert resp.code == ResponseCode.SYSTEM_ERROR and "<cluster>" in resp.remark
+
+
+def test_system_topics_are_the_cluster_and_broker_names(ns, client):
+    code = RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS
+    assert client.invoke_json(ns.address, code)[1] == {"topicList": [], "brokerAddr": None}
+    register(client, ns, "127.0.0.1:10911", "broker-a", topics=["A"])
+    register(client, ns, "127.0.0.1:10711", "broker-x", cluster="Other", topics=["X"])
+    assert client.invoke_json(ns.address, code)[1] == {
+        "topicList": ["DefaultCluster", "Other", "broker-a", "broker-x"],
+        "brokerAddr": "127.0.0.1:10911",  # one broker to ask for its own system topics
+    }
 
 
 def test_wipe_and_add_write_perm(ns, client):
