@@ -1,7 +1,8 @@
-"""``shmq admin reset-offset-by-time``, ``clone-group-offset`` and ``broker-consume-stats``
-(mqadmin ``resetOffsetByTime``, ``cloneGroupOffset`` and ``brokerConsumeStats``): consumer
-groups' committed offsets, moved, copied or shown for a whole broker; registered on the
-``admin`` group by ``shmq_cli.admin``."""
+"""``shmq admin reset-offset-by-time``, ``clone-group-offset``, ``get-consumer-status`` and
+``broker-consume-stats`` (mqadmin ``resetOffsetByTime``, ``cloneGroupOffset``,
+``getConsumerStatus`` and ``brokerConsumeStats``): consumer groups' offsets, moved, copied,
+asked of the members or shown for a whole broker; registered on the ``admin`` group by
+``shmq_cli.admin``."""
 
 from __future__ import annotations
 
@@ -56,6 +57,29 @@ def clone_group_offset(
     else:
         click.echo(f"offsets of {src_group} on {topic} cloned to {dest_group} on "
                    f"{', '.join(brokers)}")  # fmt: skip
+
+
+@admin.command("get-consumer-status")
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-t", "--topic", required=True)
+@click.option("-i", "--client-id", help="Only this member (default: every online member).")
+@options
+def get_consumer_status(
+    group: str, topic: str, client_id: str | None, namesrv: str, as_json: bool
+) -> None:
+    """The offsets each online member of a group holds on a topic (mqadmin
+    getConsumerStatus)."""
+    with open_admin(namesrv) as a:
+        members = a.consumer_offsets(group, topic, client_id)
+    if as_json:
+        print_json({member: [{"topic": mq.topic, "brokerName": mq.broker_name,
+                              "queueId": mq.queue_id, "offset": offset}
+                             for mq, offset in table.items()]
+                    for member, table in members.items()})  # fmt: skip
+        return
+    rows = [[member, mq.broker_name, mq.queue_id, offset]
+            for member, table in members.items() for mq, offset in table.items()]  # fmt: skip
+    show(["client id", "broker", "queue", "offset"], rows, f"group {group} on {topic}")
 
 
 @admin.command("broker-consume-stats")

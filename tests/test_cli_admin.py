@@ -225,6 +225,13 @@ def test_query_cq_consume_time_span_and_system_topics(c):
                                                ok=False).stdout)  # fmt: skip
         member.commit({sorted(member.assignment())[0]: 1})
         body = admin_json(c, "query-cq", "-t", "CliCq", "-q", "0", "-i", "0", "-g", "cli-cq-g")
+        held = admin_json(c, "get-consumer-status", "-g", "cli-cq-g", "-t", "CliCq")
+        assert list(held) == [member.instance.client_id]
+        assert {"topic": "CliCq", "brokerName": "broker-a", "queueId": 0, "offset": 1} in (
+            held[member.instance.client_id]
+        )
+        text = admin(c, "get-consumer-status", "-g", "cli-cq-g", "-t", "CliCq").stdout
+        assert member.instance.client_id in text
     assert [u["physicOffset"] for u in body["queueData"]] == [
         int(r.offset_msg_id[16:], 16) for r in on_0
     ]
@@ -293,7 +300,8 @@ def test_admin_help_is_light_and_listed():
         consumer-connection query-msg-by-id query-msg-by-key query-msg-by-unique-key
         query-msg-by-time reset-offset-by-time cluster-list broker-status update-sub-group
         delete-sub-group ha-status producer-connection get-broker-config update-broker-config
-        clone-group-offset broker-consume-stats query-cq consume-time-span system-topics"""
+        clone-group-offset broker-consume-stats query-cq consume-time-span system-topics
+        get-consumer-status"""
     for name in names.split():
         assert name in commands
     code = (

@@ -7,8 +7,10 @@ What ``mqadmin topicStatus``, ``consumerProgress``, ``consumerConnection``,
 ``deleteSubGroup`` and ``resetOffsetByTime`` ask a broker; ``consumerStatus``
 (GET_CONSUMER_RUNNING_INFO) and ``queryMsgById -g -d`` (CONSUME_MESSAGE_DIRECTLY, with the
 message's record) are passed on to the consumer itself, over the connection it heartbeats
-on. Offsets and store lookups go through the control handlers (``ControlHandlers``: queue
-maxima, min offset, search by time, the store reader), so both answer from the same code.
+on, and ``getConsumerStatus`` (INVOKE_BROKER_TO_GET_CONSUMER_STATUS) asks every member
+for its offsets (GET_CONSUMER_STATUS_FROM_CLIENT). Offsets and store lookups go through the
+control handlers (``ControlHandlers``: queue maxima, min offset, search by time, the store
+reader), so both answer from the same code.
 
 Bodies are RocketMQ's: ``TopicStatsTable``, ``ConsumeStats`` and ``ResetOffsetBody``
 (INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET) are maps keyed by
@@ -77,6 +79,7 @@ class AdminHandlers:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connection,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connection,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.consumer_status,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_sub_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_sub_groups,
@@ -296,6 +299,33 @@ class AdminHandlers:
     def consumer_running_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Ask one online member of a group for its ``ConsumerRunningInfo``."""
         return self._call_consumer(request, dict(request.ext_fields), request.body)
+
+    def consumer_status(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """mqadmin ``getConsumerStatus`` (RocketMQ's ``Broker2Client.getConsumeStatus``):
+        ask each online member of ``group`` (only ``clientAddr``, a client id, when given)
+        for its offsets on ``topic`` (GET_CONSUMER_STATUS_FROM_CLIENT) and answer them by
+        client id (``GetConsumerStatusBody.consumerTable``). A member that fails to answer
+        is left out and logged, as RocketMQ does."""
+        topic, group = request.ext_topic(), request.ext_group("group")
+        origin = request.ext_fields.get("clientAddr") or None
+        members = self.consumers.client_ids(group)
+        if not members:
+            raise ResponseError(
+                Rc.SYSTEM_ERROR, f"No Any Consumer online in the consumer group: [{group}]"
+            )
+        table: dict[str, Any] = {}
+        for client_id in members if origin is None else [c for c in members if c == origin]:
+            conn = self.consumers.connection_of(group, client_id)
+            asked = RemotingCommand.request(
+                RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": topic, "group": group}
+            )
+            try:
+                answer = conn.invoke(asked, CALL_CLIENT_TIMEOUT_S) if conn else None
+                if answer is not None and answer.code == Rc.SUCCESS and answer.body:
+                    table[client_id] = answer.json_body()["messageQueueTable"]
+            except (RemotingError, KeyError, TypeError) as exc:
+                log.warning("consumer status of %s in group %s: %s", client_id, group, exc)
+        return _fastjson(request, {"consumerTable": table, "messageQueueTable": {}})
 
     def consume_message_directly(
         self, request: RemotingCommand, _conn: Connection

@@ -1,7 +1,8 @@
-"""A consumer group's committed offsets across brokers, the part of ``Admin`` that moves
-them (mqadmin ``resetOffsetByTime``), copies them (``cloneGroupOffset``) and reads them for
-every group of a broker at once (``brokerConsumeStats``): a mixin over ``Admin``'s
-``_call``, ``_topic_brokers`` and ``_targets``."""
+"""A consumer group's offsets across brokers, the part of ``Admin`` that moves them
+(mqadmin ``resetOffsetByTime``), copies them (``cloneGroupOffset``), reads them for every
+group of a broker at once (``brokerConsumeStats``) and asks the members what they hold
+(``getConsumerStatus``): a mixin over ``Admin``'s ``_call``, ``_topic_brokers`` and
+``_targets``."""
 
 from __future__ import annotations
 
@@ -48,6 +49,26 @@ class GroupOffsets:
         if not table and unknown is not None:
             raise unknown
         return dict(sorted(table.items()))
+
+    def consumer_offsets(
+        self, group: str, topic: str, client_id: str | None = None
+    ) -> dict[str, dict[MessageQueue, int]]:
+        """What each online member of ``group`` (only ``client_id`` when given) holds as
+        its offsets on ``topic``, by client id (mqadmin ``getConsumerStatus``): asked
+        through every broker of the topic's route, merged. ``ResponseError`` SYSTEM_ERROR
+        when no member is online."""
+        fields_ = {"topic": topic, "group": group}
+        if client_id is not None:
+            fields_["clientAddr"] = client_id
+        out: dict[str, dict[MessageQueue, int]] = {}
+        for target in self._topic_brokers(topic):
+            body = self._call(target, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+                              fields_)[1]  # fmt: skip
+            for member, table in body.get("consumerTable", {}).items():
+                queues = out.setdefault(member, {})
+                for t, b, q, offset in queue_items(table):
+                    queues[MessageQueue(t, b, q)] = int(offset)
+        return {member: dict(sorted(table.items())) for member, table in sorted(out.items())}
 
     def clone_group_offset(
         self, src_group: str, dest_group: str, topic: str, offline: bool = False

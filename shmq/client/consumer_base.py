@@ -144,6 +144,7 @@ class ConsumerBase:
             on_ids_changed=self._rebalance_now.set,
             on_reset_offset=self._reset_offsets,
             running_info=self.running_info,
+            offset_table=self._offset_table,
             consume_directly=self._consume_directly,
             spin_us=self.spin_us,
             transport=self.transport,
@@ -278,6 +279,10 @@ class ConsumerBase:
         """RocketMQ's ``ConsumerRunningInfo`` of this consumer now, as a broker passes it
         to an admin (``shmq.client.running_info``)."""
         return running_info(self, jstack)
+
+    def _offset_table(self) -> dict[MessageQueue, int]:
+        """The offsets this consumer holds in memory (GET_CONSUMER_STATUS_FROM_CLIENT)."""
+        return self.offsets.snapshot() if self.offsets is not None else {}
 
     def _consume_directly(self, request: RemotingCommand) -> Future | None:
         """CONSUME_MESSAGE_DIRECTLY's answer (``consume_directly``); None: this kind of

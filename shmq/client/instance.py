@@ -5,7 +5,8 @@ connection per broker. Heartbeats (group, model, subscriptions) go out on those 
 every ``heartbeat_interval`` and right after a (re)connect; the broker's oneway requests come
 back on them: ``NOTIFY_CONSUMER_IDS_CHANGED`` (rebalance now),
 ``RESET_CONSUMER_CLIENT_OFFSET`` (an admin moved the group's offsets) and
-``GET_CONSUMER_RUNNING_INFO`` (an admin asks how the consumer is doing; answered) and
+``GET_CONSUMER_RUNNING_INFO`` (an admin asks how the consumer is doing; answered),
+``GET_CONSUMER_STATUS_FROM_CLIENT`` (an admin asks for its offsets on a topic; answered) and
 ``CONSUME_MESSAGE_DIRECTLY`` (an admin has it consume one message; answered when done).
 """
 
@@ -24,7 +25,7 @@ from shmq.client.subscription import Subscription
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import NoRouteError, RemotingError, ResponseError
 from shmq.remoting import fastjson
-from shmq.remoting.admin_bodies import queue_items
+from shmq.remoting.admin_bodies import queue_items, queue_table
 from shmq.remoting.duplex import DuplexChannel
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, request_name
 
@@ -55,6 +56,7 @@ class ClientInstance:
         on_ids_changed: Callable[[], None],
         on_reset_offset: Callable[[str, dict[MessageQueue, int]], None],
         running_info: Callable[[bool], dict],
+        offset_table: Callable[[], dict[MessageQueue, int]],
         consume_directly: Callable[[RemotingCommand], Future | None],
         spin_us: int = 20,
         transport: str = "auto",
@@ -72,6 +74,7 @@ class ClientInstance:
         self.on_ids_changed = on_ids_changed
         self.on_reset_offset = on_reset_offset
         self.running_info = running_info
+        self.offset_table = offset_table
         self.consume_directly = consume_directly
         self._channels: dict[str, DuplexChannel] = {}
         self._lock = threading.Lock()
@@ -95,6 +98,8 @@ class ClientInstance:
             if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
                 return self.consume_directly(request) or self._not_this_group(request)
             return self._running_info(request)
+        if request.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
+            return self._consumer_status(request)
         if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             log.info("%s: the broker says group %s changed", self.client_id, self.group)
             self.on_ids_changed()
@@ -124,6 +129,16 @@ class ClientInstance:
         ``ClientRemotingProcessor.getConsumerRunningInfo``)."""
         jstack = str(request.ext_fields.get("jstackEnable", "")).lower() == "true"
         body = fastjson.dumps(self.running_info(jstack)).encode()
+        return RemotingCommand.response_to(request, body=body)
+
+    def _consumer_status(self, request: RemotingCommand) -> RemotingCommand:
+        """Its offsets on the topic asked (RocketMQ's ``getConsumeStatus``: the offset
+        store's table; empty for another group)."""
+        topic = request.ext_fields.get("topic")
+        table = self.offset_table() if request.ext_fields.get("group") == self.group else {}
+        rows = [(mq.topic, mq.broker_name, mq.queue_id, offset)
+                for mq, offset in sorted(table.items()) if mq.topic == topic]  # fmt: skip
+        body = fastjson.dumps({"messageQueueTable": queue_table(rows)}).encode()
         return RemotingCommand.response_to(request, body=body)
 
     def broker_addresses(self) -> set[str]:

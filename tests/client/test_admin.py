@@ -22,6 +22,7 @@ import wire_client
 from e2e_helpers import cluster, shm_entries
 from shmq.client.admin import Admin, ConsumerProgress
 from shmq.client.producer import Producer
+from shmq.client.pull_consumer import PullConsumer
 from shmq.client.push_consumer import PushConsumer
 from shmq.client.queue_reader import QueueReader
 from shmq.client.types import ConsumeResult, MessageQueue
@@ -325,6 +326,35 @@ def test_consumer_status_is_asked_of_each_member_through_its_broker(admin, two_b
         Rc.SYSTEM_ERROR,
         "The Consumer <adm-status> <gone@2> not online",
     )
+
+
+def test_consumer_offsets_are_what_each_member_holds(admin, two_brokers):
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (mqadmin getConsumerStatus): each broker asks
+    its online members (GET_CONSUMER_STATUS_FROM_CLIENT) for their offsets on the topic."""
+    topic, group = "AdmOffsets", "adm-offsets"
+    admin.update_topic(topic, read_queue_nums=2, write_queue_nums=2)
+    with pytest.raises(ResponseError, match=r"No Any Consumer online in the consumer group"):
+        admin.consumer_offsets(group, topic)
+    members = [PullConsumer(group, two_brokers.namesrv, auto_commit=False) for _ in range(2)]
+    try:
+        for member in members:
+            member.subscribe(topic)
+            member.start()
+        wait_for(lambda: sorted(len(m.assignment()) for m in members) == [2, 2],
+                 what="4 queues shared by 2 members")  # fmt: skip
+        for n, member in enumerate(members):
+            member.commit({mq: 10 * n + mq.queue_id + 1 for mq in member.assignment()})
+        held = admin.consumer_offsets(group, topic)
+        assert held == {
+            m.instance.client_id: {mq: 10 * n + mq.queue_id + 1 for mq in sorted(m.assignment())}
+            for n, m in enumerate(members)
+        }
+        one = members[1].instance.client_id
+        assert admin.consumer_offsets(group, topic, one) == {one: held[one]}
+        assert admin.consumer_offsets(group, topic, "gone@1") == {}  # no such member
+    finally:
+        for member in members:
+            member.close()
 
 
 def test_a_member_that_does_not_answer_its_status_times_out(admin, two_brokers):
