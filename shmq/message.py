@@ -75,20 +75,6 @@ def offset_msg_id(store_host: bytes, physical_offset: int) -> str:
     return (store_host + physical_offset.to_bytes(8, "big", signed=True)).hex().upper()
 
 
-def joined_offset_msg_ids(store_host: bytes, physical_offsets: np.ndarray) -> str:
-    """The offset message ids of ``physical_offsets`` joined by commas (a batch's
-    ``msgId``), as ``offset_msg_id`` writes each, in one vectorised pass."""
-    n = physical_offsets.shape[0]
-    host = np.frombuffer(store_host.hex().upper().encode(), dtype=np.uint8)
-    h = host.shape[0]
-    out = np.empty((n, h + 17), dtype=np.uint8)
-    out[:, :h] = host
-    digits = physical_offsets.astype(">i8").tobytes().hex().upper().encode()
-    out[:, h : h + 16] = np.frombuffer(digits, dtype=np.uint8).reshape(n, 16)
-    out[:, h + 16] = ord(",")
-    return out.tobytes()[:-1].decode("ascii")
-
-
 def parse_offset_msg_id(msg_id: str) -> tuple[str, int]:
     """``(store host "ip:port", physical offset)`` of an offset message id."""
     if not isinstance(msg_id, str) or len(msg_id) not in (32, 56):

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from shmq.errors import InvalidMessageIdError, InvalidTopicError
 from shmq.message import (
-    joined_offset_msg_ids,
     offset_msg_id,
     pack_host,
     parse_offset_msg_id,
@@ -51,14 +49,6 @@ def test_offset_msg_id_matches_the_spec_example():
     for bad in ("", "C0A8", "G" * 32, None):
         with pytest.raises(InvalidMessageIdError):
             parse_offset_msg_id(bad)  # type: ignore[arg-type]
-
-
-@settings(deadline=None)
-@given(st.lists(st.integers(0, 2**63 - 1), min_size=1, max_size=50))
-def test_joined_offset_msg_ids_are_each_id_joined_by_commas(offsets):
-    host = pack_host("192.168.0.10", 10911).to_bytes(8, "big", signed=True)
-    joined = joined_offset_msg_ids(host, np.array(offsets, dtype=np.int64))
-    assert joined == ",".join(offset_msg_id(host, p) for p in offsets)
 
 
 def test_topic_rule():

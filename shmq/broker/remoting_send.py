@@ -36,11 +36,12 @@ from shmq.broker.send_answers import Appended, SendAnswers
 from shmq.broker.send_back import DLQ_NUMS_PER_GROUP
 from shmq.broker.send_header import SendHeader, asked_delay
 from shmq.broker.topic_config import TopicConfig
-from shmq.codec import batch_body
+from shmq.codec import batch_body, msg_ids
 from shmq.codec import half_messages as hm
 from shmq.codec import record as rec
 from shmq.codec.batch_body import BatchBody, decode_batch
 from shmq.codec.delay_levels import delayed_placement
+from shmq.codec.msg_ids import joined_offset_msg_ids
 from shmq.codec.record_rebuild import edit_properties, property_value
 from shmq.config import parse_host
 from shmq.errors import ConfigError, InvalidMessageError, SendError
@@ -52,7 +53,7 @@ from shmq.ipc.durability import (
     SLAVE_NOT_AVAILABLE,
     durability,
 )
-from shmq.message import joined_offset_msg_ids, pack_host
+from shmq.message import pack_host
 from shmq.names import (
     MAX_TOPIC_LENGTH,
     NOT_ALLOWED_SEND_TOPICS,
@@ -181,6 +182,7 @@ class RemotingSend:
 
     def _warm_up(self) -> None:
         """Load the kernels a batch request runs (decode, encode) before the first comes."""
+        msg_ids.warm_up()
         batch = decode_batch(batch_body.warm_up(), b"CLUSTER\x01c\x02")
         records = Records("WarmUp", 0, 0, batch.bodies, batch.body_offs, batch.props,
                           batch.props_offs, batch.flags, True)  # fmt: skip

@@ -40,13 +40,13 @@ from shmq.client.send_frames import (
     failure,
     result,
     send_error,
-    split_offset_ids,
     timeout_error,
 )
 from shmq.client.tcp_batching import AsyncBatches
 from shmq.client.types import MessageQueue, SendStatus
-from shmq.codec import batch_body
-from shmq.codec.batch_body import ENTRY_FIXED, encode_batch_body
+from shmq.codec import batch_body, msg_ids
+from shmq.codec.batch_body import ENTRY_FIXED, batch_body_size, write_entries
+from shmq.codec.msg_ids import split_offset_ids
 from shmq.errors import (
     ClientError,
     RemotingError,
@@ -113,6 +113,7 @@ class TcpSends:
             ch = self._channels.get(broker.address)
             if ch is None or ch.closed:
                 batch_body.warm_up()  # once: the first batch then goes out at once
+                msg_ids.warm_up()  # and its answer is read at once
                 try:
                     ch = PipelinedChannel(broker.address, connect_timeout=self.send_timeout,
                                           max_in_flight=MAX_IN_FLIGHT)  # fmt: skip
@@ -202,11 +203,14 @@ class TcpSends:
         born = time.time_ns() // 1_000_000
         waiters = []
         for start, end in itertools.pairwise(bounds):
-            body = encode_batch_body(batch.bodies, batch.body_offs, batch.props,
-                                     batch.props_offs, flags, start, end)  # fmt: skip
+            size = batch_body_size(batch.body_offs, batch.props_offs, start, end)
+            buf, at = tpl.batch_frame(mq.queue_id, born, size)
+            write_entries(batch.bodies, batch.body_offs, batch.props, batch.props_offs, flags,
+                          start, end, buf[at:])  # fmt: skip
 
-            def frame(op: int, body: bytes = body) -> bytes:
-                return tpl.frame(op, mq.queue_id, 0, born, 0, b"", body, batch=True)
+            def frame(op: int, buf: np.ndarray = buf) -> memoryview:
+                tpl.set_opaque(buf, op)
+                return buf.data
 
             waiters.append(self._start(broker, frame, time.monotonic() + self.send_timeout))
         rows = np.zeros((batch.n, 4), dtype=np.int64)
@@ -253,7 +257,7 @@ class TcpSends:
     # -- requests and answers ---------------------------------------------------------------
 
     def _start(
-        self, broker: BrokerQueues, frame: Callable[[int], bytes], deadline: float
+        self, broker: BrokerQueues, frame: Callable[[int], bytes | memoryview], deadline: float
     ) -> tuple[PipelinedChannel, int, SendFuture, float]:
         ch = self.channel(broker)
         op = ch.next_opaque()

@@ -9,6 +9,8 @@ import socket
 import struct
 import time
 
+import numpy as np
+
 from shmq.errors import RemotingConnectError, RemotingFrameError
 from shmq.remoting.protocol import MAX_FRAME_SIZE, RemotingCommand, decode_frame
 
@@ -16,29 +18,48 @@ RECV_CHUNK = 64 * 1024
 _INT32 = struct.Struct(">i")
 
 
-def _recv_exactly(sock: socket.socket, n: int, deadline: float | None, eof_ok: bool) -> bytes:
-    """``n`` bytes from ``sock``; b"" on EOF before the first byte if ``eof_ok``. The buffer
-    grows by what arrives (``RECV_CHUNK`` at a time), so an announced length costs nothing
-    until its bytes come."""
-    buf = bytearray(min(n, RECV_CHUNK))
-    pos = 0
-    while pos < n:
+def _receive(
+    sock: socket.socket, into: memoryview, pos: int, deadline: float | None, eof_ok: bool
+) -> bool:
+    """Fill ``into`` from ``pos`` on; False on EOF before its first byte if ``eof_ok``.
+    ``deadline`` bounds it, else the socket's own timeout bounds each receive."""
+    n = len(into)
+    first = pos
+    idle_timeout = sock.gettimeout() if deadline is not None else None
+    try:
+        while pos < n:
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError("timed out")
+                sock.settimeout(remaining)
+            count = sock.recv_into(into[pos:])
+            if count == 0:
+                if pos == first and eof_ok:
+                    return False
+                raise RemotingConnectError(
+                    f"connection closed in the middle of a frame ({pos} of {n} bytes read)"
+                )
+            pos += count
+    finally:
         if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("timed out")
-            sock.settimeout(remaining)
-        if pos == len(buf):
-            buf.extend(bytes(min(RECV_CHUNK, n - pos)))
-        count = sock.recv_into(memoryview(buf)[pos:])  # the view is gone before any extend
-        if count == 0:
-            if pos == 0 and eof_ok:
-                return b""
-            raise RemotingConnectError(
-                f"connection closed in the middle of a frame ({pos} of {n} bytes read)"
-            )
-        pos += count
-    return bytes(buf)
+            sock.settimeout(idle_timeout)
+    return True
+
+
+def _frame_buffer(n: int) -> memoryview:
+    """Room for ``n`` bytes to receive into. Above ``RECV_CHUNK`` it is left uninitialised
+    (``numpy.empty``: pages the kernel maps when a receive writes them), so memory still
+    grows with the bytes that arrive and each byte is copied once, by the receive."""
+    return memoryview(bytearray(n)) if n <= RECV_CHUNK else np.empty(n, dtype=np.uint8).data
+
+
+def _recv_exactly(
+    sock: socket.socket, n: int, deadline: float | None, eof_ok: bool
+) -> memoryview | None:
+    """``n`` bytes from ``sock``; None on EOF before the first byte if ``eof_ok``."""
+    buf = _frame_buffer(n)
+    return buf if _receive(sock, buf, 0, deadline, eof_ok) else None
 
 
 def read_frame(
@@ -59,7 +80,7 @@ def read_frame(
     Memory grows with the bytes that arrive, never with the length announced.
     """
     prefix = _recv_exactly(sock, 4, deadline, eof_ok=True)
-    if not prefix:
+    if prefix is None:
         return None
     (length,) = _INT32.unpack(prefix)
     if length < 4 or length > max_frame:
@@ -105,7 +126,10 @@ class FrameReader:
             raise RemotingFrameError(f"frame length {length} is outside [4, {self.max_frame}]")
         if len(self._buf) - self._pos < 4 + length:
             timeout = self.frame_timeout
-            self._fill(4 + length, None if timeout is None else time.monotonic() + timeout)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            if length > RECV_CHUNK:
+                return decode_frame(self._read_large(length, deadline))
+            self._fill(4 + length, deadline)
         start, end = self._pos + 4, self._pos + 4 + length
         if end == len(self._buf):  # the usual case: nothing after it arrived yet
             payload = memoryview(self._buf)[start:end]
@@ -114,6 +138,18 @@ class FrameReader:
             payload = memoryview(self._buf[start:end])
             self._pos = end
         return decode_frame(payload)
+
+    def _read_large(self, length: int, deadline: float | None) -> memoryview:
+        """The payload of a frame longer than ``RECV_CHUNK``, received straight into its
+        own buffer (what is buffered of it already is copied there first)."""
+        have = memoryview(self._buf)[self._pos + 4 :]
+        payload = _frame_buffer(length)
+        payload[: len(have)] = have
+        filled = len(have)
+        have.release()
+        self._buf, self._pos = bytearray(), 0
+        _receive(self.sock, payload, filled, deadline, eof_ok=False)
+        return payload
 
     def _fill(self, n: int, deadline: float | None) -> bool:
         """Receive until ``n`` unread bytes are buffered; False on EOF before any byte of a

@@ -148,7 +148,9 @@ class PipelinedChannel:
     def in_flight(self) -> int:
         return len(self._pending)
 
-    def send(self, opaque: int, frame: bytes, callback: Callback, deadline: float) -> None:
+    def send(
+        self, opaque: int, frame: bytes | memoryview, callback: Callback, deadline: float
+    ) -> None:
         """Write ``frame`` (whose opaque is ``opaque``); ``callback`` gets its response.
         Waits (up to ``deadline``) while ``max_in_flight`` requests are unanswered;
         raises ``RemotingConnectError`` / ``RemotingTimeoutError`` when it cannot write."""
@@ -180,7 +182,7 @@ class PipelinedChannel:
             self._fail(RemotingConnectError(f"cannot send to {self.addr}: {exc}"))
             raise RemotingConnectError(f"cannot send to {self.addr}: {exc}") from exc
 
-    def _write(self, frame: bytes, deadline: float) -> None:
+    def _write(self, frame: bytes | memoryview, deadline: float) -> None:
         """Write all of ``frame``, waiting for room in the socket until ``deadline`` (then
         the connection is out of step: ``OSError``, and the caller closes it)."""
         sock = self.sock

@@ -55,7 +55,7 @@ from shmq.remoting.codes import request_name, response_name
 
 # RocketMQ's default frame limit (the com.rocketmq.remoting.frameMaxLength property).
 MAX_FRAME_SIZE = 16 * 1024 * 1024
-MAX_HEADER_SIZE = 64 * 1024
+MAX_HEADER_SIZE = 256 * 1024  # a batch answer's msgId lists 4,096 ids of 33 bytes
 
 FLAG_RESPONSE = 1 << 0
 FLAG_ONEWAY = 1 << 1
