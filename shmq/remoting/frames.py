@@ -50,7 +50,8 @@ def _receive(
 def _frame_buffer(n: int) -> memoryview:
     """Room for ``n`` bytes to receive into. Above ``RECV_CHUNK`` it is left uninitialised
     (``numpy.empty``: pages the kernel maps when a receive writes them), so memory still
-    grows with the bytes that arrive and each byte is copied once, by the receive."""
+    grows with the bytes that arrive, and a frame is not copied while it comes in (only
+    ``decode_frame`` copies its body out)."""
     return memoryview(bytearray(n)) if n <= RECV_CHUNK else np.empty(n, dtype=np.uint8).data
 
 
