@@ -9,8 +9,6 @@ import socket
 import struct
 import time
 
-import numpy as np
-
 from shmq.errors import RemotingConnectError, RemotingFrameError
 from shmq.remoting.protocol import MAX_FRAME_SIZE, RemotingCommand, decode_frame
 
@@ -52,7 +50,11 @@ def _frame_buffer(n: int) -> memoryview:
     (``numpy.empty``: pages the kernel maps when a receive writes them), so memory still
     grows with the bytes that arrive, and a frame is not copied while it comes in (only
     ``decode_frame`` copies its body out)."""
-    return memoryview(bytearray(n)) if n <= RECV_CHUNK else np.empty(n, dtype=np.uint8).data
+    if n <= RECV_CHUNK:
+        return memoryview(bytearray(n))
+    import numpy as np  # here: the CLI imports this module, and its --help must stay light
+
+    return np.empty(n, dtype=np.uint8).data
 
 
 def _recv_exactly(
