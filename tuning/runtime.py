@@ -33,6 +33,10 @@ WHY = {
     "pythonmalloc": "pymalloc is CPython's fast small-object allocator; the debug "
     "allocators are several times slower",
     "raise_fd_limit": "the broker raises its soft nofile limit to the hard one at start",
+    "malloc_mmap_threshold": "glibc maps a freed block above this anew each time (every "
+    "page faulted in again); kept in the heap, a request's arrays are reused",
+    "malloc_trim_threshold": "glibc returns free heap above this to the kernel; 128 KiB "
+    "(its default once the mmap threshold is set) undoes the mmap threshold",
 }
 
 
@@ -41,7 +45,8 @@ def runtime_settings(cfg: BrokerConfig, profile: Profile) -> list[Setting]:
     have = TuningConfig.from_mapping(cfg.tuning)
     want = profile.runtime
     rows = []
-    for key in ("pretouch", "gc_freeze", "gc_threshold", "raise_fd_limit"):
+    for key in ("pretouch", "gc_freeze", "gc_threshold", "raise_fd_limit",
+                "malloc_mmap_threshold", "malloc_trim_threshold"):  # fmt: skip
         rows.append(_compare(key, getattr(have, key), getattr(want, key)))
     warm = have.pretouch_mapped_files or cfg.store.warm_mapped_file_enable
     rows.append(_compare("pretouch_mapped_files", warm, want.pretouch_mapped_files))

@@ -29,8 +29,10 @@ def run_python(code: str, timeout: float = 120) -> dict:
 
 def test_from_mapping_converts_and_rejects():
     t = TuningConfig.from_mapping({"gc-threshold": "1000, 20, 30", "gc_freeze": "false",
-                                   "cpu_affinity": {"writer": [1], "reput": ["0"]}})  # fmt: skip
+                                   "cpu_affinity": {"writer": [1], "reput": ["0"]},
+                                   "malloc_trim_threshold": "1048576"})  # fmt: skip
     assert t.gc_threshold == (1000, 20, 30) and t.gc_freeze is False
+    assert t.malloc_trim_threshold == 1 << 20 and t.malloc_mmap_threshold == 16 << 20
     assert t.cpu_affinity == {"writer": (1,), "reput": (0,)}
     assert TuningConfig.from_mapping(t.to_mapping()) == t
     for bad, match in (
@@ -42,6 +44,9 @@ def test_from_mapping_converts_and_rejects():
         ({"cpu_affinity": {"writer": []}}, "must be CPU numbers"),
         ({"numba_threading_layer": "fast"}, "numba_threading_layer 'fast'"),
         ({"pythonmalloc": "jemalloc"}, "pythonmalloc 'jemalloc'"),
+        ({"malloc_mmap_threshold": -1}, "malloc_mmap_threshold -1 must be bytes"),
+        ({"malloc_trim_threshold": "lots"}, "malloc_trim_threshold = 'lots' is not valid"),
+        ({"malloc_trim_threshold": 1 << 31}, "must be bytes in"),
     ):
         with pytest.raises(ConfigError, match=match):
             TuningConfig.from_mapping(bad)
@@ -110,6 +115,7 @@ def test_apply_runtime_in_a_process():
     soft, hard = result["nofile"]
     assert soft == hard
     assert any(line.startswith("pretouch: 1 mappings, 8388608 bytes") for line in result["lines"])
+    assert "malloc thresholds: mmap 16777216, trim 67108864" in result["lines"]  # glibc took both
 
 
 def test_affinity_outside_the_allowed_cpus_is_reported_not_raised():
