@@ -51,6 +51,11 @@ TIMER_TOPIC = "rmq_sys_wheel_timer"
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+# shmq's own: the writer appends a record here when a topic is deleted (its body is the
+# topic's name), so every reput (the master's, a slave's, recovery's) purges that topic's
+# consume queues at the same place in the CommitLog. Only the writer writes it: no topic
+# config may name it, so no producer's record can reach it.
+DELETED_TOPIC_LOG = "rmq_sys_SHMQ_DELETED_TOPIC"
 
 # TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (4.9, and 5.x's timer topic): no client sends
 # to these (shmq's producers place delayed and half messages there themselves, as the
@@ -62,10 +67,31 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         HALF_TOPIC,
         OP_TOPIC,
         CHECK_MAX_TIME_TOPIC,
+        DELETED_TOPIC_LOG,
         "SELF_TEST_TOPIC",
         "OFFSET_MOVED_EVENT",
     }
 )
+
+# TopicValidator's system topic set (4.9, 5.x's timer topic, and shmq's deletion log); a
+# broker adds its cluster and broker names, as RocketMQ's TopicConfigManager does
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        SCHEDULE_TOPIC,
+        TIMER_TOPIC,
+        "BenchmarkTest",
+        HALF_TOPIC,
+        "RMQ_SYS_TRACE_TOPIC",
+        OP_TOPIC,
+        CHECK_MAX_TIME_TOPIC,
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        DELETED_TOPIC_LOG,
+    }
+)
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"  # 5.x: every such topic is a system topic too
+
 
 # the NameServer KV namespace of ordered topics' queue lists (RocketMQ's NamesrvUtil)
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"

@@ -19,6 +19,7 @@ from shmq.codec.consume_queue import (
     put_unit_rows,
     put_units,
 )
+from shmq.store.mapped_file import MappedFile
 from shmq.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,26 @@ log = logging.getLogger(__name__)
 # Longer than any run of zero bytes inside valid units (a unit always has size > 0).
 _UNIT_ZERO_GAP = 2 * CQ_UNIT_SIZE
 _BLANK_UNIT_SIZE = 0x7FFFFFFF
+
+
+def next_life_offset(max_offset: int, units_per_file: int) -> int:
+    """The first queue offset of a deleted queue's next life (``topic_purge``): one past
+    the consume-queue file boundary at or after ``max_offset``, whose unit is blank and
+    marks where the life starts (``ConsumeQueue.purge_below``); 0 for a queue that had
+    nothing."""
+    if max_offset == 0:
+        return 0
+    return -(-max_offset // units_per_file) * units_per_file + 1
+
+
+def blank_units(units: np.ndarray) -> np.ndarray:
+    """Which of ``units`` (``CQ_UNIT_DTYPE``) are blank: padding before a queue's first
+    message (``fillPreBlank``), pointing at no record."""
+    return (units["offset"] == 0) & (units["size"] == _BLANK_UNIT_SIZE)
+
+
+def is_blank_unit(unit: np.void) -> bool:
+    return int(unit["offset"]) == 0 and int(unit["size"]) == _BLANK_UNIT_SIZE
 
 
 class ConsumeQueue:
@@ -91,8 +112,11 @@ class ConsumeQueue:
         self._reload_max_physic_offset()
 
     def _reload_max_physic_offset(self) -> None:
+        """From the last unit; -1 when it is blank (a queue whose life starts with no
+        message yet: its blank unit's size would hide every record from ``put``)."""
         unit = self.unit(self.max_offset - 1) if self.max_offset > self.min_offset else None
-        self.max_physic_offset = unit[0] + unit[1] if unit is not None else -1
+        blank = unit is not None and unit[:2] == (0, _BLANK_UNIT_SIZE)
+        self.max_physic_offset = unit[0] + unit[1] if unit is not None and not blank else -1
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -185,9 +209,10 @@ class ConsumeQueue:
             return last
         return self.queue.new_file(unit * CQ_UNIT_SIZE - (unit * CQ_UNIT_SIZE) % self.file_size)
 
-    def _fill_pre_blank(self, first: int) -> None:
-        """A queue whose first unit is ``first`` > 0 (its older files were cleaned): create
-        the file holding it and pad it with blank units ``(0, Integer.MAX_VALUE, 0)``."""
+    def _fill_pre_blank(self, first: int, tags_code: int = 0) -> None:
+        """A queue whose first unit is ``first`` > 0 (its older files were cleaned, or its
+        topic was deleted): create the file holding it and pad it with blank units
+        ``(0, Integer.MAX_VALUE, tags_code)``."""
         mf = self._file_for(first)
         local = first - mf.file_from_offset // CQ_UNIT_SIZE
         mf.reserve(local * CQ_UNIT_SIZE)
@@ -196,7 +221,7 @@ class ConsumeQueue:
             0,
             np.zeros(local, dtype=np.int64),
             np.full(local, _BLANK_UNIT_SIZE, dtype=np.int64),
-            np.zeros(local, dtype=np.int64),
+            np.full(local, tags_code, dtype=np.int64),
         )
         mf.wrote_position = local * CQ_UNIT_SIZE
         self.min_logic_offset = first
@@ -241,22 +266,54 @@ class ConsumeQueue:
         files = self.queue.files
         count = 0
         for mf in files[:-1]:
-            last = np.frombuffer(
-                mf.buf, dtype=CQ_UNIT_DTYPE, count=1, offset=mf.size - CQ_UNIT_SIZE
-            )[0]
-            if int(last["offset"]) >= min_phys_offset:
+            if self._unit_offset(mf, self.units_per_file - 1) >= min_phys_offset:
                 break
             count += 1
         self.queue.delete_first_files(count)
         self.correct_min_offset(min_phys_offset)
         return count
 
+    def purge_below(self, phys_offset: int) -> int:
+        """The topic was deleted by the record at ``phys_offset``: start the queue's next
+        life in a file of its own, its first unit blank with ``phys_offset`` as tags code
+        (a replay of the record finds it done; a blank first unit tells the broker the
+        queue still holds its first message), then delete every file before it. Returns
+        the files deleted.
+
+        The new file comes first: a crash in between leaves the old files, which replay
+        purges again, never a queue that forgot its offsets."""
+        files = self.queue.files
+        if self.max_offset == 0:
+            return 0
+        life = next(
+            (i for i, mf in enumerate(files) if self._life_started_by(mf) == phys_offset), None
+        )
+        if life is None:
+            self._fill_pre_blank(next_life_offset(self.max_offset, self.units_per_file),
+                                 phys_offset)  # fmt: skip
+            life = len(files) - 1
+        self.queue.delete_first_files(life)
+        return life
+
+    def _life_started_by(self, mf: MappedFile) -> int:
+        """The deletion record's offset when ``mf`` starts a life (see ``purge_below``)."""
+        if not mf.wrote_position:
+            return -1
+        unit = np.frombuffer(mf.buf, dtype=CQ_UNIT_DTYPE, count=1)[0]
+        return int(unit["tags_code"]) if is_blank_unit(unit) else -1
+
+    @staticmethod
+    def _unit_offset(mf: MappedFile, i: int) -> int:
+        """The CommitLog offset unit ``i`` of ``mf`` points at."""
+        unit = np.frombuffer(mf.buf, dtype=CQ_UNIT_DTYPE, count=1, offset=i * CQ_UNIT_SIZE)
+        return int(unit[0]["offset"])
+
     def correct_min_offset(self, min_phys_offset: int) -> None:
         mf = self.queue.files[0] if self.queue.files else None
         if mf is None:
             return
         units = np.frombuffer(mf.buf, dtype=CQ_UNIT_DTYPE)[: mf.wrote_position // CQ_UNIT_SIZE]
-        alive = np.nonzero(units["offset"] >= min_phys_offset)[0]
+        alive = np.nonzero((units["offset"] >= min_phys_offset) & ~blank_units(units))[0]
         first = mf.file_from_offset // CQ_UNIT_SIZE
         self.min_logic_offset = first + (int(alive[0]) if alive.size else units.size)
 

@@ -16,9 +16,11 @@ from shmq.codec.dispatch_plan import plan_dispatch
 from shmq.config import MessageStoreConfig
 from shmq.errors import InvalidMessageError
 from shmq.message import validate_topic
+from shmq.names import DELETED_TOPIC_LOG
 from shmq.store.commitlog import ScanBatch
 from shmq.store.consume_queue import ConsumeQueue
 from shmq.store.index_service import IndexService
+from shmq.store.topic_purge import deleted_topic
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,11 @@ class Dispatcher:
             batch.buf, rows, MAX_QUEUE_ID, s.ids, s.first, s.picks, s.starts, s.keys, s.indexed
         )
         topics = [self._topic(batch, int(s.first[t])) for t in range(distinct)]
+        deletion = next((t for t in range(distinct) if topics[t][0] == DELETED_TOPIC_LOG), -1)
+        if deletion >= 0:
+            first = int(np.flatnonzero(s.ids[:n] == deletion)[0])
+            if first < n - 1:  # the records up to it, its purge, then the rest
+                return self._split(batch, first + 1)
         base = batch.file.file_from_offset
         refused = False
         for g in range(groups):
@@ -102,7 +109,31 @@ class Dispatcher:
                 indexed = indexed[ok]
             if indexed.size:
                 self.index.build_index_batch(batch.buf, rows, indexed, base)
+        if deletion >= 0:  # the batch's last record deletes a topic
+            self._purge(batch, n - 1, touched)
         return n, touched
+
+    def _split(self, batch: ScanBatch, at: int) -> tuple[int, dict[tuple[str, int], ConsumeQueue]]:
+        """Dispatch ``batch`` as its rows before ``at`` and from ``at`` on, in order."""
+        n, touched = self.dispatch_batch(ScanBatch(batch.file, batch.rows[:at]))
+        n2, touched2 = self.dispatch_batch(ScanBatch(batch.file, batch.rows[at:]))
+        touched.update(touched2)
+        return n + n2, touched
+
+    def _purge(self, batch: ScanBatch, row: int, touched: dict[tuple[str, int], ConsumeQueue]):
+        """Record ``row`` deleted a topic: purge its queues of everything stored before."""
+        phys = batch.file.file_from_offset + int(batch.rows[row, rec.R_POS])
+        topic = deleted_topic(batch, row)
+        if topic is None:
+            log.error("record at %d in %s names no topic: nothing purged", phys, DELETED_TOPIC_LOG)
+            return
+        files = 0
+        for key, cq in self.consume_queues.items():
+            if key[0] == topic and (deleted := cq.purge_below(phys)):
+                files += deleted
+                touched[key] = cq
+        log.info("topic %s deleted at CommitLog offset %d: %d consume-queue file(s) removed",
+                 topic, phys, files)  # fmt: skip
 
     def _scratch(self, n: int) -> _Scratch:
         """Output arrays for ``plan_dispatch`` (reused: one batch at a time)."""

@@ -70,7 +70,9 @@ class MappedFile:
         self.created = False  # this object created the file: no byte of it was written
         fd = os.open(path, os.O_RDONLY) if readonly else files.create(path, os.O_RDWR)
         try:
-            actual = os.fstat(fd).st_size
+            stat = os.fstat(fd)
+            self.inode = stat.st_ino  # a reader tells a file deleted and made again by it
+            actual = stat.st_size
             if actual == 0 and not readonly:
                 self.created = True
                 if sparse:

@@ -20,13 +20,16 @@ import numpy as np
 
 from shmq import files
 from shmq.codec import record as rec
+from shmq.codec.consume_queue import CQ_UNIT_SIZE
 from shmq.codec.crc32 import body_crc_batch
 from shmq.codec.record_pack import tail as record_tail
 from shmq.config import MessageStoreConfig, parse_host
 from shmq.errors import (
     InvalidMessageError,
+    InvalidTopicError,
     MessageTooLargeError,
     StoreClosedError,
+    StoreError,
 )
 from shmq.message import (
     body_arrays,
@@ -34,10 +37,12 @@ from shmq.message import (
     validate_body,
     validate_topic,
 )
+from shmq.names import DELETED_TOPIC_LOG
 from shmq.properties import build_properties
 from shmq.store import cleanup
 from shmq.store.checkpoint import Checkpoint
 from shmq.store.commitlog import CommitLog, ScanBatch
+from shmq.store.consume_queue import next_life_offset
 from shmq.store.dispatch import MAX_QUEUE_ID, Dispatcher
 from shmq.store.index_service import IndexService
 from shmq.store.lock import AbortMarker, StoreLock
@@ -48,6 +53,7 @@ from shmq.store.results import (
     PutResult,
     PutStatus,
 )
+from shmq.store.topic_purge import append_deletion
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +210,26 @@ class MessageStore(StoreReads):
             log.warning("store %s cut to %d: %d bytes removed", self.root, offset, end - offset)
             return end - offset
 
+    def delete_topic(self, topic: str) -> int:
+        """Delete ``topic``'s stored messages (``topic_purge``): append the record that
+        deletes it and move its next queue offsets to where its next life starts; its
+        consume queues are purged when the record is dispatched. Returns the record's
+        physical offset."""
+        _user_topic(topic)
+        with self._lock:
+            self._check_open()
+            key = (DELETED_TOPIC_LOG, 0)
+            log_offset = self._queue_offsets.get(key, 0)
+            phys = append_deletion(self.commitlog, topic, log_offset, time.time_ns() // 1_000_000)
+            self._queue_offsets[key] = log_offset + 1
+            units = self.config.consume_queue_file_size // CQ_UNIT_SIZE
+            for k, offset in self._queue_offsets.items():
+                if k[0] == topic:
+                    self._queue_offsets[k] = next_life_offset(offset, units)
+            if self._sync and self._sync_flush() != PutStatus.PUT_OK:
+                raise StoreError(f"the record deleting {topic} was not flushed")
+            return phys
+
     def _index_file_full(self, end_timestamp: int) -> None:
         self.checkpoint.index_msg_timestamp = end_timestamp
         self.checkpoint.flush()
@@ -233,11 +259,11 @@ class MessageStore(StoreReads):
         if flag or born_timestamp is not None:
             _check_header_values(flag, born_timestamp)
         if keys or properties:
-            tail = record_tail(validate_topic(topic), build_properties(tags, keys, properties))
+            tail = record_tail(_user_topic(topic), build_properties(tags, keys, properties))
         else:
             tail = self._tails.get((topic, tags))
             if tail is None:
-                tail = record_tail(validate_topic(topic), build_properties(tags))
+                tail = record_tail(_user_topic(topic), build_properties(tags))
                 self._tails[(topic, tags)] = tail
         now = time.time_ns() // 1_000_000
         with self._lock:
@@ -287,7 +313,7 @@ class MessageStore(StoreReads):
         self._check_open()
         _check_queue_id(queue_id)
         _check_header_values(flag, born_timestamp)
-        topic_raw = np.frombuffer(validate_topic(topic), dtype=np.uint8)
+        topic_raw = np.frombuffer(_user_topic(topic), dtype=np.uint8)
         data, offsets = body_arrays(bodies)
         n = offsets.shape[0] - 1
         if n == 0:
@@ -504,6 +530,15 @@ class MessageStore(StoreReads):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _user_topic(topic: str) -> bytes:
+    """The topic's bytes, if a message may be put there (only ``delete_topic`` writes the
+    deletion log)."""
+    raw = validate_topic(topic)
+    if topic == DELETED_TOPIC_LOG:
+        raise InvalidTopicError(f"topic {topic} is reserved: only delete_topic writes it")
+    return raw
 
 
 def _check_queue_id(queue_id: int) -> None:

@@ -23,6 +23,7 @@ from shmq.errors import CorruptStoreError
 from shmq.message import MessageBatch, MessageExt
 from shmq.properties import PROPERTY_TAGS, decode_properties
 from shmq.store.commitlog import ScanBatch, stored_messages
+from shmq.store.consume_queue import blank_units
 from shmq.store.mapped_file import MappedFile, offset_to_file_name
 
 # RocketMQ scans at most this many units per pull when filtering by tag.
@@ -71,9 +72,23 @@ class MappedFiles:
         return len(self._files)
 
     def _drop_vanished(self) -> None:
+        """Unmap the files that were deleted, or deleted and made again (a consume queue's
+        file after its topic was deleted and re-created)."""
         for start, mf in list(self._files.items()):
-            if not os.path.exists(mf.path):
+            try:
+                same = os.stat(mf.path).st_ino == mf.inode
+            except FileNotFoundError:
+                same = False
+            if not same:
                 self._unmap(start)
+
+    def next_start(self, offset: int) -> int | None:
+        """The start of the first file after the one that would hold ``offset``, or None."""
+        try:
+            starts = [int(n) for n in os.listdir(self.directory) if n.isdigit()]
+        except OSError:
+            return None
+        return min((s for s in starts if s > offset), default=None)
 
     def _unmap(self, start: int) -> None:
         mf = self._files.pop(start)
@@ -131,7 +146,7 @@ class StoreReader:
         most ``max_count``, only those whose tag hash is in ``tag_codes`` when given.
         Returns them and the next offset to read."""
         if tag_codes is None:
-            return self._read_untagged(topic, queue_id, offset, min(max_offset, offset + max_count))
+            return self._read_untagged(topic, queue_id, offset, max_offset, max_count)
         phys, sizes, qoffs, next_offset = self._pick(
             topic, queue_id, offset, max_offset, max_count, tag_codes
         )
@@ -141,13 +156,14 @@ class StoreReader:
         return messages, next_offset
 
     def _read_untagged(
-        self, topic: str, queue_id: int, offset: int, end: int
+        self, topic: str, queue_id: int, offset: int, max_offset: int, max_count: int
     ) -> tuple[list[MessageExt], int]:
         """``read_queue`` without a tag filter: units ``[offset, end)`` of one consume-queue
         file, their records parsed and matched by one kernel call per CommitLog file."""
+        end = min(max_offset, offset + max_count)
         cq = self._queue(topic, queue_id).file_at(offset * CQ_UNIT_SIZE)
         if cq is None or end <= offset:
-            return [], offset
+            return [], self._past_missing(topic, queue_id, offset, max_offset)
         first = offset - cq.file_from_offset // CQ_UNIT_SIZE  # the unit's index in its file
         count = min(end - offset, self.cq_file_size // CQ_UNIT_SIZE - first)
         rows = np.empty((count, rec.N_COLS), dtype=np.int64)
@@ -221,17 +237,26 @@ class StoreReader:
         units, first = self.units(topic, queue_id, offset, end)
         if units.size == 0:
             empty = np.empty(0, np.int64)
-            return empty, empty, empty, offset
+            return empty, empty, empty, self._past_missing(topic, queue_id, offset, max_offset)
         mf = self._queue(topic, queue_id).file_at(offset * CQ_UNIT_SIZE)
         picked = np.arange(units.size)
         if tag_codes is not None:
             out = np.empty(units.size, dtype=np.int64)
             picked = out[: match_tags(mf.buf, first, units.size, tag_codes, out)]
-        picked = picked[:max_count]
+        picked = picked[~blank_units(units[picked])][:max_count]  # no record behind these
         next_offset = offset + (int(picked[-1]) + 1 if picked.size == max_count else units.size)
         phys = units["offset"][picked].astype(np.int64)
         sizes = units["size"][picked].astype(np.int64)
         return phys, sizes, offset + picked.astype(np.int64), next_offset
+
+    def _past_missing(self, topic: str, queue_id: int, offset: int, max_offset: int) -> int:
+        """Where reading goes on when no consume-queue file holds ``offset``: the next
+        file's start when that one is gone (cleanup, or its topic was deleted), at most
+        ``max_offset``; ``offset`` otherwise."""
+        if max_offset <= offset:
+            return offset
+        start = self._queue(topic, queue_id).next_start(offset * CQ_UNIT_SIZE)
+        return offset if start is None else min(start // CQ_UNIT_SIZE, max_offset)
 
     def records(
         self, topic: str, queue_id: int, phys: np.ndarray, sizes: np.ndarray, qoffs: np.ndarray

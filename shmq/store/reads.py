@@ -13,7 +13,7 @@ from shmq.codec import record as rec
 from shmq.codec.consume_queue import CQ_UNIT_SIZE, match_tags
 from shmq.errors import InvalidMessageIdError
 from shmq.message import MessageExt, parse_offset_msg_id
-from shmq.store.consume_queue import ConsumeQueue
+from shmq.store.consume_queue import ConsumeQueue, blank_units
 from shmq.store.reader import topic_bytes
 from shmq.store.results import GetResult, GetStatus, parse_tag_filter
 
@@ -84,6 +84,7 @@ class StoreReads:
             out = np.empty(units.size, dtype=np.int64)
             n = match_tags(buf, first, units.size, codes, out)
             candidates = out[:n]
+        candidates = candidates[~blank_units(units[candidates])]  # no record behind these
         phys = units["offset"][candidates].astype(np.int64)
         sizes = units["size"][candidates].astype(np.int64)
         # RocketMQ's transfer limits: count and bytes, but the first message always goes
@@ -166,7 +167,11 @@ class StoreReads:
                 if batch is None:
                     continue
                 msg = batch.message(0)
-                if msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
+                if (
+                    msg.topic == topic
+                    and (key in msg.keys or msg.uniq_key == key)
+                    and msg.queue_offset >= self.get_min_offset_in_queue(topic, msg.queue_id)
+                ):  # not a message of a deleted topic's earlier life (``topic_purge``)
                     found.append(msg)
             return found
 
