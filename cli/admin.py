@@ -89,7 +89,8 @@ def update_topic(
 @click.option("-c", "--cluster", help="Cluster name (default: the brokers serving the topic).")
 @options
 def delete_topic(topic: str, cluster: str | None, namesrv: str, as_json: bool) -> None:
-    """Delete a topic from its brokers and the namesrv (mqadmin deleteTopic)."""
+    """Delete a topic, its stored messages and its groups' offsets from its brokers, and
+    its route from the namesrv (mqadmin deleteTopic)."""
     with open_admin(namesrv) as a:
         brokers = a.delete_topic(topic, cluster)
     if as_json:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from shmq.broker.control import _json
 from shmq.errors import ResponseError
-from shmq.names import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC, SCHEDULE_TOPIC, TIMER_TOPIC
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
 
@@ -27,21 +26,6 @@ if TYPE_CHECKING:
 Rc = ResponseCode
 
 MAX_QUERY_UNITS = 10_000  # consume-queue units one QUERY_CONSUME_QUEUE answers at most
-
-# TopicValidator's system topic set (4.9, and 5.x's timer topic); the broker adds its
-# cluster and broker names, as RocketMQ's TopicConfigManager does
-SYSTEM_TOPICS = (
-    "TBW102",
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
-    "BenchmarkTest",
-    HALF_TOPIC,
-    "RMQ_SYS_TRACE_TOPIC",
-    OP_TOPIC,
-    CHECK_MAX_TIME_TOPIC,
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-)
 
 
 class QueueInspection:
@@ -141,8 +125,7 @@ class QueueInspection:
 
     def system_topics(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """RocketMQ's system topic set, with this broker's cluster and broker names."""
-        config = self.broker.config
-        topics = sorted({*SYSTEM_TOPICS, config.broker_cluster_name, config.broker_name})
+        topics = sorted(self.broker.system_topics())
         return _json(request, {"topicList": topics, "brokerAddr": None})
 
 

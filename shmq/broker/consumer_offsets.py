@@ -9,6 +9,7 @@ queue ids), so a RocketMQ broker's file loads here and the other way round.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from shmq.broker import json_file
@@ -90,8 +91,16 @@ class ConsumerOffsetManager(json_file.PersistedTable):
 
     def remove_group(self, group: str) -> bool:
         """Forget every offset of ``group``; ``False`` when it had none."""
+        return self._remove(lambda _topic, g: g == group)
+
+    def remove_topic(self, topic: str) -> bool:
+        """Forget every group's offsets on ``topic`` (a deleted topic, as RocketMQ 5's
+        ``cleanOffsetByTopic``); ``False`` when there were none."""
+        return self._remove(lambda t, _group: t == topic)
+
+    def _remove(self, which: Callable[[str, str], bool]) -> bool:
         with self._lock:
-            keys = [k for k in self._table if _split(k)[1] == group]
+            keys = [k for k in self._table if which(*_split(k))]
             for key in keys:
                 del self._table[key]
             if keys:

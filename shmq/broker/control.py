@@ -30,6 +30,7 @@ from shmq.remoting.admin_bodies import kv_table
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
+from shmq.store.consume_queue import is_blank_unit
 
 SHM_CLIENT_ADDR = "shared memory"  # a ring producer's clientAddr in connection lists
 
@@ -191,10 +192,12 @@ class ControlHandlers:
 
     def delete_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         topic = request.ext_topic()
-        if not self.broker.topics.delete(topic):
+        try:
+            deleted = self.broker.delete_topic(topic)
+        except ShmqError as exc:
+            raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from exc
+        if not deleted:
             raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist")
-        self.broker.topics.persist()
-        self.broker.publish_topics()
         for key in [k for k in self._min_offsets if k[0] == topic]:
             del self._min_offsets[key]
         return RemotingCommand.response_to(request)
@@ -216,22 +219,37 @@ class ControlHandlers:
         if offset >= 0:
             return RemotingCommand.response_to(request, ext_fields={"offset": offset})
         # the GET_MIN_OFFSET answer for the same topic and queue
-        if self.min_offset_of(topic, queue_id) <= 0:
-            first = None  # CommitLog offset of the queue's unit 0; None: the queue is empty
-            if self.max_offset_of(topic, queue_id) > 0:
-                with self._lock:
-                    units, _ = self.store_reader().units(topic, queue_id, 0, 1)
-                    first = int(units["offset"][0]) if units.size else None
+        low = self.min_offset_of(topic, queue_id)
+        first = self._young_queue_start(topic, queue_id, low)
+        if first is not None:
             ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
             in_memory = ram * self.broker.config.store.access_message_in_memory_max_ratio // 100
             end = cn.load(self.broker.counters.words, cn.WRITE_OFFSET)
-            if first is None or end - first <= in_memory:
-                return RemotingCommand.response_to(request, ext_fields={"offset": 0})
+            if first < 0 or end - first <= in_memory:
+                return RemotingCommand.response_to(request, ext_fields={"offset": low})
         return RemotingCommand.response_to(
             request,
             Rc.QUERY_NOT_FOUND,
             "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
         )
+
+    def _young_queue_start(self, topic: str, queue_id: int, low: int) -> int | None:
+        """For a queue that still holds its first message, the CommitLog offset of that
+        message (-1 when the queue has none yet); None for a queue whose start was cleaned
+        up. The first message is the queue's unit 0, or after a deletion of its topic the
+        unit after the blank one that starts the queue's next life (``topic_purge``)."""
+        high = self.max_offset_of(topic, queue_id)
+        if high <= low:
+            return -1 if low == 0 else None
+        with self._lock:
+            units, _ = self.store_reader().units(topic, queue_id, low, min(high, low + 2))
+        if not units.size:
+            return None
+        if low > 0:  # young only when its first unit starts a life
+            if not is_blank_unit(units[0]):
+                return None
+            units = units[1:]
+        return int(units["offset"][0]) if units.size else -1
 
     def update_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Commit an offset of an existing topic's queue: consumerOffset.json only grows with
@@ -362,14 +380,15 @@ class ControlHandlers:
         finally:
             index.close()
         found = []
+        starts: dict[int, int] = {}  # queue id -> min offset
         with self._lock:
             for phys in offsets:
                 msg = self.store_reader().view(phys)
-                if (
-                    msg is not None
-                    and msg.topic == topic
-                    and (key in msg.keys or msg.uniq_key == key)
-                ):
+                if msg is None or msg.topic != topic or key not in (*msg.keys, msg.uniq_key):
+                    continue
+                if msg.queue_id not in starts:
+                    starts[msg.queue_id] = self.min_offset_of(topic, msg.queue_id)
+                if msg.queue_offset >= starts[msg.queue_id]:  # not of a deleted topic's past
                     found.append(message_to_json(msg))
         if not found:
             raise ResponseError(Rc.QUERY_NOT_FOUND, f"no message of {topic} with key {key}")

@@ -59,11 +59,13 @@ from shmq.ipc.segment import (
     unlink_prefix,
     wait,
 )
+from shmq.names import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
 
 log = logging.getLogger(__name__)
 
 
 AGENTS = ("writer", "reput", "flush", "cleaner", "schedule", "ha")
+DELETE_WAIT_S = 5.0
 # a slave takes no sends: its HA agent writes the CommitLog, nothing sends through a writer
 SLAVE_AGENTS = ("ha", "reput", "flush", "cleaner")
 # the schedule agent sends through the writer: it stops first; HA streams the writer's last
@@ -316,6 +318,43 @@ class Broker(NamesrvRegistration):
             for name, c in self.topics.all().items()
         }
         tt.publish_topics(self.topic_seg.buf, self.topic_seg.words, table)
+
+    def delete_topic(self, topic: str) -> bool:
+        """Delete ``topic``'s config, its groups' offsets and, on a master, its stored
+        messages: the writer appends the record that has every reput purge them
+        (``topic_purge``). False when there is no such topic. ``ShmqError`` for a system
+        topic (RocketMQ 5's refusal), and when the writer did not record the deletion within
+        ``DELETE_WAIT_S``: the topic is then put back, to be deleted again."""
+        if topic in self.system_topics() or topic.startswith(SYSTEM_TOPIC_PREFIX):
+            raise ShmqError(f"The topic[{topic}] is conflict with system topic.")
+        config = self.topics.get(topic)
+        if config is None or not self.topics.delete(topic):
+            return False
+        self.topics.persist()
+        self.publish_topics()
+        if not self.config.is_slave:  # a slave gets its master's deletion record as data
+            self._await_deletion_record(topic, config)
+        if self.offsets.remove_topic(topic):
+            self.offsets.persist()
+        return True
+
+    def _await_deletion_record(self, topic: str, config: TopicConfig) -> None:
+        version = tt.load_version(self.topic_seg.words)
+        post(self._agent_sems["writer"])
+        deadline = time.monotonic() + DELETE_WAIT_S
+        while cn.load(self.counters.words, cn.TOPICS_APPLIED) < version:
+            if time.monotonic() >= deadline:
+                self.create_topic(config)
+                why = cn.refuse_reason(self.counters.words) or "it did not answer"
+                raise ShmqError(
+                    f"topic {topic} is kept: the writer did not record its deletion within "
+                    f"{DELETE_WAIT_S:g} s ({why}); delete it again"
+                )
+            time.sleep(0.001)
+
+    def system_topics(self) -> set[str]:
+        """RocketMQ's system topic set, with this broker's cluster and broker names."""
+        return {*SYSTEM_TOPICS, self.config.broker_cluster_name, self.config.broker_name}
 
     def create_topic(self, cfg: TopicConfig) -> None:
         """Create or update a topic. The namesrvs learn it before the agents do: the writer

@@ -15,7 +15,7 @@ from typing import Any
 from shmq.broker import json_file
 from shmq.errors import ConfigError
 from shmq.message import validate_topic
-from shmq.names import reply_topic
+from shmq.names import DELETED_TOPIC_LOG, reply_topic
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
 PERM_READ_WRITE = PERM_READ | PERM_WRITE
@@ -53,6 +53,11 @@ class TopicConfig:
 
     def __post_init__(self) -> None:
         validate_topic(self.topic_name)
+        if self.topic_name == DELETED_TOPIC_LOG:
+            raise ConfigError(
+                f"topic {DELETED_TOPIC_LOG} is reserved: only the broker writes it (a record "
+                "per deleted topic)"
+            )
         for name in ("read_queue_nums", "write_queue_nums"):
             value = getattr(self, name)
             if not 1 <= value <= MAX_QUEUE_NUMS:

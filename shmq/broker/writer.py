@@ -23,6 +23,7 @@ from shmq.broker.agent_wakeups import AgentWakeups
 from shmq.broker.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import record as rec
 from shmq.codec import ring_append as ra
+from shmq.codec.consume_queue import CQ_UNIT_SIZE
 from shmq.config import parse_host
 from shmq.errors import DiskFullError, ShmqError
 from shmq.ipc import counters as cn
@@ -33,8 +34,10 @@ from shmq.ipc import topic_table as tt
 from shmq.ipc.parking import post_parked
 from shmq.ipc.segment import Segment, fence, open_semaphore, post
 from shmq.message import pack_host
-from shmq.names import MAX_TOPIC_LENGTH
+from shmq.names import DELETED_TOPIC_LOG, MAX_TOPIC_LENGTH
 from shmq.store.commitlog import CommitLog
+from shmq.store.consume_queue import next_life_offset
+from shmq.store.topic_purge import append_deletion, deleted_topic
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +162,8 @@ class Writer:
         # word access without numpy scalars for what every pass reads or publishes
         self.cw = memoryview(env.counters.mm).cast("q")
         self.rw = memoryview(self.registry.mm).cast("q")
+        self.tw = memoryview(self.topics_seg.mm).cast("q")
+        self.cq_units = store.consume_queue_file_size // CQ_UNIT_SIZE
         self.sync_flush = store.sync_flush
         followers = ("reput", "flush", "ha") if self.sync_flush else ("reput", "ha")
         self.followers = AgentWakeups(self.cw, env.names, followers)
@@ -179,9 +184,12 @@ class Writer:
         self.next_qoff[:] = maxima
         for batch in self.commitlog.scan(dispatched, self.write_offset):
             for i in range(batch.rows.shape[0]):
-                slot = self._queue_slot(batch.topic(i).encode(), int(batch.rows[i, rec.R_QUEUE_ID]))
+                topic = batch.topic(i)
+                slot = self._queue_slot(topic.encode(), int(batch.rows[i, rec.R_QUEUE_ID]))
                 qoff = int(batch.rows[i, rec.R_QUEUE_OFFSET]) + 1
                 self.next_qoff[slot] = max(self.next_qoff[slot], qoff)
+                if topic == DELETED_TOPIC_LOG and (deleted := deleted_topic(batch, i)):
+                    self._start_next_life(deleted.encode())
         log.info("writer resumes at CommitLog offset %d", self.write_offset)
 
     def _queue_slot(self, topic: bytes, queue_id: int) -> int:
@@ -224,10 +232,51 @@ class Writer:
         self.views = tuple(self.rings.values())
 
     def _refresh_topics(self) -> None:
+        """Take a new topic table; a topic it lacks was deleted: its deletion record goes
+        into the CommitLog first (``topic_purge``), so every record the writer appended
+        before belongs to the topic's old life and every one after to its next."""
         words = self.topics_seg.words
-        if tt.load_version(words) != self._topics_version:
-            self._topics_version, self.topics = tt.read_topics(self.topics_seg.buf, words)
-            self._rebuild_index()
+        if tt.load_version(words) == self._topics_version:
+            return
+        version, topics = tt.read_topics(self.topics_seg.buf, words)
+        # the first table a writer reads is only taken: a topic deleted while no writer ran
+        # is not seen, so TOPICS_APPLIED stays behind and that deletion fails (undone)
+        first = self._topics_version < 0
+        if not first:
+            for name in sorted(self.topics.keys() - topics.keys()):
+                if not self._append_deletion(name):
+                    return  # the table is taken once the record is written
+                del self.topics[name]
+        self._topics_version, self.topics = version, topics
+        self._rebuild_index()
+        if not first:
+            cn.publish(self.cw, cn.TOPICS_APPLIED, version)
+
+    def _append_deletion(self, name: bytes) -> bool:
+        """Append the record deleting topic ``name`` and start its queues' next life; False
+        while no CommitLog file can be allocated."""
+        log_slot = self._queue_slot(DELETED_TOPIC_LOG.encode(), 0)
+        entry = int(self.next_qoff[log_slot])
+        now = time.time_ns() // 1_000_000
+        try:
+            phys = append_deletion(self.commitlog, name.decode(), entry, now)
+        except DiskFullError as exc:
+            self._allocation_failed(exc)
+            return False
+        self.next_qoff[log_slot] += 1
+        self._start_next_life(name)
+        log.info("topic %s deleted: its stored messages are purged at CommitLog offset %d",
+                 name.decode(), phys)  # fmt: skip
+        self.write_offset = self.commitlog.max_offset
+        cn.publish(self.cw, cn.WRITE_TIMESTAMP, now)
+        cn.publish(self.cw, cn.WRITE_OFFSET, self.write_offset)
+        self.followers.wake()
+        return True
+
+    def _start_next_life(self, name: bytes) -> None:
+        """A deleted topic's queues go on from the next consume-queue file boundary."""
+        for slot in self.directory.queues_of(name).values():
+            self.next_qoff[slot] = next_life_offset(int(self.next_qoff[slot]), self.cq_units)
 
     def _rebuild_index(self) -> None:
         """The kernel's topic index from the topic table: writable topics with the queue
@@ -246,8 +295,10 @@ class Writer:
     # -- the loop ---------------------------------------------------------------------------
 
     def has_work(self) -> bool:
-        return self.rw[rg.VERSION] != self._registry_version or any(
-            v.w[ring.TAIL] != v.head for v in self.views
+        return (
+            self.rw[rg.VERSION] != self._registry_version
+            or self.tw[tt.VERSION] != self._topics_version
+            or any(v.w[ring.TAIL] != v.head for v in self.views)
         )
 
     def do_work(self) -> int:
@@ -523,5 +574,6 @@ class Writer:
         self.sem.close()
         self.cw.release()
         self.rw.release()
+        self.tw.release()
         for seg in (self.topics_seg, self.queues_seg, self.registry):
             seg.close()

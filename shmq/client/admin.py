@@ -273,8 +273,10 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
         return [name for name, _ in targets]
 
     def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
-        """Delete ``topic`` from the brokers of ``cluster`` (default: those serving it)
-        and from every namesrv; the names of the brokers that had it."""
+        """Delete ``topic`` from the brokers of ``cluster`` (default: those serving it),
+        with its stored messages and its groups' offsets there, and from every namesrv;
+        the names of the brokers that had it. Created again, the topic starts empty, its
+        queue offsets past every old one (see the README)."""
         targets = self._masters(cluster) if cluster is not None else self._topic_brokers(topic)
         deleted = []
         for target in targets:

@@ -26,6 +26,8 @@ processes write them::
                       HA_PORT (the port the HA service listens on)
     5     writer      TOPIC_REQUEST_SEQ  TOPIC_REQUEST_LEN  then 128 bytes of topic name (5-7),
                       then TOPIC_REQUEST_QUEUES (the sending producer's defaultTopicQueueNums)
+                      TOPICS_APPLIED (the topic-table version the writer works with: the
+                      deletion records of the topics it lacks are in the CommitLog)
     8     supervisor  TOPIC_REQUEST_DONE
     9     several     store status, one word per owner (rare writes): DISK_FULL (cleaner:
                       disk used over diskMaxUsedSpaceRatio's 90 % rule), DISK_USED_PERMILLE
@@ -72,6 +74,7 @@ TOPIC_REQUEST_SEQ, TOPIC_REQUEST_LEN = 5 * W, 5 * W + 1
 TOPIC_REQUEST_NAME = (5 * W + 2) * 8  # byte offset of the 128-byte name
 TOPIC_NAME_MAX = 127
 TOPIC_REQUEST_QUEUES = 7 * W + 2
+TOPICS_APPLIED = 7 * W + 3
 TOPIC_REQUEST_DONE = 8 * W
 DISK_FULL, DISK_USED_PERMILLE, ALLOC_FAILED, FLUSH_FAILED, MIN_PHYSICAL_OFFSET = range(
     9 * W, 9 * W + 5

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from e2e_helpers import cluster, shm_entries
 from shmq.client.producer import Producer
+from shmq.client.queue_reader import QueueReader
 from shmq.client.types import SendStatus
 from shmq.codec import record as rec
 from shmq.errors import ShmqError
@@ -25,6 +26,7 @@ from shmq.ipc import counters as cn
 from shmq.ipc import ring
 from shmq.ipc.segment import Segment
 from shmq.message import Message
+from shmq.names import DELETED_TOPIC_LOG
 from spec_decoder import decode_record
 
 TOPIC = "Hostile"
@@ -285,3 +287,21 @@ def test_a_new_topic_after_the_ring_wrapped_is_created_and_stored(c, good):
         assert result.send_status is SendStatus.SEND_OK
         assert result.message_queue.topic == topic
     assert_others_unharmed(c, good, before)
+
+
+def test_a_forged_deletion_record_is_refused_and_deletes_nothing(c, good):
+    """A ring record to the deletion log (whose records make reput purge a topic) is
+    refused as a topic that does not exist: no topic config may name that topic, so
+    auto-creation refuses it too; the topic it names keeps its messages."""
+    sent = good.send(Message(TOPIC, b"still here"))
+    before = writer_state(c)
+    with Producer("forger", c.namesrv, send_timeout=10) as bad:
+        bad.send(Message(TOPIC, b"mine"))
+        rp = ring_of(bad)
+        forged = inject(rp, TOPIC.encode(), topic_name=DELETED_TOPIC_LOG.encode())
+        answer = rp.wait_answer(forged, time.monotonic() + 10)
+        assert (answer.status, answer.reason) == (ring.REJECTED, ring.REASON_TOPIC_NOT_EXIST)
+        assert_others_unharmed(c, good, before)
+    q = sent.message_queue
+    with QueueReader("forger-check", c.namesrv) as reader:
+        assert reader.min_offset(q) == 0 and reader.max_offset(q) > sent.queue_offset

@@ -1,0 +1,157 @@
+"""Deleting a topic deletes its messages, with real processes: the writer records the
+deletion in the CommitLog, reput (the master's, a slave's, recovery's after SIGKILL) purges
+the topic's consume queues there, the group offsets on it go, and a re-created topic is
+empty and goes on from queue offsets no old message had."""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+
+import pytest
+from test_ha import SLAVE, caught_up, sigkill_broker
+
+from e2e_helpers import cluster, free_port, pull_all, shm_entries
+from shmq import Message, Producer, PullConsumer
+from shmq.broker.consumer_offsets import parse as parse_offsets
+from shmq.client.admin import Admin
+from shmq.errors import ResponseError
+from shmq.names import DELETED_TOPIC_LOG
+from shmq.remoting.protocol import ResponseCode
+from spec_decoder import read_consume_queue
+
+TOPIC = "Deleted"
+UNITS = 1024  # the e2e clusters' consume-queue files (mappedFileSizeConsumeQueue 20 KiB)
+LIFE = UNITS + 1  # the first offset of a queue's next life: after the file's blank unit
+
+
+def send(producer: Producer, tag: str, count: int) -> dict[bytes, int]:
+    """``count`` messages over the topic's queues: body → queue offset."""
+    sent = {}
+    for i in range(count):
+        body = f"{tag}-{i}".encode()
+        sent[body] = producer.send(Message(TOPIC, body, keys=["same-key"])).queue_offset
+    return sent
+
+
+def poll_until(consumer: PullConsumer, count: int, timeout: float = 30.0) -> list[bytes]:
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        got += [m.body for m in consumer.poll(0.5)]
+    return got
+
+
+def offsets_file(store: str) -> dict:
+    with open(os.path.join(store, "config", "consumerOffset.json")) as f:
+        return parse_offsets(f.read())  # RocketMQ's shape: bare integer queue ids
+
+
+def persisted(store: str, key: str, timeout: float = 30.0) -> bool:
+    """Whether ``key`` reached consumerOffset.json (written every 5 s) within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = os.path.join(store, "config", "consumerOffset.json")
+        if os.path.exists(path) and key in offsets_file(store):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def cq_files(store: str, queue_id: int) -> list[int]:
+    names = os.listdir(os.path.join(store, "consumequeue", TOPIC, str(queue_id)))
+    return sorted(int(n) // 20 for n in names)
+
+
+def test_a_deleted_topic_comes_back_empty_and_its_offsets_go_on(tmp_path):
+    before = shm_entries()
+    with cluster(tmp_path) as c, Admin(c.namesrv) as admin:
+        c.create_topic(TOPIC, 2)
+        with Producer("del-p", c.namesrv) as producer:
+            old = send(producer, "old", 40)
+            assert sorted(old.values()) == sorted(list(range(20)) * 2)
+            with PullConsumer("del-live", c.namesrv, auto_commit=False,
+                              consume_from_where="FIRST_OFFSET") as live:  # fmt: skip
+                live.subscribe(TOPIC)
+                live.start()
+                assert sorted(poll_until(live, 40)) == sorted(old)
+                live.commit()
+                assert persisted(c.store, f"{TOPIC}@del-live")
+
+                assert admin.delete_topic(TOPIC) == ["broker-a"]
+                assert f"{TOPIC}@del-live" not in offsets_file(c.store)
+                admin.update_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+                new = send(producer, "new", 6)
+                assert sorted(new.values()) == [LIFE, LIFE, LIFE + 1, LIFE + 1, LIFE + 2, LIFE + 2]
+                # a consumer that held the old life goes on with the new one
+                assert sorted(poll_until(live, 6)) == sorted(new)
+
+        status = admin.topic_status(TOPIC)
+        assert {(q.min_offset, q.max_offset) for q in status} == {(UNITS, LIFE + 3)}
+        assert cq_files(c.store, 0) == cq_files(c.store, 1) == [UNITS]
+        # new groups read the next life only, from its start: through the mapped files,
+        # over TCP, and with CONSUME_FROM_LAST_OFFSET too (RocketMQ's rule for a young queue)
+        assert pull_all(c.namesrv, "del-first", TOPIC, set(new)) == set(new)
+        with PullConsumer("del-tcp", c.namesrv, transport="tcp",
+                          consume_from_where="FIRST_OFFSET") as tcp:  # fmt: skip
+            tcp.subscribe(TOPIC)
+            tcp.start()
+            assert sorted(poll_until(tcp, 6)) == sorted(new)
+        with PullConsumer("del-last", c.namesrv, consume_from_where="LAST_OFFSET") as last:
+            last.subscribe(TOPIC)
+            last.start()
+            assert sorted(poll_until(last, 6)) == sorted(new)
+        # the index still holds the old life's keys; queries do not return those messages
+        found = admin.query_msg_by_key(TOPIC, "same-key")
+        assert sorted(base64.b64decode(m["body"]) for m in found) == sorted(new)
+        # system topics are not deleted (RocketMQ 5's answer), the deletion log least of all
+        for system in (DELETED_TOPIC_LOG, "SCHEDULE_TOPIC_XXXX", "DefaultCluster"):
+            with pytest.raises(ResponseError, match=r"conflict with system topic") as err:
+                admin.delete_topic(system, cluster="DefaultCluster")
+            assert err.value.code == ResponseCode.SYSTEM_ERROR
+        # the deletion log: one record, naming the topic
+        log_units = read_consume_queue(c.store, DELETED_TOPIC_LOG, 0)
+        assert len(log_units) == 1
+    assert shm_entries() <= before
+
+
+def test_sigkill_right_after_a_deletion(tmp_path):
+    """The broker dies at once after the deletion was answered (reput may not have purged
+    yet): recovery purges, and the writer's offsets go on from the next life."""
+    before = shm_entries()
+    with cluster(tmp_path) as c:
+        c.create_topic(TOPIC, 2)
+        with Producer("del-p", c.namesrv) as producer, Admin(c.namesrv) as admin:
+            send(producer, "old", 30)
+            admin.delete_topic(TOPIC)
+            sigkill_broker(c, "broker-a")
+        c.start_broker()
+        with Producer("del-p2", c.namesrv) as producer, Admin(c.namesrv) as admin:
+            admin.update_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+            new = send(producer, "new", 4)
+            assert sorted(new.values()) == [LIFE, LIFE, LIFE + 1, LIFE + 1]
+        assert pull_all(c.namesrv, "del-after", TOPIC, set(new)) == set(new)
+        assert cq_files(c.store, 0) == cq_files(c.store, 1) == [UNITS]
+    assert shm_entries() <= before
+
+
+def test_a_slave_purges_where_its_master_did(tmp_path):
+    before = shm_entries()
+    with cluster(tmp_path, brokerRole="ASYNC_MASTER", haListenPort=free_port()) as c:
+        c.create_topic(TOPIC, 2)
+        slave = c.add_broker("slave", **SLAVE)
+        with Producer("del-p", c.namesrv) as producer, Admin(c.namesrv) as admin:
+            send(producer, "old", 30)
+            caught_up(c)
+            assert cq_files(slave.store, 0) == [0]
+            admin.delete_topic(TOPIC)
+            admin.update_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+            send(producer, "new", 4)
+        caught_up(c)
+        for qid in range(2):
+            assert cq_files(slave.store, qid) == cq_files(c.store, qid) == [UNITS]
+            master = read_consume_queue(c.store, TOPIC, qid)
+            assert read_consume_queue(slave.store, TOPIC, qid) == master
+            assert len(master) == 3  # the blank unit and two messages
+    assert shm_entries() <= before
