@@ -553,7 +553,8 @@ def delete_sub_group(
     namesrv: str,
     as_json: bool,
 ) -> None:
-    """Delete a subscription group (mqadmin deleteSubGroup)."""
+    """Delete a subscription group (mqadmin deleteSubGroup); without -b, its retry and
+    dead-letter topics too."""
     with open_admin(namesrv) as a:
         brokers = a.delete_sub_group(
             group, broker=broker, cluster=cluster, remove_offset=remove_offset

@@ -93,5 +93,15 @@ SYSTEM_TOPICS = frozenset(
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"  # 5.x: every such topic is a system topic too
 
 
+def is_system_topic(topic: str) -> bool:
+    """RocketMQ 5's ``TopicValidator.isSystemTopic`` (without a broker's own names)."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def system_topic_refusal(topic: str) -> str:
+    """RocketMQ 5's answer to deleting or creating a system topic."""
+    return f"The topic[{topic}] is conflict with system topic."
+
+
 # the NameServer KV namespace of ordered topics' queue lists (RocketMQ's NamesrvUtil)
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"

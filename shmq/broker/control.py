@@ -30,7 +30,7 @@ from shmq.remoting.admin_bodies import kv_table
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
-from shmq.store.consume_queue import is_blank_unit
+from shmq.store.consume_queue import blank_units, is_blank_unit
 
 SHM_CLIENT_ADDR = "shared memory"  # a ring producer's clientAddr in connection lists
 
@@ -236,20 +236,18 @@ class ControlHandlers:
     def _young_queue_start(self, topic: str, queue_id: int, low: int) -> int | None:
         """For a queue that still holds its first message, the CommitLog offset of that
         message (-1 when the queue has none yet); None for a queue whose start was cleaned
-        up. The first message is the queue's unit 0, or after a deletion of its topic the
-        unit after the blank one that starts the queue's next life (``topic_purge``)."""
-        high = self.max_offset_of(topic, queue_id)
-        if high <= low:
-            return -1 if low == 0 else None
+        up. The first message is at offset 0, or after blank units (``_leading_blanks``):
+        the one that starts a deleted topic's next life (``topic_purge``)."""
         with self._lock:
-            units, _ = self.store_reader().units(topic, queue_id, low, min(high, low + 2))
-        if not units.size:
-            return None
-        if low > 0:  # young only when its first unit starts a life
-            if not is_blank_unit(units[0]):
-                return None
-            units = units[1:]
-        return int(units["offset"][0]) if units.size else -1
+            reader = self.store_reader()
+            if low > 0:
+                before, _ = reader.units(topic, queue_id, low - 1, low)
+                if not (before.size and is_blank_unit(before[0])):
+                    return None
+            if self.max_offset_of(topic, queue_id) <= low:
+                return -1
+            first, _ = reader.units(topic, queue_id, low, low + 1)
+            return int(first["offset"][0]) if first.size else None
 
     def update_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Commit an offset of an existing topic's queue: consumerOffset.json only grows with
@@ -293,9 +291,22 @@ class ControlHandlers:
         except OSError:
             names = []
         first = min(int(n) for n in names) // 20 if names else 0
+        if first > 0:
+            first += self._leading_blanks(topic, queue_id, first)
         if fresh_within > 0:
             self._min_offsets[key] = (first, now, cleaned)
         return first
+
+    def _leading_blanks(self, topic: str, queue_id: int, start: int) -> int:
+        """How many blank units begin the queue's first file, at ``start``: the one that
+        starts a deleted topic's next life, or a slave's padding before the first message
+        it has (RocketMQ's min offset skips them)."""
+        with self._lock:
+            units, _ = self.store_reader().units(
+                topic, queue_id, start, self.max_offset_of(topic, queue_id)
+            )
+            blank = blank_units(units)
+            return int(blank.argmin()) if not blank.all() else blank.size
 
     def max_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         offset = self.max_offset_of(request.ext_topic(), request.ext_int("queueId"))
@@ -379,17 +390,17 @@ class ControlHandlers:
             offsets = index.query(topic, key, max_num, begin, end)
         finally:
             index.close()
+        with self._lock:
+            messages = [self.store_reader().view(phys) for phys in offsets]
         found = []
         starts: dict[int, int] = {}  # queue id -> min offset
-        with self._lock:
-            for phys in offsets:
-                msg = self.store_reader().view(phys)
-                if msg is None or msg.topic != topic or key not in (*msg.keys, msg.uniq_key):
-                    continue
-                if msg.queue_id not in starts:
-                    starts[msg.queue_id] = self.min_offset_of(topic, msg.queue_id)
-                if msg.queue_offset >= starts[msg.queue_id]:  # not of a deleted topic's past
-                    found.append(message_to_json(msg))
+        for msg in messages:
+            if msg is None or msg.topic != topic or key not in (*msg.keys, msg.uniq_key):
+                continue
+            if msg.queue_id not in starts:
+                starts[msg.queue_id] = self.min_offset_of(topic, msg.queue_id)
+            if msg.queue_offset >= starts[msg.queue_id]:  # not of a deleted topic's past
+                found.append(message_to_json(msg))
         if not found:
             raise ResponseError(Rc.QUERY_NOT_FOUND, f"no message of {topic} with key {key}")
         return _json(request, {"messages": found})

@@ -59,7 +59,7 @@ from shmq.ipc.segment import (
     unlink_prefix,
     wait,
 )
-from shmq.names import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
+from shmq.names import SYSTEM_TOPICS, is_system_topic, system_topic_refusal
 
 log = logging.getLogger(__name__)
 
@@ -325,8 +325,8 @@ class Broker(NamesrvRegistration):
         (``topic_purge``). False when there is no such topic. ``ShmqError`` for a system
         topic (RocketMQ 5's refusal), and when the writer did not record the deletion within
         ``DELETE_WAIT_S``: the topic is then put back, to be deleted again."""
-        if topic in self.system_topics() or topic.startswith(SYSTEM_TOPIC_PREFIX):
-            raise ShmqError(f"The topic[{topic}] is conflict with system topic.")
+        if is_system_topic(topic) or topic in self.system_topics():
+            raise ShmqError(system_topic_refusal(topic))
         config = self.topics.get(topic)
         if config is None or not self.topics.delete(topic):
             return False
@@ -336,6 +336,7 @@ class Broker(NamesrvRegistration):
             self._await_deletion_record(topic, config)
         if self.offsets.remove_topic(topic):
             self.offsets.persist()
+        self._register_all()  # the namesrvs drop its route now, not at the next period
         return True
 
     def _await_deletion_record(self, topic: str, config: TopicConfig) -> None:

@@ -30,7 +30,7 @@ from shmq.errors import (
     RemotingError,
     ResponseError,
 )
-from shmq.names import dlq_topic
+from shmq.names import dlq_topic, is_system_topic, retry_topic, system_topic_refusal
 from shmq.remoting.admin_bodies import queue_entries, runtime_stats
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
@@ -276,8 +276,24 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
         """Delete ``topic`` from the brokers of ``cluster`` (default: those serving it),
         with its stored messages and its groups' offsets there, and from every namesrv;
         the names of the brokers that had it. Created again, the topic starts empty, its
-        queue offsets past every old one (see the README)."""
+        queue offsets past every old one (see the README).
+
+        The namesrvs go first: a broker that creates the topic again meanwhile (a
+        producer's auto-create) registers it after that, and its new route stays."""
+        if is_system_topic(topic):
+            raise ResponseError(Rc.SYSTEM_ERROR, system_topic_refusal(topic))
         targets = self._masters(cluster) if cluster is not None else self._topic_brokers(topic)
+        failed = []
+        for addr in self.namesrv_addrs:
+            try:
+                self.client.invoke_json(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
+            except RemotingError as exc:
+                failed.append(exc)
+        if len(failed) == len(self.namesrv_addrs):
+            raise RemotingConnectError(
+                f"no namesrv of {';'.join(self.namesrv_addrs)} took the deletion of topic "
+                f"{topic}, so no broker was asked: {failed[-1]}"
+            )
         deleted = []
         for target in targets:
             try:
@@ -289,17 +305,6 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
         if not deleted:
             where = f"cluster {cluster}" if cluster is not None else "its brokers"
             raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist on {where}")
-        failed = []
-        for addr in self.namesrv_addrs:
-            try:
-                self.client.invoke_json(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
-            except RemotingError as exc:
-                failed.append(exc)
-        if len(failed) == len(self.namesrv_addrs):
-            raise RemotingConnectError(
-                f"topic {topic} deleted on {', '.join(deleted)}, but no namesrv of"
-                f" {';'.join(self.namesrv_addrs)} took the deletion: {failed[-1]}"
-            )
         return deleted
 
     def topic_list(self) -> list[str]:
@@ -530,7 +535,9 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
         remove_offset: bool = False,
     ) -> list[str]:
         """Delete ``group``'s subscription group (and with ``remove_offset`` its committed
-        offsets) on ``broker`` or every broker of ``cluster``; the brokers that had it."""
+        offsets) on ``broker`` or every broker of ``cluster``; the brokers that had it.
+        Without ``broker``, the group's retry and dead-letter topics are deleted as well,
+        with their messages, as mqadmin's ``deleteSubGroup -c`` does."""
         deleted = []
         fields_ = {"groupName": group, "removeOffset": remove_offset}
         for target in self._targets(broker, cluster):
@@ -544,6 +551,15 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
             raise ResponseError(
                 Rc.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group {group} does not exist"
             )
+        if broker is None:
+            for topic in (retry_topic(group), dlq_topic(group)):
+                try:
+                    self.delete_topic(topic, cluster)
+                except NoRouteError:
+                    continue  # no broker has it
+                except ResponseError as exc:
+                    if exc.code != Rc.TOPIC_NOT_EXIST:
+                        raise
         return deleted
 
 

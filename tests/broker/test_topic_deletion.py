@@ -6,7 +6,9 @@ empty and goes on from queue offsets no old message had."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
+import threading
 import time
 
 import pytest
@@ -16,9 +18,10 @@ from e2e_helpers import cluster, free_port, pull_all, shm_entries
 from shmq import Message, Producer, PullConsumer
 from shmq.broker.consumer_offsets import parse as parse_offsets
 from shmq.client.admin import Admin
-from shmq.errors import ResponseError
+from shmq.errors import ResponseError, ShmqError
 from shmq.names import DELETED_TOPIC_LOG
-from shmq.remoting.protocol import ResponseCode
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode, ResponseCode
 from spec_decoder import read_consume_queue
 
 TOPIC = "Deleted"
@@ -88,7 +91,7 @@ def test_a_deleted_topic_comes_back_empty_and_its_offsets_go_on(tmp_path):
                 assert sorted(poll_until(live, 6)) == sorted(new)
 
         status = admin.topic_status(TOPIC)
-        assert {(q.min_offset, q.max_offset) for q in status} == {(UNITS, LIFE + 3)}
+        assert {(q.min_offset, q.max_offset) for q in status} == {(LIFE, LIFE + 3)}
         assert cq_files(c.store, 0) == cq_files(c.store, 1) == [UNITS]
         # new groups read the next life only, from its start: through the mapped files,
         # over TCP, and with CONSUME_FROM_LAST_OFFSET too (RocketMQ's rule for a young queue)
@@ -105,11 +108,18 @@ def test_a_deleted_topic_comes_back_empty_and_its_offsets_go_on(tmp_path):
         # the index still holds the old life's keys; queries do not return those messages
         found = admin.query_msg_by_key(TOPIC, "same-key")
         assert sorted(base64.b64decode(m["body"]) for m in found) == sorted(new)
-        # system topics are not deleted (RocketMQ 5's answer), the deletion log least of all
-        for system in (DELETED_TOPIC_LOG, "SCHEDULE_TOPIC_XXXX", "DefaultCluster"):
+        # system topics are not deleted (RocketMQ 5's answer), the deletion log least of all:
+        # Admin refuses before it asks anyone, the broker refuses a request that names one
+        for system in (DELETED_TOPIC_LOG, "SCHEDULE_TOPIC_XXXX"):
             with pytest.raises(ResponseError, match=r"conflict with system topic") as err:
                 admin.delete_topic(system, cluster="DefaultCluster")
             assert err.value.code == ResponseCode.SYSTEM_ERROR
+        with RemotingClient() as client:
+            for system in (DELETED_TOPIC_LOG, "DefaultCluster", "broker-a"):
+                with pytest.raises(ResponseError, match=r"conflict with system topic") as err:
+                    client.invoke_json(c.main.address, RequestCode.DELETE_TOPIC_IN_BROKER,
+                                       {"topic": system})  # fmt: skip
+                assert err.value.code == ResponseCode.SYSTEM_ERROR
         # the deletion log: one record, naming the topic
         log_units = read_consume_queue(c.store, DELETED_TOPIC_LOG, 0)
         assert len(log_units) == 1
@@ -154,4 +164,50 @@ def test_a_slave_purges_where_its_master_did(tmp_path):
             master = read_consume_queue(c.store, TOPIC, qid)
             assert read_consume_queue(slave.store, TOPIC, qid) == master
             assert len(master) == 3  # the blank unit and two messages
+    assert shm_entries() <= before
+
+
+def test_a_topic_deleted_while_a_producer_sends_to_it(tmp_path):
+    """A producer keeps sending while the topic is deleted (and auto-created again by its
+    next send): each acknowledged message lies in one life by its queue offset; a new
+    group reads exactly the messages of the new life, none of the old."""
+    before = shm_entries()
+    with cluster(tmp_path) as c, Admin(c.namesrv) as admin:
+        c.create_topic(TOPIC, 2)
+        acked: dict[bytes, tuple[int, int]] = {}  # body -> (queue id, queue offset)
+        stop = threading.Event()
+
+        def produce() -> None:
+            with Producer("del-busy", c.namesrv, send_timeout=10) as producer:
+                i = 0
+                while not stop.is_set():
+                    body = b"m-%d" % i
+                    i += 1
+                    with contextlib.suppress(ShmqError):  # refused while it is gone
+                        r = producer.send(Message(TOPIC, body))
+                        acked[body] = (r.message_queue.queue_id, r.queue_offset)
+
+        sender = threading.Thread(target=produce)
+        sender.start()
+        try:
+            deadline = time.monotonic() + 30
+            while len(acked) < 200 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            admin.delete_topic(TOPIC)
+            deadline = time.monotonic() + 30
+            while not any(qoff >= LIFE for _, qoff in acked.values()):
+                assert time.monotonic() < deadline, "no send reached the topic's next life"
+                time.sleep(0.05)
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            sender.join(30)
+        new = {body for body, (_, qoff) in acked.items() if qoff >= LIFE}
+        old = set(acked) - new
+        assert old and new
+        got = pull_all(c.namesrv, "del-busy-reader", TOPIC, new)
+        assert got == new  # every acknowledged message of the new life, none of the old
+        # one producer, sends in order: the deletion cut them once, old before new
+        index = {body: int(body.split(b"-")[1]) for body in acked}
+        assert max(index[b] for b in old) < min(index[b] for b in new)
     assert shm_entries() <= before

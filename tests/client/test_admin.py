@@ -28,6 +28,7 @@ from shmq.client.queue_reader import QueueReader
 from shmq.client.types import ConsumeResult, MessageQueue
 from shmq.errors import ClientError, ConfigError, NoRouteError, ResponseError
 from shmq.message import Message
+from shmq.names import dlq_topic, retry_topic
 from shmq.remoting.client import parse_addr
 from shmq.remoting.frames import read_frame
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -191,6 +192,32 @@ def test_topic_create_list_route_status_delete(admin, two_brokers):
     assert err.value.code == Rc.TOPIC_NOT_EXIST
     time.sleep(1.5)  # a broker re-registering must not bring it back
     assert "AdmTopic" not in admin.topic_list()
+
+
+def test_deleting_a_group_deletes_its_retry_and_dead_letter_topics(admin, two_brokers):
+    """As mqadmin's ``deleteSubGroup -c``; the topics' messages go with them."""
+    group = "adm-gone"
+    admin.update_sub_group(group)
+    retry, dlq = retry_topic(group), dlq_topic(group)
+    for topic in (retry, dlq):
+        admin.update_topic(topic, read_queue_nums=1, write_queue_nums=1)
+    produce(two_brokers.namesrv, retry, 4)
+    dispatched(admin, retry, 4)
+    assert admin.delete_sub_group(group) == ["broker-a", "broker-b"]
+    assert retry not in admin.topic_list() and dlq not in admin.topic_list()
+    admin.update_topic(retry, read_queue_nums=1, write_queue_nums=1)  # back, and empty
+    produce(two_brokers.namesrv, retry, 1, prefix="fresh")
+    got: list[bytes] = []
+    with PullConsumer("adm-gone-check", two_brokers.namesrv,
+                      consume_from_where="FIRST_OFFSET") as check:  # fmt: skip
+        check.subscribe(retry)
+        check.start()
+        deadline = time.monotonic() + 20
+        while not got and time.monotonic() < deadline:
+            got += [m.body for m in check.poll(0.5)]
+        got += [m.body for m in check.poll(1.0)]
+    assert got == [b"fresh0"]
+    admin.delete_topic(retry)
 
 
 # -- consumers ------------------------------------------------------------------------------------
