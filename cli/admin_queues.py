@@ -1,6 +1,7 @@
-"""``shmq admin query-cq`` (mqadmin ``queryCq``), ``consume-time-span`` and
-``system-topics``: a queue's consume-queue units, a group's consume times per queue and
-the brokers' system topics; registered on the ``admin`` group by ``shmq_cli.admin``."""
+"""``shmq admin query-cq`` (mqadmin ``queryCq``), ``consume-time-span``, ``system-topics``
+and ``clean-unused-topic``: a queue's consume-queue units, a group's consume times per
+queue, the brokers' system topics, and purging topics no config names; registered on the
+``admin`` group by ``shmq_cli.admin``."""
 
 from __future__ import annotations
 
@@ -74,6 +75,23 @@ def system_topics(broker: str | None, cluster: str | None, namesrv: str, as_json
         print_json(topics)
         return
     show(["system topic"], [[t] for t in topics])
+
+
+@admin.command("clean-unused-topic")
+@click.option("-b", "--broker", help="Broker name or address (default: every master).")
+@click.option("-c", "--cluster", help="Cluster name.")
+@options
+def clean_unused_topic(
+    broker: str | None, cluster: str | None, namesrv: str, as_json: bool
+) -> None:
+    """Purge the stored messages of topics no topic config names (mqadmin cleanUnusedTopic)."""
+    with open_admin(namesrv) as a:
+        purged = a.clean_unused_topic(broker, cluster)
+    if as_json:
+        print_json(purged)
+        return
+    for name, topics in purged.items():
+        click.echo(f"{name}: purged {', '.join(topics)}" if topics else f"{name}: nothing unused")
 
 
 def _time(ms: int) -> str:

@@ -301,7 +301,7 @@ def test_admin_help_is_light_and_listed():
         query-msg-by-time reset-offset-by-time cluster-list broker-status update-sub-group
         delete-sub-group ha-status producer-connection get-broker-config update-broker-config
         clone-group-offset broker-consume-stats query-cq consume-time-span system-topics
-        get-consumer-status"""
+        get-consumer-status clean-unused-topic"""
     for name in names.split():
         assert name in commands
     code = (

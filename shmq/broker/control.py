@@ -66,7 +66,6 @@ class ControlHandlers:
             RequestCode.UNREGISTER_CONSUMER: self.unregister_client_slot,
             RequestCode.GET_STORE_INFO: self.store_info,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_topic,
-            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topics,
             RequestCode.QUERY_CONSUMER_OFFSET: self.query_offset,
             RequestCode.UPDATE_CONSUMER_OFFSET: self.update_offset,
@@ -90,9 +89,11 @@ class ControlHandlers:
         from shmq.broker.remoting_pull import RemotingPull
         from shmq.broker.remoting_send import RemotingSend
         from shmq.broker.reply_messages import ReplyMessages
+        from shmq.broker.topic_deletion import TopicDeletion
         from shmq.broker.transaction_handlers import TransactionHandlers
 
         AdminHandlers(self.broker, self).register(server)
+        TopicDeletion(self).register(server)
         self.broker.queue_locks.register(server)
         TransactionHandlers(self.broker, self).register(server)
         send = RemotingSend(self.broker, self)
@@ -190,17 +191,10 @@ class ControlHandlers:
         self.broker.create_topic(cfg)
         return RemotingCommand.response_to(request)
 
-    def delete_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        topic = request.ext_topic()
-        try:
-            deleted = self.broker.delete_topic(topic)
-        except ShmqError as exc:
-            raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from exc
-        if not deleted:
-            raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist")
+    def forget_min_offsets(self, topic: str) -> None:
+        """Drop the min offsets kept of a deleted topic's queues (``min_offset_of``)."""
         for key in [k for k in self._min_offsets if k[0] == topic]:
             del self._min_offsets[key]
-        return RemotingCommand.response_to(request)
 
     def all_topics(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         return _json(request, self.broker.topics.to_wrapper_json())

@@ -59,13 +59,12 @@ from shmq.ipc.segment import (
     unlink_prefix,
     wait,
 )
-from shmq.names import SYSTEM_TOPICS, is_system_topic, system_topic_refusal
+from shmq.names import SYSTEM_TOPICS
 
 log = logging.getLogger(__name__)
 
 
 AGENTS = ("writer", "reput", "flush", "cleaner", "schedule", "ha")
-DELETE_WAIT_S = 5.0
 # a slave takes no sends: its HA agent writes the CommitLog, nothing sends through a writer
 SLAVE_AGENTS = ("ha", "reput", "flush", "cleaner")
 # the schedule agent sends through the writer: it stops first; HA streams the writer's last
@@ -312,46 +311,17 @@ class Broker(NamesrvRegistration):
 
     # -- running ----------------------------------------------------------------------------
 
-    def publish_topics(self) -> None:
+    def publish_topics(self, extra: dict[str, tuple[int, int, int]] | None = None) -> None:
+        """The topic table the agents read: every topic config, and ``extra`` entries
+        (name → read and write queue counts, perm) a moment long (``topic_deletion``)."""
         table = {
             name: (c.read_queue_nums, c.write_queue_nums, c.perm)
             for name, c in self.topics.all().items()
         }
-        tt.publish_topics(self.topic_seg.buf, self.topic_seg.words, table)
+        tt.publish_topics(self.topic_seg.buf, self.topic_seg.words, {**(extra or {}), **table})
 
-    def delete_topic(self, topic: str) -> bool:
-        """Delete ``topic``'s config, its groups' offsets and, on a master, its stored
-        messages: the writer appends the record that has every reput purge them
-        (``topic_purge``). False when there is no such topic. ``ShmqError`` for a system
-        topic (RocketMQ 5's refusal), and when the writer did not record the deletion within
-        ``DELETE_WAIT_S``: the topic is then put back, to be deleted again."""
-        if is_system_topic(topic) or topic in self.system_topics():
-            raise ShmqError(system_topic_refusal(topic))
-        config = self.topics.get(topic)
-        if config is None or not self.topics.delete(topic):
-            return False
-        self.topics.persist()
-        self.publish_topics()
-        if not self.config.is_slave:  # a slave gets its master's deletion record as data
-            self._await_deletion_record(topic, config)
-        if self.offsets.remove_topic(topic):
-            self.offsets.persist()
-        self._register_all()  # the namesrvs drop its route now, not at the next period
-        return True
-
-    def _await_deletion_record(self, topic: str, config: TopicConfig) -> None:
-        version = tt.load_version(self.topic_seg.words)
-        post(self._agent_sems["writer"])
-        deadline = time.monotonic() + DELETE_WAIT_S
-        while cn.load(self.counters.words, cn.TOPICS_APPLIED) < version:
-            if time.monotonic() >= deadline:
-                self.create_topic(config)
-                why = cn.refuse_reason(self.counters.words) or "it did not answer"
-                raise ShmqError(
-                    f"topic {topic} is kept: the writer did not record its deletion within "
-                    f"{DELETE_WAIT_S:g} s ({why}); delete it again"
-                )
-            time.sleep(0.001)
+    def wake_agent(self, kind: str) -> None:
+        post(self._agent_sems[kind])
 
     def system_topics(self) -> set[str]:
         """RocketMQ's system topic set, with this broker's cluster and broker names."""

@@ -1,6 +1,7 @@
 """A queue's consume-queue units and a group's consume time span, the part of ``Admin``
-behind mqadmin ``queryCq`` and ``queryConsumeTimeSpan``, and the brokers' system topics: a
-mixin over ``Admin``'s ``_call``, ``_broker``, ``_targets`` and ``_topic_brokers``."""
+behind mqadmin ``queryCq`` and ``queryConsumeTimeSpan``, the brokers' system topics, and
+``cleanUnusedTopic``: a mixin over ``Admin``'s ``_call``, ``_broker``, ``_targets`` and
+``_topic_brokers``."""
 
 from __future__ import annotations
 
@@ -81,3 +82,15 @@ class QueueQueries:
             body = self._call(target, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)[1]
             topics.update(body.get("topicList", []))
         return sorted(topics)
+
+    def clean_unused_topic(
+        self, broker: str | None = None, cluster: str | None = None
+    ) -> dict[str, list[str]]:
+        """Purge, on ``broker`` (default: every master of ``cluster``, or of the only
+        cluster), the stored messages of topics that have no topic config there (mqadmin
+        ``cleanUnusedTopic``): broker name → the topics purged."""
+        purged = {}
+        for target in self._targets(broker, cluster):
+            body = self._call(target, RequestCode.CLEAN_UNUSED_TOPIC)[1] or {}
+            purged[target[0]] = list(body.get("topics", []))
+        return purged

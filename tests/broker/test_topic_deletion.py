@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import threading
 import time
@@ -14,9 +15,10 @@ import time
 import pytest
 from test_ha import SLAVE, caught_up, sigkill_broker
 
-from e2e_helpers import cluster, free_port, pull_all, shm_entries
+from e2e_helpers import cluster, free_port, pull_all, shm_entries, shmq
 from shmq import Message, Producer, PullConsumer
 from shmq.broker.consumer_offsets import parse as parse_offsets
+from shmq.broker.topic_config import TopicConfigManager
 from shmq.client.admin import Admin
 from shmq.errors import ResponseError, ShmqError
 from shmq.names import DELETED_TOPIC_LOG
@@ -210,4 +212,34 @@ def test_a_topic_deleted_while_a_producer_sends_to_it(tmp_path):
         # one producer, sends in order: the deletion cut them once, old before new
         index = {body: int(body.split(b"-")[1]) for body in acked}
         assert max(index[b] for b in old) < min(index[b] for b in new)
+    assert shm_entries() <= before
+
+
+def test_clean_unused_topic_purges_what_no_config_names(tmp_path):
+    """mqadmin cleanUnusedTopic: a topic that left topics.json while the broker was down
+    keeps its messages until then; cleaning twice purges once."""
+    before = shm_entries()
+    with cluster(tmp_path) as c:
+        c.create_topic(TOPIC, 2)
+        c.create_topic("Kept", 1)
+        with Producer("del-p", c.namesrv) as producer:
+            send(producer, "old", 10)
+            producer.send(Message("Kept", b"kept"))
+        c.stop_broker()
+        topics = TopicConfigManager(os.path.join(c.store, "config"))
+        assert topics.delete(TOPIC)
+        topics.persist()
+        c.start_broker()
+        with Admin(c.namesrv) as admin:
+            assert admin.clean_unused_topic() == {"broker-a": [TOPIC]}
+            assert admin.clean_unused_topic() == {"broker-a": []}  # no life after the next
+            admin.update_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+            with Producer("del-p2", c.namesrv) as producer:
+                new = send(producer, "new", 4)
+        assert sorted(new.values()) == [LIFE, LIFE, LIFE + 1, LIFE + 1]
+        assert pull_all(c.namesrv, "del-clean", TOPIC, set(new)) == set(new)
+        assert pull_all(c.namesrv, "del-clean", "Kept", {b"kept"}) == {b"kept"}
+        out = shmq("admin", "clean-unused-topic", "-n", c.namesrv, "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == {"broker-a": []}
     assert shm_entries() <= before

@@ -1,0 +1,148 @@
+"""Deleting topics on a broker: mqadmin's ``deleteTopic`` (DELETE_TOPIC_IN_BROKER) and
+``cleanUnusedTopic`` (CLEAN_UNUSED_TOPIC).
+
+The stored messages go by a record in the CommitLog (``store.topic_purge``), which only the
+writer appends: it appends one for every topic that leaves its topic table, before it takes
+any other record, and says so by publishing the table's version in ``TOPICS_APPLIED``. So a
+deletion here is a change of the topic table and a wait for the writer; a slave, which runs
+no writer, purges when its master's record reaches it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+from shmq.broker.topic_config import TopicConfig
+from shmq.errors import ResponseError, ShmqError
+from shmq.ipc import counters as cn
+from shmq.ipc import topic_table as tt
+from shmq.names import MAX_TOPIC_LENGTH, is_system_topic, name_problem, system_topic_refusal
+from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.server import Connection, RemotingServer
+
+if TYPE_CHECKING:
+    from shmq.broker.control import ControlHandlers
+
+Rc = ResponseCode
+WRITER_WAIT_S = 5.0
+
+
+class TopicDeletion:
+    """Registered by ``ControlHandlers``, whose offset lookups it uses."""
+
+    def __init__(self, control: ControlHandlers) -> None:
+        self.control = control
+        self.broker = control.broker
+
+    def register(self, server: RemotingServer) -> None:
+        server.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
+        server.register(RequestCode.CLEAN_UNUSED_TOPIC, self.clean_unused_topic)
+
+    def delete_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        topic = request.ext_topic()
+        try:
+            deleted = self.delete(topic)
+        except ShmqError as exc:
+            raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from exc
+        if not deleted:
+            raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist")
+        self.control.forget_min_offsets(topic)
+        return RemotingCommand.response_to(request)
+
+    def delete(self, topic: str) -> bool:
+        """Delete ``topic``'s config, its groups' offsets and its stored messages. False
+        when there is no such topic. ``ShmqError`` for a system topic (RocketMQ 5's
+        refusal), and when the writer did not record the deletion within
+        ``WRITER_WAIT_S``: the topic is then put back, to be deleted again."""
+        broker = self.broker
+        if is_system_topic(topic) or topic in broker.system_topics():
+            raise ShmqError(system_topic_refusal(topic))
+        config = broker.topics.get(topic)
+        if config is None or not broker.topics.delete(topic):
+            return False
+        broker.topics.persist()
+        broker.publish_topics()
+        if not self._writer_took_table():
+            self._put_back(topic, config)
+        if broker.offsets.remove_topic(topic):
+            broker.offsets.persist()
+        broker.register_now()  # the namesrvs drop its route now, not at the next period
+        return True
+
+    def clean_unused_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC (mqadmin ``cleanUnusedTopic``): purge the stored messages of
+        topics that have some in their consume queues but no topic config (deleted while
+        no writer ran, or a store's config edited by hand); RocketMQ 4.9 destroys those
+        consume queues. System topics stay. The body names the topics purged."""
+        unused = self.unconfigured_with_messages()
+        if unused:
+            try:
+                self.purge_unconfigured(unused)
+            except ShmqError as exc:
+                raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from exc
+            for topic in unused:
+                self.control.forget_min_offsets(topic)
+        body = RemotingCommand.body_json({"topics": unused})
+        return RemotingCommand.response_to(request, body=body)
+
+    def unconfigured_with_messages(self) -> list[str]:
+        """Topics with a message in a consume queue (past a deletion's blank unit) and no
+        topic config, system topics left out."""
+        broker, control = self.broker, self.control
+        root = os.path.join(broker.root, "consumequeue")
+        configured = broker.topics.all()
+        found = []
+        for topic in sorted(os.listdir(root)) if os.path.isdir(root) else ():
+            if (
+                topic in configured
+                or name_problem("topic", topic, MAX_TOPIC_LENGTH)
+                or is_system_topic(topic)
+                or topic in broker.system_topics()
+            ):
+                continue
+            queues = [int(q) for q in os.listdir(os.path.join(root, topic)) if q.isdigit()]
+            if any(control.min_offset_of(topic, q) < control.max_offset_of(topic, q)
+                   for q in queues):  # fmt: skip
+                found.append(topic)
+        return found
+
+    def purge_unconfigured(self, topics: list[str]) -> None:
+        """Have the writer record the deletion of ``topics``, which it never had in its
+        table: they enter it for a moment, unwritable (perm 0), and leave it."""
+        if self.broker.config.is_slave:
+            raise ShmqError("a slave purges what its master deletes: clean its master")
+        self.broker.publish_topics({t: (1, 1, 0) for t in topics})
+        took = self._writer_took_table()
+        self.broker.publish_topics()
+        if not (took and self._writer_took_table()):
+            raise ShmqError(
+                f"the writer did not record the deletion of {', '.join(topics)} within "
+                f"{WRITER_WAIT_S:g} s ({self._why_not()}): clean again"
+            )
+
+    def _writer_took_table(self) -> bool:
+        """Wait until the writer works with the topic table published last (its deletion
+        records written); at once on a slave."""
+        broker = self.broker
+        if broker.config.is_slave:
+            return True
+        version = tt.load_version(broker.topic_seg.words)
+        broker.wake_agent("writer")
+        deadline = time.monotonic() + WRITER_WAIT_S
+        while cn.load(broker.counters.words, cn.TOPICS_APPLIED) < version:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+    def _put_back(self, topic: str, config: TopicConfig) -> None:
+        self.broker.create_topic(config)
+        raise ShmqError(
+            f"topic {topic} is kept: the writer did not record its deletion within "
+            f"{WRITER_WAIT_S:g} s ({self._why_not()}); delete it again"
+        )
+
+    def _why_not(self) -> str:
+        return cn.refuse_reason(self.broker.counters.words) or "it did not answer"
