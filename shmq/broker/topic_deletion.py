@@ -66,6 +66,7 @@ class TopicDeletion:
         broker.publish_topics()
         if not self._writer_took_table():
             self._put_back(topic, config)
+        self._await_reput()
         if broker.offsets.remove_topic(topic):
             broker.offsets.persist()
         broker.register_now()  # the namesrvs drop its route now, not at the next period
@@ -121,6 +122,7 @@ class TopicDeletion:
                 f"the writer did not record the deletion of {', '.join(topics)} within "
                 f"{WRITER_WAIT_S:g} s ({self._why_not()}): clean again"
             )
+        self._await_reput()
 
     def _writer_took_table(self) -> bool:
         """Wait until the writer works with the topic table published last (its deletion
@@ -136,6 +138,16 @@ class TopicDeletion:
                 return False
             time.sleep(0.001)
         return True
+
+    def _await_reput(self) -> None:
+        """Wait until reput dispatched what the writer wrote, the deletion records with it,
+        so an answer comes after the purge (as RocketMQ destroys the consume queues before
+        it answers); at most ``WRITER_WAIT_S``: reput purges later when it is behind."""
+        words = self.broker.counters.words
+        end = cn.load(words, cn.WRITE_OFFSET)
+        deadline = time.monotonic() + WRITER_WAIT_S
+        while cn.load(words, cn.DISPATCHED_OFFSET) < end and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def _put_back(self, topic: str, config: TopicConfig) -> None:
         self.broker.create_topic(config)
