@@ -236,7 +236,8 @@ class ControlHandlers:
             reader = self.store_reader()
             if low > 0:
                 before, _ = reader.units(topic, queue_id, low - 1, low)
-                if not (before.size and is_blank_unit(before[0])):
+                if not (before.size and is_blank_unit(int(before["offset"][0]),
+                                                      int(before["size"][0]))):  # fmt: skip
                     return None
             if self.max_offset_of(topic, queue_id) <= low:
                 return -1

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from shmq.broker.control import ControlHandlers
 
 Rc = ResponseCode
-WRITER_WAIT_S = 5.0
+# how long a deletion waits for the writer and reput, below mqadmin's and Admin's 5 s timeout
+WRITER_WAIT_S = 3.0
 
 
 class TopicDeletion:
@@ -64,9 +65,10 @@ class TopicDeletion:
             return False
         broker.topics.persist()
         broker.publish_topics()
-        if not self._writer_took_table():
+        deadline = time.monotonic() + WRITER_WAIT_S
+        if not self._writer_took_table(deadline):
             self._put_back(topic, config)
-        self._await_reput()
+        self._await_reput(deadline)
         if broker.offsets.remove_topic(topic):
             broker.offsets.persist()
         broker.register_now()  # the namesrvs drop its route now, not at the next period
@@ -114,38 +116,37 @@ class TopicDeletion:
         table: they enter it for a moment, unwritable (perm 0), and leave it."""
         if self.broker.config.is_slave:
             raise ShmqError("a slave purges what its master deletes: clean its master")
+        deadline = time.monotonic() + WRITER_WAIT_S
         self.broker.publish_topics({t: (1, 1, 0) for t in topics})
-        took = self._writer_took_table()
+        took = self._writer_took_table(deadline)
         self.broker.publish_topics()
-        if not (took and self._writer_took_table()):
+        if not (took and self._writer_took_table(deadline)):
             raise ShmqError(
                 f"the writer did not record the deletion of {', '.join(topics)} within "
                 f"{WRITER_WAIT_S:g} s ({self._why_not()}): clean again"
             )
-        self._await_reput()
+        self._await_reput(deadline)
 
-    def _writer_took_table(self) -> bool:
+    def _writer_took_table(self, deadline: float) -> bool:
         """Wait until the writer works with the topic table published last (its deletion
-        records written); at once on a slave."""
+        records written), until ``deadline`` (``time.monotonic``); at once on a slave."""
         broker = self.broker
         if broker.config.is_slave:
             return True
         version = tt.load_version(broker.topic_seg.words)
         broker.wake_agent("writer")
-        deadline = time.monotonic() + WRITER_WAIT_S
         while cn.load(broker.counters.words, cn.TOPICS_APPLIED) < version:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.001)
         return True
 
-    def _await_reput(self) -> None:
+    def _await_reput(self, deadline: float) -> None:
         """Wait until reput dispatched what the writer wrote, the deletion records with it,
         so an answer comes after the purge (as RocketMQ destroys the consume queues before
-        it answers); at most ``WRITER_WAIT_S``: reput purges later when it is behind."""
+        it answers); until ``deadline`` at most: reput purges later when it is behind."""
         words = self.broker.counters.words
         end = cn.load(words, cn.WRITE_OFFSET)
-        deadline = time.monotonic() + WRITER_WAIT_S
         while cn.load(words, cn.DISPATCHED_OFFSET) < end and time.monotonic() < deadline:
             time.sleep(0.001)
 

@@ -45,8 +45,9 @@ def blank_units(units: np.ndarray) -> np.ndarray:
     return (units["offset"] == 0) & (units["size"] == _BLANK_UNIT_SIZE)
 
 
-def is_blank_unit(unit: np.void) -> bool:
-    return int(unit["offset"]) == 0 and int(unit["size"]) == _BLANK_UNIT_SIZE
+def is_blank_unit(offset: int, size: int) -> bool:
+    """``blank_units`` for one unit's CommitLog offset and size."""
+    return offset == 0 and size == _BLANK_UNIT_SIZE
 
 
 class ConsumeQueue:
@@ -115,7 +116,7 @@ class ConsumeQueue:
         """From the last unit; -1 when it is blank (a queue whose life starts with no
         message yet: its blank unit's size would hide every record from ``put``)."""
         unit = self.unit(self.max_offset - 1) if self.max_offset > self.min_offset else None
-        blank = unit is not None and unit[:2] == (0, _BLANK_UNIT_SIZE)
+        blank = unit is not None and is_blank_unit(unit[0], unit[1])
         self.max_physic_offset = unit[0] + unit[1] if unit is not None and not blank else -1
 
     # -- writing ---------------------------------------------------------------------------
@@ -300,7 +301,8 @@ class ConsumeQueue:
         if not mf.wrote_position:
             return -1
         unit = np.frombuffer(mf.buf, dtype=CQ_UNIT_DTYPE, count=1)[0]
-        return int(unit["tags_code"]) if is_blank_unit(unit) else -1
+        blank = is_blank_unit(int(unit["offset"]), int(unit["size"]))
+        return int(unit["tags_code"]) if blank else -1
 
     @staticmethod
     def _unit_offset(mf: MappedFile, i: int) -> int:

@@ -9,6 +9,7 @@ import base64
 import contextlib
 import json
 import os
+import signal
 import threading
 import time
 
@@ -242,4 +243,27 @@ def test_clean_unused_topic_purges_what_no_config_names(tmp_path):
         out = shmq("admin", "clean-unused-topic", "-n", c.namesrv, "--json")
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout) == {"broker-a": []}
+    assert shm_entries() <= before
+
+
+def test_a_deletion_the_writer_does_not_record_keeps_the_topic(tmp_path):
+    """A writer that cannot answer (stopped here with SIGSTOP; a full disk, too): after
+    3 s the deletion fails naming why, the topic is back in config and routes with its
+    messages, and nothing else stopped; once the writer runs again, deleting works."""
+    before = shm_entries()
+    with cluster(tmp_path) as c, Admin(c.namesrv) as admin:
+        c.create_topic(TOPIC, 1)
+        with Producer("del-p", c.namesrv) as producer:
+            old = send(producer, "old", 5)
+        writer = c.runtime_info()["agents"]["writer"]["pid"]
+        os.kill(writer, signal.SIGSTOP)
+        try:
+            with pytest.raises(ResponseError, match=r"topic Deleted is kept: the writer did not"):
+                admin.delete_topic(TOPIC)
+        finally:
+            os.kill(writer, signal.SIGCONT)
+        assert TOPIC in admin.topic_list()
+        assert pull_all(c.namesrv, "del-kept", TOPIC, set(old)) == set(old)
+        assert admin.delete_topic(TOPIC) == ["broker-a"]
+        assert all(a["alive"] and a["restarts"] == 0 for a in c.runtime_info()["agents"].values())
     assert shm_entries() <= before
