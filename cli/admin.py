@@ -236,6 +236,22 @@ def trans_status(
     show(columns, table, f"{sum(r['pending'] for r in rows)} half message(s) pending")
 
 
+@admin.command("resume-check-half-msg")
+@click.option(
+    "-i", "--msg-id", required=True, help="Offset message id, or transaction id, of the half."
+)
+@options
+def resume_check_half_msg(msg_id: str, namesrv: str, as_json: bool) -> None:
+    """Check a half message again that was discarded after transactionCheckMax checks
+    (mqadmin resumeCheckHalfMessage): its producer group is asked for its state again."""
+    with open_admin(namesrv) as a:
+        offset_id = a.resume_check_half_message(msg_id)
+    if as_json:
+        print_json({"msgId": msg_id, "offsetMsgId": offset_id})
+    else:
+        click.echo(f"half message {offset_id} is checked again")
+
+
 @admin.command("consumer-connection")
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @options

@@ -86,12 +86,26 @@ def clean_unused_topic(
 ) -> None:
     """Purge the stored messages of topics no topic config names (mqadmin cleanUnusedTopic)."""
     with open_admin(namesrv) as a:
-        purged = a.clean_unused_topic(broker, cluster)
+        _purged(a.clean_unused_topic(broker, cluster), as_json, "nothing unused")
+
+
+@admin.command("clean-expired-cq")
+@click.option("-b", "--broker", help="Broker name or address (default: every master).")
+@click.option("-c", "--cluster", help="Cluster name.")
+@options
+def clean_expired_cq(broker: str | None, cluster: str | None, namesrv: str, as_json: bool) -> None:
+    """Purge the consume queues of topics no topic config names whose messages all expired
+    (mqadmin cleanExpiredCQ)."""
+    with open_admin(namesrv) as a:
+        _purged(a.clean_expired_consume_queue(broker, cluster), as_json, "nothing expired")
+
+
+def _purged(purged: dict[str, list[str]], as_json: bool, none: str) -> None:
     if as_json:
         print_json(purged)
         return
     for name, topics in purged.items():
-        click.echo(f"{name}: purged {', '.join(topics)}" if topics else f"{name}: nothing unused")
+        click.echo(f"{name}: purged {', '.join(topics)}" if topics else f"{name}: {none}")
 
 
 def _time(ms: int) -> str:

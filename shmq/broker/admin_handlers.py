@@ -32,6 +32,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from shmq.broker import json_file
+from shmq.broker.admin_lookups import AdminLookups
 from shmq.broker.admin_queues import QueueInspection
 from shmq.broker.broker_config import to_properties
 from shmq.broker.config_updates import BLACK_LIST_REMARK, ConfigUpdate
@@ -98,6 +99,7 @@ class AdminHandlers:
         for code, handler in handlers.items():
             server.register(code, handler)
         QueueInspection(self).register(server)
+        AdminLookups(self).register(server)
 
     # -- store lookups (through the control handlers) ------------------------------------------
 

@@ -292,6 +292,13 @@ class ControlHandlers:
             self._min_offsets[key] = (first, now, cleaned)
         return first
 
+    def unit_at(self, topic: str, queue_id: int, offset: int) -> tuple[int, int] | None:
+        """``(CommitLog offset, size)`` of the queue's unit at ``offset``; None where the
+        queue holds none."""
+        with self._lock:
+            units, _ = self.store_reader().units(topic, queue_id, offset, offset + 1)
+            return (int(units["offset"][0]), int(units["size"][0])) if units.size else None
+
     def _leading_blanks(self, topic: str, queue_id: int, start: int) -> int:
         """How many blank units begin the queue's first file, at ``start``: the one that
         starts a deleted topic's next life, or a slave's padding before the first message

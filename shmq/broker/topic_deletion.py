@@ -1,5 +1,5 @@
-"""Deleting topics on a broker: mqadmin's ``deleteTopic`` (DELETE_TOPIC_IN_BROKER) and
-``cleanUnusedTopic`` (CLEAN_UNUSED_TOPIC).
+"""Deleting topics on a broker: mqadmin's ``deleteTopic`` (DELETE_TOPIC_IN_BROKER),
+``cleanUnusedTopic`` (CLEAN_UNUSED_TOPIC) and ``cleanExpiredCQ`` (CLEAN_EXPIRED_CONSUMEQUEUE).
 
 The stored messages go by a record in the CommitLog (``store.topic_purge``), which only the
 writer appends: it appends one for every topic that leaves its topic table, before it takes
@@ -21,6 +21,7 @@ from shmq.ipc import topic_table as tt
 from shmq.names import MAX_TOPIC_LENGTH, is_system_topic, name_problem, system_topic_refusal
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
+from shmq.store.consume_queue import is_blank_unit
 
 if TYPE_CHECKING:
     from shmq.broker.control import ControlHandlers
@@ -40,6 +41,7 @@ class TopicDeletion:
     def register(self, server: RemotingServer) -> None:
         server.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
         server.register(RequestCode.CLEAN_UNUSED_TOPIC, self.clean_unused_topic)
+        server.register(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, self.clean_expired_consume_queue)
 
     def delete_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         topic = request.ext_topic()
@@ -79,23 +81,40 @@ class TopicDeletion:
         topics that have some in their consume queues but no topic config (deleted while
         no writer ran, or a store's config edited by hand); RocketMQ 4.9 destroys those
         consume queues. System topics stay. The body names the topics purged."""
-        unused = self.unconfigured_with_messages()
-        if unused:
+        return self._purge_answer(request, self.unconfigured(expired=False))
+
+    def clean_expired_consume_queue(
+        self, request: RemotingCommand, _conn: Connection
+    ) -> RemotingCommand:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (mqadmin ``cleanExpiredCQ``): purge the consume queues
+        of topics without a topic config whose messages all expired (cleanup deleted their
+        CommitLog files; reput keeps a queue's last file), which ``cleanUnusedTopic`` leaves
+        as they hold no message. RocketMQ 4.9 destroys every such queue, configured topics'
+        too, and their offsets start again at 0; a configured topic's queue keeps its last
+        file here, which gives its offsets, so a group's committed offset never lies past a
+        queue that started again. The body names the topics purged."""
+        return self._purge_answer(request, self.unconfigured(expired=True))
+
+    def _purge_answer(self, request: RemotingCommand, topics: list[str]) -> RemotingCommand:
+        if topics:
             try:
-                self.purge_unconfigured(unused)
+                self.purge_unconfigured(topics)
             except ShmqError as exc:
                 raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from exc
-            for topic in unused:
+            for topic in topics:
                 self.control.forget_min_offsets(topic)
-        body = RemotingCommand.body_json({"topics": unused})
+        body = RemotingCommand.body_json({"topics": topics})
         return RemotingCommand.response_to(request, body=body)
 
-    def unconfigured_with_messages(self) -> list[str]:
-        """Topics with a message in a consume queue (past a deletion's blank unit) and no
-        topic config, system topics left out."""
+    def unconfigured(self, expired: bool) -> list[str]:
+        """Topics with consume queues and no topic config, system topics left out: those
+        with a message in a queue (past a deletion's blank unit), or with ``expired`` those
+        whose queues all end in a message below the CommitLog's first offset (RocketMQ's
+        test), not in the blank unit a purge starts a queue with."""
         broker, control = self.broker, self.control
         root = os.path.join(broker.root, "consumequeue")
         configured = broker.topics.all()
+        floor = cn.load(broker.counters.words, cn.MIN_PHYSICAL_OFFSET)
         found = []
         for topic in sorted(os.listdir(root)) if os.path.isdir(root) else ():
             if (
@@ -106,8 +125,15 @@ class TopicDeletion:
             ):
                 continue
             queues = [int(q) for q in os.listdir(os.path.join(root, topic)) if q.isdigit()]
-            if any(control.min_offset_of(topic, q) < control.max_offset_of(topic, q)
-                   for q in queues):  # fmt: skip
+            maxima = {q: control.max_offset_of(topic, q) for q in queues}
+            if not expired:
+                take = any(control.min_offset_of(topic, q) < end for q, end in maxima.items())
+            else:
+                lasts = [control.unit_at(topic, q, end - 1) for q, end in maxima.items() if end]
+                take = bool(lasts) and all(
+                    u is not None and not is_blank_unit(*u) and u[0] < floor for u in lasts
+                )
+            if take:
                 found.append(topic)
         return found
 

@@ -11,7 +11,8 @@ Written here: the commit (the half under its real topic and queue, sysflag COMMI
 PREPARED_TRANSACTION_OFFSET the CommitLog offset of the first half, properties as stored,
 REAL_TOPIC / REAL_QID / TRAN_MSG included, as RocketMQ freezes them), the op record
 (4.9's: tag ``d``, body the identity in decimal ASCII), the check-back copy, the discard
-(to ``TRANS_CHECK_MAX_TIME_TOPIC``) and the message a producer is asked about.
+(to ``TRANS_CHECK_MAX_TIME_TOPIC``), a discarded half put back and the message a producer
+is asked about.
 """
 
 from __future__ import annotations
@@ -69,12 +70,13 @@ class HalfRecord:
         return offset_msg_id(self.buf[at : at + size].tobytes(), self.commit_log_offset)
 
 
-def half_at(batch: ScanBatch, i: int) -> HalfRecord | None:
-    """Record ``i`` of ``batch`` as a half message, or None when it is not one (another
+def half_at(batch: ScanBatch, i: int, topic: bytes = _HALF_TOPIC) -> HalfRecord | None:
+    """Record ``i`` of ``batch`` as a half message stored in ``topic`` (the half topic, or
+    ``TRANS_CHECK_MAX_TIME_TOPIC`` for a discarded one), or None when it is not one (another
     topic, no ``TRAN_MSG=true``, or no valid real topic and queue)."""
     buf, row = batch.buf, batch.rows[i]
     s, n = int(row[rec.R_TOPIC_START]), int(row[rec.R_TOPIC_LEN])
-    if buf[s : s + n].tobytes() != _HALF_TOPIC:
+    if buf[s : s + n].tobytes() != topic:
         return None
     s, n = int(row[rec.R_PROPS_START]), int(row[rec.R_PROPS_LEN])
     props = decode_properties(buf[s : s + n].tobytes())
@@ -116,6 +118,15 @@ def check_copy(half: HalfRecord) -> bytearray:
 def discard_record(half: HalfRecord) -> bytearray:
     """``half`` moved to ``TRANS_CHECK_MAX_TIME_TOPIC`` (checked too often, or too old)."""
     return rebuild_record(half.buf, half.row, hm.CHECK_MAX_TIME_TOPIC.encode(), 0, half.props)
+
+
+def resumed_record(discarded: HalfRecord) -> bytearray:
+    """A discarded half message back in the half topic with no check counted (mqadmin
+    ``resumeCheckHalfMessage``), as the first half of a transaction of its own: the
+    identity of the one it was discarded from is closed by an op record."""
+    props = edit_properties(discarded.props, remove={hm.PREPARED_QUEUE_OFFSET.encode()},
+                            add={hm.CHECK_TIMES: "0"})  # fmt: skip
+    return rebuild_record(discarded.buf, discarded.row, _HALF_TOPIC, hm.HALF_QUEUE_ID, props)
 
 
 def op_record(identity: int, born_host: int, now_ms: int) -> bytes:

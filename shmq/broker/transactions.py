@@ -53,6 +53,7 @@ from shmq.broker.transaction_records import (
     half_at,
     op_identity,
     op_record,
+    resumed_record,
 )
 from shmq.codec import half_messages as hm
 from shmq.codec import record as rec
@@ -76,6 +77,7 @@ MAX_END_BATCH = 1024
 SCAN_EVERY_S = 1.0  # new half messages are noted at least this often
 OP_READ_BATCH = 4096
 STATUS_WAIT_S = 5.0
+_DISCARDED = hm.CHECK_MAX_TIME_TOPIC.encode()
 
 Producers = Callable[[str], list[Connection]]
 
@@ -454,6 +456,42 @@ class TransactionService:
                         h.group, h.msg_id, h.check_times)  # fmt: skip
             self.discarded += 1
             self._close([half.identity], "discard")
+
+    def resume(self, physical_offset: int) -> int:
+        """Put the discarded half message at ``physical_offset`` back in the half queue
+        with no check counted (RESUME_CHECK_HALF_MESSAGE, mqadmin's
+        ``resumeCheckHalfMessage``), so it is checked back again; returns its new CommitLog
+        offset. Unlike RocketMQ, which puts back any message, only a message of
+        ``TRANS_CHECK_MAX_TIME_TOPIC`` is taken, and not while a copy put back before is
+        still open: a half still open is checked already, and a second open copy would be
+        a second transaction for one message. ``ResponseError`` naming why not."""
+        if not self.ready.is_set() or not self.lock.acquire(timeout=STATUS_WAIT_S):
+            raise ResponseError(Rc.SYSTEM_BUSY, "the transaction service is busy (recovering?)")
+        try:
+            batch = self.reader.record_at(physical_offset)
+            discarded = half_at(batch, 0, _DISCARDED) if batch is not None else None
+            if discarded is None:
+                raise ResponseError(Rc.SYSTEM_ERROR, "no discarded half message (of "
+                                    f"{hm.CHECK_MAX_TIME_TOPIC}) at CommitLog offset "
+                                    f"{physical_offset}")  # fmt: skip
+            again = [h for h in self.table.open.values() if h.msg_id == discarded.msg_id]
+            if discarded.msg_id and again:
+                raise ResponseError(Rc.SYSTEM_ERROR, f"half message {discarded.msg_id} was put "
+                                    f"back already and is still open (transaction "
+                                    f"{again[0].identity})")  # fmt: skip
+            (answer,) = self._put([resumed_record(discarded)])
+            error = refusal(answer, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC")
+            if error is not None:
+                raise error
+            back = self.reader.record_at(answer.physical_offset)
+            half = half_at(back, 0) if back is not None else None
+            if half is not None:  # open at once: a second resume sees it
+                self.table.seen_half(half)
+        finally:
+            self.lock.release()
+        log.info("half message %s of %s put back in the half queue (real topic %s)",
+                 discarded.msg_id, discarded.group, discarded.real_topic)  # fmt: skip
+        return answer.physical_offset
 
     # -- scans and recovery ---------------------------------------------------------------------
 

@@ -395,6 +395,10 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
         """Half messages pending per producer group (``transaction_status.trans_status``)."""
         return transaction_status.trans_status(self._call, self._targets(broker, cluster), group)
 
+    def resume_check_half_message(self, msg_id: str) -> str:
+        """Check a discarded half message again (``transaction_status``); its offset id."""
+        return transaction_status.resume_check_half_message(self, msg_id)
+
     def _connections(self, group: str) -> list[tuple[tuple[str, str], dict[str, Any]]]:
         """``(broker, ConsumerConnection)`` of each master where ``group`` has members."""
         found = []

@@ -1,7 +1,7 @@
 """A queue's consume-queue units and a group's consume time span, the part of ``Admin``
 behind mqadmin ``queryCq`` and ``queryConsumeTimeSpan``, the brokers' system topics, and
-``cleanUnusedTopic``: a mixin over ``Admin``'s ``_call``, ``_broker``, ``_targets`` and
-``_topic_brokers``."""
+``cleanUnusedTopic`` / ``cleanExpiredCQ``: a mixin over ``Admin``'s ``_call``, ``_broker``,
+``_targets`` and ``_topic_brokers``."""
 
 from __future__ import annotations
 
@@ -89,8 +89,19 @@ class QueueQueries:
         """Purge, on ``broker`` (default: every master of ``cluster``, or of the only
         cluster), the stored messages of topics that have no topic config there (mqadmin
         ``cleanUnusedTopic``): broker name → the topics purged."""
+        return self._purge(RequestCode.CLEAN_UNUSED_TOPIC, broker, cluster)
+
+    def clean_expired_consume_queue(
+        self, broker: str | None = None, cluster: str | None = None
+    ) -> dict[str, list[str]]:
+        """Purge, on ``broker`` (as ``clean_unused_topic``), the consume queues of topics
+        without a topic config there whose messages all expired (mqadmin
+        ``cleanExpiredCQ``): broker name → the topics purged."""
+        return self._purge(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, broker, cluster)
+
+    def _purge(self, code: int, broker: str | None, cluster: str | None) -> dict[str, list[str]]:
         purged = {}
         for target in self._targets(broker, cluster):
-            body = self._call(target, RequestCode.CLEAN_UNUSED_TOPIC)[1] or {}
+            body = self._call(target, code)[1] or {}
             purged[target[0]] = list(body.get("topics", []))
         return purged

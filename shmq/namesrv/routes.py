@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 MASTER_ID = 0
 BROKER_EXPIRE_MS = 120_000  # RocketMQ's BROKER_CHANNEL_EXPIRED_TIME
 PERM_READ, PERM_WRITE = 4, 2  # RocketMQ's PermName (the broker's topic_config pulls numpy)
+FLAG_UNIT, FLAG_UNIT_SUB = 0x1, 0x2  # RocketMQ's TopicSysFlag bits
 
 # TopicConfig defaults (RocketMQ's TopicConfig: 16 read and write queues, perm RW).
 _QUEUE_DEFAULTS = {"readQueueNums": 16, "writeQueueNums": 16, "perm": 6, "topicSysFlag": 0}
@@ -305,6 +306,31 @@ class RouteInfoManager:
                 for _, addr in sorted(self._broker_addr[name].broker_addrs.items())
             ]
             return {"topicList": sorted(topics), "brokerAddr": addrs[0] if addrs else None}
+
+    def topics_by_sys_flag(self, wanted: Callable[[int], bool]) -> list[str]:
+        """The topics whose ``topicSysFlag`` (of any one broker's queue data, as RocketMQ
+        reads the first) ``wanted`` takes, sorted: mqadmin's unit-topic lists
+        (GET_UNIT_TOPIC_LIST and the two GET_HAS_UNIT_SUB lists)."""
+        with self._lock:
+            return sorted(
+                topic
+                for topic, by_name in self._topic_queue.items()
+                if by_name and wanted(next(iter(by_name.values())).topic_sys_flag)
+            )
+
+    def query_data_version(
+        self, broker_addr: str, data_version: dict[str, Any] | None, now_ms: int | None = None
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """RocketMQ's QUERY_DATA_VERSION, which a broker sends to learn whether it must
+        register again: ``(changed, the data version registered)``; ``changed`` when the
+        broker is not registered or registered another version. A registered broker's
+        heartbeat is renewed, as a registration would."""
+        with self._lock:
+            live = self._broker_live.get(broker_addr)
+            if live is None:
+                return True, None
+            live.last_update_timestamp = _now_ms() if now_ms is None else now_ms
+            return live.data_version != data_version, live.data_version
 
     def topics_by_cluster(self, cluster: str) -> list[str]:
         """The topics any broker of ``cluster`` serves, sorted (RocketMQ's

@@ -13,7 +13,9 @@ closed registration connection removes its brokers at once.
 Admin requests (mqadmin's namesrv commands), answered as RocketMQ's DefaultRequestProcessor
 does: the KV config (``namesrv.kv_config``: PUT/GET/DELETE_KV_CONFIG,
 GET_KVLIST_BY_NAMESPACE, QUERY_NOT_FOUND with RocketMQ's remarks for what is missing),
-GET_TOPICS_BY_CLUSTER, and WIPE/ADD_WRITE_PERM_OF_BROKER (``routes``). With
+GET_TOPICS_BY_CLUSTER, the unit-topic lists (by ``topicSysFlag``), QUERY_DATA_VERSION (a
+RocketMQ broker that does not force its registration asks it first), and
+WIPE/ADD_WRITE_PERM_OF_BROKER (``routes``). With
 ``order_message_enable`` (RocketMQ's ``orderMessageEnable``, off by default there too) a
 route carries the topic's ``ORDER_TOPIC_CONFIG`` entry as its ``orderTopicConf``.
 """
@@ -37,7 +39,7 @@ from shmq.namesrv.controller import (
     RoleDecision,
 )
 from shmq.namesrv.kv_config import KVConfigManager
-from shmq.namesrv.routes import BROKER_EXPIRE_MS, RouteInfoManager
+from shmq.namesrv.routes import BROKER_EXPIRE_MS, FLAG_UNIT, FLAG_UNIT_SUB, RouteInfoManager
 from shmq.remoting import fastjson
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
@@ -118,6 +120,10 @@ class NameServer:
             RequestCode.GET_KVLIST_BY_NAMESPACE: self._kv_list,
             RequestCode.GET_TOPICS_BY_CLUSTER: self._topics_by_cluster,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._system_topics,
+            RequestCode.GET_UNIT_TOPIC_LIST: self._unit_topics,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self._has_unit_sub_topics,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self._has_unit_sub_ununit_topics,
+            RequestCode.QUERY_DATA_VERSION: self._query_data_version,
             RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
             RequestCode.GET_NAMESRV_CONFIG: self._get_config,
@@ -233,6 +239,22 @@ class NameServer:
         body = RemotingCommand.body_json(self.controller.sync_state())
         return RemotingCommand.response_to(request, body=body)
 
+    def _query_data_version(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """A broker asks whether its topic configs must be registered again (RocketMQ's
+        ``needRegister``, when it does not force registration): the response header's
+        ``changed``, and the body the data version this namesrv holds for it."""
+        broker_addr = request.ext("brokerAddr")
+        data_version = request.json_body()
+        if data_version is not None and not isinstance(data_version, dict):
+            raise ResponseError(
+                ResponseCode.SYSTEM_ERROR, f"the body is {data_version!r}, not a DataVersion"
+            )
+        changed, held = self.routes.query_data_version(broker_addr, data_version)
+        body = RemotingCommand.body_json(held) if held is not None else b""
+        return RemotingCommand.response_to(
+            request, ext_fields={"changed": "true" if changed else "false"}, body=body
+        )
+
     def _unregister_broker(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         self.routes.unregister_broker(
             request.ext("clusterName"),
@@ -323,6 +345,26 @@ class NameServer:
     def _topics_by_cluster(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         topics = self.routes.topics_by_cluster(request.ext("cluster"))
         body = RemotingCommand.body_json({"topicList": topics})
+        return RemotingCommand.response_to(request, body=body)
+
+    def _unit_topics(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return self._topics_flagged(request, lambda flag: bool(flag & FLAG_UNIT))
+
+    def _has_unit_sub_topics(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return self._topics_flagged(request, lambda flag: bool(flag & FLAG_UNIT_SUB))
+
+    def _has_unit_sub_ununit_topics(
+        self, request: RemotingCommand, conn: Connection
+    ) -> RemotingCommand:
+        return self._topics_flagged(
+            request, lambda flag: bool(flag & FLAG_UNIT_SUB) and not flag & FLAG_UNIT
+        )
+
+    def _topics_flagged(
+        self, request: RemotingCommand, wanted: Callable[[int], bool]
+    ) -> RemotingCommand:
+        """RocketMQ's ``TopicList`` of the topics whose ``topicSysFlag`` ``wanted`` takes."""
+        body = RemotingCommand.body_json({"topicList": self.routes.topics_by_sys_flag(wanted)})
         return RemotingCommand.response_to(request, body=body)
 
     def _system_topics(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -267,3 +267,48 @@ def test_a_deletion_the_writer_does_not_record_keeps_the_topic(tmp_path):
         assert admin.delete_topic(TOPIC) == ["broker-a"]
         assert all(a["alive"] and a["restarts"] == 0 for a in c.runtime_info()["agents"].values())
     assert shm_entries() <= before
+
+
+def test_clean_expired_cq_purges_the_expired_queues_no_config_names(tmp_path):
+    """mqadmin cleanExpiredCQ: a topic without config whose messages all expired keeps its
+    consume queues (cleanUnusedTopic sees no message in them) until then; cleaning twice
+    purges once; a configured topic's queue keeps its offsets."""
+    before = shm_entries()
+    conf = {"mappedFileSizeCommitLog": 1 << 20, "deleteWhen": ";".join(map(str, range(24))),
+            "fileReservedTime": 1, "cleanResourceInterval": 300,
+            "cleanResourceInitialDelay": 300}  # fmt: skip
+    with cluster(tmp_path, **conf) as c:
+        c.create_topic("Expiring", 1)
+        c.create_topic("Later", 1)
+        with Producer("exp-p", c.namesrv) as producer:
+            for i in range(1500):  # CommitLog files 0 and 1
+                producer.send(Message("Expiring", b"%04d" % i + b"x" * 996))
+            for i in range(2500):  # files 1 to 4
+                producer.send(Message("Later", b"%04d" % i + b"x" * 996))
+        c.stop_broker()
+        topics = TopicConfigManager(os.path.join(c.store, "config"))
+        assert topics.delete("Expiring")
+        topics.persist()
+        c.start_broker()
+        cq = os.path.join(c.store, "consumequeue", "Expiring", "0")
+        with Admin(c.namesrv) as admin:
+            assert admin.clean_expired_consume_queue() == {"broker-a": []}  # not expired yet
+            files = sorted(os.listdir(os.path.join(c.store, "commitlog")))
+            old = time.time() - 2 * 3600
+            for name in files[:2]:
+                os.utime(os.path.join(c.store, "commitlog", name), (old, old))
+            deadline = time.monotonic() + 30
+            while (purged := admin.clean_expired_consume_queue()) == {"broker-a": []}:
+                assert time.monotonic() < deadline, "Expiring's messages did not expire"
+                time.sleep(0.2)
+            assert purged == {"broker-a": ["Expiring"]}
+            assert admin.clean_expired_consume_queue() == {"broker-a": []}  # purged once
+            assert admin.clean_unused_topic() == {"broker-a": []}
+            [life] = sorted(os.listdir(cq))  # the next life's file, the old ones gone
+            assert int(life) == 2 * UNITS * 20  # 1,500 messages: the life starts at 2,048
+            [later] = admin.topic_status("Later")  # configured: its queue and offsets stay
+            assert later.max_offset == 2500
+            assert sorted(os.listdir(os.path.join(c.store, "consumequeue", "Later", "0")))
+        out = shmq("admin", "clean-expired-cq", "-n", c.namesrv)
+        assert (out.returncode, out.stdout.strip()) == (0, "broker-a: nothing expired"), out.stderr
+    assert shm_entries() <= before

@@ -158,6 +158,21 @@ def test_checks_wait_for_a_producer_and_stop_after_transaction_check_max(tmp_pat
             commitOrRollback=8,
         )
         assert resp.code == ResponseCode.SYSTEM_ERROR  # discarded: closed  # fmt: skip
+
+        # mqadmin resumeCheckHalfMessage: the discarded half (found by its transaction id)
+        # goes back to the half queue with no check counted, and is checked again
+        resumed = shmq_cli("admin", "resume-check-half-msg", "-i", half.transaction_id, *n)
+        assert resumed.returncode == 0, resumed.stderr
+        again = shmq_cli("admin", "resume-check-half-msg", "-i", half.transaction_id, *n)
+        assert again.returncode != 0 and "put back already" in again.stderr, again.stderr
+        committer = Listener(check=S.COMMIT_MESSAGE)
+        with shmq.TransactionProducer("tx-wait", c.namesrv, listener=committer,
+                                      heartbeat_interval=0.5):  # fmt: skip
+            wait_until(lambda: bodies(c, "TxWait") == {"w": 1}, 30)
+        assert committer.asked == ["w"]
+        (committed,) = [r for r in records(c) if r["topic"] == "TxWait"]
+        with shmq.Admin(c.namesrv) as admin, pytest.raises(shmq.ShmqError, match="no discarded"):
+            admin.resume_check_half_message(committed["offset_msg_id"])
     assert shm_entries() - before == set()
 
 

@@ -1,9 +1,11 @@
 """The NameServer's route admin codes: a route's orderTopicConf (from the KV config's
 ORDER_TOPIC_CONFIG namespace, with orderMessageEnable), GET_TOPICS_BY_CLUSTER,
-GET_SYSTEM_TOPIC_LIST_FROM_NS and WIPE/ADD_WRITE_PERM_OF_BROKER, on the route tables and
-over real sockets."""
+GET_SYSTEM_TOPIC_LIST_FROM_NS, the unit-topic lists, QUERY_DATA_VERSION and
+WIPE/ADD_WRITE_PERM_OF_BROKER, on the route tables and over real sockets."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import wire_client as wc
@@ -16,12 +18,19 @@ from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 TOPIC = {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}
 
 
-def register(client, ns, addr, name, cluster="DefaultCluster", topics=(), counter=1):
+def data_version(counter: int) -> dict[str, int]:
+    return {"counter": counter, "timestamp": 1_700_000_000_000}
+
+
+def register(client, ns, addr, name, cluster="DefaultCluster", topics=(), counter=1, flags=None):
     ext = {"brokerName": name, "brokerAddr": addr, "clusterName": cluster, "brokerId": 0,
            "haServerAddr": addr}  # fmt: skip
+    flags = flags or {}
     wrapper = {
-        "topicConfigTable": {t: {"topicName": t, **TOPIC} for t in topics},
-        "dataVersion": {"counter": counter, "timestamp": 1_700_000_000_000},
+        "topicConfigTable": {
+            t: {"topicName": t, **TOPIC, "topicSysFlag": flags.get(t, 0)} for t in topics
+        },
+        "dataVersion": data_version(counter),
     }
     client.invoke_json(
         ns.address, RequestCode.REGISTER_BROKER, ext, {"topicConfigSerializeWrapper": wrapper}
@@ -153,3 +162,45 @@ def test_wire_client_reads_the_count_header(ns, client, encoding):
         assert (added.code, added.ext) == (wc.SUCCESS, {"addTopicCount": "1"})
         topics = c.call(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "DefaultCluster"})
         assert wc.fastjson_loads(topics.body) == {"topicList": ["T"]}
+
+
+def test_unit_topic_lists_follow_the_topic_sys_flag(ns, client):
+    # TopicSysFlag: FLAG_UNIT 0x1, FLAG_UNIT_SUB 0x2
+    flags = {"Unit": 1, "UnitSub": 2, "Both": 3}
+    register(client, ns, "127.0.0.1:10911", "broker-a", topics=["Plain", *flags], flags=flags)
+    lists = {code: client.invoke_json(ns.address, code, {})[1]["topicList"]
+             for code in (RequestCode.GET_UNIT_TOPIC_LIST, RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST,
+                          RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST)}  # fmt: skip
+    assert lists == {
+        RequestCode.GET_UNIT_TOPIC_LIST: ["Both", "Unit"],
+        RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: ["Both", "UnitSub"],
+        RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: ["UnitSub"],
+    }
+
+
+@pytest.mark.parametrize("encoding", [wc.JSON, wc.ROCKETMQ])
+def test_query_data_version_tells_a_broker_whether_to_register(ns, client, encoding):
+    addr = "127.0.0.1:10911"
+    ext = {"brokerName": "broker-a", "brokerAddr": addr, "clusterName": "DefaultCluster",
+           "brokerId": "0"}  # fmt: skip
+    with wc.WireClient(ns.address, encoding) as c:
+        unknown = c.call(RequestCode.QUERY_DATA_VERSION, ext, body=b'{"counter":1}')
+        assert (unknown.code, unknown.ext, unknown.body) == (wc.SUCCESS, {"changed": "true"}, b"")
+
+        register(client, ns, addr, "broker-a", topics=["T"], counter=4)
+        before = ns.routes.live_brokers()[addr]["lastUpdateTimestamp"]
+        ns.routes._broker_live[addr].last_update_timestamp = before - 60_000  # an old heartbeat
+        same = c.call(RequestCode.QUERY_DATA_VERSION, ext,
+                      body=json.dumps(data_version(4)).encode())  # fmt: skip
+        assert (same.code, same.ext) == (wc.SUCCESS, {"changed": "false"})
+        assert wc.fastjson_loads(same.body) == data_version(4)
+        # the query renews the broker's heartbeat, as a registration does
+        assert ns.routes.live_brokers()[addr]["lastUpdateTimestamp"] >= before
+
+        newer = c.call(RequestCode.QUERY_DATA_VERSION, ext,
+                       body=json.dumps(data_version(5)).encode())  # fmt: skip
+        assert (newer.code, newer.ext) == (wc.SUCCESS, {"changed": "true"})
+        assert wc.fastjson_loads(newer.body) == data_version(4)
+
+        bad = c.call(RequestCode.QUERY_DATA_VERSION, ext, body=b"[1]")
+        assert bad.code == wc.SYSTEM_ERROR and "DataVersion" in bad.remark
