@@ -64,7 +64,7 @@ def producer_main(namesrv, transport, mode, count, rate, ready, go, out) -> None
         go.wait()
         start = time.perf_counter()
         if mode == "bulk":
-            batch = 4096
+            batch = 16384  # as the main bench sends (its chunks are pipelined)
             bodies = np.frombuffer(b"".join(_body(i) for i in range(batch)), dtype=np.uint8)
             offsets = np.arange(batch + 1, dtype=np.int64) * BODY
             for i in range(0, count, batch):

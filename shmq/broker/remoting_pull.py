@@ -32,15 +32,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numba import njit
 
 from shmq.broker.pull_hold import HeldPull, PullHold
-from shmq.codec import record as rec
+from shmq.codec.record_copy import copy_owned_records
 from shmq.errors import InvalidMessageError
 from shmq.ipc import counters as cn
 from shmq.remoting.custom_header import INT, LONG, STR, Spec, decode_header
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection, RemotingServer
-from shmq.store.reader import StoreReader
+from shmq.store.reader import StoreReader, topic_bytes
 from shmq.store.results import parse_tag_filter
 
 if TYPE_CHECKING:
@@ -265,52 +266,63 @@ class RemotingPull:
         """``(status, units scanned, body)`` for ``units``, the queue's from ``offset``: the
         records are checked against their units (topic, queue, queue offset) as every
         consumer's are, then copied as stored."""
-        if codes is None:
-            picked = np.arange(units.size)
-        else:  # 4.9 compares (int) tagsCode with the subscription's hashes
-            picked = np.flatnonzero(np.isin(units["tags_code"].astype(np.int32), codes))
         # no response takes more than this many: only these (and the one that stops it) count
         most = min(max_nums, max(self.in_memory[0], MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK))
-        head = picked[: most + 1]
-        phys = units["offset"][head].astype(np.int64)
-        sizes = units["size"][head].astype(np.int64)
+        if codes is None:
+            picked = None
+            phys = units["offset"][: most + 1].astype(np.int64)
+            sizes = units["size"][: most + 1].astype(np.int64)
+        else:  # 4.9 compares (int) tagsCode with the subscription's hashes
+            picked = np.flatnonzero(np.isin(units["tags_code"].astype(np.int32), codes))
+            phys = units["offset"][picked[: most + 1]].astype(np.int64)
+            sizes = units["size"][picked[: most + 1]].astype(np.int64)
         write_end = cn.load(self.broker.counters.words, cn.WRITE_OFFSET)
         count = batch_count(sizes, write_end - phys > self.memory, max_nums, self.in_memory)
-        scanned = int(picked[count]) if count < picked.size else units.size
-        chosen = picked[:count]
+        if picked is None:  # every unit is taken: the ones before the stop were scanned
+            scanned, chosen = count, np.arange(count, dtype=np.int64)
+        else:
+            scanned = int(picked[count]) if count < picked.size else units.size
+            chosen = picked[:count]
         if not chosen.size:
             return "NO_MATCHED_MESSAGE", scanned, b""
-        parts: list[np.ndarray] = []
-        for mf, rows, ok in self.reader.records(
+        body, copied = self.reader.copy_records(
             topic, queue_id, phys[:count], sizes[:count], offset + chosen.astype(np.int64)
-        ):
-            if ok.size:
-                parts.append(rec.gather_records(mf.buf, rows, ok))
-        if not parts:
+        )
+        if not copied:
             return "MESSAGE_WAS_REMOVING", scanned, b""
         # the frame's encoding copies it once more: hand it over as a view, not a copy
-        return "FOUND", scanned, memoryview(parts[0] if len(parts) == 1 else np.concatenate(parts))
+        return "FOUND", scanned, memoryview(body)
 
 
 def _warm_up() -> None:
-    """Load the kernel that copies a response's records (from a read-only mapping)."""
-    rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
-    rows[0, rec.R_SIZE] = 1
-    rec.gather_records(np.frombuffer(b"x", dtype=np.uint8), rows, np.zeros(1, dtype=np.int64))
+    """Load the kernels that size a response and copy its records (from a read-only
+    mapping)."""
+    one = np.ones(1, dtype=np.int64)
+    batch_count(one, one > 1, 1, (1, 1))
+    copy_owned_records(np.frombuffer(b"x", dtype=np.uint8), one - 1, one, one, topic_bytes("T"),
+                       0, 0, np.empty(1, dtype=np.uint8), 0)  # fmt: skip
 
 
 def batch_count(
     sizes: np.ndarray, in_disk: np.ndarray, max_nums: int, in_memory: tuple[int, int]
 ) -> int:
     """How many of the records of ``sizes`` (in queue order) one response takes: 4.9's
-    ``isTheBatchFull`` asked for each next record, in one vectorised pass. The first always
-    goes; a record read from far behind the CommitLog's end (``in_disk``) is held to the
-    in-disk limits, any other to ``in_memory`` (count, bytes)."""
-    totals = np.cumsum(sizes)  # the response's bytes with record i
-    index = np.arange(sizes.shape[0])
-    limit_count = np.where(in_disk, MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK, in_memory[0])
-    limit_bytes = np.where(in_disk, MAX_TRANSFER_BYTES_ON_MESSAGE_IN_DISK, in_memory[1])
-    full = (index >= max_nums) | (totals > limit_bytes) | (index > limit_count - 1)
-    full[:1] = False
-    stops = np.flatnonzero(full)
-    return int(stops[0]) if stops.size else sizes.shape[0]
+    ``isTheBatchFull`` asked for each next record. The first always goes; a record read
+    from far behind the CommitLog's end (``in_disk``) is held to the in-disk limits, any
+    other to ``in_memory`` (count, bytes)."""
+    return _batch_count(sizes, in_disk, max_nums, in_memory[0], in_memory[1])
+
+
+@njit(cache=True, nogil=True)
+def _batch_count(sizes, in_disk, max_nums, memory_count, memory_bytes):
+    total = 0
+    for i in range(sizes.shape[0]):
+        total += sizes[i]  # the response's bytes with record i
+        if i == 0:
+            continue
+        disk = in_disk[i]
+        limit_count = MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK if disk else memory_count
+        limit_bytes = MAX_TRANSFER_BYTES_ON_MESSAGE_IN_DISK if disk else memory_bytes
+        if i >= max_nums or total > limit_bytes or i > limit_count - 1:
+            return i
+    return sizes.shape[0]

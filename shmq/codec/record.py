@@ -558,26 +558,3 @@ def gather_bodies(buf, rows, picked, out, out_offs, k):
         k += 1
         out_offs[k] = d
     return k
-
-
-@njit(cache=True, nogil=True)
-def gather_records(buf, rows, picked):
-    """The whole records of ``rows[picked]`` (as stored) back to back, a TCP pull's response
-    body: records that lie next to each other (a queue's, usually) are copied as one run."""
-    total = 0
-    for i in range(picked.shape[0]):
-        total += rows[picked[i], R_SIZE]
-    out = np.empty(total, dtype=np.uint8)
-    d = 0
-    run_start = 0
-    run_len = 0
-    for i in range(picked.shape[0]):
-        r = picked[i]
-        p = rows[r, R_POS]
-        if p != run_start + run_len:
-            out[d : d + run_len] = buf[run_start : run_start + run_len]
-            d += run_len
-            run_start, run_len = p, 0
-        run_len += rows[r, R_SIZE]
-    out[d : d + run_len] = buf[run_start : run_start + run_len]
-    return out

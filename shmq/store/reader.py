@@ -19,6 +19,7 @@ import numpy as np
 
 from shmq.codec import record as rec
 from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, match_tags, read_units
+from shmq.codec.record_copy import copy_owned_records
 from shmq.errors import CorruptStoreError
 from shmq.message import MessageBatch, MessageExt
 from shmq.properties import PROPERTY_TAGS, decode_properties
@@ -257,6 +258,29 @@ class StoreReader:
             return offset
         start = self._queue(topic, queue_id).next_start(offset * CQ_UNIT_SIZE)
         return offset if start is None else min(start // CQ_UNIT_SIZE, max_offset)
+
+    def copy_records(
+        self, topic: str, queue_id: int, phys: np.ndarray, sizes: np.ndarray, qoffs: np.ndarray
+    ) -> tuple[np.ndarray, int]:
+        """The records the units (``phys``, ``sizes``, queue offsets ``qoffs``, in queue
+        order) point at, as stored and back to back (a TCP pull's body), and how many;
+        units whose file is gone (cleanup) or whose record they do not own are skipped
+        (``record_copy``)."""
+        out = np.empty(int(sizes.sum()), dtype=np.uint8)
+        end = copied = i = 0
+        name = topic_bytes(topic)
+        while i < phys.shape[0]:
+            mf = self.commitlog.file_at(int(phys[i]))
+            if mf is None:  # removed by cleanup
+                i += 1
+                continue
+            run_end = i + int(np.searchsorted(phys[i:], mf.file_end_offset))
+            end, n = copy_owned_records(mf.buf, phys[i:run_end] - mf.file_from_offset,
+                                        sizes[i:run_end], qoffs[i:run_end], name, queue_id,
+                                        mf.file_from_offset, out, end)  # fmt: skip
+            copied += n
+            i = run_end
+        return out[:end], copied
 
     def records(
         self, topic: str, queue_id: int, phys: np.ndarray, sizes: np.ndarray, qoffs: np.ndarray

@@ -328,24 +328,3 @@ def test_tag_code_and_index_flags_follow_decode_properties(props):
         rec.INDEX_HAS_UNIQ_KEY if "UNIQ_KEY" in decoded else 0
     )
     assert rows[0, rec.R_INDEX_FLAGS] == flags
-
-
-@settings(deadline=None)  # the first call loads the kernel
-@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 30)), min_size=1, max_size=30))
-def test_gather_records_copies_each_span_whether_runs_touch_or_not(spans):
-    """Spans back to back (a run copied at once) and with gaps between them."""
-    buf = np.arange(2048, dtype=np.int64).astype(np.uint8)
-    rows = np.zeros((len(spans), rec.N_COLS), dtype=np.int64)
-    p = 0
-    for i, (gap, size) in enumerate(spans):
-        p += gap
-        rows[i, rec.R_POS], rows[i, rec.R_SIZE] = p, size
-        p += size
-    picked = np.arange(len(spans), dtype=np.int64)
-    out = rec.gather_records(buf, rows, picked)
-    assert out.tobytes() == b"".join(buf[r[rec.R_POS] : r[rec.R_POS] + r[rec.R_SIZE]].tobytes()
-                                     for r in rows)  # fmt: skip
-    some = picked[::2].copy()
-    assert rec.gather_records(buf, rows, some).tobytes() == b"".join(
-        buf[rows[i, rec.R_POS] : rows[i, rec.R_POS] + rows[i, rec.R_SIZE]].tobytes() for i in some
-    )
