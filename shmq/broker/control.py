@@ -78,6 +78,7 @@ class ControlHandlers:
             RequestCode.HEART_BEAT: self.heartbeat,
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+            RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back.handle,
             RequestCode.GET_BROKER_HA_STATUS: self.ha_status,
@@ -477,6 +478,18 @@ class ControlHandlers:
         if not ids:
             raise ResponseError(Rc.SYSTEM_ERROR, f"the consumer group {group} has no consumer")
         return _json(request, {"consumerIdList": ids})
+
+    def check_client_config(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG: a 4.9 push consumer subscribing by an expression other than
+        tags asks before it starts (``checkClientInBroker``). Without property filters
+        (RocketMQ's ``enablePropertyFilter``, off by default; shmq has no SQL92) such an
+        expression is refused as RocketMQ refuses it, and as a pull naming it is."""
+        from shmq.broker.remoting_pull import check_expression_type
+
+        body = request.json_body()
+        sub = body.get("subscriptionData") if isinstance(body, dict) else None
+        check_expression_type(sub.get("expressionType") if isinstance(sub, dict) else None)
+        return RemotingCommand.response_to(request)
 
     def _disconnected(self, conn: Connection) -> None:
         self.consumers.connection_closed(conn)

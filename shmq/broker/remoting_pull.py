@@ -208,10 +208,7 @@ class RemotingPull:
             expression, kind = h["subscription"], h["expressionType"]
         else:
             expression, kind = self._group_subscription(group, topic, h["subVersion"])
-        if kind not in (None, "TAG"):
-            raise ResponseError(
-                Rc.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {kind}"
-            )
+        check_expression_type(kind)
         try:
             return parse_tag_filter(expression)
         except InvalidMessageError:
@@ -292,6 +289,15 @@ class RemotingPull:
             return "MESSAGE_WAS_REMOVING", scanned, b""
         # the frame's encoding copies it once more: hand it over as a view, not a copy
         return "FOUND", scanned, memoryview(body)
+
+
+def check_expression_type(kind: str | None) -> None:
+    """Refuse a subscription by anything but tags as RocketMQ 4.9 does without property
+    filters (``enablePropertyFilter``, off by default; shmq has no SQL92)."""
+    if kind not in (None, "TAG"):
+        raise ResponseError(
+            Rc.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {kind}"
+        )
 
 
 def _warm_up() -> None:

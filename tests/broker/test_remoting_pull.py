@@ -182,6 +182,23 @@ def test_bad_pulls_are_answered(shared_broker):
         assert resp.code == 23  # SUBSCRIPTION_PARSE_FAILED
 
 
+@pytest.mark.parametrize("kind", ["SQL92", "TAG"])
+def test_check_client_config_refuses_what_a_pull_would(shared_broker, kind):
+    """CHECK_CLIENT_CONFIG (46), which a 4.9 push consumer with a SQL92 subscription sends
+    before it starts: refused as 4.9 refuses it without enablePropertyFilter; tags pass."""
+    broker, _ = shared_broker
+    body = {"clientId": "10.0.0.9@7#1", "group": "check-g", "subscriptionData": {
+        "topic": "PullBad", "subString": "a > 1", "expressionType": kind, "tagsSet": [],
+        "codeSet": [], "subVersion": 1, "classFilterMode": False}}  # fmt: skip
+    with wc.WireClient(broker.address) as c:
+        resp = c.call(46, {}, json.dumps(body).encode())
+    if kind == "TAG":
+        assert resp.code == wc.SUCCESS, resp
+    else:
+        assert resp.code == wc.SYSTEM_ERROR
+        assert resp.remark == "The broker does not support consumer to filter message by SQL92"
+
+
 def test_shared_memory_sends_pulled_over_tcp_are_the_same_messages(shared_broker):
     broker, namesrv = shared_broker
     mq = MessageQueue("Same", broker.config.broker_name, 1)
