@@ -247,7 +247,8 @@ class NameServer:
         data_version = request.json_body()
         if data_version is not None and not isinstance(data_version, dict):
             raise ResponseError(
-                ResponseCode.SYSTEM_ERROR, f"the body is {data_version!r}, not a DataVersion"
+                ResponseCode.SYSTEM_ERROR,
+                f"the body is a JSON {type(data_version).__name__}, not a DataVersion",
             )
         changed, held = self.routes.query_data_version(broker_addr, data_version)
         body = RemotingCommand.body_json(held) if held is not None else b""
