@@ -266,7 +266,9 @@ class StoreReader:
         order) point at, as stored and back to back (a TCP pull's body), and how many;
         units whose file is gone (cleanup) or whose record they do not own are skipped
         (``record_copy``)."""
-        out = np.empty(int(sizes.sum()), dtype=np.uint8)
+        # room for every record a unit may own: a damaged unit's size (negative, or past
+        # a CommitLog file) owns none, and must not size the buffer
+        out = np.empty(int(np.clip(sizes, 0, self.commitlog.file_size).sum()), dtype=np.uint8)
         end = copied = i = 0
         name = topic_bytes(topic)
         while i < phys.shape[0]:

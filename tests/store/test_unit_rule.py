@@ -1,6 +1,7 @@
 """One rule for a consume-queue unit and its record (``units_match``), used by the store,
-the consumers' reader and the Spark scan: a unit that points at a record of another topic,
-queue or queue offset (same size and place otherwise) is never served."""
+the consumers' reader, the Spark scan and a TCP pull's copy (``copy_records``): a unit that
+points at a record of another topic, queue or queue offset (same size and place otherwise)
+is never served, and a unit with a damaged size serves nothing."""
 
 from __future__ import annotations
 
@@ -47,5 +48,30 @@ def test_a_unit_pointing_at_another_topics_record_is_not_served(tmp_path, steal)
         assert [m.body for m in msgs] == [b"a" * 50]
         batch, _ = reader.read_queue_bulk("A", 0, 0, 2, 2)
         assert len(batch) == 1
+        body, copied = reader.copy_records("A", 0, units["offset"][:2].astype(np.int64),
+                                           units["size"][:2].astype(np.int64),
+                                           np.arange(2, dtype=np.int64))  # fmt: skip
+        assert copied == 1 and body.size == int(units["size"][0])
+    finally:
+        reader.close()
+
+
+@pytest.mark.parametrize("size", [-(2**31), -1, 0, 2**31 - 1])
+def test_a_unit_with_a_damaged_size_serves_nothing(tmp_path, size):
+    """A TCP pull sizes its copy by the units: a negative or huge size neither fails the
+    pull nor costs a buffer of that size, and the units after it are still served."""
+    root = str(tmp_path / "store")
+    with MessageStore.open(root, mapped_file_size_commit_log=1 << 20) as store:
+        puts = [store.put("A", 0, b"%d" % i * 40) for i in range(3)]
+        store.dispatch()
+    reader = StoreReader(root, 1 << 20, 300_000 * 20)
+    try:
+        phys = np.array([p.physical_offset for p in puts], dtype=np.int64)
+        units, _ = reader.units("A", 0, 0, 3)
+        sizes = units["size"].astype(np.int64)
+        sizes[1] = size
+        body, copied = reader.copy_records("A", 0, phys, sizes, np.arange(3, dtype=np.int64))
+        assert copied == 2
+        assert body.size == int(sizes[0] + sizes[2])
     finally:
         reader.close()
