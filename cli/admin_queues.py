@@ -1,7 +1,8 @@
-"""``shmq admin query-cq`` (mqadmin ``queryCq``), ``consume-time-span``, ``system-topics``
-and ``clean-unused-topic``: a queue's consume-queue units, a group's consume times per
-queue, the brokers' system topics, and purging topics no config names; registered on the
-``admin`` group by ``shmq_cli.admin``."""
+"""``shmq admin query-cq`` (mqadmin ``queryCq``), ``consume-time-span``, ``system-topics``,
+``clean-unused-topic``, ``clean-expired-cq`` and ``delete-expired-commitlog``: a queue's
+consume-queue units, a group's consume times per queue, the brokers' system topics, purging
+topics no config names, and expired files deleted now; registered on the ``admin`` group by
+``shmq_cli.admin``."""
 
 from __future__ import annotations
 
@@ -98,6 +99,24 @@ def clean_expired_cq(broker: str | None, cluster: str | None, namesrv: str, as_j
     (mqadmin cleanExpiredCQ)."""
     with open_admin(namesrv) as a:
         _purged(a.clean_expired_consume_queue(broker, cluster), as_json, "nothing expired")
+
+
+@admin.command("delete-expired-commitlog")
+@click.option("-b", "--broker", help="Broker name or address (default: every master).")
+@click.option("-c", "--cluster", help="Cluster name.")
+@options
+def delete_expired_commitlog(
+    broker: str | None, cluster: str | None, namesrv: str, as_json: bool
+) -> None:
+    """Delete expired CommitLog files now, whatever deleteWhen says (mqadmin
+    deleteExpiredCommitLog); files newer than fileReservedTime stay."""
+    with open_admin(namesrv) as a:
+        asked = a.delete_expired_commitlog(broker, cluster)
+    if as_json:
+        print_json(asked)
+        return
+    for name in asked:
+        click.echo(f"{name}: deleting expired CommitLog files")
 
 
 def _purged(purged: dict[str, list[str]], as_json: bool, none: str) -> None:

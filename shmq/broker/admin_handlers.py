@@ -42,6 +42,7 @@ from shmq.broker.schedule_levels import FILE_NAME as DELAY_OFFSET_FILE
 from shmq.broker.subscription_groups import SubscriptionGroupConfig
 from shmq.broker.topic_config import TopicConfig
 from shmq.errors import ConfigError, RemotingError, RemotingTimeoutError, ResponseError
+from shmq.ipc import counters as cn
 from shmq.message import MessageExt, message_to_json, parse_offset_msg_id
 from shmq.remoting import fastjson
 from shmq.remoting.admin_bodies import queue_table
@@ -95,6 +96,7 @@ class AdminHandlers:
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
             RequestCode.GET_BROKER_CONFIG: self.broker_config,
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commitlog,
         }
         for code, handler in handlers.items():
             server.register(code, handler)
@@ -406,6 +408,18 @@ class AdminHandlers:
         ):
             self.broker.offsets.persist()
         log.info("subscription group %s deleted", group)
+        return RemotingCommand.response_to(request)
+
+    def delete_expired_commitlog(
+        self, request: RemotingCommand, _conn: Connection
+    ) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (RocketMQ 5's mqadmin ``deleteExpiredCommitLog``): the
+        cleaner deletes expired CommitLog files at once and in its next rounds whatever
+        ``deleteWhen`` says (``fileReservedTime`` still decides which are expired);
+        answered at once, as RocketMQ answers."""
+        words = self.broker.counters.words
+        cn.publish(words, cn.MANUAL_DELETES, cn.load(words, cn.MANUAL_DELETES) + 1)
+        self.broker.wake_agent("cleaner")
         return RemotingCommand.response_to(request)
 
     # -- what a slave copies (slave_sync) --------------------------------------------------------

@@ -3,7 +3,10 @@
 Every ``cleanResourceInterval`` (10 s, the first round ``cleanResourceInitialDelay`` after
 start) it measures the store's disk, publishes the used ratio and the disk-full flag (over
 ``diskSpaceWarningLevelRatio``, 90 %: the writer refuses puts until it drops back), and
-deletes expired CommitLog files by the policy of ``shmq.store.cleanup``. Files of other
+deletes expired CommitLog files by the policy of ``shmq.store.cleanup``. An admin's
+``deleteExpiredCommitLog`` (a new ``MANUAL_DELETES`` count) starts a round at once, and it
+and the next rounds, ``MANUAL_DELETE_ROUNDS`` in all as in RocketMQ, delete expired files
+whatever ``deleteWhen`` says. Files of other
 owners stay with their owners: the cleaner publishes the CommitLog's new first offset
 (``MIN_PHYSICAL_OFFSET``); reput deletes the consume-queue and index files below it, and
 every reader unmaps the files below it, which frees their disk space.
@@ -26,6 +29,7 @@ from shmq.store.mapped_file import file_name_to_offset
 log = logging.getLogger(__name__)
 
 PARK_US = 200_000  # how often a parked cleaner looks at the clock and the stop flag
+MANUAL_DELETE_ROUNDS = 20  # RocketMQ's MAX_MANUAL_DELETE_FILE_TIMES
 
 
 class Cleaner:
@@ -39,12 +43,21 @@ class Cleaner:
         self.sem = open_semaphore(env.names.agent_sem("cleaner"))
         self.idle = IdleStrategy(IdleConfig("park", park_us=PARK_US), self.sem)
         self.rounds = 0
+        self.manual_seen = cn.load(self.words, cn.MANUAL_DELETES)  # asked before: not now
+        self.manual_rounds = 0
 
     def has_work(self) -> bool:
-        return time.monotonic() >= self.next_round
+        return time.monotonic() >= self.next_round or self._manual_asked()
+
+    def _manual_asked(self) -> bool:
+        return cn.load(self.words, cn.MANUAL_DELETES) != self.manual_seen
 
     def do_work(self) -> int:
-        if not self.has_work():
+        if self._manual_asked():
+            self.manual_seen = cn.load(self.words, cn.MANUAL_DELETES)
+            self.manual_rounds = MANUAL_DELETE_ROUNDS
+            log.info("deleting expired CommitLog files now, as an admin asked")
+        elif not self.has_work():
             return 0
         self.next_round = time.monotonic() + self.store.clean_resource_interval / 1000
         self.clean_round(time.time())
@@ -53,7 +66,9 @@ class Cleaner:
     def clean_round(self, now: float) -> int:
         """One round: disk status, then CommitLog files; returns how many were deleted."""
         self.rounds += 1
-        decision = CleanDecision.of(self.store, now, disk_used_ratio(self.root))
+        manual = self.manual_rounds > 0
+        self.manual_rounds = max(0, self.manual_rounds - 1)
+        decision = CleanDecision.of(self.store, now, disk_used_ratio(self.root), manual)
         self._publish_disk(decision)
         files = self._commitlog_files()
         if not files:

@@ -1,7 +1,7 @@
 """A queue's consume-queue units and a group's consume time span, the part of ``Admin``
-behind mqadmin ``queryCq`` and ``queryConsumeTimeSpan``, the brokers' system topics, and
-``cleanUnusedTopic`` / ``cleanExpiredCQ``: a mixin over ``Admin``'s ``_call``, ``_broker``,
-``_targets`` and ``_topic_brokers``."""
+behind mqadmin ``queryCq`` and ``queryConsumeTimeSpan``, the brokers' system topics,
+``cleanUnusedTopic``, ``cleanExpiredCQ`` and ``deleteExpiredCommitLog``: a mixin over
+``Admin``'s ``_call``, ``_broker``, ``_targets`` and ``_topic_brokers``."""
 
 from __future__ import annotations
 
@@ -98,6 +98,18 @@ class QueueQueries:
         without a topic config there whose messages all expired (mqadmin
         ``cleanExpiredCQ``): broker name → the topics purged."""
         return self._purge(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, broker, cluster)
+
+    def delete_expired_commitlog(
+        self, broker: str | None = None, cluster: str | None = None
+    ) -> list[str]:
+        """Have ``broker`` (as ``clean_unused_topic``) delete its expired CommitLog files now
+        and for its next cleanup rounds, whatever ``deleteWhen`` says (RocketMQ 5's mqadmin
+        ``deleteExpiredCommitLog``): the brokers asked. Files newer than
+        ``fileReservedTime`` stay."""
+        targets = self._targets(broker, cluster)
+        for target in targets:
+            self._call(target, RequestCode.DELETE_EXPIRED_COMMITLOG)
+        return [name for name, _ in targets]
 
     def _purge(self, code: int, broker: str | None, cluster: str | None) -> dict[str, list[str]]:
         purged = {}

@@ -28,7 +28,9 @@ processes write them::
                       then TOPIC_REQUEST_QUEUES (the sending producer's defaultTopicQueueNums)
                       TOPICS_APPLIED (the topic-table version the writer works with: the
                       deletion records of the topics it lacks are in the CommitLog)
-    8     supervisor  TOPIC_REQUEST_DONE
+    8     supervisor  TOPIC_REQUEST_DONE  MANUAL_DELETES (mqadmin deleteExpiredCommitLog
+                      requests so far: the cleaner's next rounds delete expired CommitLog files
+                      whatever ``deleteWhen`` says)
     9     several     store status, one word per owner (rare writes): DISK_FULL (cleaner:
                       disk used over diskMaxUsedSpaceRatio's 90 % rule), DISK_USED_PERMILLE
                       (cleaner), ALLOC_FAILED (writer: a new CommitLog file could not be
@@ -75,7 +77,7 @@ TOPIC_REQUEST_NAME = (5 * W + 2) * 8  # byte offset of the 128-byte name
 TOPIC_NAME_MAX = 127
 TOPIC_REQUEST_QUEUES = 7 * W + 2
 TOPICS_APPLIED = 7 * W + 3
-TOPIC_REQUEST_DONE = 8 * W
+TOPIC_REQUEST_DONE, MANUAL_DELETES = 8 * W, 8 * W + 1
 DISK_FULL, DISK_USED_PERMILLE, ALLOC_FAILED, FLUSH_FAILED, MIN_PHYSICAL_OFFSET = range(
     9 * W, 9 * W + 5
 )

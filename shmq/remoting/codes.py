@@ -89,6 +89,7 @@ class RequestCode(IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+    DELETE_EXPIRED_COMMITLOG = 329  # RocketMQ 5's
     GET_TOPIC_CONFIG = 351  # RocketMQ 5's
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # RocketMQ 5's
     # shmq's own: messages of a topic stored in [beginTimestamp, endTimestamp]

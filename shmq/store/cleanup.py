@@ -49,14 +49,18 @@ class CleanDecision:
     space_to_delete: bool
     clean_immediately: bool
     disk_full: bool
+    manual: bool = False  # asked by an admin (mqadmin deleteExpiredCommitLog)
 
     @property
     def delete(self) -> bool:
-        return self.time_to_delete or self.space_to_delete
+        return self.time_to_delete or self.space_to_delete or self.manual
 
     @classmethod
-    def of(cls, cfg: MessageStoreConfig, now: float, ratio: float) -> CleanDecision:
+    def of(
+        cls, cfg: MessageStoreConfig, now: float, ratio: float, manual: bool = False
+    ) -> CleanDecision:
         return cls(
+            manual=manual,
             disk_used=ratio,
             time_to_delete=is_time_to_delete(cfg.delete_when, now),
             space_to_delete=ratio > cfg.disk_max_used_space_ratio / 100,

@@ -1,7 +1,8 @@
-"""The cleaner agent in a real broker on a small tmpfs: expired CommitLog files are deleted on
-schedule, reput deletes the consume-queue and index files below them, every process (agents,
-supervisor, a consumer) unmaps them so the disk space really comes back, and a disk over
-90 % refuses puts until it is below again."""
+"""The cleaner agent in a real broker (on a small tmpfs for the disk-full test): expired
+CommitLog files are deleted on schedule, reput deletes the consume-queue and index files
+below them, every process (agents, supervisor, a consumer) unmaps them so the disk space
+really comes back, a disk over 90 % refuses puts until it is below again, and an admin may
+have expired files deleted outside ``deleteWhen``'s hours."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from e2e_helpers import cluster, shm_entries, small_tmpfs, until_sent
+from e2e_helpers import shmq as shmq_cli
+from shmq.client.admin import Admin
 from shmq.client.producer import Producer
 from shmq.client.queue_reader import QueueReader
 from shmq.errors import SendError
@@ -116,4 +119,36 @@ def test_expired_files_are_deleted_and_released_and_a_full_disk_refuses_puts(dis
             os.unlink(filler)
             until_sent(producer, Message(TOPIC, b"accepted"))
             assert all(a["alive"] and a["restarts"] == 0 for a in agents.values())
+    assert shm_entries() - before == set()
+
+
+def test_delete_expired_commitlog_deletes_outside_delete_when(tmp_path):
+    """mqadmin deleteExpiredCommitLog: expired files wait for deleteWhen's hour, unless an
+    admin asks; then they go at once, and files newer than fileReservedTime stay."""
+    before = shm_entries()
+    other_hour = (time.localtime().tm_hour + 12) % 24
+    conf = {"mappedFileSizeCommitLog": FILE, "deleteWhen": str(other_hour),
+            "fileReservedTime": 1, "cleanResourceInterval": 200,
+            "cleanResourceInitialDelay": 200}  # fmt: skip
+    with cluster(tmp_path, **conf) as c:
+        c.create_topic(TOPIC)
+        with Producer("manual-p", c.namesrv) as producer:
+            for i in range(3000):  # about 3 CommitLog files
+                producer.send(Message(TOPIC, b"%04d" % i + b"x" * 996))
+        store = c.store
+        files = commitlog_files(store)
+        assert len(files) >= 3
+        old = time.time() - 2 * 3600
+        for name in files[:2]:
+            os.utime(os.path.join(store, "commitlog", name), (old, old))
+        time.sleep(1.0)  # several rounds, none at deleteWhen's hour
+        assert commitlog_files(store) == files
+        with Admin(c.namesrv) as admin:
+            assert admin.delete_expired_commitlog() == ["broker-a"]
+        wait_for("the expired files to go", lambda: commitlog_files(store) == files[2:], 10)
+        out = shmq_cli("admin", "delete-expired-commitlog", "-n", c.namesrv)
+        assert (out.returncode, out.stdout.strip()) == (
+            0, "broker-a: deleting expired CommitLog files"), out.stderr  # fmt: skip
+        time.sleep(0.6)
+        assert commitlog_files(store) == files[2:]  # the rest is not expired
     assert shm_entries() - before == set()
