@@ -6,10 +6,11 @@ start) it measures the store's disk, publishes the used ratio and the disk-full 
 deletes expired CommitLog files by the policy of ``shmq.store.cleanup``. An admin's
 ``deleteExpiredCommitLog`` (a new ``MANUAL_DELETES`` count) starts a round at once, and it
 and the next rounds, ``MANUAL_DELETE_ROUNDS`` in all as in RocketMQ, delete expired files
-whatever ``deleteWhen`` says. Files of other
-owners stay with their owners: the cleaner publishes the CommitLog's new first offset
-(``MIN_PHYSICAL_OFFSET``); reput deletes the consume-queue and index files below it, and
-every reader unmaps the files below it, which frees their disk space.
+whatever ``deleteWhen`` says.
+
+Files of other owners stay with their owners: the cleaner publishes the CommitLog's new
+first offset (``MIN_PHYSICAL_OFFSET``); reput deletes the consume-queue and index files
+below it, and every reader unmaps the files below it, which frees their disk space.
 """
 
 from __future__ import annotations
