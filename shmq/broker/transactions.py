@@ -25,22 +25,19 @@ broker runs; a commit is written before its op record, and at start, before any 
 served, the CommitLog after the oldest open transaction is searched for COMMIT records
 whose PREPARED_TRANSACTION_OFFSET is the first half of an open transaction: a crash between
 a commit and its op record left those, and they get their op record instead of a second
-commit.
+commit. The scans of the half and op queues and that recovery are ``transaction_scans``'.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import os
 import queue
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-
-import numpy as np
 
 from shmq.broker.half_table import HalfTable, OpenHalf
 from shmq.broker.ring_puts import broker_ring, refusal
@@ -51,12 +48,11 @@ from shmq.broker.transaction_records import (
     commit_record,
     discard_record,
     half_at,
-    op_identity,
     op_record,
     resumed_record,
 )
+from shmq.broker.transaction_scans import HalfQueueScans
 from shmq.codec import half_messages as hm
-from shmq.codec import record as rec
 from shmq.config import parse_host
 from shmq.errors import RemotingError, SendTimeoutError, ShmqError
 from shmq.ipc import counters as cn
@@ -66,7 +62,6 @@ from shmq.ipc.ring_appender import Answer
 from shmq.message import pack_host
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection
-from shmq.store.commitlog import CommitLog, ScanBatch
 from shmq.store.reader import StoreReader
 
 log = logging.getLogger(__name__)
@@ -75,7 +70,6 @@ Rc = ResponseCode
 PUT_WAIT_S = 1.0  # a put waits in steps this long, for as long as the broker runs
 MAX_END_BATCH = 1024
 SCAN_EVERY_S = 1.0  # new half messages are noted at least this often
-OP_READ_BATCH = 4096
 STATUS_WAIT_S = 5.0
 _DISCARDED = hm.CHECK_MAX_TIME_TOPIC.encode()
 
@@ -104,7 +98,7 @@ class EndRequest:
             self.done.set_exception(error)
 
 
-class TransactionService:
+class TransactionService(HalfQueueScans):
     """The broker's transactions: ``end`` for the control handlers, a checker thread,
     ``status`` for the admin."""
 
@@ -492,102 +486,6 @@ class TransactionService:
         log.info("half message %s of %s put back in the half queue (real topic %s)",
                  discarded.msg_id, discarded.group, discarded.real_topic)  # fmt: skip
         return answer.physical_offset
-
-    # -- scans and recovery ---------------------------------------------------------------------
-
-    def _max(self, topic: str) -> int:
-        slot = self.directory.slot(topic.encode(), hm.HALF_QUEUE_ID)
-        if slot < 0:
-            self.directory.refresh()
-            slot = self.directory.slot(topic.encode(), hm.HALF_QUEUE_ID)
-        return int(self.maxima[slot]) if slot >= 0 else 0
-
-    def _scan_halves(self) -> None:
-        """Note every half message stored since the last scan (closed ones unread)."""
-        table, start, end = self.table, self.table.scanned, self._max(hm.HALF_TOPIC)
-        per_file = self.broker.config.store.consume_queue_file_size // 20
-        while start < end:
-            units, _ = self.reader.units(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, start, end)
-            if units.size == 0:  # that file was removed: nothing left to note in it
-                start = (start // per_file + 1) * per_file
-                continue
-            qoffs = np.arange(start, start + units.size, dtype=np.int64)
-            need = np.fromiter((not table.skips(q) for q in qoffs.tolist()), np.bool_, qoffs.size)
-            if need.any():
-                phys = units["offset"][need].astype(np.int64)
-                sizes = units["size"][need].astype(np.int64)
-                for mf, rows, ok in self.reader.records(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, phys,
-                                                        sizes, qoffs[need]):  # fmt: skip
-                    batch = ScanBatch(mf, rows)
-                    for i in ok.tolist():
-                        half = half_at(batch, i)
-                        if half is not None:
-                            table.seen_half(half)
-            start += units.size
-        table.scanned_to(max(start, table.scanned))
-
-    def _recover(self) -> None:
-        """Rebuild the table from the persisted offsets, then give op records to commits
-        a crash left without one."""
-        offsets, group = self.broker.offsets, hm.SYS_TRANS_GROUP
-        half_offset = max(0, offsets.query(group, hm.HALF_TOPIC, hm.HALF_QUEUE_ID))
-        op_offset = max(0, offsets.query(group, hm.OP_TOPIC, hm.HALF_QUEUE_ID))
-        self.table = table = HalfTable(half_offset, op_offset)
-        op_end = self._max(hm.OP_TOPIC)
-        offset = op_offset
-        while offset < op_end:
-            msgs, offset_next = self.reader.read_queue(hm.OP_TOPIC, hm.HALF_QUEUE_ID, offset,
-                                                       op_end, OP_READ_BATCH)  # fmt: skip
-            for msg in msgs:
-                identity = op_identity(msg.body)
-                if identity is not None:
-                    table.seen_op(identity, msg.queue_offset)
-            offset = max(offset_next, offset + 1)
-        table.ops_end = max(table.ops_end, op_end)
-        self._scan_halves()
-        repaired = self._repair()
-        log.info("transactions recovered: %d open, %d commit(s) given their op record; half "
-                 "queue from %d, op queue from %d", len(table.open), repaired, half_offset,
-                 op_offset)  # fmt: skip
-        self._persist()
-
-    def _repair(self) -> int:
-        """Find COMMIT records of open transactions (written just before a crash, their op
-        record not) and close those transactions."""
-        firsts: dict[int, int] = {}
-        for h in self.table.open.values():
-            units, _ = self.reader.units(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, h.identity,
-                                         h.identity + 1)  # fmt: skip
-            firsts[int(units["offset"][0]) if units.size else h.commit_log_offset] = h.identity
-        if not firsts:
-            return 0
-        wanted = np.fromiter(firsts, np.int64, len(firsts))
-        store = self.broker.config.store
-        commitlog = CommitLog(os.path.join(self.broker.root, "commitlog"),
-                              store.mapped_file_size_commit_log, readonly=True)  # fmt: skip
-        found: list[int] = []
-        try:
-            start = max(int(wanted.min()), commitlog.min_offset)
-            for batch in commitlog.scan(start, cn.load(self.words, cn.WRITE_OFFSET)):
-                if self._stop.is_set():
-                    raise ShmqError("the broker is stopping")
-                rows = batch.rows
-                commits = (rows[:, rec.R_SYSFLAG] & rec.SYSFLAG_TRANSACTION_MASK) == (
-                    rec.SYSFLAG_TRANSACTION_COMMIT
-                )
-                prepared = rows[commits, rec.R_PREP_TX]
-                found += prepared[np.isin(prepared, wanted)].tolist()
-        finally:
-            commitlog.close()
-        repaired = [firsts[first] for first in dict.fromkeys(found)]
-        self._close(repaired, "a commit written before a crash")
-        return len(repaired)
-
-    def _persist(self) -> None:
-        half, op = self.table.advance()
-        offsets, group = self.broker.offsets, hm.SYS_TRANS_GROUP
-        offsets.commit(group, hm.HALF_TOPIC, hm.HALF_QUEUE_ID, half)  # half first: see
-        offsets.commit(group, hm.OP_TOPIC, hm.HALF_QUEUE_ID, op)  # half_table
 
     # -- status ---------------------------------------------------------------------------------
 
