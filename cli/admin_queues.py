@@ -6,10 +6,19 @@ topics no config names, and expired files deleted now; registered on the ``admin
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 from shmq_cli.admin import admin
 from shmq_cli.admin_output import local_time, open_admin, options, print_json, show
+
+
+def broker_or_cluster(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``-b`` / ``-c``: the brokers a command asks (default: every master)."""
+    f = click.option("-c", "--cluster", help="Cluster name.")(f)
+    return click.option("-b", "--broker", help="Broker name or address (default: every master).")(f)
 
 
 @admin.command("query-cq")
@@ -65,8 +74,7 @@ def consume_time_span(topic: str, group: str, namesrv: str, as_json: bool) -> No
 
 
 @admin.command("system-topics")
-@click.option("-b", "--broker", help="Broker name or address (default: every master).")
-@click.option("-c", "--cluster", help="Cluster name.")
+@broker_or_cluster
 @options
 def system_topics(broker: str | None, cluster: str | None, namesrv: str, as_json: bool) -> None:
     """The brokers' system topics (RocketMQ's, and each broker's cluster and name)."""
@@ -79,8 +87,7 @@ def system_topics(broker: str | None, cluster: str | None, namesrv: str, as_json
 
 
 @admin.command("clean-unused-topic")
-@click.option("-b", "--broker", help="Broker name or address (default: every master).")
-@click.option("-c", "--cluster", help="Cluster name.")
+@broker_or_cluster
 @options
 def clean_unused_topic(
     broker: str | None, cluster: str | None, namesrv: str, as_json: bool
@@ -91,8 +98,7 @@ def clean_unused_topic(
 
 
 @admin.command("clean-expired-cq")
-@click.option("-b", "--broker", help="Broker name or address (default: every master).")
-@click.option("-c", "--cluster", help="Cluster name.")
+@broker_or_cluster
 @options
 def clean_expired_cq(broker: str | None, cluster: str | None, namesrv: str, as_json: bool) -> None:
     """Purge the consume queues of topics no topic config names whose messages all expired
@@ -102,8 +108,7 @@ def clean_expired_cq(broker: str | None, cluster: str | None, namesrv: str, as_j
 
 
 @admin.command("delete-expired-commitlog")
-@click.option("-b", "--broker", help="Broker name or address (default: every master).")
-@click.option("-c", "--cluster", help="Cluster name.")
+@broker_or_cluster
 @options
 def delete_expired_commitlog(
     broker: str | None, cluster: str | None, namesrv: str, as_json: bool

@@ -269,19 +269,13 @@ class StoreReader:
         # room for every record a unit may own: a damaged unit's size (negative, or past
         # a CommitLog file) owns none, and must not size the buffer
         out = np.empty(int(np.clip(sizes, 0, self.commitlog.file_size).sum()), dtype=np.uint8)
-        end = copied = i = 0
+        end = copied = 0
         name = topic_bytes(topic)
-        while i < phys.shape[0]:
-            mf = self.commitlog.file_at(int(phys[i]))
-            if mf is None:  # removed by cleanup
-                i += 1
-                continue
-            run_end = i + int(np.searchsorted(phys[i:], mf.file_end_offset))
-            end, n = copy_owned_records(mf.buf, phys[i:run_end] - mf.file_from_offset,
-                                        sizes[i:run_end], qoffs[i:run_end], name, queue_id,
-                                        mf.file_from_offset, out, end)  # fmt: skip
+        for mf, i, j in self._file_runs(phys):
+            end, n = copy_owned_records(mf.buf, phys[i:j] - mf.file_from_offset, sizes[i:j],
+                                        qoffs[i:j], name, queue_id, mf.file_from_offset, out,
+                                        end)  # fmt: skip
             copied += n
-            i = run_end
         return out[:end], copied
 
     def records(
@@ -290,21 +284,29 @@ class StoreReader:
         """The records at ``phys`` decoded one CommitLog file at a time: ``(file, rows,
         indices of the rows that match their unit)``; units whose file is gone (cleanup) or
         that hold no valid record are skipped."""
+        name = topic_bytes(topic)
+        for mf, i, j in self._file_runs(phys):
+            while i < j:
+                rows = np.zeros((j - i, rec.N_COLS), dtype=np.int64)
+                local = phys[i:j] - mf.file_from_offset
+                n = rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows)
+                ok = np.empty(n, dtype=np.bool_)
+                rec.units_match(mf.buf, rows[:n], sizes[i:], qoffs[i:], name, queue_id, ok)
+                yield mf, rows[:n], np.flatnonzero(ok)
+                i += n if n == j - i else n + 1  # skip a unit with no valid record
+
+    def _file_runs(self, phys: np.ndarray) -> Iterator[tuple[MappedFile, int, int]]:
+        """``(file, i, j)`` for each run ``phys[i:j]`` (ascending CommitLog offsets) that
+        lies in one CommitLog file; units whose file is gone (cleanup) are skipped."""
         i = 0
         while i < phys.shape[0]:
             mf = self.commitlog.file_at(int(phys[i]))
             if mf is None:  # removed by cleanup
                 i += 1
                 continue
-            run_end = i + int(np.searchsorted(phys[i:], mf.file_end_offset))
-            rows = np.zeros((run_end - i, rec.N_COLS), dtype=np.int64)
-            local = phys[i:run_end] - mf.file_from_offset
-            n = rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows)
-            ok = np.empty(n, dtype=np.bool_)
-            rec.units_match(mf.buf, rows[:n], sizes[i:], qoffs[i:], topic_bytes(topic), queue_id,
-                            ok)  # fmt: skip
-            yield mf, rows[:n], np.flatnonzero(ok)
-            i += n if n == run_end - i else n + 1  # skip a unit with no valid record
+            j = i + int(np.searchsorted(phys[i:], mf.file_end_offset))
+            yield mf, i, j
+            i = j
 
     def record_at(self, physical_offset: int) -> ScanBatch | None:
         """The record at ``physical_offset`` decoded (CRC-checked), or None."""
