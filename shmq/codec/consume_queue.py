@@ -20,6 +20,7 @@ from shmq.codec.record import (
 )
 
 CQ_UNIT_SIZE = 20
+BLANK_UNIT_SIZE = 0x7FFFFFFF  # with offset 0: a unit that points at no record
 
 # A numpy view of units, for vectorised reads: ``np.frombuffer(buf, dtype=CQ_UNIT_DTYPE)``.
 CQ_UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
@@ -51,6 +52,29 @@ def match_tags(units, start, count, codes, out):
             out[n] = i
             n += 1
     return n
+
+
+@njit(cache=True, nogil=True)
+def pick_units(units, start, picked, max_count, phys, sizes, qoffs, first_offset):
+    """The units ``start + picked[i]`` that point at a record (not a blank unit: the
+    padding before a queue's first message, ``fillPreBlank``), at most ``max_count``: their
+    CommitLog offsets, sizes and queue offsets (``first_offset + picked[i]``) into
+    ``phys``, ``sizes`` and ``qoffs``. Returns how many, and the index in ``picked`` after
+    the last one taken."""
+    n = 0
+    for i in range(picked.shape[0]):
+        if n == max_count:
+            return n, i
+        p = (start + picked[i]) * CQ_UNIT_SIZE
+        offset = get_i64(units, p)
+        size = get_i32(units, p + 8)
+        if offset == 0 and size == BLANK_UNIT_SIZE:
+            continue
+        phys[n] = offset
+        sizes[n] = size
+        qoffs[n] = first_offset + picked[i]
+        n += 1
+    return n, picked.shape[0]
 
 
 @njit(cache=True, nogil=True)

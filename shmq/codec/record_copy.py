@@ -1,9 +1,10 @@
-"""The records a TCP pull answers with: each one checked against the consume-queue unit
-that points at it and copied as stored, back to back, in one pass.
+"""What a pull copies out of the CommitLog, each record checked against the consume-queue
+unit that points at it in the same pass: the records as stored, back to back (a TCP pull's
+body), or only their bodies with their queue offsets and store timestamps (``pull_bulk``).
 
-``parse_one`` and ``units_match`` decode every field of a record, and scan its properties,
-before ``gather_records`` copies it: about 200 ns a record, most of a pull's cost at 4,096
-records a pull, for fields the response never reads. The rule here is the same ownership
+``parse_one`` and ``units_match`` decode every field of a record into a row, and scan its
+properties, before a copy: about 200 ns a record, most of a pull's cost at 4,096 records a
+pull, for fields neither pull reads. The rule here is the same ownership
 rule (``record.unit_owns``: the unit's size, queue id, queue offset and topic), over the
 header checks that locate the topic (magic, a PHYSICALOFFSET equal to the record's place,
 lengths that add up to the record, properties ending in their separator); the body CRC is
@@ -30,18 +31,18 @@ from shmq.codec.record import (
 
 @njit(cache=True, nogil=True, inline="always")
 def _owned(buf, p, limit, base, size, queue_offset, topic, queue_id):
-    """Whether the record at ``buf[p:]`` (``base``: the physical offset of ``buf[0]``) is
-    whole and is the one a unit of ``size`` bytes at ``queue_offset`` of ``topic`` /
-    ``queue_id`` points at."""
+    """Where the body length of the record at ``buf[p:]`` (``base``: the physical offset of
+    ``buf[0]``) is, when the record is whole and is the one a unit of ``size`` bytes at
+    ``queue_offset`` of ``topic`` / ``queue_id`` points at; -1 when it is not."""
     if size < RECORD_OVERHEAD or p < 0 or p + size > limit or get_i32(buf, p) != size:
-        return False
+        return -1
     magic = get_u32(buf, p + 4)
     if magic != MAGIC_V1 and magic != MAGIC_V2:
-        return False
+        return -1
     if get_i64(buf, p + 28) != base + p or get_i32(buf, p + 12) != queue_id:
-        return False
+        return -1
     if get_i64(buf, p + 20) != queue_offset:
-        return False
+        return -1
     sysflag = get_i32(buf, p + 36)
     hosts = (20 if sysflag & SYSFLAG_BORNHOST_V6 else 8) + (
         20 if sysflag & SYSFLAG_STOREHOST_V6 else 8
@@ -49,11 +50,11 @@ def _owned(buf, p, limit, base, size, queue_offset, topic, queue_id):
     end = p + size
     body_len_pos = p + 68 + hosts  # born ts 40..48, hosts, store ts 8, reconsume 4, prep 8
     if body_len_pos + 4 > end:
-        return False
+        return -1
     body_len = get_i32(buf, body_len_pos)
     q = body_len_pos + 4 + body_len
     if body_len < 0 or q + 2 > end:
-        return False
+        return -1
     if magic == MAGIC_V1:
         topic_len = np.int64(buf[q])
         q += 1
@@ -61,15 +62,17 @@ def _owned(buf, p, limit, base, size, queue_offset, topic, queue_id):
         topic_len = (np.int64(buf[q]) << 8) | np.int64(buf[q + 1])
         q += 2
     if topic_len != topic.shape[0] or q + topic_len + 2 > end:
-        return False
+        return -1
     for k in range(topic_len):
         if buf[q + k] != topic[k]:
-            return False
+            return -1
     q += topic_len
     props_len = (np.int64(buf[q]) << 8) | np.int64(buf[q + 1])
     if props_len >= 32768:  # a Java short
-        return False
-    return q + 2 + props_len == end and (props_len == 0 or buf[end - 1] == 2)
+        return -1
+    if q + 2 + props_len != end or (props_len != 0 and buf[end - 1] != 2):
+        return -1
+    return body_len_pos
 
 
 @njit(cache=True, nogil=True)
@@ -85,7 +88,7 @@ def copy_owned_records(buf, positions, sizes, queue_offsets, topic, queue_id, ba
     for i in range(positions.shape[0]):
         p = positions[i]
         size = sizes[i]
-        if not _owned(buf, p, limit, base, size, queue_offsets[i], topic, queue_id):
+        if _owned(buf, p, limit, base, size, queue_offsets[i], topic, queue_id) < 0:
             continue
         if p != run_start + run_len:
             copy_bytes(out, d, buf, run_start, run_len)
@@ -95,3 +98,29 @@ def copy_owned_records(buf, positions, sizes, queue_offsets, topic, queue_id, ba
         copied += 1
     copy_bytes(out, d, buf, run_start, run_len)
     return d + run_len, copied
+
+
+@njit(cache=True, nogil=True)
+def gather_owned_bodies(
+    buf, positions, sizes, queue_offsets, topic, queue_id, base, out, out_offs, k, qoffs, stamps
+):
+    """Copy the body of each record at ``positions`` of ``buf`` (as ``copy_owned_records``)
+    that its unit owns to ``out`` from ``out_offs[k]``, back to back, filling
+    ``out_offs[k + 1:]`` and the record's queue offset and store timestamp at ``qoffs[k:]``
+    and ``stamps[k:]``; returns the new ``k``."""
+    limit = buf.shape[0]
+    d = out_offs[k]
+    for i in range(positions.shape[0]):
+        p = positions[i]
+        body_len_pos = _owned(buf, p, limit, base, sizes[i], queue_offsets[i], topic, queue_id)
+        if body_len_pos < 0:
+            continue
+        n = get_i32(buf, body_len_pos)
+        copy_bytes(out, d, buf, body_len_pos + 4, n)
+        d += n
+        qoffs[k] = queue_offsets[i]
+        born_host = 20 if get_i32(buf, p + 36) & SYSFLAG_BORNHOST_V6 else 8
+        stamps[k] = get_i64(buf, p + 48 + born_host)
+        k += 1
+        out_offs[k] = d
+    return k

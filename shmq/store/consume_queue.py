@@ -13,6 +13,7 @@ import numpy as np
 
 from shmq.codec import record as rec
 from shmq.codec.consume_queue import (
+    BLANK_UNIT_SIZE,
     CQ_UNIT_DTYPE,
     CQ_UNIT_SIZE,
     count_valid_units,
@@ -26,7 +27,6 @@ log = logging.getLogger(__name__)
 
 # Longer than any run of zero bytes inside valid units (a unit always has size > 0).
 _UNIT_ZERO_GAP = 2 * CQ_UNIT_SIZE
-_BLANK_UNIT_SIZE = 0x7FFFFFFF
 
 
 def next_life_offset(max_offset: int, units_per_file: int) -> int:
@@ -42,12 +42,12 @@ def next_life_offset(max_offset: int, units_per_file: int) -> int:
 def blank_units(units: np.ndarray) -> np.ndarray:
     """Which of ``units`` (``CQ_UNIT_DTYPE``) are blank: padding before a queue's first
     message (``fillPreBlank``), pointing at no record."""
-    return (units["offset"] == 0) & (units["size"] == _BLANK_UNIT_SIZE)
+    return (units["offset"] == 0) & (units["size"] == BLANK_UNIT_SIZE)
 
 
 def is_blank_unit(offset: int, size: int) -> bool:
     """``blank_units`` for one unit's CommitLog offset and size."""
-    return offset == 0 and size == _BLANK_UNIT_SIZE
+    return offset == 0 and size == BLANK_UNIT_SIZE
 
 
 class ConsumeQueue:
@@ -221,7 +221,7 @@ class ConsumeQueue:
             mf.buf,
             0,
             np.zeros(local, dtype=np.int64),
-            np.full(local, _BLANK_UNIT_SIZE, dtype=np.int64),
+            np.full(local, BLANK_UNIT_SIZE, dtype=np.int64),
             np.full(local, tags_code, dtype=np.int64),
         )
         mf.wrote_position = local * CQ_UNIT_SIZE

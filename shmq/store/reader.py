@@ -18,13 +18,18 @@ from collections.abc import Iterator
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, match_tags, read_units
-from shmq.codec.record_copy import copy_owned_records
+from shmq.codec.consume_queue import (
+    CQ_UNIT_DTYPE,
+    CQ_UNIT_SIZE,
+    match_tags,
+    pick_units,
+    read_units,
+)
+from shmq.codec.record_copy import copy_owned_records, gather_owned_bodies
 from shmq.errors import CorruptStoreError
 from shmq.message import MessageBatch, MessageExt
 from shmq.properties import PROPERTY_TAGS, decode_properties
 from shmq.store.commitlog import ScanBatch, stored_messages
-from shmq.store.consume_queue import blank_units
 from shmq.store.mapped_file import MappedFile, offset_to_file_name
 
 # RocketMQ scans at most this many units per pull when filtering by tag.
@@ -202,26 +207,43 @@ class StoreReader:
         phys, sizes, qoffs, next_offset = self._pick(
             topic, queue_id, offset, max_offset, max_count, tag_codes
         )
-        bodies = np.empty(int(sizes.sum()), dtype=np.uint8)  # bodies are within the sizes
-        body_offs = np.zeros(phys.shape[0] + 1, dtype=np.int64)
-        queue_offs, store_ts = [], []
+        if tags is not None:
+            phys, sizes, qoffs = self._tagged(topic, queue_id, phys, sizes, qoffs, tags)
+        n = phys.shape[0]
+        # bodies lie within their records; a damaged unit's size must not size the buffer
+        bodies = np.empty(int(np.clip(sizes, 0, self.commitlog.file_size).sum()), np.uint8)
+        body_offs = np.zeros(n + 1, dtype=np.int64)
+        queue_offs = np.empty(n, dtype=np.int64)
+        store_ts = np.empty(n, dtype=np.int64)
+        name = topic_bytes(topic)
         k = 0
-        for mf, rows, ok in self.records(topic, queue_id, phys, sizes, qoffs):
-            if tags is not None:
-                ok = ok[[record_tags(mf.buf, rows[r]) in tags for r in ok.tolist()]]
-            k = rec.gather_bodies(mf.buf, rows, ok, bodies, body_offs, k)
-            queue_offs.append(rows[ok, rec.R_QUEUE_OFFSET])
-            store_ts.append(rows[ok, rec.R_STORE_TS])
-        empty = np.empty(0, dtype=np.int64)
-        batch = MessageBatch(
-            topic,
-            queue_id,
-            bodies[: body_offs[k]],
-            body_offs[: k + 1],
-            np.concatenate(queue_offs) if queue_offs else empty,
-            np.concatenate(store_ts) if store_ts else empty,
-        )
+        for mf, i, j in self._file_runs(phys):
+            k = gather_owned_bodies(mf.buf, phys[i:j] - mf.file_from_offset, sizes[i:j],
+                                    qoffs[i:j], name, queue_id, mf.file_from_offset, bodies,
+                                    body_offs, k, queue_offs, store_ts)  # fmt: skip
+        batch = MessageBatch(topic, queue_id, bodies[: body_offs[k]], body_offs[: k + 1],
+                             queue_offs[:k], store_ts[:k])  # fmt: skip
         return batch, next_offset
+
+    def _tagged(
+        self,
+        topic: str,
+        queue_id: int,
+        phys: np.ndarray,
+        sizes: np.ndarray,
+        qoffs: np.ndarray,
+        tags: frozenset[str],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The units whose record's tag is one of ``tags`` (the string check after the
+        consume queue's hash filter: two tags may share a hash)."""
+        keep = [
+            int(rows[r, rec.R_QUEUE_OFFSET])
+            for mf, rows, ok in self.records(topic, queue_id, phys, sizes, qoffs)
+            for r in ok.tolist()
+            if record_tags(mf.buf, rows[r]) in tags
+        ]
+        picked = np.isin(qoffs, keep)
+        return phys[picked], sizes[picked], qoffs[picked]
 
     def _pick(
         self,
@@ -242,13 +264,11 @@ class StoreReader:
         mf = self._queue(topic, queue_id).file_at(offset * CQ_UNIT_SIZE)
         picked = np.arange(units.size)
         if tag_codes is not None:
-            out = np.empty(units.size, dtype=np.int64)
-            picked = out[: match_tags(mf.buf, first, units.size, tag_codes, out)]
-        picked = picked[~blank_units(units[picked])][:max_count]  # no record behind these
-        next_offset = offset + (int(picked[-1]) + 1 if picked.size == max_count else units.size)
-        phys = units["offset"][picked].astype(np.int64)
-        sizes = units["size"][picked].astype(np.int64)
-        return phys, sizes, offset + picked.astype(np.int64), next_offset
+            picked = picked[: match_tags(mf.buf, first, units.size, tag_codes, picked)]
+        phys, sizes, qoffs = (np.empty(min(picked.size, max_count), np.int64) for _ in "psq")
+        n, taken = pick_units(mf.buf, first, picked, max_count, phys, sizes, qoffs, offset)
+        next_offset = offset + (int(picked[taken - 1]) + 1 if n == max_count else units.size)
+        return phys[:n], sizes[:n], qoffs[:n], next_offset
 
     def _past_missing(self, topic: str, queue_id: int, offset: int, max_offset: int) -> int:
         """Where reading goes on when no consume-queue file holds ``offset``: the next

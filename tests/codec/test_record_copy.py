@@ -1,6 +1,8 @@
-"""``copy_owned_records``, a TCP pull's copy, against the rule every other reader follows
-(``parse_at`` then ``units_match``): over valid records, damaged bytes anywhere and units
-that do not own their record, it copies exactly the records that rule accepts, as stored."""
+"""``copy_owned_records`` (a TCP pull's copy) and ``gather_owned_bodies`` (``pull_bulk``'s)
+against the rule every other reader follows (``parse_at`` then ``units_match``): over valid
+records, damaged bytes anywhere and units that do not own their record, they copy exactly
+the records that rule accepts, as stored, or exactly their bodies, queue offsets and store
+timestamps."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from hypothesis import strategies as st
 from test_record import encode, fields_for
 
 from shmq.codec import record as rec
-from shmq.codec.record_copy import copy_owned_records
+from shmq.codec.record_copy import copy_owned_records, gather_owned_bodies
 
 TOPIC = np.frombuffer(b"Pulled", dtype=np.uint8)
 BASE = 1 << 30  # the file's first physical offset
@@ -43,11 +45,11 @@ def stored(n: int, v6: bool, gap: int):
             np.array(sizes, dtype=np.int64))  # fmt: skip
 
 
-def by_the_rule(buf, positions, sizes, qoffs, queue_id) -> bytes:
-    """The records ``parse_at`` decodes and ``units_match`` gives the units, back to back."""
+def owned_rows(buf, positions, sizes, qoffs, queue_id) -> list[np.ndarray]:
+    """The rows of the records ``parse_at`` decodes and ``units_match`` gives the units."""
     out = []
-    rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
     for p, size, qoff in zip(positions, sizes, qoffs, strict=True):
+        rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
         if not 0 <= p < buf.shape[0]:
             continue
         if rec.parse_at(buf, np.array([p]), buf.shape[0], BASE, False, rows) != 1:
@@ -55,14 +57,43 @@ def by_the_rule(buf, positions, sizes, qoffs, queue_id) -> bytes:
         ok = np.zeros(1, dtype=np.bool_)
         rec.units_match(buf, rows, np.array([size]), np.array([qoff]), TOPIC, queue_id, ok)
         if ok[0]:
-            out.append(buf[p : p + size].tobytes())
-    return b"".join(out)
+            out.append(rows[0])
+    return out
+
+
+def by_the_rule(buf, positions, sizes, qoffs, queue_id) -> bytes:
+    """The records the rule gives the units, back to back."""
+    rows = owned_rows(buf, positions, sizes, qoffs, queue_id)
+    return b"".join(buf[r[rec.R_POS] : r[rec.R_POS] + r[rec.R_SIZE]].tobytes() for r in rows)
+
+
+def bodies_by_the_rule(buf, positions, sizes, qoffs, queue_id):
+    """The bodies, queue offsets and store timestamps of the records the rule gives."""
+    rows = owned_rows(buf, positions, sizes, qoffs, queue_id)
+    start, length = rec.R_BODY_START, rec.R_BODY_LEN
+    bodies = [buf[r[start] : r[start] + r[length]].tobytes() for r in rows]
+    return bodies, [r[rec.R_QUEUE_OFFSET] for r in rows], [r[rec.R_STORE_TS] for r in rows]
 
 
 def copied(buf, positions, sizes, qoffs, queue_id) -> tuple[bytes, int]:
     out = np.zeros(int(np.maximum(sizes, 0).sum()) + 1, dtype=np.uint8)
     end, n = copy_owned_records(buf, positions, sizes, qoffs, TOPIC, queue_id, BASE, out, 0)
     return out[:end].tobytes(), n
+
+
+def gathered(buf, positions, sizes, qoffs, queue_id):
+    """What ``gather_owned_bodies`` copies, after a first unit's worth already gathered
+    (``k`` = 1), as ``bodies_by_the_rule`` answers."""
+    n = positions.shape[0] + 1
+    out = np.zeros(int(np.maximum(sizes, 0).sum()) + 3, dtype=np.uint8)
+    out_offs = np.zeros(n + 1, dtype=np.int64)
+    out_offs[1] = 3  # a body of 3 bytes before
+    got_qoffs, stamps = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    k = gather_owned_bodies(buf, positions, sizes, qoffs, TOPIC, queue_id, BASE, out,
+                            out_offs, 1, got_qoffs, stamps)  # fmt: skip
+    bodies = [out[out_offs[i] : out_offs[i + 1]].tobytes() for i in range(1, k)]
+    assert (got_qoffs[0], stamps[0]) == (-1, -1)
+    return bodies, got_qoffs[1:k].tolist(), stamps[1:k].tolist()
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,6 +121,9 @@ def test_copies_exactly_what_the_units_own(n, v6, gap, flips, unit_changes, queu
     buf.flags.writeable = False
     got, count = copied(buf, positions, sizes, qoffs, queue_id)
     assert got == by_the_rule(buf, positions, sizes, qoffs, queue_id)
+    assert gathered(buf, positions, sizes, qoffs, queue_id) == bodies_by_the_rule(
+        buf, positions, sizes, qoffs, queue_id
+    )
     if not flips and not unit_changes and queue_id == 3:
         assert count == n and got == b"".join(
             buf[p : p + s].tobytes() for p, s in zip(positions, sizes, strict=True)
@@ -110,3 +144,6 @@ def test_garbage_never_reads_out_of_bounds(data, units):
     qoffs = np.array([u[2] for u in units], dtype=np.int64)
     got, count = copied(buf, positions, sizes, qoffs, 0)
     assert got == by_the_rule(buf, positions, sizes, qoffs, 0) and count <= len(units)
+    assert gathered(buf, positions, sizes, qoffs, 0) == bodies_by_the_rule(
+        buf, positions, sizes, qoffs, 0
+    )
