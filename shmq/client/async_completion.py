@@ -138,6 +138,7 @@ class AsyncCompletion:
         self.stats = stats
         self.idle = False
         self.closing = False
+        self.started = False  # read by every async send before it calls ensure_started
         self._wake = Signal()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -151,6 +152,7 @@ class AsyncCompletion:
                     target=self._loop, name=f"shmq-producer-{self.group}", daemon=True
                 )
                 self._thread.start()
+                self.started = True
 
     def wake(self) -> None:
         """After an append: the thread sleeps when nothing was in flight."""

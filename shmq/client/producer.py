@@ -377,9 +377,9 @@ class Producer(RequestReply):
         """Hand one message to the broker's ring without waiting for the answer (RocketMQ's
         oneway send: no result, no retry). Returns once the record is in the ring."""
         one = self._record(msg, selector, sharding_key)
-        mq, broker = self._route(msg, selector, arg, sharding_key)
+        mq, broker, tcp = self._route(msg, selector, arg, sharding_key)
         try:
-            if self._transport.tcp(broker.address):
+            if tcp:
                 self._tcp.send_oneway(broker, mq, one)
                 return
             self._links.append_one(broker, mq, one, time.monotonic() + self.send_timeout)
@@ -416,8 +416,7 @@ class Producer(RequestReply):
             future.add_done_callback(_logged(callback))
         started = time.monotonic()
         try:
-            mq, broker = self._route(msg, selector, arg, sharding_key)
-            tcp = self._transport.tcp(broker.address)
+            mq, broker, tcp = self._route(msg, selector, arg, sharding_key)
         except ShmqError as exc:
             future.settle(exc=exc)
             return future
@@ -428,14 +427,16 @@ class Producer(RequestReply):
                 self._tcp.failed(mq, one, future, started, exc)
             return future
         completion = self._completion
-        completion.ensure_started()
+        if not completion.started:
+            completion.ensure_started()
         try:
             self._links.append_one(broker, mq, one, started + self.send_timeout, future=future,
                                    started=started)  # fmt: skip
         except ShmqError as exc:
             completion.failed((0, one[ONE_SIZE], future, mq, one[ONE_MSG_ID], one, started), exc)
             return future
-        completion.wake()
+        if completion.idle:
+            completion.wake()
         return future
 
     def _resend(self, entry: tuple) -> None:
@@ -479,8 +480,9 @@ class Producer(RequestReply):
         selector: MessageQueueSelector | None,
         arg: Any,
         sharding_key: str | None,
-    ) -> tuple[MessageQueue, BrokerQueues]:
-        """The queue for ``msg`` and its broker (round robin without a selector)."""
+    ) -> tuple[MessageQueue, BrokerQueues, bool]:
+        """The queue for ``msg``, its broker (round robin without a selector), and whether
+        the broker's data path is TCP."""
         info = self._infos.infos.get(msg.topic)
         if info is None or info.stale:
             info = self._infos.get(msg.topic)
@@ -494,7 +496,11 @@ class Producer(RequestReply):
             mq = queues[self._retry.next_index() % len(queues)]
         else:
             mq = self._choose(info, msg, selector, arg, sharding_key)
-        return mq, info.brokers[mq.broker_name]
+        broker = info.brokers[mq.broker_name]
+        tcp = self._transport.known.get(broker.address)
+        if tcp is None:
+            tcp = self._transport.tcp(broker.address)
+        return mq, broker, tcp
 
     def _choose(
         self,

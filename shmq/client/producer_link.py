@@ -236,27 +236,38 @@ class ProducerLinks:
         use); returns the link, the record's sequence and size. ``hold``: a sync send that waits
         on the link (``leave`` it after); ``future``: an async send (``started`` then), queued
         for the completion thread in ring order."""
+        # This runs once per single-message send: the common case (a current link, an open
+        # ring, a plain record) is written out here rather than in calls.
         for _ in range(3):
-            link = self.link_for(broker)
+            link = self.current.get(broker.broker_name)
+            if link is None or link.retired or link.address != broker.address:
+                link = self.link_for(broker)
+            rp = link.ring
             if (
                 future is not None
                 and link.pending
-                and (link.ring.seq - link.drained_upto >= link.max_inflight)
+                and (rp.seq - link.drained_upto >= link.max_inflight)
             ):
                 link.wait_inflight(deadline, self.send_timeout)
             try:
-                with link.lock:
+                lock = link.lock
+                lock.acquire()  # not ``with``: its enter and exit calls cost twice as much
+                try:
                     if self.closed:  # close() waits for appends that got past this
                         raise ClientError("the producer is closed")
-                    link.check_open(mq)
-                    rp = link.ring
+                    if link.retired or rp.stopped():
+                        link.check_open(mq)
                     if future is not None and not link.pending and not link.draining:
                         link.drained_upto = rp.seq  # no async answer is unread
                     if hold:  # counted before the record: the writer may answer it at once
                         link.users += 1
                         rp.publish_answer_waiters(link.users)
                     try:
-                        seq, size = _append(rp, link, mq, one, deadline)
+                        if one[0] is None:  # delayed or half: its record depends on the queue
+                            seq, size = _append_placed(rp, link, mq, one, deadline)
+                        else:
+                            seq = rp.append_one(one, mq.queue_id, link.born_host, deadline)
+                            size = one[ONE_SIZE]
                     except BaseException:
                         if hold:
                             link.users -= 1
@@ -264,7 +275,8 @@ class ProducerLinks:
                         raise
                     if future is not None:
                         link.pending.append((seq, size, future, mq, one[ONE_MSG_ID], one, started))
-                    return link, seq, size
+                finally:
+                    lock.release()  # also the barrier that orders the record before the wake
             except Retired:
                 continue
             except SendTimeoutError:
@@ -272,6 +284,8 @@ class ProducerLinks:
             except AttemptError:
                 self.retire(link)
                 raise
+            rp.wake_writer()
+            return link, seq, size
         raise _replaced(broker)
 
     def send_batch(
@@ -350,8 +364,9 @@ class ProducerLinks:
                     batch.props_offs if shared else batch.props_offs[pos : pos + count + 1],
                     fields, time.monotonic() + self.send_timeout,
                 )  # fmt: skip
-                if hold:
+                if hold:  # a waiting sync send: the writer answers at once (ipc.idle)
                     link.users += 1
+                    link.ring.publish_answer_waiters(link.users)
                 return first, sizes
         except SendTimeoutError:
             raise self._ring_full(link, mq) from None
@@ -462,14 +477,13 @@ class ProducerLinks:
         return {link.broker_name: link.stats() for link in links}
 
 
-def _append(
+def _append_placed(
     rp: RingProducer, link: ProducerLink, mq: MessageQueue, one: tuple, deadline: float
 ) -> tuple[int, int]:
-    """Append ``one`` for ``mq`` (the caller holds ``link.lock``): its sequence and size."""
-    if one[0] is None:  # delayed or half: its record depends on the queue
-        record, qid, reconsume = placed(one, mq.queue_id, rp.delay_levels, rp.max_delay_ms)
-        return rp.append_one(record, qid, link.born_host, deadline, reconsume), record[ONE_SIZE]
-    return rp.append_one(one, mq.queue_id, link.born_host, deadline), one[ONE_SIZE]
+    """Append ``one``, a record whose bytes depend on its queue (delayed, half, retried),
+    for ``mq`` (the caller holds ``link.lock``): its sequence and size."""
+    record, qid, reconsume = placed(one, mq.queue_id, rp.delay_levels, rp.max_delay_ms)
+    return rp.append_one(record, qid, link.born_host, deadline, reconsume), record[ONE_SIZE]
 
 
 def _replaced(broker: BrokerQueues) -> AttemptError:

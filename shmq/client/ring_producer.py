@@ -19,6 +19,7 @@ from shmq.codec import record as rec
 from shmq.errors import SendError
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
+from shmq.ipc.counters import WRITER_PARKED
 from shmq.ipc.ring_appender import DEFAULT_SPIN_US, RingAppender, scratch_offsets
 from shmq.ipc.segment import Segment
 from shmq.properties import MAX_DELAY_LEVEL
@@ -72,7 +73,8 @@ class RingProducer(RingAppender):
         self, one: tuple, queue_id: int, born_host: int, deadline: float, reconsume: int = 0
     ) -> int:
         """Write one record (``send_records.one_record``) at the tail and publish it;
-        returns its sequence number. Blocks while the ring is full."""
+        returns its sequence number. Blocks while the ring is full. The caller wakes the
+        writer (``wake_writer``) after releasing the lock it appended under."""
         record, size, magic, flag, born_ts, body, tail, _ = one
         t = self.tail
         local = t & self.mask
@@ -90,8 +92,18 @@ class RingProducer(RingAppender):
         seq = self.seq
         self.seq = seq + 1
         self.tail = t + size
-        self._publish_written()
+        w = self.w
+        w[ring.SEQ_TAIL] = seq + 1
+        w[ring.TAIL] = t + size
         return seq
+
+    def wake_writer(self) -> None:
+        """Post the writer if it parked, after ``append_one``: call it after a full memory
+        barrier that follows the append, such as the release of the lock the append was
+        made under (a lock's release is an atomic read-modify-write, as ``fence`` is), so
+        the writer either sees the record or is posted."""
+        if self.counter_w[WRITER_PARKED]:
+            self.writer.wake()
 
     def append(
         self,

@@ -43,18 +43,19 @@ class TransportChooser:
     def __init__(self, client: RemotingClient, transport: str) -> None:
         self.client = client
         self.transport = check_transport(transport)
-        self._tcp: dict[str, bool] = {}
+        self.known: dict[str, bool] = {}  # address -> TCP, once decided (read lock-free)
         self._lock = threading.Lock()
 
     def tcp(self, address: str) -> bool:
         """True when ``address``'s data path is TCP. ``auto`` raises the ``RemotingError``
         of a broker that cannot be asked (the caller's attempt fails, as a send would)."""
-        if self.transport != "auto":
-            return self.transport == "tcp"
-        known = self._tcp.get(address)
+        known = self.known.get(address)
         if known is None:
-            _, info = self.client.invoke_json(address, RequestCode.GET_STORE_INFO)
-            known = not broker_is_local(info or {})
+            if self.transport != "auto":
+                known = self.transport == "tcp"
+            else:
+                _, info = self.client.invoke_json(address, RequestCode.GET_STORE_INFO)
+                known = not broker_is_local(info or {})
             with self._lock:
-                self._tcp[address] = known
+                self.known[address] = known
         return known

@@ -17,7 +17,7 @@ def main(namesrv: str, topic: str, n: int) -> None:
     with Producer("other-host-producer", namesrv) as producer:
         for i in range(n):
             producer.send(Message(topic, f"far-{i}".encode()))
-        producer_tcp = dict(producer._transport._tcp)  # broker address -> took TCP
+        producer_tcp = dict(producer._transport.known)  # broker address -> took TCP
     bodies: list[str] = []
     with QueueReader("other-host-consumer", namesrv) as reader:
         deadline = time.monotonic() + 30
@@ -29,7 +29,7 @@ def main(namesrv: str, topic: str, n: int) -> None:
                     break
                 bodies += [m.body.decode() for m in result.messages]
                 offset = result.next_begin_offset
-        consumer_tcp = dict(reader.transport._tcp)
+        consumer_tcp = dict(reader.transport.known)
     print(json.dumps({"producer_tcp": producer_tcp, "consumer_tcp": consumer_tcp,
                       "bodies": sorted(bodies)}))  # fmt: skip
 
