@@ -91,13 +91,17 @@ class AgentEnv:
 
     def idle_config(self) -> IdleConfig:
         """The writer backs off as configured (adaptive: it spins only while work keeps
-        coming back sooner than a spin); with ``busy_spin`` reput spins too. Otherwise the
+        coming back sooner than a spin, and sleeps ``idleBatchLingerUs`` after a pass of a
+        few records); with ``busy_spin`` reput spins too. Otherwise the
         agents park: on a small host a second spinner takes the core that producers and
         consumers need (see perf-notes)."""
         c = self.config
-        if self.kind == "writer" or (self.kind == "reput" and c.idle_strategy == "busy_spin"):
+        if self.kind == "writer":
             return IdleConfig(c.idle_strategy, c.idle_spin_us, c.idle_yield_us, c.idle_park_us,
-                              c.idle_linger_us)  # fmt: skip
+                              c.idle_linger_us, c.idle_batch_linger_us,
+                              c.idle_batch_min)  # fmt: skip
+        if self.kind == "reput" and c.idle_strategy == "busy_spin":
+            return IdleConfig(c.idle_strategy, c.idle_spin_us, c.idle_yield_us, c.idle_park_us)
         return IdleConfig("park", park_us=c.idle_park_us)
 
     def idle_strategy(self, sem: posix_ipc.Semaphore) -> IdleStrategy:

@@ -98,6 +98,12 @@ class BrokerConfig:
     # (a sync send), whatever the recent gaps (shmq.ipc.idle's linger); 0 below 4 CPUs,
     # where it takes the CPU reput and the consumers need
     idle_linger_us: int = 200 if spare_cpus() else 0
+    # how long the writer sleeps after a pass of idleBatchMin records or more that answered
+    # no waiting sync send, so the next pass takes what a stream of async or oneway sends
+    # brought meanwhile (shmq.ipc.idle's batch linger): fewer passes and fewer wake-ups of
+    # reput. 0 (every pass at once) with 4 CPUs or more, where the agents may spin
+    idle_batch_linger_us: int = 0 if spare_cpus() else 100
+    idle_batch_min: int = 4
     # shmq's own: the writer computes every stored BODYCRC itself (as RocketMQ's broker
     # does); with checkProducerCrc it also rejects a ring record whose producer-computed CRC
     # differs (an end-to-end check of the rings, and producers then compute CRCs)
@@ -192,8 +198,10 @@ class BrokerConfig:
             _require(self.listen_port > 0, "listen_port", self.listen_port,
                      "a fixed port in controller mode (brokers are known by it)")  # fmt: skip
         _range(self, "transaction_time_out", 0)
-        for name in ("idle_spin_us", "idle_yield_us", "idle_park_us", "idle_linger_us"):
+        for name in ("idle_spin_us", "idle_yield_us", "idle_park_us", "idle_linger_us",
+                     "idle_batch_linger_us"):  # fmt: skip
             _range(self, name, 0, 1_000_000)
+        _range(self, "idle_batch_min", 2)
         _require(self.idle_strategy in STRATEGIES, "idle_strategy", self.idle_strategy,
                  f"one of {', '.join(STRATEGIES)}")  # fmt: skip
         _power_of_two(self, "ring_size", MIN_RING_SIZE)

@@ -19,6 +19,15 @@ gaps (with ``backoff``), so that neither side pays a park per message. Like ``bu
 only on hosts with cores to spare: on 2 cores the lingering agent takes the CPU that the
 other agents and the consumers need.
 
+A steady stream of small appends (``send_async`` and ``send_oneway`` in a loop) costs the
+agent a pass, and the agents after it a wake-up, for every few records; on a small host
+those fixed costs, not the records, take the CPU the senders need. With ``batch_linger_us``
+an agent whose pass took at least ``batch_min`` records (and fewer than ``batch_max``, a pass
+that already pays for itself) sleeps that long before the next pass, so that pass takes
+what accumulated meanwhile; it is not parked then, so nobody posts it. A pass that answered
+a client waiting for the answer (``linger``) never sleeps, and neither does a pass of one
+record, so sync sends and paced streams keep their latency.
+
 A park lasts at most ``park_us``; wakers post only when the agent said it parks.
 """
 
@@ -45,6 +54,9 @@ class IdleConfig:
     yield_us: int = 0
     park_us: int = 1000
     linger_us: int = 0
+    batch_linger_us: int = 0
+    batch_min: int = 4
+    batch_max: int = 4096
 
 
 def spare_cpus() -> bool:
@@ -71,12 +83,16 @@ class IdleStrategy:
         self._gap = self._spin_s  # moving average of idle stretches, seconds
         self._linger_s = config.linger_us / 1e6
         self._linger_until = 0.0
+        self._batch_s = config.batch_linger_us / 1e6
+        self._answered_waiter = False  # this pass answered a client waiting for it
         self.parks = 0
+        self.batch_lingers = 0
 
     def linger(self) -> None:
         """A client waits on the work just done and will likely bring more at once: stay
-        awake ``linger_us`` from now."""
+        awake ``linger_us`` from now, and do not sleep after this pass."""
         self._linger_until = time.perf_counter() + self._linger_s
+        self._answered_waiter = True
 
     def idle(self, work: int, has_work: Callable[[], bool] | None = None) -> None:
         now = time.perf_counter()
@@ -84,6 +100,12 @@ class IdleStrategy:
             if self._idle_since:
                 self._gap += GAP_WEIGHT * (now - self._idle_since - self._gap)
                 self._idle_since = 0.0
+            cfg = self.config
+            waited_on = self._answered_waiter
+            if self._batch_s and cfg.batch_min <= work < cfg.batch_max and not waited_on:
+                self.batch_lingers += 1
+                time.sleep(self._batch_s)
+            self._answered_waiter = False
             return
         if not self._idle_since:
             self._idle_since = now

@@ -5,6 +5,7 @@ with its next message, later than the recent gaps would allow a spin)."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -45,3 +46,32 @@ def test_linger_is_off_at_zero_and_for_the_park_strategy(sem):
         idle.linger()
         idle.idle(0)
         assert idle.parks == 1, config
+
+
+def test_a_pass_of_a_few_records_sleeps_before_the_next_one(sem):
+    """``batch_linger_us``: a pass of ``batch_min`` .. ``batch_max`` - 1 records sleeps,
+    unparked (nobody posts it), so the next pass takes what accumulated."""
+    idle = IdleStrategy(IdleConfig("backoff", batch_linger_us=20_000, batch_min=4), sem)
+    for work, slept in ((1, False), (3, False), (4, True), (4095, True), (4096, False)):
+        before = idle.batch_lingers
+        start = time.perf_counter()
+        idle.idle(work)
+        assert idle.batch_lingers - before == slept, work
+        if slept:
+            assert time.perf_counter() - start >= 0.02  # it slept the linger
+    assert idle.parks == 0
+
+
+def test_a_pass_that_answered_a_waiting_client_never_sleeps(sem):
+    idle = IdleStrategy(IdleConfig("backoff", batch_linger_us=1_000_000, batch_min=2), sem)
+    idle.linger()  # the pass answered a sync send
+    idle.idle(100)
+    assert idle.batch_lingers == 0
+    idle.idle(100)  # the next pass answered nobody waiting: it sleeps (1 s)
+    assert idle.batch_lingers == 1
+
+
+def test_batch_linger_is_off_by_default(sem):
+    idle = IdleStrategy(IdleConfig("backoff"), sem)
+    idle.idle(100)
+    assert idle.batch_lingers == 0
