@@ -471,6 +471,9 @@ def ha_status(namesrv: str, as_json: bool) -> None:
             rows.append([*head, "(no slave)", "", "", "", _alone(b)])
         for s in b.get("slaves", []):
             state = "in sync" if s["inSync"] else "BEHIND"
+            if "inSyncStateSet" in s:  # sends wait for its acks (controller mode)
+                member = "in" if s["inSyncStateSet"] else "not in"
+                state += f", {member} the sync state set"
             rows.append([*head, s["address"], s["ackOffset"], s["lagBytes"], s["lagSeconds"],
                          f"{state}, {_alone(b)}" if b.get("ackAlone") else state])  # fmt: skip
     columns = ["broker", "id", "address", "role", "slave / master", "acked offset",

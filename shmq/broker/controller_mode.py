@@ -92,9 +92,16 @@ def save_epoch(root: str, epoch: Epoch) -> None:
     persist(os.path.join(root, EPOCH_FILE), text)
 
 
-def report(cfg: BrokerConfig, epoch: Epoch, max_offset: int, in_sync: int = 0) -> dict[str, object]:
-    """The controller fields of a heartbeat (shared by REGISTER_BROKER and the start);
-    a SYNC_MASTER also reports its ``in_sync`` slaves (``sync_state``)."""
+def report(
+    cfg: BrokerConfig,
+    epoch: Epoch,
+    max_offset: int,
+    sync_state_set: tuple[str, ...] = (),
+    ha_client_addr: str = "",
+) -> dict[str, object]:
+    """The controller fields of a heartbeat (shared by REGISTER_BROKER and the start): a
+    SYNC_MASTER also reports the HA addresses of its sync state set (``sync_state``), a
+    slave the address of its HA connection, by which the controller knows it in them."""
     fields: dict[str, object] = {
         "brokerRole": cfg.broker_role,
         "epoch": epoch.epoch,
@@ -103,7 +110,9 @@ def report(cfg: BrokerConfig, epoch: Epoch, max_offset: int, in_sync: int = 0) -
     if not cfg.is_slave and epoch.start_offset >= 0:
         fields["epochStartOffset"] = epoch.start_offset
     if cfg.broker_role == "SYNC_MASTER":
-        fields["inSyncSlaves"] = in_sync
+        fields["syncStateSet"] = ",".join(sync_state_set)
+    if cfg.is_slave:
+        fields["haClientAddr"] = ha_client_addr
     return fields
 
 

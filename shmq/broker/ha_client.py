@@ -144,6 +144,7 @@ class HAClient:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock, self.master = sock, addr
         self.idle.selector.register(sock, selectors.EVENT_READ, None)
+        cn.publish(self.words, cn.HA_CLIENT_ADDR, cn.pack_socket_address(sock.getsockname()))
         self._rlen = 0
         self._last_read = time.monotonic()
         self._report()
@@ -163,6 +164,7 @@ class HAClient:
 
     def _disconnect(self, why: str) -> None:
         log.warning("HA connection to master %s closed: %s", self.master, why)
+        cn.publish(self.words, cn.HA_CLIENT_ADDR, 0)
         self.idle.selector.unregister(self.sock)
         self.sock.close()
         self.sock = None

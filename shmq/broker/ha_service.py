@@ -17,10 +17,15 @@ for its acks): a writer publishing a little at a time then wakes it at most once
 not once per write pass, and each batch carries what accumulated. A SYNC_MASTER's agent
 never lingers: its producers wait for the slave's ack.
 
-Every report is an ack: the largest one is published as ``CONFIRMED_OFFSET``, and the
-producers a SYNC_MASTER keeps waiting on it are woken. A connection ends, with a log line
-naming why, when the slave is silent for ``haHousekeepingInterval``, reports an offset
-ahead of the master or beyond what it was sent, or sends bytes that are not reports.
+Every report is an ack: the largest one is published as ``CONFIRMED_OFFSET`` (RocketMQ
+4.9's ``push2SlaveMaxOffset``: one slave's ack is enough), and the producers a SYNC_MASTER
+keeps waiting on it are woken. A SYNC_MASTER in controller mode counts the acks of its sync
+state set instead (``ha_table``'s ``ALL_MEMBERS``, kept by the supervisor's
+``sync_state``): the smallest ack of its member connections, and none while a member is not
+connected, so every member holds every acknowledged send (RocketMQ 5's
+allAckInSyncStateSet). A connection ends, with a log line naming why, when the slave is
+silent for ``haHousekeepingInterval``, reports an offset ahead of the master or beyond what
+it was sent, or sends bytes that are not reports.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class HAConnection:
         self.sock = sock
         self.addr = addr
         self.name = f"{addr[0]}:{addr[1]}"
+        # unique on this host across agent restarts: a sync state set names connections
+        self.conn_id = time.monotonic_ns()
         self.request_offset = -1  # the first report: where the transfer starts
         self.ack_offset = -1
         self.next_transfer = -1
@@ -69,10 +76,7 @@ class HAConnection:
         self.connected_ms = self.caught_up_ms = int(time.time() * 1000)
 
     def packed_addr(self) -> int:
-        try:
-            return cn.pack_address(*self.addr)
-        except ValueError:  # not IPv4
-            return 0
+        return cn.pack_socket_address(self.addr)
 
 
 class HAService:
@@ -104,6 +108,8 @@ class HAService:
         self._listen()
         self.conns: dict[int, HAConnection] = {}
         self.confirmed = cn.load(self.words, cn.CONFIRMED_OFFSET)
+        self._set_version = -1
+        self._all_members: frozenset[int] | None = None  # None: any slave's ack counts
         self._cleaned_to = 0
         self._table_dirty = True
         self._rbuf = bytearray(READ_BUFFER)
@@ -320,10 +326,24 @@ class HAService:
         conn.sock.close()
         self._table_dirty = True
 
+    def _acked(self) -> int:
+        """The offset every send below is acknowledged to (-1: none yet): the largest ack,
+        or with a sync state set the smallest of its members' (-1 while one is missing)."""
+        table = self.table.words
+        if table[ht.SET_VERSION] != self._set_version:
+            self._set_version, mode, members = ht.read_set(table)
+            self._all_members = members if mode == ht.ALL_MEMBERS else None
+            table[ht.SET_APPLIED] = self._set_version  # acks count by this set from now on
+        members = self._all_members
+        if members is None:
+            return max((c.ack_offset for c in self.conns.values()), default=-1)
+        acks = [c.ack_offset for c in self.conns.values() if c.conn_id in members]
+        return min(acks) if members and len(acks) == len(members) else -1
+
     def _publish(self, write: int) -> None:
         """Counters, the status table, and the SYNC_MASTER producers an ack released."""
         words = self.words
-        acked = max((c.ack_offset for c in self.conns.values()), default=-1)
+        acked = self._acked()
         if acked > self.confirmed:
             self.confirmed = acked
             cn.publish(words, cn.CONFIRMED_OFFSET, acked)
@@ -334,7 +354,7 @@ class HAService:
             cn.publish(words, cn.HA_SLAVES, len(self.conns))
         if self._table_dirty:
             self._table_dirty = False
-            rows = [(c.packed_addr(), c.ack_offset, c.caught_up_ms, c.connected_ms)
+            rows = [(c.packed_addr(), c.ack_offset, c.caught_up_ms, c.connected_ms, c.conn_id)
                     for c in self.conns.values()]  # fmt: skip
             ht.publish_rows(self.table.words, rows)
 

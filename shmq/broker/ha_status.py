@@ -16,9 +16,10 @@ if TYPE_CHECKING:
 def ha_status(broker: Broker) -> dict[str, Any]:
     """A master: each slave's address, acked offset and lag (bytes, and seconds since its
     ack last reached the master's write offset), in sync when the lag is under
-    haSlaveFallbehindMax, and whether it acknowledges sends without a slave (a SYNC_MASTER
-    in controller mode that the controller recorded alone). A slave: its write offset and
-    the master it follows."""
+    haSlaveFallbehindMax (a SYNC_MASTER in controller mode: whether its connection is in
+    the sync state set, whose acks sends wait for), and whether it acknowledges sends
+    without a slave (a SYNC_MASTER in controller mode that the controller recorded alone).
+    A slave: its write offset and the master it follows."""
     cfg = broker.config
     words = broker.counters.words
     write = cn.load(words, cn.WRITE_OFFSET)
@@ -34,19 +35,22 @@ def ha_status(broker: Broker) -> dict[str, Any]:
         )
         return out
     now_ms = int(time.time() * 1000)
+    table = broker.ha_table.words
+    _, mode, members = ht.read_set(table)
     slaves = []
-    for addr, ack, caught_up_ms, connected_ms in ht.read_rows(broker.ha_table.words):
+    for addr, ack, caught_up_ms, connected_ms, conn_id in ht.read_rows(table):
         lag = max(0, write - ack) if ack >= 0 else write
-        slaves.append(
-            {
-                "address": cn.unpack_address(addr),
-                "ackOffset": ack,
-                "lagBytes": lag,
-                "lagSeconds": round((now_ms - caught_up_ms) / 1000, 3) if lag else 0.0,
-                "inSync": ack >= 0 and lag < cfg.ha_slave_fallbehind_max,
-                "connectedMs": connected_ms,
-            }
-        )
+        slave = {
+            "address": cn.unpack_address(addr),
+            "ackOffset": ack,
+            "lagBytes": lag,
+            "lagSeconds": round((now_ms - caught_up_ms) / 1000, 3) if lag else 0.0,
+            "inSync": ack >= 0 and lag < cfg.ha_slave_fallbehind_max,
+            "connectedMs": connected_ms,
+        }
+        if mode == ht.ALL_MEMBERS:  # sends wait for this slave's acks
+            slave["inSyncStateSet"] = conn_id in members
+        slaves.append(slave)
     out.update(
         haPort=cn.load(words, cn.HA_PORT),
         confirmedOffset=cn.load(words, cn.CONFIRMED_OFFSET),

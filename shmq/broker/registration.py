@@ -1,7 +1,7 @@
 """The broker's registration with the namesrvs (a mixin of ``supervisor.Broker``): the
 REGISTER_BROKER heartbeat with its topics and, in controller mode, its report to the
 controller; the answer's role decision (a promotion, a stop to rejoin, a SYNC_MASTER's
-in-sync record, ``sync_state``); a slave learning its master; UNREGISTER_BROKER at stop."""
+sync state set, ``sync_state``); a slave learning its master; UNREGISTER_BROKER at stop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import logging
 
 from shmq.broker import controller_mode as cm
 from shmq.broker.producer_wakeups import ProducerWakeups
-from shmq.broker.sync_state import SyncState
+from shmq.broker.sync_state import Report, SyncState
 from shmq.broker.topic_config import PERM_READ_WRITE
 from shmq.config import parse_host
 from shmq.errors import ShmqError
@@ -61,10 +61,13 @@ class NamesrvRegistration:
             "brokerId": cfg.broker_id,
             "haServerAddr": ha_addr,
         }
-        in_sync = self.sync_state.in_sync() if self.sync_state is not None else 0
+        report = self.sync_state.report() if self.sync_state is not None else None
         if cfg.enable_controller_mode:
-            write = cn.load(self.counters.words, cn.WRITE_OFFSET)
-            fields.update(cm.report(cfg, self.epoch, write, in_sync))
+            words = self.counters.words
+            write = cn.load(words, cn.WRITE_OFFSET)
+            ha_client = cn.unpack_address(cn.load(words, cn.HA_CLIENT_ADDR))
+            members = report.addrs if report is not None else ()
+            fields.update(cm.report(cfg, self.epoch, write, members, ha_client))
         for addr in cfg.namesrv_addrs:
             try:
                 response, _ = self.control.client.invoke_json(
@@ -83,21 +86,20 @@ class NamesrvRegistration:
                     self._become_master(decision)
                 elif stop_reason := cm.follow(self, decision):
                     self._halt(stop_reason)
-                elif decision.role == "MASTER" and self.sync_state is not None:
-                    self.sync_state.answered(in_sync, decision.alone)
+                elif decision.role == "MASTER" and report is not None:
+                    self.sync_state.answered(report, decision.alone)
                 return  # one controller decides; the new role registers with every namesrv
 
     def _follow_sync_state(self, decision: cm.Decision) -> None:
-        """A SYNC_MASTER in controller mode keeps its in-sync slave with the controller
-        (``sync_state``); it starts with none (it reported none)."""
+        """A SYNC_MASTER in controller mode keeps its sync state set with the controller
+        (``sync_state``); it starts empty (it reported none)."""
         cfg = self.config
         if cfg.broker_role != "SYNC_MASTER" or decision.role != "MASTER":
             return
         wakeups = ProducerWakeups(self.registry, self.names.prefix, cfg.max_producers)
-        self.sync_state = SyncState(
-            self.counters.words, wakeups, cfg.store.sync_flush, cfg.ha_slave_fallbehind_max
-        )
-        self.sync_state.answered(0, decision.alone)
+        self.sync_state = SyncState(self.counters.words, self.ha_table.words, wakeups,
+                                    cfg.store.sync_flush, cfg.ha_slave_fallbehind_max)  # fmt: skip
+        self.sync_state.answered(Report(()), decision.alone)
 
     def _learn_master(self, ha_addr: str) -> None:
         """A slave without haMasterAddress takes the master's HA address from the namesrv's

@@ -21,9 +21,12 @@ processes write them::
     3     reput       DISPATCHED_OFFSET  MSGS_DISPATCHED  LOGICS_TIMESTAMP  INDEX_TIMESTAMP
                       REPUT_PARKED  REPUT_PARKS (as WRITER_PARKS: the writer posts reput once
                       per park, not once per pass while it sleeps)
-    4     ha          CONFIRMED_OFFSET (a master: the largest offset a slave acknowledged,
-                      RocketMQ's push2SlaveMaxOffset)  HA_SLAVES (slave connections)
-                      HA_PORT (the port the HA service listens on)
+    4     ha          CONFIRMED_OFFSET (a master: the offset slaves acknowledged sends to,
+                      RocketMQ's push2SlaveMaxOffset; see ``broker.ha_service``)  HA_SLAVES
+                      (slave connections)  HA_PORT (the port the HA service listens on)
+                      HA_CLIENT_ADDR (a slave: its HA connection's own address, packed as
+                      MASTER_HA_ADDR, 0 while not connected; the controller names the
+                      master's in-sync connections by it)
     5     writer      TOPIC_REQUEST_SEQ  TOPIC_REQUEST_LEN  then 128 bytes of topic name (5-7),
                       then TOPIC_REQUEST_QUEUES (the sending producer's defaultTopicQueueNums)
                       TOPICS_APPLIED (the topic-table version the writer works with: the
@@ -71,7 +74,7 @@ DISPATCHED_OFFSET, MSGS_DISPATCHED, LOGICS_TIMESTAMP, INDEX_TIMESTAMP, REPUT_PAR
     3 * W, 3 * W + 5
 )
 REPUT_PARKS = 3 * W + 5
-CONFIRMED_OFFSET, HA_SLAVES, HA_PORT = range(4 * W, 4 * W + 3)
+CONFIRMED_OFFSET, HA_SLAVES, HA_PORT, HA_CLIENT_ADDR = range(4 * W, 4 * W + 4)
 TOPIC_REQUEST_SEQ, TOPIC_REQUEST_LEN = 5 * W, 5 * W + 1
 TOPIC_REQUEST_NAME = (5 * W + 2) * 8  # byte offset of the 128-byte name
 TOPIC_NAME_MAX = 127
@@ -133,6 +136,15 @@ def pack_address(ip: str, port: int) -> int:
     """An IPv4 address and port as one word (``MASTER_HA_ADDR``)."""
     a, b, c, d = (int(x) for x in ip.split("."))
     return (a << 40) | (b << 32) | (c << 24) | (d << 16) | port
+
+
+def pack_socket_address(addr: tuple) -> int:
+    """A socket address (``getsockname``, ``accept``) packed as ``pack_address``; 0 when it
+    is not IPv4."""
+    try:
+        return pack_address(addr[0], addr[1])
+    except (ValueError, IndexError):
+        return 0
 
 
 def unpack_address(word: int) -> str:

@@ -9,25 +9,30 @@ CommitLog to when it holds data of an epoch that another master ended.
 
 Epochs: the first master of a group bootstraps epoch 1 starting at its max offset. When the
 master's heartbeats stop for ``heartbeat_timeout_ms``, ``scan`` elects, from the slaves that
-are in sync (alive, at the current epoch, at most ``max_gap_not_in_sync`` bytes behind the
-master's last report), the one with the highest max offset (ties: the lowest broker id), and
+are in sync (alive, at the current epoch, and in a SYNC group's recorded sync state set, or
+in an ASYNC group at most ``max_gap_not_in_sync`` bytes behind the master's last report),
+the one with the highest max offset (ties: the lowest broker id), and
 opens epoch N+1 for it (a master that was only slow comes back at its own epoch if no one
 was elected); the new master reports where the epoch starts (its CommitLog end
 when it stopped replicating) with its first heartbeat as master. A broker that comes back
 holding epoch e < N truncates to the start of epoch e+1: anything past it was written by a
 master of an epoch that ended and was never replicated to the new master, so a SYNC_MASTER
 never acknowledged it. With no in-sync slave, the group has no master until its old master
-returns (it keeps its data: nobody else has newer).
+returns (it keeps its data: nobody else has newer), or, in a SYNC group, a slave of its
+recorded sync state set does.
 
 A SYNC_MASTER group keeps its guarantee across elections (RocketMQ 5's SyncStateSet with
-allAckInSyncStateSet, for a master and its slave): its master reports with each heartbeat
-whether a slave is in sync, and acknowledges sends without a slave only after the controller
-recorded that none is (``alone``, the answer's ``controllerAlone``). While a group is alone
-no slave may be elected: it may lack what the master acknowledged alone. An elected master
-starts alone and takes the group's master role (``controllerMasterRole``), so a SYNC group
-stays SYNC after a failover.
+allAckInSyncStateSet): its master reports with each heartbeat its sync state set, the HA
+connections whose acks every send waits for (``broker.sync_state``), and the controller
+records the slaves they belong to (each slave reports its HA connection's address with its
+own heartbeats); only a slave of the recorded set is elected, since only those hold every
+acknowledged send. The master acknowledges sends without a slave only after the controller
+recorded the set empty (``alone``, the answer's ``controllerAlone``); while a group is alone
+no slave may be elected. An elected master starts alone and takes the group's master role
+(``controllerMasterRole``), so a SYNC group stays SYNC after a failover. An ASYNC group's
+master reports no set: its slaves are electable by the gap.
 
-Each group's master, role, alone flag and epochs are persisted (``store_path``, RocketMQ 5's
+Each group's master, role, sync state set and epochs are persisted (``store_path``, RocketMQ 5's
 ``controllerStorePath``) whenever they change, before the answer that announces them: a
 restarted controller keeps them, so a former master that reports first after the restart
 is told to truncate and follow, never made master again beside the elected one. A master
@@ -41,6 +46,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -54,6 +60,7 @@ MASTER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
 BROKER_ROLES = (*MASTER_ROLES, "SLAVE")
 HEARTBEAT_TIMEOUT_MS = 10_000  # RocketMQ 5's controllerHeartBeatTimeoutMills
 MAX_GAP_NOT_IN_SYNC = 256 * 1024 * 1024  # RocketMQ 5's haMaxGapNotInSync
+MAX_SYNC_STATE_SET = 16  # members a master reports at most (its HA table's rows)
 START_GRACE_MS = 300_000  # a broker that asked its role at start may take this long to serve
 MASTER_ID = 0
 NO_TRUNCATE = -1
@@ -79,6 +86,7 @@ class Replica:
     epoch: int
     max_offset: int
     last_seen_ms: int
+    ha_client_addr: str = ""  # a slave: its HA connection's address, as the master sees it
 
 
 @dataclass(frozen=True)
@@ -114,11 +122,17 @@ class BrokerGroup:
     replicas: dict[str, Replica] = field(default_factory=dict)
     loaded_ms: int = -1  # when a restarted controller loaded this group (its master unseen)
     master_role: str = ""  # the role its masters run (the current master's, as reported)
-    alone: bool = False  # a SYNC master acknowledges without a slave: none may be elected
+    # a SYNC group: the slaves (broker addresses) whose acks the master's sends wait for,
+    # the only electable ones; empty, the master acknowledges alone
+    sync_set: frozenset[str] = frozenset()
 
     @property
     def sync(self) -> bool:
         return self.master_role == "SYNC_MASTER"
+
+    @property
+    def alone(self) -> bool:
+        return self.sync and not self.sync_set
 
     @property
     def epoch(self) -> int:
@@ -177,7 +191,8 @@ class Controller:
                 epochs = [EpochEntry(int(e), int(s), str(a)) for e, s, a in g["epochs"]]
                 groups[str(name)] = BrokerGroup(
                     str(g["masterAddr"]), epochs, loaded_ms=_now_ms(),
-                    master_role=str(g.get("masterRole", "")), alone=bool(g.get("alone", False)),
+                    master_role=str(g.get("masterRole", "")),
+                    sync_set=frozenset(str(a) for a in g.get("syncStateSet", ())),
                 )  # fmt: skip
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ConfigError(f"{self._path} is not a controller state: {exc!r}") from exc
@@ -192,7 +207,7 @@ class Controller:
             name: {
                 "masterAddr": g.master_addr,
                 "masterRole": g.master_role,
-                "alone": g.alone,
+                "syncStateSet": sorted(g.sync_set),
                 "epochs": [[e.epoch, e.start_offset, e.master_addr] for e in g.epochs],
             }
             for name, g in sorted(self._groups.items())
@@ -209,19 +224,22 @@ class Controller:
         epoch: int,
         max_offset: int,
         epoch_start: int = NO_TRUNCATE,
-        in_sync_slaves: int = -1,
+        sync_state_set: tuple[str, ...] | None = None,
+        ha_client_addr: str = "",
         starting: bool = False,
         now_ms: int | None = None,
     ) -> RoleDecision:
         """Record a broker's report and decide its role; ``starting``: the report a broker
         sends before it serves (its agents may compile for minutes: it counts as alive for
         ``START_GRACE_MS``, so a slow start is not taken for a dead master).
-        ``in_sync_slaves`` (-1: not reported): the master's count of slaves in sync; 0
-        records the group alone (persisted before the answer says so).
+        ``sync_state_set`` (None: not reported): a SYNC master's members, as the HA
+        addresses of their connections; the slaves they belong to (by the
+        ``ha_client_addr`` each slave reports) are recorded, persisted before the answer
+        (an empty set records the group alone).
 
         ``ValueError`` for a bad report (an unknown role, a negative number, an epoch the
-        controller never opened); ``EpochNotReady`` when the broker must truncate to an
-        epoch start not known yet."""
+        controller never opened, a malformed address); ``EpochNotReady`` when the broker
+        must truncate to an epoch start not known yet."""
         if not broker_name or not addr:
             raise ValueError(f"brokerName {broker_name!r} and brokerAddr {addr!r} are required")
         if role not in BROKER_ROLES:
@@ -229,7 +247,11 @@ class Controller:
         for name, value in (("brokerId", broker_id), ("epoch", epoch), ("maxOffset", max_offset)):
             _check_int(name, value, 0)
         _check_int("epochStartOffset", epoch_start, NO_TRUNCATE)
-        _check_int("inSyncSlaves", in_sync_slaves, -1)
+        for ha_addr in (*(sync_state_set or ()), *((ha_client_addr,) if ha_client_addr else ())):
+            _check_address(ha_addr)
+        if sync_state_set is not None and len(sync_state_set) > MAX_SYNC_STATE_SET:
+            raise ValueError(f"a sync state set of {len(sync_state_set)} connections, more than"
+                             f" {MAX_SYNC_STATE_SET}")  # fmt: skip
         now = _now_ms() if now_ms is None else now_ms
         seen = now + START_GRACE_MS - self.heartbeat_timeout_ms if starting else now
         with self._lock:
@@ -257,32 +279,42 @@ class Controller:
                 self._persist()
             if addr == group.master_addr:
                 self._see(group, addr, MASTER_ID, role, epoch, max_offset, seen)
-                self._master_state(broker_name, group, role, in_sync_slaves)
+                self._master_state(broker_name, group, role, sync_state_set)
                 return RoleDecision("MASTER", MASTER_ID, group.epoch, addr,
                                     master_role=group.master_role, alone=group.alone)  # fmt: skip
             truncate = NO_TRUNCATE
             if epoch < group.epoch and epoch > 0:
                 truncate = group.start_of(epoch + 1)
             slave_id = self._slave_id(group, addr, broker_id)
-            self._see(group, addr, slave_id, role, epoch, max_offset, seen)
+            self._see(group, addr, slave_id, role, epoch, max_offset, seen, ha_client_addr)
             return RoleDecision("SLAVE", slave_id, group.epoch, group.master_addr, truncate,
                                 group.master_role, group.alone)  # fmt: skip
 
     def _master_state(
-        self, broker_name: str, group: BrokerGroup, role: str, in_sync_slaves: int
+        self,
+        broker_name: str,
+        group: BrokerGroup,
+        role: str,
+        sync_state_set: tuple[str, ...] | None,
     ) -> None:
-        """The master's role and in-sync report, persisted when they change (before the
-        answer: a master acknowledges alone only once the record of it is on disk)."""
+        """The master's role and sync state set, persisted when they change (before the
+        answer: a master acknowledges alone only once the record of it is on disk). A
+        member whose slave has not reported that connection yet is not recorded (not
+        electable) until it has."""
         role_now = role if role in MASTER_ROLES else group.master_role
-        alone = (
-            group.alone if in_sync_slaves < 0 or role_now != "SYNC_MASTER" else not in_sync_slaves
-        )
-        if (role_now, alone) != (group.master_role, group.alone):
-            if alone != group.alone:
-                log.warning("%s: master %s %s", broker_name, group.master_addr,
-                            "acknowledges alone: no slave is electable" if alone
-                            else "has an in-sync slave again")  # fmt: skip
-            group.master_role, group.alone = role_now, alone
+        members = group.sync_set
+        if role_now != "SYNC_MASTER":
+            members = frozenset()
+        elif sync_state_set is not None:
+            by_connection = {r.ha_client_addr: a for a, r in group.replicas.items()
+                             if r.ha_client_addr and a != group.master_addr}  # fmt: skip
+            members = frozenset(by_connection[c] for c in sync_state_set if c in by_connection)
+        if (role_now, members) != (group.master_role, group.sync_set):
+            if members != group.sync_set:
+                log.warning("%s: master %s's sync state set: %s", broker_name, group.master_addr,
+                            ", ".join(sorted(members))
+                            or "none (it acknowledges alone: no slave is electable)")  # fmt: skip
+            group.master_role, group.sync_set = role_now, members
             self._persist()
 
     def _open_epoch(
@@ -290,7 +322,7 @@ class Controller:
     ) -> None:
         group.master_addr = addr
         group.epochs.append(EpochEntry(epoch, start, addr))
-        group.alone = group.sync  # a new master has no slave in sync with it yet
+        group.sync_set = frozenset()  # a new master has no slave in sync with it yet
         self._persist()
         log.warning(
             "%s: %s is master at epoch %d (start offset %s)",
@@ -300,9 +332,15 @@ class Controller:
     @staticmethod
     def _see(
         group: BrokerGroup, addr: str, broker_id: int, role: str, epoch: int, offset: int,
-        now: int,
+        now: int, ha_client_addr: str = "",
     ) -> None:  # fmt: skip
-        group.replicas[addr] = Replica(broker_id, role, epoch, offset, now)
+        """Record a report; a slave's HA connection address is its own from now on (a
+        broker that claimed it before has reconnected from another)."""
+        if ha_client_addr:
+            for other, replica in group.replicas.items():
+                if other != addr and replica.ha_client_addr == ha_client_addr:
+                    replica.ha_client_addr = ""
+        group.replicas[addr] = Replica(broker_id, role, epoch, offset, now, ha_client_addr)
 
     @staticmethod
     def _slave_id(group: BrokerGroup, addr: str, wanted: int) -> int:
@@ -325,7 +363,10 @@ class Controller:
             for name, group in self._groups.items():
                 master = group.replicas.get(group.master_addr)
                 seen = master.last_seen_ms if master is not None else group.loaded_ms
-                if not group.master_addr or seen < 0 or seen + self.heartbeat_timeout_ms >= now:
+                if not group.master_addr:
+                    self._elect_returned(name, group, now, elections)
+                    continue
+                if seen < 0 or seen + self.heartbeat_timeout_ms >= now:
                     continue
                 log.warning("%s: master %s silent for %d ms", name, group.master_addr,
                             now - seen)  # fmt: skip
@@ -341,6 +382,21 @@ class Controller:
                 elections.append((name, winner))
         return elections
 
+    def _elect_returned(
+        self, name: str, group: BrokerGroup, now: int, elections: list[tuple[str, str]]
+    ) -> None:
+        """A SYNC group left without a master (no member of its set was alive when its
+        master fell silent) elects a member of the set once one is back, as its old master
+        would be taken back: each holds every acknowledged send. An ASYNC group waits for
+        its old master."""
+        if not (group.sync and group.sync_set and group.epochs):
+            return
+        winner = elect_master(group, now, self.heartbeat_timeout_ms, self.max_gap_not_in_sync)
+        if winner:
+            log.warning("%s: %s of the sync state set is back", name, winner)
+            self._open_epoch(name, group, winner, group.epoch + 1, NO_TRUNCATE)
+            elections.append((name, winner))
+
     def sync_state(self) -> dict[str, dict[str, object]]:
         """brokerName → master, epoch, epochs and replicas, for status displays and tests."""
         with self._lock:
@@ -349,6 +405,7 @@ class Controller:
                     "masterAddr": g.master_addr,
                     "masterRole": g.master_role,
                     "alone": g.alone,
+                    "syncStateSet": sorted(g.sync_set),
                     "epoch": g.epoch,
                     "epochs": [[e.epoch, e.start_offset, e.master_addr] for e in g.epochs],
                     "replicas": {a: vars(r).copy() for a, r in sorted(g.replicas.items())},
@@ -359,11 +416,9 @@ class Controller:
 
 def elect_master(group: BrokerGroup, now_ms: int, timeout_ms: int, max_gap: int) -> str:
     """RocketMQ 5's ElectMaster from the in-sync replicas: among live slaves at the group's
-    epoch no more than ``max_gap`` behind the master's last report, the highest max offset
-    (then the lowest broker id) wins; "" if there is none, or if the group's SYNC master
-    was recorded acknowledging alone."""
-    if group.sync and group.alone:
-        return ""
+    epoch (a SYNC group's: of its recorded sync state set; an ASYNC group's: no more than
+    ``max_gap`` behind the master's last report), the highest max offset (then the lowest
+    broker id) wins; "" if there is none, as when a SYNC group is alone."""
     master = group.replicas.get(group.master_addr)
     master_offset = master.max_offset if master is not None else 0
     candidates = [
@@ -373,6 +428,20 @@ def elect_master(group: BrokerGroup, now_ms: int, timeout_ms: int, max_gap: int)
         and r.role == "SLAVE"
         and r.epoch == group.epoch
         and r.last_seen_ms + timeout_ms >= now_ms
-        and master_offset - r.max_offset <= max_gap
+        and (addr in group.sync_set if group.sync else master_offset - r.max_offset <= max_gap)
     ]
     return max(candidates)[2] if candidates else ""
+
+
+_ADDRESS = re.compile(r"(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3}):(\d{1,5})", re.ASCII)
+
+
+def _check_address(addr: str) -> None:
+    """An HA connection's address as ``ip:port`` (IPv4, as the HA table keeps them)."""
+    match = _ADDRESS.fullmatch(addr)
+    if (
+        match is None
+        or any(int(b) > 255 for b in match.groups()[:4])
+        or not (0 < int(match[5]) < 65536)
+    ):
+        raise ValueError(f"{addr!r} is not an HA connection address (ip:port)")

@@ -220,11 +220,14 @@ class NameServer:
                     if role in MASTER_ROLES and "epochStartOffset" in request.ext_fields
                     else NO_TRUNCATE
                 ),
-                in_sync_slaves=(
-                    request.ext_int("inSyncSlaves")
-                    if role in MASTER_ROLES and "inSyncSlaves" in request.ext_fields
-                    else -1
+                sync_state_set=(
+                    tuple(a for a in request.ext("syncStateSet").split(",") if a)
+                    if role in MASTER_ROLES and "syncStateSet" in request.ext_fields
+                    else None
                 ),
+                ha_client_addr=request.ext_fields.get("haClientAddr", "")
+                if role == "SLAVE"
+                else "",
                 starting=starting,
             )
         except (ValueError, EpochNotReady) as exc:

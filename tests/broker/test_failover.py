@@ -6,6 +6,8 @@ acknowledged either."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -109,4 +111,71 @@ def test_controller_failover_promotes_the_slave_and_the_old_master_rejoins(tmp_p
         c.start_broker("slave")  # rejoins in turn (and removes what the killed one left)
         wait_until(lambda: c.runtime_info("slave")["broker_role"] == "SLAVE",
                    what="the second old master to rejoin as a slave")  # fmt: skip
+    assert shm_entries() <= before
+
+
+def broker_pids(c, name: str) -> list[int]:
+    """The broker's supervisor and agent processes."""
+    agents = c.runtime_info(name)["agents"].values()
+    return [c.brokers[name].proc.pid] + [a["pid"] for a in agents if a["pid"]]
+
+
+def signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        os.kill(pid, sig)
+
+
+@pytest.mark.slow
+def test_with_two_slaves_only_a_slave_of_the_sync_state_set_is_elected(tmp_path):
+    """A SYNC group with two slaves: sends wait for both (allAckInSyncStateSet). Slave 2 is
+    frozen, and once the master closes its silent connection it leaves the set and sends are
+    acknowledged with slave 1's acks only. Then the master and slave 1 die: slave 2 is alive
+    and at the epoch, but it lacks acknowledged sends, so the controller elects nobody
+    (counting in-sync slaves instead of naming them would elect it and lose them). Once slave
+    1 is back it is elected, and every acknowledged send is there."""
+    before = shm_entries()
+    conf = {"enableControllerMode": "true", "brokerHeartbeatInterval": 500,
+            "haHousekeepingInterval": 3000, "haSendHeartbeatInterval": 500}  # fmt: skip
+    controller = (*CONTROLLER, "--controller-store-path", str(tmp_path / "controller"))
+    with cluster(tmp_path, controller, brokerRole="SYNC_MASTER", haListenPort=free_port(),
+                 **conf) as c:  # fmt: skip
+        c.create_topic(TOPIC, 2)
+        for i in (1, 2):
+            c.add_broker(f"slave{i}", brokerName="broker-a", brokerId=i, brokerRole="SLAVE",
+                         haListenPort=free_port())  # fmt: skip
+        slave1, slave2 = c.brokers["slave1"].address, c.brokers["slave2"].address
+        wait_until(lambda: controller_state(c)["syncStateSet"] == sorted([slave1, slave2]),
+                   what="both slaves in the sync state set")  # fmt: skip
+        status = ha_status(c, "broker-a")["slaves"]
+        assert len(status) == 2 and all(s["inSyncStateSet"] for s in status)
+        with Producer("fo2-p", c.namesrv, send_timeout=3, poll_name_server_interval=1.0) as p:
+            acked = [f"both-{i}".encode() for i in range(200)]
+            assert all(send_ok(p, body) for body in acked)
+            frozen = broker_pids(c, "slave2")
+            signal_all(frozen, signal.SIGSTOP)
+            try:
+                wait_until(lambda: controller_state(c)["syncStateSet"] == [slave1], 30,
+                           "the frozen slave out of the sync state set")  # fmt: skip
+                wait_until(lambda: send_ok(p, b"probe"), 30, "sends acknowledged again")
+                more = [f"slave-1-only-{i}".encode() for i in range(200)]
+                assert all(send_ok(p, body) for body in more)
+                acked += more
+                sigkill_broker(c, "broker-a")
+                sigkill_broker(c, "slave1")
+            finally:
+                signal_all(frozen, signal.SIGCONT)
+            # the controller finds the master silent: slave 2 is alive, but not a member
+            wait_until(lambda: not controller_state(c)["masterAddr"], 30, "the election")
+            time.sleep(2.0)  # several scans later: still nobody
+            state = controller_state(c)
+            assert state["masterAddr"] == "" and state["syncStateSet"] == [slave1]
+            assert c.runtime_info("slave2")["broker_role"] == "SLAVE"
+            c.start_broker("slave1")  # a member is back: it is elected
+            wait_until(lambda: c.runtime_info("slave1")["broker_role"] == "SYNC_MASTER",
+                       SWITCH_BOUND_S, "slave 1 elected")  # fmt: skip
+            assert controller_state(c)["masterAddr"] == slave1
+        assert set(acked) <= pull_all(c.namesrv, "fo2-reader", TOPIC, set(acked))
+        c.start_broker("broker-a")  # the old master rejoins (and removes what the dead left)
+        wait_until(lambda: c.runtime_info()["broker_role"] == "SLAVE", SWITCH_BOUND_S,
+                   "the old master to rejoin as a slave")  # fmt: skip
     assert shm_entries() <= before
