@@ -266,6 +266,13 @@ class Controller:
                 group.master_addr = addr  # its own epoch goes on: nobody else wrote since
                 log.warning("%s: %s is master again at epoch %d", broker_name, addr, epoch)
                 self._persist()
+            elif not group.master_addr and resumes and group.epochs[-1].start_offset < 0:
+                # elected, but silent before it led: nobody wrote in its epoch, which it
+                # now takes (it was electable, so it holds every acknowledged send)
+                group.master_addr = addr
+                log.warning("%s: %s, elected for epoch %d, is back and leads it", broker_name,
+                            addr, group.epoch)  # fmt: skip
+                self._persist()
             elif not group.master_addr and role in MASTER_ROLES:
                 self._open_epoch(broker_name, group, addr, max(epoch, group.epoch) + 1, max_offset)
             elif (

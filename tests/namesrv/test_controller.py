@@ -358,3 +358,21 @@ def test_any_sync_report_is_recorded_or_refused_with_a_value_error(members, ha_c
         return
     recorded = c.sync_state()["broker-a"]["syncStateSet"]
     assert recorded == ([S1] if ha_client and ha_client in members else [])
+
+
+def test_a_slave_elected_but_silent_before_it_led_takes_its_epoch_when_back():
+    """The election happened within the elected slave's last heartbeat timeout, but it died
+    too: its epoch has no start, no member is left to elect, and when it comes back (as a
+    slave, by its conf) it leads the epoch it was elected for instead of waiting forever
+    for that epoch's start."""
+    c = Controller(T)
+    beat(c, M, "SYNC_MASTER", now=0)
+    beat(c, S1, broker_id=1, epoch=1, max_offset=900, ha_client_addr=H1, now=0)
+    beat(c, M, "SYNC_MASTER", epoch=1, max_offset=900, sync_state_set=(H1,), now=0)
+    beat(c, S1, broker_id=1, epoch=1, max_offset=900, ha_client_addr=H1, now=T)
+    assert c.scan(now_ms=T + 1) == [("broker-a", S1)]  # S1 still counts as alive
+    assert c.scan(now_ms=2 * T + 2) == [("broker-a", "")]  # it never reported as master
+    d = beat(c, S1, broker_id=1, epoch=1, max_offset=900, now=3 * T)
+    assert (d.role, d.epoch, d.truncate_offset) == ("MASTER", 2, -1)
+    beat(c, S1, "SYNC_MASTER", epoch=2, max_offset=900, epoch_start=900, now=3 * T + 10)
+    assert c.sync_state()["broker-a"]["epochs"][-1] == [2, 900, S1]
