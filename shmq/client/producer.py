@@ -46,7 +46,7 @@ from shmq.client.message_checks import (
     check_topic,
 )
 from shmq.client.producer_link import ProducerLink, ProducerLinks
-from shmq.client.publish_info import PublishInfoTable, TopicPublishInfo
+from shmq.client.publish_info import PublishInfoTable
 from shmq.client.request_reply import ReplyMessage, RequestReply
 from shmq.client.route import BrokerQueues, RouteTable
 from shmq.client.selectors import (
@@ -487,32 +487,17 @@ class Producer(RequestReply):
         if info is None or info.stale:
             info = self._infos.get(msg.topic)
         queues = info.queues
-        if (
-            selector is None
-            and sharding_key is None
-            and queues
-            and not self.send_latency_fault_enable
-        ):
+        if selector is not None or sharding_key is not None:
+            mq = select_by(info, msg, selector, arg, sharding_key)
+        elif queues and not self.send_latency_fault_enable:
             mq = queues[self._retry.next_index() % len(queues)]
         else:
-            mq = self._choose(info, msg, selector, arg, sharding_key)
+            mq = self._retry.select(info, None)
         broker = info.brokers[mq.broker_name]
         tcp = self._transport.known.get(broker.address)
         if tcp is None:
             tcp = self._transport.tcp(broker.address)
         return mq, broker, tcp
-
-    def _choose(
-        self,
-        info: TopicPublishInfo,
-        msg: Message,
-        selector: MessageQueueSelector | None,
-        arg: Any,
-        sharding_key: str | None,
-    ) -> MessageQueue:
-        if selector is not None or sharding_key is not None:
-            return select_by(info, msg, selector, arg, sharding_key)
-        return self._retry.select(info, None)
 
     # -- lifecycle --------------------------------------------------------------------------
 
