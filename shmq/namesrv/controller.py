@@ -342,7 +342,9 @@ class Controller:
         now: int, ha_client_addr: str = "",
     ) -> None:  # fmt: skip
         """Record a report; a slave's HA connection address is its own from now on (a
-        broker that claimed it before has reconnected from another)."""
+        broker that claimed it before has reconnected from another). A claim is as fresh
+        as the slave's last heartbeat: two slaves that swapped an ephemeral port within one
+        heartbeat interval could be named one for the other until the next."""
         if ha_client_addr:
             for other, replica in group.replicas.items():
                 if other != addr and replica.ha_client_addr == ha_client_addr:
