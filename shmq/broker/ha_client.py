@@ -8,7 +8,9 @@ applies each batch at the offset the master names, which must be exactly where i
 CommitLog ends (except for an empty slave, which starts where the master starts it, at a
 file's start); a batch may not cross a file end. Anything else, and a disk with no room
 for the next CommitLog file, ends the connection with a log line naming the problem and a
-reconnect a second later; what was written stays as it was.
+reconnect a second later; what was written stays as it was. The batches of one read that
+follow each other in one file are written with one ``pwritev`` (``MappedFile.write_at``):
+the received bytes are copied once, into the page cache, with no page to prefault.
 
 Bytes received are reported as soon as they are written, before they are parsed (the
 master's acks for SYNC_MASTER; RocketMQ's ``reportSlaveMaxOffsetPlus`` after each append).
@@ -83,7 +85,6 @@ class HAClient:
         self.commitlog.load()
         self.whole = cn.load(self.words, cn.WRITE_OFFSET)
         self.commitlog.set_write_offset(self.whole, self.max_partial)
-        self.commitlog.queue.prefault_ahead()
         self.received = self.whole
         followers = ("reput", "flush") if self.sync_flush else ("reput",)
         self.followers = AgentWakeups(self.words, env.names, followers)
@@ -192,6 +193,9 @@ class HAClient:
         except (hf.FrameError, DiskFullError) as exc:
             self._disconnect(str(exc))
             return 1
+        except OSError as exc:  # a write to the CommitLog failed: what it received is dropped
+            self._disconnect(f"cannot write the CommitLog: {exc}")
+            return 1
         rest = self._rlen - used
         if used and rest:
             self._rbuf[:rest] = self._rbuf[used : self._rlen]
@@ -202,20 +206,38 @@ class HAClient:
         return 1
 
     def _apply_frames(self, mv: memoryview) -> int:
-        """Write every complete batch in the buffer; returns the bytes consumed."""
+        """Write every complete batch in the buffer, the batches of one CommitLog file with
+        one ``pwritev``; returns the bytes consumed."""
         pos = 0
         max_body = len(self._rbuf) - hf.HEADER_SIZE
-        while self._rlen - pos >= hf.HEADER_SIZE:
-            offset, size = hf.parse_header(mv, pos, max_body)
-            if self._rlen - pos - hf.HEADER_SIZE < size:
-                break
-            body = mv[pos + hf.HEADER_SIZE : pos + hf.HEADER_SIZE + size]
-            self._append(offset, body)
-            pos += hf.HEADER_SIZE + size
+        run: list[memoryview] = []  # bodies that follow each other in ``mf`` from ``start``
+        mf, start, end = None, 0, 0
+        try:
+            while self._rlen - pos >= hf.HEADER_SIZE:
+                offset, size = hf.parse_header(mv, pos, max_body)
+                if self._rlen - pos - hf.HEADER_SIZE < size:
+                    break
+                target, local = self._place(offset, size)
+                if size:
+                    if target is not mf or local != end:
+                        self._write(mf, start, run)
+                        mf, start, end, run = target, local, local, []
+                    run.append(mv[pos + hf.HEADER_SIZE : pos + hf.HEADER_SIZE + size])
+                    end += size
+                    self.received = offset + size
+                pos += hf.HEADER_SIZE + size
+        finally:  # what was checked is written, also when a later batch is refused
+            self._write(mf, start, run)
         return pos
 
-    def _append(self, offset: int, body: memoryview) -> None:
-        """Write one batch at ``offset`` (an empty one only checks the offset)."""
+    @staticmethod
+    def _write(mf, start: int, run: list[memoryview]) -> None:
+        if run:
+            mf.wrote_position = mf.write_at(start, run)
+
+    def _place(self, offset: int, size: int):
+        """Where a batch of ``size`` bytes at ``offset`` goes: ``(file, position in it)``
+        (for an empty batch, a heartbeat, only the offset is checked)."""
         if self.received == 0 and offset:  # an empty slave starts where the master says
             if offset % self.file_size:
                 raise hf.FrameError(f"the master starts an empty slave at {offset}, "
@@ -225,9 +247,8 @@ class HAClient:
         if offset != self.received:
             raise hf.FrameError(f"the master sent offset {offset}; the slave's CommitLog "
                                 f"ends at {self.received}")  # fmt: skip
-        size = len(body)
         if not size:
-            return
+            return None, 0
         local = offset % self.file_size
         if local + size > self.file_size:
             raise hf.FrameError(f"a batch of {size} bytes at {offset} crosses the end of a "
@@ -235,10 +256,7 @@ class HAClient:
         mf = self.commitlog.queue.find_file(offset)
         if mf is None:
             mf = self.commitlog.queue.new_file(offset - local)
-        mf.buf[local : local + size] = np.frombuffer(body, dtype=np.uint8)
-        mf.wrote_position = local + size
-        self.received = offset + size
-        self.commitlog.queue.prefault_ahead()
+        return mf, local
 
     def _publish_whole(self) -> None:
         """Publish the end of the last whole record received, and wake reput and flush."""

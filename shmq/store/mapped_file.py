@@ -68,6 +68,7 @@ class MappedFile:
         self._reserved = 0 if sparse else size  # bytes known to have disk blocks
         self.prefaulted = 0  # pages below this are in the page cache (``prefault``)
         self.created = False  # this object created the file: no byte of it was written
+        self._write_fd = -1  # for ``write_at``, opened on first use
         fd = os.open(path, os.O_RDONLY) if readonly else files.create(path, os.O_RDWR)
         try:
             stat = os.fstat(fd)
@@ -113,6 +114,28 @@ class MappedFile:
         begin = start - start % PAGE_SIZE
         self.mm.flush(begin, min(end, self.size) - begin)
         self.flushed_position = max(self.flushed_position, min(end, self.size))
+
+    def write_at(self, position: int, parts: list[memoryview]) -> int:
+        """Write ``parts`` back to back from ``position`` with ``pwritev``, through the page
+        cache and not the mapping (which sees the same bytes); returns the end. For a writer
+        whose bytes are already in a buffer (a slave's HA client): one copy, and no page to
+        prefault first. ``OSError`` as ``pwritev`` raises it."""
+        end = position + sum(len(p) for p in parts)
+        if self.readonly or position < 0 or end > self.size:
+            raise ValueError(f"cannot write [{position}, {end}) of {self.path} ({self.size} bytes)")
+        if self._write_fd < 0:
+            self._write_fd = os.open(self.path, os.O_WRONLY)
+        while parts:
+            done = os.pwritev(self._write_fd, parts, position)
+            if not done:
+                raise OSError(f"pwritev wrote nothing at {position} of {self.path}")
+            position += done
+            while parts and done >= len(parts[0]):  # a short write: go on with the rest
+                done -= len(parts[0])
+                parts = parts[1:]
+            if parts and done:
+                parts = [parts[0][done:], *parts[1:]]
+        return end
 
     def prefault(self, end: int) -> None:
         """Put the never-written pages below ``end`` into the page cache, with ``pwrite``s
@@ -165,6 +188,9 @@ class MappedFile:
 
     def close(self) -> None:
         """Unmap. Views handed out by ``buf`` must not be used afterwards."""
+        if self._write_fd >= 0:
+            os.close(self._write_fd)
+            self._write_fd = -1
         if self.mm is None:
             return
         if self._locked:

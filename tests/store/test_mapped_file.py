@@ -39,6 +39,21 @@ def test_created_at_full_size_and_mapped_whole(tmp_path):
     assert Path(mf.path).read_bytes()[10:13] == b"\x01\x02\x03"
 
 
+def test_write_at_writes_parts_back_to_back_seen_through_the_mapping(tmp_path, monkeypatch):
+    mf = MappedFile(str(tmp_path / offset_to_file_name(0)), 8192)
+    data = memoryview(b"abcdefghij")
+    real = os.pwritev
+    # a pwritev that writes at most 3 bytes of the first part each time
+    monkeypatch.setattr(os, "pwritev", lambda fd, parts, pos: real(fd, [parts[0][:3]], pos))
+    assert mf.write_at(100, [data[:4], data[4:]]) == 110  # short writes: goes on with the rest
+    monkeypatch.setattr(os, "pwritev", real)
+    assert bytes(mf.buf[100:110]) == b"abcdefghij"
+    with pytest.raises(ValueError, match="cannot write \\[8190, 8200\\)"):
+        mf.write_at(8190, [data])
+    mf.close()
+    assert Path(mf.path).read_bytes()[100:110] == b"abcdefghij"
+
+
 def test_wrong_size_file_is_refused(tmp_path):
     path = tmp_path / offset_to_file_name(0)
     path.write_bytes(b"x" * 100)
