@@ -45,14 +45,16 @@ def warm_up() -> None:
     broker serves anyone: a cold compile takes seconds, and consumers would wait for it."""
     with scratch_store() as (tmp, store):
         store.get(SCRATCH_TOPIC, 0, 0)  # the consumers' read path, compiled into the cache
+        second = store.put(SCRATCH_TOPIC, 0, b"y", keys=["k"]).physical_offset  # not dispatched
         end = store.max_physical_offset
         cfg = store.config
         commitlog = CommitLog(os.path.join(tmp, "commitlog"), 64 * 1024, readonly=True)
         index = IndexService(os.path.join(tmp, "index2"), 16, 32, 64)
         dispatcher = Dispatcher(os.path.join(tmp, "cq2"), cfg.consume_queue_file_size, index)
-        try:
-            for batch in commitlog.scan(0, end):
-                dispatcher.dispatch_batch(batch)
+        rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)
+        try:  # the general path, then the run that continues its queue
+            dispatcher.dispatch_range(commitlog, 0, second, rows)
+            dispatcher.dispatch_range(commitlog, second, end, rows)
         finally:
             dispatcher.close()
             index.close()
@@ -162,15 +164,9 @@ class Reput:
         if self.commitlog.queue.find_file(self.dispatched) is None:
             self._skip_to_first_file(limit)
         end = min(limit, self.dispatched + self.window)
-        total = 0
-        last_ts = 0
-        touched_all: dict[tuple[str, int], object] = {}
-        for batch in self.commitlog.scan(self.dispatched, end, rows=self._rows):
-            n, touched = self.dispatcher.dispatch_batch(batch)
-            total += n
-            touched_all.update(touched)
-            last_ts = int(batch.rows[-1, rec.R_STORE_TS])
-        position, code = self.commitlog.last_scan
+        total, touched_all, last_ts, position, code = self.dispatcher.dispatch_range(
+            self.commitlog, self.dispatched, end, self._rows
+        )
         # A record cut by the 4 MiB window looks corrupt; only a cut at the limit is real.
         if code == rec.PARSE_CORRUPT and position < end == limit:
             log.error("CommitLog record at %d does not validate: reput waits there", position)

@@ -203,6 +203,26 @@ class ConsumeQueue:
                                 rows[idx, rec.R_SIZE], rows[idx, rec.R_TAGS_CODE])  # fmt: skip
         return written
 
+    def run_target(self, count: int) -> tuple[MappedFile, int, int, int] | None:
+        """Where up to ``count`` units that continue the queue go (``dispatch_run``): the
+        file, the next unit's index in it, the room left there (at most ``count``, blocks
+        reserved) and the next queue offset; None for a queue with no file yet (its first
+        unit may need padding before it: ``put``)."""
+        if not self.queue.files:
+            return None
+        unit = self.max_offset
+        mf = self._file_for(unit)
+        local = unit - mf.file_from_offset // CQ_UNIT_SIZE
+        room = min(count, self.units_per_file - local)
+        mf.reserve((local + room) * CQ_UNIT_SIZE)  # DiskFullError before any byte
+        return mf, local, room, unit
+
+    def ran(self, mf: MappedFile, end_unit: int, max_physic: int) -> None:
+        """``dispatch_run`` wrote units into ``mf`` up to its unit index ``end_unit``, the
+        last of them ending at physical offset ``max_physic``."""
+        mf.wrote_position = end_unit * CQ_UNIT_SIZE
+        self.max_physic_offset = max_physic
+
     def _file_for(self, unit: int):
         """The file that holds ``unit``, created when ``unit`` starts a new one."""
         last = self.queue.last_file()

@@ -17,8 +17,10 @@ from shmq.config import MessageStoreConfig
 from shmq.errors import InvalidMessageError
 from shmq.message import validate_topic
 from shmq.names import DELETED_TOPIC_LOG
-from shmq.store.commitlog import ScanBatch
+from shmq.store.commitlog import CommitLog, ScanBatch
 from shmq.store.consume_queue import ConsumeQueue
+from shmq.store.dispatch_run import NOT_A_RUN, dispatch_run
+from shmq.store.index_file import KEYS_DONE
 from shmq.store.index_service import IndexService
 from shmq.store.topic_purge import deleted_topic
 
@@ -28,6 +30,7 @@ MAX_QUEUE_ID = 65535
 MAX_CACHED_TOPICS = 4096
 # Transaction types that enter consume queues and the index (NOT and COMMIT).
 _DISPATCHED_TX_TYPES = (0, rec.SYSFLAG_TRANSACTION_COMMIT)
+_NO_INDEX = np.empty(0, dtype=np.uint8)
 
 
 class Dispatcher:
@@ -47,6 +50,9 @@ class Dispatcher:
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._topics: dict[bytes, tuple[str, bool]] = {}
         self._plan: _Scratch | None = None
+        # the queue the last pass wrote, when it wrote only that one: (topic as uint8, queue
+        # id, its consume queue), the run ``dispatch_run`` expects the next pass to continue
+        self._run: tuple[np.ndarray, int, ConsumeQueue] | None = None
 
     def load(self) -> None:
         """Map every consume queue found on disk (their ends are found by ``recover``)."""
@@ -63,6 +69,74 @@ class Dispatcher:
             cq = ConsumeQueue(self.cq_root, topic, queue_id, self.cq_file_size)
             self.consume_queues[(topic, queue_id)] = cq
         return cq
+
+    def dispatch_range(
+        self, commitlog: CommitLog, start: int, end: int, rows: np.ndarray
+    ) -> tuple[int, dict[tuple[str, int], ConsumeQueue], int, int, int]:
+        """Dispatch the valid records from ``start`` up to ``end``, parsed into ``rows``
+        (int64, ``rec.N_COLS`` columns, kept by the caller): ``dispatch_run`` when they
+        continue the last pass's queue, ``dispatch_batch`` of each scanned batch otherwise.
+        Returns ``(records, queues written, last store timestamp or 0, position, parse
+        code)``; position and code say where and why it stopped, as ``CommitLog.last_scan``."""
+        total, last_ts, code = 0, 0, rec.PARSE_END
+        touched: dict[tuple[str, int], ConsumeQueue] = {}
+        run = self.dispatch_run(commitlog, start, end, rows)
+        if run is not None:
+            total, start, code, cq = run
+            if cq is not None:
+                touched[(cq.topic, cq.queue_id)] = cq
+                last_ts = int(rows[total - 1, rec.R_STORE_TS])
+            if start >= end or code not in (rec.PARSE_FULL, rec.PARSE_BLANK):
+                return total, touched, last_ts, start, code
+        for batch in commitlog.scan(start, end, rows=rows):
+            n, written = self.dispatch_batch(batch)
+            total += n
+            touched.update(written)
+            last_ts = int(batch.rows[-1, rec.R_STORE_TS])
+        position, code = commitlog.last_scan
+        return total, touched, last_ts, position, code
+
+    def dispatch_run(
+        self, commitlog: CommitLog, start: int, end: int, rows: np.ndarray
+    ) -> tuple[int, int, int, ConsumeQueue | None] | None:
+        """Dispatch the records from ``start`` to ``end`` in one kernel call when they all
+        continue the queue the last pass wrote (``dispatch_run``), parsed into ``rows``.
+        Returns ``(records, next offset, parse code, the queue written or None)`` (a blank
+        record's code comes with the next file's offset, as ``CommitLog.scan`` goes on
+        there); None when they are not such a run: nothing was written, ``dispatch_batch``
+        takes them."""
+        run = self._run
+        if run is None:
+            return None
+        raw, queue_id, cq = run
+        mf = commitlog.queue.find_file(start)
+        target = cq.run_target(rows.shape[0]) if mf is not None else None
+        if target is None:
+            return None
+        index, slots, entries, limit = _NO_INDEX, 0, 0, 0
+        if self.index is not None:
+            f = self.index.run_file()
+            if f is None:  # the general path creates the first
+                return None
+            index, slots, entries, limit = f.buf, f.hash_slot_num, f.index_num, f.entry_limit()
+        units, unit_at, room, next_unit = target
+        base = mf.file_from_offset
+        picks = self._scratch(room).picks
+        n, pos, code, indexed, k, skip, keys = dispatch_run(
+            mf.buf, start - base, min(mf.size, end - base), base, rows, room, raw, queue_id,
+            units.buf, unit_at, next_unit, cq.max_physic_offset, index, slots, entries, limit,
+            picks,
+        )  # fmt: skip
+        if n == NOT_A_RUN:
+            self._run = None
+            return None
+        if n:
+            last = rows[n - 1]
+            cq.ran(units, unit_at + n, base + int(last[rec.R_POS] + last[rec.R_SIZE]))
+        if keys != KEYS_DONE:  # a full index file, or its reserved entries used up
+            self.index.build_index_batch(mf.buf, rows, picks[:indexed], base, k, skip)
+        offset = mf.file_end_offset if code == rec.PARSE_BLANK else base + pos
+        return n, offset, code, cq if n else None
 
     def dispatch_batch(self, batch: ScanBatch) -> tuple[int, dict[tuple[str, int], ConsumeQueue]]:
         """Write one scanned batch into consume queues (one kernel plans the groups, one
@@ -111,6 +185,12 @@ class Dispatcher:
                 self.index.build_index_batch(batch.buf, rows, indexed, base)
         if deletion >= 0:  # the batch's last record deletes a topic
             self._purge(batch, n - 1, touched)
+        run = None
+        if groups == 1 and not (refused or bad or deletion >= 0) and topic != SCHEDULE_TOPIC:
+            run = self._run
+            if run is None or run[2] is not cq:
+                run = (np.frombuffer(topic.encode(), dtype=np.uint8), qid, cq)
+        self._run = run
         return n, touched
 
     def _split(self, batch: ScanBatch, at: int) -> tuple[int, dict[tuple[str, int], ConsumeQueue]]:

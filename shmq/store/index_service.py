@@ -79,10 +79,11 @@ class IndexService:
             while not f.put_key(h, phy_offset, store_timestamp):
                 f = self._roll()
 
-    def build_index_batch(self, src, rows, picks, base: int) -> None:
+    def build_index_batch(self, src, rows, picks, base: int, k: int = 0, skip: int = 0) -> None:
         """``build_index`` for the records ``rows[picks]`` parsed from ``src`` (a CommitLog
-        file starting at physical offset ``base``), one kernel call per index file."""
-        k = skip = 0
+        file starting at physical offset ``base``), one kernel call per index file; from
+        pick ``k`` on, its first ``skip`` keys excepted, when a kernel call already put the
+        ones before (``put_record_keys``' outcome)."""
         while k < picks.shape[0]:
             f = self._writable_file()
             k, skip, code = put_record_keys(
@@ -93,6 +94,11 @@ class IndexService:
                 self._roll()
             elif code == KEYS_RESERVE:
                 f.reserve_entries(RESERVE_AHEAD)
+
+    def run_file(self) -> IndexFile | None:
+        """The file the next keys go into, if there is one (``dispatch_run`` puts keys
+        into it until it is full or its reserved entries run out)."""
+        return self.files[-1] if self.files else None
 
     def _writable_file(self) -> IndexFile:
         if not self.files or self.files[-1].is_full:

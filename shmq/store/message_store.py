@@ -41,7 +41,7 @@ from shmq.names import DELETED_TOPIC_LOG
 from shmq.properties import build_properties
 from shmq.store import cleanup
 from shmq.store.checkpoint import Checkpoint
-from shmq.store.commitlog import CommitLog, ScanBatch
+from shmq.store.commitlog import SCAN_ROWS, CommitLog
 from shmq.store.consume_queue import next_life_offset
 from shmq.store.dispatch import MAX_QUEUE_ID, Dispatcher
 from shmq.store.index_service import IndexService
@@ -78,6 +78,7 @@ class MessageStore(StoreReads):
         self.root = root
         self._lock = threading.Lock()
         self._closed = False
+        self._rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)  # kept for each dispatch
         files.set_file_mode(config.file_mode)
         files.makedirs(root)
         self._store_lock = StoreLock(root)
@@ -405,20 +406,16 @@ class MessageStore(StoreReads):
             return self._dispatch()
 
     def _dispatch(self) -> int:
-        total = 0
         start = self.reput_from_offset
-        for batch in self.commitlog.scan(start, self.dispatch_limit):
-            total += self._dispatch_batch(batch)
-        self.reput_from_offset = max(start, self.commitlog.last_scan[0])
-        return total
-
-    def _dispatch_batch(self, batch: ScanBatch) -> int:
-        n, touched = self.dispatcher.dispatch_batch(batch)
+        total, touched, last_ts, position, _ = self.dispatcher.dispatch_range(
+            self.commitlog, start, self.dispatch_limit, self._rows
+        )
         for key, cq in touched.items():
             self._queue_offsets[key] = max(self._queue_offsets.get(key, 0), cq.max_offset)
-        if n:
-            self.checkpoint.logics_msg_timestamp = int(batch.rows[-1, rec.R_STORE_TS])
-        return n
+        if last_ts:
+            self.checkpoint.logics_msg_timestamp = last_ts
+        self.reput_from_offset = max(start, position)
+        return total
 
     @property
     def min_physical_offset(self) -> int:
