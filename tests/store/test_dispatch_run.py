@@ -4,14 +4,18 @@ gaps and file boundaries the passes hold."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from e2e_helpers import small_tmpfs
 from shmq.codec import record as rec
 from shmq.codec.record_pack import tail as record_tail
+from shmq.errors import DiskFullError
 from shmq.store.commitlog import SCAN_ROWS, CommitLog
 from shmq.store.dispatch import Dispatcher
 from shmq.store.index_service import IndexService
@@ -144,3 +148,43 @@ def test_a_pass_that_continues_the_queue_takes_one_kernel_call(tmp_path):
         d.close()
         d.index.close()
         commitlog.close()
+
+
+def test_a_full_disk_stops_a_run_and_the_redone_pass_writes_it_whole(tmp_path):
+    """Reput's consume queues on a full disk (a real tmpfs): a run that needs a new
+    consume-queue file raises ``DiskFullError`` before it writes a unit (without the
+    reservation it would write into a page with no block: SIGBUS); once there is room
+    again, redoing the pass leaves what the general path writes."""
+    commitlog = CommitLog(str(tmp_path / "commitlog"), 1 << 16)
+    reference = _dispatcher(str(tmp_path / "gen"))
+    rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)
+    counters: dict = {}
+    with small_tmpfs(tmp_path, "1m") as mnt:
+        d = _dispatcher(mnt)
+        try:
+            for i in range(8):  # the first consume-queue file, whole
+                _append(commitlog, counters, i, (0, 0, True, 0, False))
+            d.dispatch_range(commitlog, 0, commitlog.max_offset, rows)  # names the run
+            began = commitlog.max_offset
+            for i in range(8, 12):  # a run that needs the next file
+                _append(commitlog, counters, i, (0, 0, True, 0, False))
+            filler = os.path.join(mnt, "filler")
+            with open(filler, "wb") as f, contextlib.suppress(OSError):
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            with pytest.raises(DiskFullError):
+                d.dispatch_range(commitlog, began, commitlog.max_offset, rows)
+            os.unlink(filler)
+            *_, done, _ = d.dispatch_range(commitlog, began, commitlog.max_offset, rows)
+            assert done == commitlog.max_offset
+            for batch in commitlog.scan(0, commitlog.max_offset):
+                reference.dispatch_batch(batch)
+            assert _queue_bytes(d) == _queue_bytes(reference)
+            assert d.consume_queue("RunA", 0).max_offset == 12
+        finally:
+            d.close()
+            d.index.close()
+    reference.close()
+    reference.index.close()
+    commitlog.close()
