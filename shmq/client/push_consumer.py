@@ -533,6 +533,8 @@ class PushConsumer(ConsumerBase):
             pq.flow_controlled = False
             pq.next_pull_at = 0.0
             self._pull_wake.set()
+            # the pull thread may be parked on the other queues (the retry queue is one)
+            self.instance.reader.wake()
 
     def _consume_later(self, request: ConsumeRequest) -> None:
         if not isinstance(request.msgs, MessageBatch):  # a batch has no per-message count

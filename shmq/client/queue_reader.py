@@ -86,6 +86,7 @@ class _ConsumerLink:
         self.reg = self.link.registry.words
         self.base = rg.consumer_base(int(self.reg[rg.PRODUCERS]), info["slot"])
         self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
+        self._wakes = 0  # raised by ``wake``: ends the waits under way
 
     @property
     def address(self) -> str:
@@ -157,11 +158,16 @@ class _ConsumerLink:
         )
 
     def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
-        """Park until any of the queues has a message at or after its offset."""
+        """Park until any of the queues has a message at or after its offset (True), or
+        ``timeout`` passes or ``wake`` is called (False), as a TCP link's wait."""
         deadline = time.monotonic() + timeout
+        wakes = self._wakes
+
+        def arrived() -> bool:
+            return any(self.max_offset(mq) > off for mq, off in offsets.items())
 
         def ready() -> bool:
-            return any(self.max_offset(mq) > off for mq, off in offsets.items())
+            return self._wakes != wakes or arrived()
 
         while not ready():
             left = deadline - time.monotonic()
@@ -169,10 +175,13 @@ class _ConsumerLink:
                 return False
             rg.set_watch(self.reg, self.base, None)
             self.parking.park(ready, min(left, 1.0))
-        return True
+        return arrived()
 
     def wake(self) -> None:
-        post(self.sem)
+        """End this process's waits on the link: every thread parked in ``wait`` returns."""
+        self._wakes += 1
+        for _ in range(max(1, self.parking.count)):
+            post(self.sem)
 
     def close(self) -> None:
         self.sem.close()
@@ -210,6 +219,7 @@ class QueueReader:
         self._brokers: dict[str, BrokerQueues] = {}  # by broker name, from the latest route
         self._suggested: dict[MessageQueue, int] = {}  # broker id to pull each queue from
         self._lock = threading.Lock()
+        self._wakes = 0  # raised by ``wake``: ends the waits under way
 
     def queues(self, topic: str) -> list[MessageQueue]:
         """The topic's readable queues, sorted."""
@@ -318,8 +328,8 @@ class QueueReader:
 
     def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
         """Park until any of the queues has a message at or after its offset in
-        ``offsets``, or ``timeout`` seconds pass; True when one has. Queues of several
-        brokers are waited on in turns of 10 ms."""
+        ``offsets``, or ``timeout`` seconds pass, or ``wake`` is called; True when one has
+        a message. Queues of several brokers are waited on in turns of 10 ms."""
         by_link: dict = {}
         for mq, offset in offsets.items():
             by_link.setdefault(self._link(mq), {})[mq] = offset
@@ -327,12 +337,13 @@ class QueueReader:
             ((link, offs),) = by_link.items()
             return link.wait(offs, timeout)
         deadline = time.monotonic() + timeout
+        wakes = self._wakes
         while True:
             for link, offs in by_link.items():
                 left = deadline - time.monotonic()
                 if link.wait(offs, max(0.0, min(left, 0.01))):
                     return True
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or self._wakes != wakes:
                 return False
 
     # -- offsets on the broker --------------------------------------------------------------
@@ -399,7 +410,9 @@ class QueueReader:
         return self._broker(mq).address
 
     def wake(self) -> None:
-        """Wake a thread parked in ``pull`` or ``wait`` (shutdown, rebalance)."""
+        """Wake the threads parked in ``pull`` or ``wait``; a ``wait`` returns (shutdown, a
+        rebalance, a queue out of flow control)."""
+        self._wakes += 1
         with self._lock:
             links = list(self._links.values())
         for link in links:

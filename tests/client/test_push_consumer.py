@@ -190,6 +190,26 @@ def test_flow_control_keeps_process_queue_under_threshold(broker):
     assert max(seen) <= 10 and max(seen) >= 5
 
 
+def test_a_drained_queue_pulls_again_while_the_pull_thread_waits_on_another(broker, monkeypatch):
+    """A flow-controlled queue pulls again as soon as its process queue has drained, also
+    while the pull thread is parked on the group's other queue (its retry queue, empty):
+    the drain wakes that wait. With a flow-control delay of a minute, each of the dozen
+    holds would otherwise last the pull loop's whole wait (up to 1 s)."""
+    from shmq.client import push_consumer
+
+    monkeypatch.setattr(push_consumer, "FLOW_CONTROL_DELAY_S", 60.0)
+    create_topic(broker, "PushDrained", 1)
+    bodies = produce(broker, "PushDrained", 120)
+    sink = Sink(pause=0.001)  # slow: the pool consumes, the pull thread runs ahead
+    with consumer(broker, "g-drained", "PushDrained", sink, pull_threshold_for_queue=10,
+                  consume_thread_max=2, consume_thread_min=1) as pc:  # fmt: skip
+        pc.start()
+        wait_for(lambda: sum(sink.bodies().values()) >= 120, timeout=6.0,
+                 what="the backlog, each flow-control hold ended by the drain")  # fmt: skip
+        assert pc.stats()["flowControlled"] >= 5
+    assert sink.bodies() == collections.Counter(bodies)
+
+
 def test_membership_change_rebalances_at_once(broker):
     """Two members split 8 queues; when one leaves the other takes all of them long before
     the periodic rebalance (60 s here), and nothing is lost across the change."""
