@@ -1,10 +1,13 @@
 """Whether a push consumer's pull thread calls the listener itself.
 
 A listener whose calls on what a pull brought (a concurrent consumer's consume request, an
-orderly queue's visit) average less than ``DIRECT_LISTENER_S`` is called in the pull
-thread when no other call runs: handing the messages to a pool thread costs about as much,
-adds its wake-up to every message's latency, and several pool threads contend for the GIL
-with the pull thread. Slower listeners always get the pool's parallelism.
+orderly queue's visit) take on average less than ``DIRECT_LISTENER_S`` plus
+``DIRECT_MESSAGE_S`` per message is called in the pull thread when no other call runs:
+handing the messages to a pool thread costs a wake-up, adds it to every message's latency,
+and pool threads contend for the GIL with the pull thread, so that a Python listener that
+does not block gains nothing from them. Slower listeners (the ones that wait on something)
+get the pool's parallelism. The allowance grows with the call's messages: a call on 32 of a
+backlog takes 32 times one's, and a limit per call alone sent every backlog to the pool.
 
 A listener that turns slow while it runs in the pull thread (it blocks on something) would
 hold every queue's pulls: ``InlineCall`` marks such calls, and the consumer's service thread
@@ -18,27 +21,30 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-DIRECT_LISTENER_S = 100e-6
+DIRECT_LISTENER_S = 100e-6  # a call's allowance, about what a hand-off to the pool costs
+DIRECT_MESSAGE_S = 20e-6  # and its allowance per message
 WEIGHT = 0.125  # of the newest call in the moving average
 INLINE_HANDOVER_S = 1.0  # a listener call in the pull thread this long: another thread pulls
 
 
 class ListenerPace:
-    """The moving average of the listener's time for what a pull brought; it starts at
-    the limit, so the first calls go to the pool and a slow listener never runs in the
-    pull thread."""
+    """The moving average of the listener's calls' time in parts of their allowance; it
+    starts at the limit, so the first calls go to the pool and a slow listener never runs
+    in the pull thread."""
 
-    __slots__ = ("seconds",)
+    __slots__ = ("load",)
 
     def __init__(self) -> None:
-        self.seconds = DIRECT_LISTENER_S
+        self.load = 1.0
 
-    def add(self, seconds: float) -> None:
-        self.seconds += WEIGHT * (seconds - self.seconds)
+    def add(self, seconds: float, messages: int) -> None:
+        """A call that took ``seconds`` for ``messages``."""
+        allowance = DIRECT_LISTENER_S + messages * DIRECT_MESSAGE_S
+        self.load += WEIGHT * (seconds / allowance - self.load)
 
     @property
     def fast(self) -> bool:
-        return self.seconds < DIRECT_LISTENER_S
+        return self.load < 1.0
 
 
 class InlineCall:

@@ -224,7 +224,7 @@ class OrderlyConsumption:
                     restore_topics(taken)
                 called = time.monotonic()
                 pause, done = self._call_chunks(mq, taken)
-                self._pace.add(time.monotonic() - called)
+                self._pace.add(time.monotonic() - called, len(taken))
                 if done:
                     c.counters["consumed"] += done
                     offset = pq.remove(taken[:done])

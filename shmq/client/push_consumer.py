@@ -492,7 +492,7 @@ class PushConsumer(ConsumerBase):
         finally:
             self._running.pop(request.seq, None)
             pq.last_consume = now = time.monotonic()
-            self._pace.add(now - request.started)
+            self._pace.add(now - request.started, len(msgs))
         if request.abandoned:
             return  # consume_timeout passed: its messages are consumed again already
         self._finish(request, done, failed)

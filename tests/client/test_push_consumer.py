@@ -354,6 +354,34 @@ def test_a_backlog_on_one_queue_does_not_starve_another(broker):
     assert first == {0, 1}
 
 
+@pytest.mark.parametrize("pace", ["fast", "slow"])
+def test_a_backlog_for_a_fast_listener_moves_to_the_pull_thread(broker, pace):
+    """The first calls go to the pool; a listener that takes a few µs of Python per
+    message is fast however many messages a pull brings (the pace is per message), and its
+    calls come back to the pull thread. A slow one (it sleeps) never runs there."""
+    topic, group, total = f"PushPace{pace}", f"g-pace-{pace}", 8_000
+    create_topic(broker, topic, 1)
+    with Producer("pace-p", broker.namesrv) as producer:
+        producer.send_bulk(topic, [b"%d" % i for i in range(total)])
+    names: list[str] = []
+
+    def listener(msgs, ctx):
+        if pace == "slow":
+            time.sleep(0.002)
+        else:  # holds the GIL about 5 µs per message
+            end = time.perf_counter() + 5e-6 * len(msgs)
+            while time.perf_counter() < end:
+                pass
+        names.extend(threading.current_thread().name for _ in msgs)
+        return OK
+
+    with consumer(broker, group, topic, listener) as pc:
+        pc.start()
+        wait_for(lambda: len(names) >= total, 60, "the backlog consumed")
+    in_pull_thread = sum(1 for name in names[total // 2 :] if name.startswith("shmq-pull"))
+    assert (in_pull_thread > 0) == (pace == "fast"), collections.Counter(names)
+
+
 def test_a_listener_that_blocks_in_the_pull_thread_does_not_stop_the_other_queues(
     broker, caplog, monkeypatch
 ):
