@@ -101,6 +101,18 @@ def copy_owned_records(buf, positions, sizes, queue_offsets, topic, queue_id, ba
 
 
 @njit(cache=True, nogil=True)
+def owned_room(sizes, limit):
+    """Bytes enough for the records (or bodies) that units of ``sizes`` may own: each
+    size clipped to ``[0, limit]`` (a damaged unit's size must not size a buffer). One
+    kernel call, where ``np.clip(...).sum()`` costs ~9 µs of numpy's Python on a pull of
+    a few messages."""
+    total = 0
+    for i in range(sizes.shape[0]):
+        total += min(max(sizes[i], 0), limit)
+    return total
+
+
+@njit(cache=True, nogil=True)
 def gather_owned_bodies(
     buf, positions, sizes, queue_offsets, topic, queue_id, base, out, out_offs, k, qoffs, stamps
 ):

@@ -25,7 +25,7 @@ from shmq.codec.consume_queue import (
     pick_units,
     read_units,
 )
-from shmq.codec.record_copy import copy_owned_records, gather_owned_bodies
+from shmq.codec.record_copy import copy_owned_records, gather_owned_bodies, owned_room
 from shmq.errors import CorruptStoreError
 from shmq.message import MessageBatch, MessageExt
 from shmq.properties import PROPERTY_TAGS, decode_properties
@@ -211,7 +211,7 @@ class StoreReader:
             phys, sizes, qoffs = self._tagged(topic, queue_id, phys, sizes, qoffs, tags)
         n = phys.shape[0]
         # bodies lie within their records; a damaged unit's size must not size the buffer
-        bodies = np.empty(int(np.clip(sizes, 0, self.commitlog.file_size).sum()), np.uint8)
+        bodies = np.empty(owned_room(sizes, self.commitlog.file_size), np.uint8)
         body_offs = np.zeros(n + 1, dtype=np.int64)
         queue_offs = np.empty(n, dtype=np.int64)
         store_ts = np.empty(n, dtype=np.int64)
@@ -288,7 +288,7 @@ class StoreReader:
         (``record_copy``)."""
         # room for every record a unit may own: a damaged unit's size (negative, or past
         # a CommitLog file) owns none, and must not size the buffer
-        out = np.empty(int(np.clip(sizes, 0, self.commitlog.file_size).sum()), dtype=np.uint8)
+        out = np.empty(owned_room(sizes, self.commitlog.file_size), dtype=np.uint8)
         end = copied = 0
         name = topic_bytes(topic)
         for mf, i, j in self._file_runs(phys):
@@ -324,7 +324,10 @@ class StoreReader:
             if mf is None:  # removed by cleanup
                 i += 1
                 continue
-            j = i + int(np.searchsorted(phys[i:], mf.file_end_offset))
+            end = mf.file_end_offset
+            # the usual case, the rest in this file, without a searchsorted (~2.4 µs)
+            rest_here = int(phys[-1]) < end
+            j = phys.shape[0] if rest_here else i + int(np.searchsorted(phys[i:], end))
             yield mf, i, j
             i = j
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_record import encode, fields_for
 
 from shmq.codec import record as rec
-from shmq.codec.record_copy import copy_owned_records, gather_owned_bodies
+from shmq.codec.record_copy import copy_owned_records, gather_owned_bodies, owned_room
 
 TOPIC = np.frombuffer(b"Pulled", dtype=np.uint8)
 BASE = 1 << 30  # the file's first physical offset
@@ -147,3 +147,12 @@ def test_garbage_never_reads_out_of_bounds(data, units):
     assert gathered(buf, positions, sizes, qoffs, 0) == bodies_by_the_rule(
         buf, positions, sizes, qoffs, 0
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(1 << 40), 1 << 40), max_size=20), st.integers(0, 1 << 31))
+def test_owned_room_is_the_sum_of_sizes_clipped_to_a_file(sizes, limit):
+    """The room a pull sizes its buffer by: damaged (negative or huge) unit sizes count as
+    at most a file's bytes and never less than none."""
+    arr = np.array(sizes, dtype=np.int64)
+    assert owned_room(arr, limit) == int(np.clip(arr, 0, limit).sum())
