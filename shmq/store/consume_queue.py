@@ -45,6 +45,14 @@ def blank_units(units: np.ndarray) -> np.ndarray:
     return (units["offset"] == 0) & (units["size"] == BLANK_UNIT_SIZE)
 
 
+def first_stored(units: np.ndarray, min_phys_offset: int) -> int:
+    """The index of the first of ``units`` whose message is still stored: not blank, at or
+    after the CommitLog's first offset ``min_phys_offset`` (RocketMQ's ``correctMinOffset``);
+    ``units.size`` when none is."""
+    alive = np.flatnonzero((units["offset"] >= min_phys_offset) & ~blank_units(units))
+    return int(alive[0]) if alive.size else units.size
+
+
 def is_blank_unit(offset: int, size: int) -> bool:
     """``blank_units`` for one unit's CommitLog offset and size."""
     return offset == 0 and size == BLANK_UNIT_SIZE
@@ -335,9 +343,8 @@ class ConsumeQueue:
         if mf is None:
             return
         units = np.frombuffer(mf.buf, dtype=CQ_UNIT_DTYPE)[: mf.wrote_position // CQ_UNIT_SIZE]
-        alive = np.nonzero((units["offset"] >= min_phys_offset) & ~blank_units(units))[0]
         first = mf.file_from_offset // CQ_UNIT_SIZE
-        self.min_logic_offset = first + (int(alive[0]) if alive.size else units.size)
+        self.min_logic_offset = first + first_stored(units, min_phys_offset)
 
     def close(self) -> None:
         self.queue.close()
