@@ -256,6 +256,16 @@ class RingAppender:
         w, k = self.w, self.answer_word + 4 * (seq & (self.slots - 1))
         return w[k], w[k + 1], w[k + 2]
 
+    def answer_run(self, first: int, count: int) -> list[list[int]]:
+        """``answer_words`` of the ``count`` answered records from sequence ``first``, as
+        Python ints, in one copy (a few µs less per thousand than one read each)."""
+        lo = first & (self.slots - 1)
+        hi = lo + count
+        comp = self.completions
+        if hi <= self.slots:
+            return comp[lo:hi, :3].tolist()
+        return comp[lo:, :3].tolist() + comp[: hi - self.slots, :3].tolist()
+
     def wait_answer(self, seq: int, deadline: float) -> Answer:
         if not self.answered(seq):
             self._wait_writer(lambda: self.answered(seq), deadline)

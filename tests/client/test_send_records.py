@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -246,3 +247,13 @@ def test_a_resent_message_is_stored_as_a_send_to_the_retry_topic(
         assert (stored["topic"], stored["queue_id"]) == (SCHEDULE_TOPIC, level - 1)
         assert (got["REAL_TOPIC"], got["REAL_QID"], got["DELAY"]) == (
             "%RETRY%g", str(queue_id), str(level))  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=st.integers(0, 4 * SLOTS), count=st.integers(1, SLOTS))
+def test_a_run_of_answers_reads_what_one_by_one_reads(rp, first, count):
+    """The completion thread reads a run of async answers in one copy, also across the end
+    of the completion slots; each equals the record's own read."""
+    rp.completions[:] = np.arange(SLOTS * 4, dtype=np.int64).reshape(SLOTS, 4) * 7 - 3
+    one_by_one = [list(rp.answer_words(s)) for s in range(first, first + count)]
+    assert rp.answer_run(first, count) == one_by_one
