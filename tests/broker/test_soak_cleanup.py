@@ -5,7 +5,7 @@ deletes files behind it, and no process grows: the broker's supervisor and agent
 client (this process).
 
 ``fileReservedTime`` 0 makes every CommitLog file but the one being written expire at once,
-and cleanup does not wait for consumers (RocketMQ's neither): a round that comes while the
+and cleanup does not wait for consumers (nor does RocketMQ's): a round that comes while the
 reader is still in a file that a phase's sends have just left behind deletes the rest of it.
 Such a skip is allowed only for offsets the broker reports gone (below the queue's min
 offset), and must stay rare, or the soak would check nothing."""
