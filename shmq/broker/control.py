@@ -290,7 +290,7 @@ class ControlHandlers:
         except OSError:
             names = []
         first = min(int(n) for n in names) // 20 if names else 0
-        if first > 0 or cleaned > 0:
+        if names and (first > 0 or cleaned > 0):  # a queue without files opens nothing
             first += self._dead_units(topic, queue_id, first, cleaned)
         if fresh_within > 0:
             self._min_offsets[key] = (first, now, cleaned)
