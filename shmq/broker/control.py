@@ -30,7 +30,7 @@ from shmq.remoting.admin_bodies import kv_table
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
-from shmq.store.consume_queue import first_stored, is_blank_unit
+from shmq.store.consume_queue import is_blank_unit
 
 SHM_CLIENT_ADDR = "shared memory"  # a ring producer's clientAddr in connection lists
 
@@ -231,7 +231,7 @@ class ControlHandlers:
     def _young_queue_start(self, topic: str, queue_id: int, low: int) -> int | None:
         """For a queue that still holds its first message, the CommitLog offset of that
         message (-1 when the queue has none yet); None for a queue whose start was cleaned
-        up. The first message is at offset 0, or after blank units (``_dead_units``):
+        up. The first message is at offset 0, or after blank units (``min_offset_of``):
         the one that starts a deleted topic's next life (``topic_purge``)."""
         with self._lock:
             reader = self.store_reader()
@@ -266,10 +266,7 @@ class ControlHandlers:
         return int(self.maxima[slot]) if slot >= 0 else 0
 
     def min_offset_of(self, topic: str, queue_id: int, fresh_within: float = 0.0) -> int:
-        """The queue's first offset still stored: where its oldest file starts, past the
-        units there that are blank or point below the CommitLog's first offset (RocketMQ's
-        ``correctMinOffset``: cleanup deletes a consume-queue file only once all of it is
-        below, so a consumer behind is told OFFSET_TOO_SMALL, not handed a gap).
+        """The queue's first offset still stored (``StoreReader.min_offset``).
 
         ``fresh_within``: seconds an earlier answer may be reused, unless the CommitLog's
         first offset moved since (cleanup, after which reput deletes consume-queue files).
@@ -284,14 +281,9 @@ class ControlHandlers:
         known = self._min_offsets.get(key)
         if known is not None and now - known[1] < fresh_within and known[2] == cleaned:
             return known[0]
-        directory = os.path.join(self.broker.root, "consumequeue", topic, str(queue_id))
-        try:
-            names = [n for n in os.listdir(directory) if n.isdigit()]
-        except OSError:
-            names = []
-        first = min(int(n) for n in names) // 20 if names else 0
-        if names and (first > 0 or cleaned > 0):  # a queue without files opens nothing
-            first += self._dead_units(topic, queue_id, first, cleaned)
+        high = self.max_offset_of(topic, queue_id)
+        with self._lock:
+            first = self.store_reader().min_offset(topic, queue_id, high, cleaned)
         if fresh_within > 0:
             self._min_offsets[key] = (first, now, cleaned)
         return first
@@ -302,19 +294,6 @@ class ControlHandlers:
         with self._lock:
             units, _ = self.store_reader().units(topic, queue_id, offset, offset + 1)
             return (int(units["offset"][0]), int(units["size"][0])) if units.size else None
-
-    def _dead_units(self, topic: str, queue_id: int, start: int, cleaned: int) -> int:
-        """How many units begin the queue's first file, at ``start``, that hold no stored
-        message: blank ones (the one that starts a deleted topic's next life, or a slave's
-        padding before the first message it has) and those below ``cleaned``, the
-        CommitLog's first offset (their file was deleted)."""
-        with self._lock:
-            reader = self.store_reader()
-            head, _ = reader.units(topic, queue_id, start, start + 1)
-            if head.size and first_stored(head, cleaned) == 0:  # the usual case: one unit
-                return 0
-            units, _ = reader.units(topic, queue_id, start, self.max_offset_of(topic, queue_id))
-            return first_stored(units, cleaned)
 
     def max_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         offset = self.max_offset_of(request.ext_topic(), request.ext_int("queueId"))

@@ -138,12 +138,12 @@ class Broker(NamesrvRegistration):
                 self.agents = SLAVE_AGENTS if self.config.is_slave else AGENTS
                 self.epoch = cm.load_epoch(self.root)
             queue_maxima = {k: cq.max_offset for k, cq in store.consume_queues.items()}
-            write_offset = store.commitlog.max_offset
+            min_offset, write_offset = store.commitlog.min_offset, store.commitlog.max_offset
             last_ts = store.checkpoint.physic_msg_timestamp
         finally:
             self._lease = store.hand_over()
         try:
-            self._create_shared(queue_maxima, write_offset, last_ts)
+            self._create_shared(queue_maxima, (min_offset, write_offset), last_ts)
             if cfg.enable_controller_mode:
                 cn.publish(self.counters.words, cn.CONTROLLER_MODE, 1)
                 self._follow_sync_state(decision)
@@ -200,14 +200,19 @@ class Broker(NamesrvRegistration):
         )  # fmt: skip
 
     def _create_shared(
-        self, queue_maxima: dict[tuple[str, int], int], write_offset: int, last_ts: int
+        self, queue_maxima: dict[tuple[str, int], int], span: tuple[int, int], last_ts: int
     ) -> None:
+        """The shared segments, with what recovery found: ``span`` is the CommitLog's
+        ``(first, end)`` offsets (the first published as if the cleaner had just moved it, so
+        min offsets, reput's consume-queue cleanup and readers start from it, not from 0)."""
         cfg, names = self.config, self.names
+        min_offset, write_offset = span
         self.counters = self._segment(names.counters, cn.SIZE)
         words = self.counters.words
         cn.init(words, os.getpid(), int(time.time() * 1000))
         for field in (cn.WRITE_OFFSET, cn.FLUSHED_OFFSET, cn.DISPATCHED_OFFSET):
             cn.publish(words, field, write_offset)
+        cn.publish(words, cn.MIN_PHYSICAL_OFFSET, min_offset)
         for field in (cn.WRITE_TIMESTAMP, cn.FLUSHED_TIMESTAMP, cn.LOGICS_TIMESTAMP):
             cn.publish(words, field, last_ts)
         self.topic_seg = self._segment(names.topics, tt.segment_size(MAX_TOPICS))

@@ -59,6 +59,7 @@ from shmq.store.warm_up import warm_up_reads
 
 MAX_PULL = 1024
 MAX_BULK_PULL = 65536
+MIN_OFFSET_FRESH_S = 1.0  # a pull result's min offset is at most this old
 RETIRED_LINK_S = 60.0  # a link out of the route is closed once no pull can still use it
 
 
@@ -87,6 +88,8 @@ class _ConsumerLink:
         self.base = rg.consumer_base(int(self.reg[rg.PRODUCERS]), info["slot"])
         self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
         self._wakes = 0  # raised by ``wake``: ends the waits under way
+        # (topic, queue id) -> (min offset, good until)
+        self._min_offsets: dict[tuple[str, int], tuple[int, int, float]] = {}
 
     @property
     def address(self) -> str:
@@ -104,6 +107,20 @@ class _ConsumerLink:
     def max_offset(self, mq: MessageQueue) -> int:
         return self.slot_max(mq.topic, mq.queue_id)[1]
 
+    def min_offset(self, mq: MessageQueue, max_offset: int, now: float) -> int:
+        """The queue's min offset as the broker's GET_MIN_OFFSET answers it, read from the
+        mapped files at most once a second per queue (a pull reads only what is stored
+        either way; the value is what a pull result reports, as RocketMQ's does)."""
+        known = self._min_offsets.get((mq.topic, mq.queue_id))
+        if known is None or now >= known[1]:
+            if max_offset <= 0:  # nothing stored (or no such queue): nothing to keep
+                return 0
+            cleaned = cn.load(self.link.counters.words, cn.MIN_PHYSICAL_OFFSET)
+            low = self.reader.min_offset(mq.topic, mq.queue_id, max_offset, cleaned)
+            known = self._min_offsets[(mq.topic, mq.queue_id)] = (low, now + MIN_OFFSET_FRESH_S)
+        low = known[0]
+        return low if low < max_offset else max_offset
+
     def slot_max(self, topic: str, queue_id: int) -> tuple[int, int]:
         slot = self.directory.slot(topic.encode(), queue_id)
         return slot, (int(self.maxima[slot]) if slot >= 0 else 0)
@@ -113,20 +130,22 @@ class _ConsumerLink:
         timeout: float, bulk: bool, spin_s: float,
     ) -> PullResult:  # fmt: skip
         """Read ``mq`` from the mapped files, parking on the semaphore until ``timeout``."""
-        deadline = time.monotonic() + timeout
+        now = time.monotonic()
+        deadline = now + timeout
         reader = self.reader
         while True:
             slot, max_offset = self.slot_max(mq.topic, mq.queue_id)
+            low = self.min_offset(mq, max_offset, now)
             if offset > max_offset or offset < 0:
-                return PullResult(PullStatus.OFFSET_ILLEGAL, max(0, min(offset, max_offset)), 0,
-                                  max_offset)  # fmt: skip
+                return PullResult(PullStatus.OFFSET_ILLEGAL, max(0, min(offset, max_offset)),
+                                  low, max_offset)  # fmt: skip
             if offset < max_offset:
                 if bulk:
                     batch, next_offset = reader.read_queue_bulk(
                         mq.topic, mq.queue_id, offset, max_offset, max_nums, codes, tags
                     )
                     if len(batch):
-                        return PullResult(PullStatus.FOUND, next_offset, 0, max_offset,
+                        return PullResult(PullStatus.FOUND, next_offset, low, max_offset,
                                           batch=batch)  # fmt: skip
                 else:
                     msgs, next_offset = reader.read_queue(
@@ -135,16 +154,18 @@ class _ConsumerLink:
                     if tags is not None:
                         msgs = [m for m in msgs if m.tags in tags]
                     if msgs:
-                        return PullResult(PullStatus.FOUND, next_offset, 0, max_offset, msgs)
+                        return PullResult(PullStatus.FOUND, next_offset, low, max_offset, msgs)
                 if next_offset > offset:
                     offset = next_offset
                     continue
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 status = (
                     PullStatus.NO_NEW_MSG if offset >= max_offset else PullStatus.NO_MATCHED_MSG
                 )
-                return PullResult(status, offset, 0, max_offset)
+                return PullResult(status, offset, low, max_offset)
             self._park(slot, mq, max_offset, deadline, spin_s)
+            now = time.monotonic()
 
     def _park(self, slot: int, mq: MessageQueue, seen: int, deadline: float, spin_s: float):
         spin_end = time.perf_counter() + spin_s

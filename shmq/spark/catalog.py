@@ -26,7 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, count_valid_units
+from shmq.codec.consume_queue import (
+    BLANK_UNIT_SIZE,
+    CQ_UNIT_DTYPE,
+    CQ_UNIT_SIZE,
+    count_valid_units,
+)
 from shmq.errors import ConfigError, ShmqError, StoreError
 from shmq.spark.options import ReadOptions
 from shmq.store.mapped_file import MappedFile
@@ -34,7 +39,6 @@ from shmq.store.reader import StoreReader
 
 DEFAULT_COMMITLOG_FILE_SIZE = 1 << 30
 DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_UNIT_SIZE
-BLANK_UNIT_SIZE = 0x7FFFFFFF  # the units that pad a queue whose first files were cleaned
 MASTER_ID = "0"
 
 
@@ -271,25 +275,7 @@ class Catalog:
     def min_offset(self, topic: str, queue_id: int, max_offset: int | None = None) -> int:
         """The first offset whose message is still stored (``max_offset`` when none is)."""
         high = self.max_offset(topic, queue_id) if max_offset is None else max_offset
-        names = _store_files(self.layout.cq_dir(topic, queue_id))
-        if not names:
-            return high
-        cl_min = self.commitlog_min()
-        for name in names:
-            start = int(name) // CQ_UNIT_SIZE
-            if start >= high:
-                break
-            units, _ = self.reader.units(topic, queue_id, start, high)
-            if units.size == 0:
-                continue  # deleted under us: look at the next file
-            alive = np.flatnonzero(
-                (units["offset"] >= cl_min)
-                & (units["size"] != BLANK_UNIT_SIZE)
-                & (units["size"] > 0)
-            )
-            if alive.size:
-                return start + int(alive[0])
-        return high
+        return self.reader.min_offset(topic, queue_id, high, self.commitlog_min())
 
     def offset_by_time(
         self, topic: str, queue_id: int, timestamp_ms: int, low: int, high: int

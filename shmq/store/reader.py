@@ -30,6 +30,7 @@ from shmq.errors import CorruptStoreError
 from shmq.message import MessageBatch, MessageExt
 from shmq.properties import PROPERTY_TAGS, decode_properties
 from shmq.store.commitlog import ScanBatch, stored_messages
+from shmq.store.consume_queue import first_stored
 from shmq.store.mapped_file import MappedFile, offset_to_file_name
 
 # RocketMQ scans at most this many units per pull when filtering by tag.
@@ -138,6 +139,33 @@ class StoreReader:
             mf.buf, dtype=CQ_UNIT_DTYPE, count=count, offset=(offset - first) * CQ_UNIT_SIZE
         )
         return view, offset - first
+
+    def min_offset(self, topic: str, queue_id: int, max_offset: int, min_phys_offset: int) -> int:
+        """The queue's first offset whose message is still stored, ``max_offset`` when none
+        is: where its oldest file starts, past the units there that are blank (the padding
+        before a re-created topic's or a slave's first message, ``fillPreBlank``) or point
+        below ``min_phys_offset``, the CommitLog's first offset (RocketMQ's
+        ``correctMinOffset``: cleanup deletes a consume-queue file only once all of it is
+        below, so a consumer behind is told its offset is too small, not handed a gap).
+
+        The directory is listed before anything is mapped, so a queue without files (any
+        name a request may carry) opens nothing; one unit is read in the usual case."""
+        directory = os.path.join(self.root, "consumequeue", topic, str(queue_id))
+        try:
+            starts = sorted(int(n) // CQ_UNIT_SIZE for n in os.listdir(directory) if n.isdigit())
+        except OSError:
+            starts = []
+        for first in starts:
+            if first >= max_offset:
+                break
+            head, _ = self.units(topic, queue_id, first, first + 1)
+            if head.size and first_stored(head, min_phys_offset) == 0:
+                return first
+            units, _ = self.units(topic, queue_id, first, max_offset)
+            alive = first_stored(units, min_phys_offset)
+            if alive < units.size:
+                return first + alive
+        return max_offset
 
     def read_queue(
         self,

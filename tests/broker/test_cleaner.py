@@ -155,4 +155,25 @@ def test_delete_expired_commitlog_deletes_outside_delete_when(tmp_path):
             0, "broker-a: deleting expired CommitLog files"), out.stderr  # fmt: skip
         time.sleep(0.6)
         assert commitlog_files(store) == files[2:]  # the rest is not expired
+        first = first_kept(c, store, files[2])
+        # a restarted broker still answers from the CommitLog's first offset (recovery
+        # publishes it; before, the min offset fell back to the consume-queue file's start
+        # until the cleaner's next deletion)
+        c.stop_broker()
+        c.start_broker()
+        assert first_kept(c, store, files[2]) == first
     assert shm_entries() - before == set()
+
+
+def first_kept(c, store: str, first_file: str) -> int:
+    """The queue's min offset, which GET_MIN_OFFSET and a local pull's result agree on, and
+    which is the first message of the oldest CommitLog file kept."""
+    with QueueReader("min-c", c.namesrv) as r:
+        [mq] = r.queues(TOPIC)
+        low = r.min_offset(mq)
+        result = r.pull(mq, low, 1)
+        assert result.min_offset == low > 0
+        [msg] = result.messages
+        assert msg.physical_offset == int(first_file) and msg.body[:4] == b"%04d" % low
+        assert r.pull(mq, 0, 1).min_offset == low  # a pull below it reports it too
+    return low
