@@ -89,7 +89,7 @@ class _ConsumerLink:
         self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
         self._wakes = 0  # raised by ``wake``: ends the waits under way
         # (topic, queue id) -> (min offset, good until)
-        self._min_offsets: dict[tuple[str, int], tuple[int, int, float]] = {}
+        self._min_offsets: dict[tuple[str, int], tuple[int, float]] = {}
 
     @property
     def address(self) -> str:
