@@ -139,6 +139,8 @@ class _ConsumerLink:
             if offset > max_offset or offset < 0:
                 return PullResult(PullStatus.OFFSET_ILLEGAL, max(0, min(offset, max_offset)),
                                   low, max_offset)  # fmt: skip
+            if offset < low:  # cleaned away: the broker's OFFSET_TOO_SMALL, from its minimum
+                return PullResult(PullStatus.OFFSET_ILLEGAL, low, low, max_offset)
             if offset < max_offset:
                 if bulk:
                     batch, next_offset = reader.read_queue_bulk(

@@ -17,6 +17,7 @@ from e2e_helpers import shmq as shmq_cli
 from shmq.client.admin import Admin
 from shmq.client.producer import Producer
 from shmq.client.queue_reader import QueueReader
+from shmq.client.types import PullStatus
 from shmq.errors import SendError
 from shmq.message import Message
 
@@ -175,5 +176,10 @@ def first_kept(c, store: str, first_file: str) -> int:
         assert result.min_offset == low > 0
         [msg] = result.messages
         assert msg.physical_offset == int(first_file) and msg.body[:4] == b"%04d" % low
-        assert r.pull(mq, 0, 1).min_offset == low  # a pull below it reports it too
+    for transport in ("shm", "tcp"):  # a pull below it reads nothing and moves to it
+        with QueueReader("min-c", c.namesrv, transport=transport) as r:
+            below = r.pull(r.queues(TOPIC)[0], 0, 1)
+        assert (below.pull_status, below.next_begin_offset, below.min_offset) == (
+            PullStatus.OFFSET_ILLEGAL, low, low), transport  # fmt: skip
+        assert not below.messages
     return low
