@@ -382,17 +382,17 @@ class PushConsumer(ConsumerBase):
                     next_due = min(next_due, pq.next_pull_at)
                     continue
                 try:
-                    got = self._pull_once(mq, pq, min(room, self.pull_batch_size))
+                    got, caught_up = self._pull_once(mq, pq, min(room, self.pull_batch_size))
                 except (RemotingError, ShmqError) as exc:
                     log.warning("consumer %s: pull of %s failed: %s", self.group, mq, exc)
                     pq.next_pull_at = now + EXCEPTION_DELAY_S
                     continue
-                if got:
+                if got and self.pull_interval:
+                    pq.next_pull_at = now + self.pull_interval
+                    next_due = min(next_due, pq.next_pull_at)
+                elif got and not caught_up:
                     progressed = True
-                    if self.pull_interval:
-                        pq.next_pull_at = now + self.pull_interval
-                        next_due = min(next_due, pq.next_pull_at)
-                else:
+                else:  # nothing there, or all there was: wait on the queue, not pull it again
                     waiting[mq] = pq.next_offset
             if progressed or self._stop.is_set():
                 continue
@@ -406,10 +406,14 @@ class PushConsumer(ConsumerBase):
             else:
                 self._pull_wake.wait(min(timeout, 0.05))
 
-    def _pull_once(self, mq: MessageQueue, pq: ProcessQueue, max_nums: int) -> int:
+    def _pull_once(self, mq: MessageQueue, pq: ProcessQueue, max_nums: int) -> tuple[int, bool]:
+        """Pull ``mq`` once and hand what it found to the listener: (messages taken, whether
+        they reached the queue's max offset). A queue read to its end is waited on next; the
+        wait returns at once if more came meanwhile. Pulling it again first would cost a
+        second pull for every wake-up of a consumer that keeps up (paced traffic)."""
         sub = self._subs.get(mq.topic)
         if sub is None:
-            return 0
+            return 0, False
         reader = self.instance.reader
         offset = pq.next_offset
         if self.bulk:
@@ -417,12 +421,13 @@ class PushConsumer(ConsumerBase):
         else:
             result = reader.pull(mq, offset, max_nums, sub.expression, 0.0)
         pq.last_pull = time.monotonic()
+        caught_up = result.next_begin_offset >= result.max_offset
         if result.batch is not None:
             pq.next_offset = result.next_begin_offset
             pq.put_batch(result.batch)
             self.counters["pulled"] += len(result.batch)
             self._submit(ConsumeRequest(result.batch, pq, mq))
-            return len(result.batch)
+            return len(result.batch), caught_up
         if result.pull_status is PullStatus.FOUND:
             msgs = sub.filter(result.messages)
             if mq.topic == self._retry_topic:
@@ -433,13 +438,13 @@ class PushConsumer(ConsumerBase):
                 self.counters["pulled"] += len(msgs)
                 if self._orderly is not None:
                     self._orderly.submit(mq, pq, here=True)
-                    return len(msgs)
+                    return len(msgs), caught_up
                 request = ConsumeRequest(msgs, pq, mq)
                 if not self._running and self._pace.fast:
                     self._inline.run(self._consume, request)  # no hand-off for a fast listener
                 else:
                     self._submit(request)
-            return len(msgs)
+            return len(msgs), caught_up
         if result.pull_status is PullStatus.OFFSET_ILLEGAL or (
             result.pull_status is PullStatus.NO_MATCHED_MSG
             and result.next_begin_offset == offset
@@ -450,12 +455,12 @@ class PushConsumer(ConsumerBase):
                 pq.next_offset = fixed
                 self.offsets.update(mq, fixed)
                 self.offsets.persist([mq])
-            return 0
+            return 0, False
         pq.next_offset = result.next_begin_offset
         if pq.count == 0 and pq.next_offset > offset:
             # filtered-out messages: nothing in flight, so the offset may move past them
             self.offsets.update(mq, pq.next_offset, increase_only=True)
-        return 0
+        return 0, False
 
     # -- consuming --------------------------------------------------------------------------------
 
