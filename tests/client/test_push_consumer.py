@@ -210,6 +210,38 @@ def test_a_drained_queue_pulls_again_while_the_pull_thread_waits_on_another(brok
     assert sink.bodies() == collections.Counter(bodies)
 
 
+def test_a_consumer_that_keeps_up_pulls_once_per_arrival(broker, monkeypatch):
+    """Paced messages wake the pull thread one at a time: the pull that reads the queue to
+    its max offset is followed by a wait, not by a second, empty pull (which cost every
+    wake-up of a consumer that keeps up a whole pull)."""
+    from shmq.client.queue_reader import QueueReader
+
+    pulls = collections.Counter()
+    real_pull = QueueReader.pull
+
+    def counted(self, mq, *args, **kwargs):
+        pulls[mq.topic] += 1
+        return real_pull(self, mq, *args, **kwargs)
+
+    monkeypatch.setattr(QueueReader, "pull", counted)
+    create_topic(broker, "PushPaced", 1)
+    sink = Sink()
+    n = 40
+    with consumer(broker, "g-paced", "PushPaced", sink) as pc:
+        pc.start()
+        wait_for(lambda: pc.assignment(), timeout=10.0, what="the queue assigned")
+        wait_for(lambda: pulls["PushPaced"] > 0, timeout=10.0, what="the first pull")
+        before = pulls["PushPaced"]
+        with Producer("test-paced", broker.namesrv) as producer:
+            for i in range(n):
+                producer.send(Message("PushPaced", f"p{i}"))
+                time.sleep(0.005)
+        wait_for(lambda: len(sink.got) >= n, timeout=10.0, what="every paced message")
+        arrivals = pulls["PushPaced"] - before
+    assert sink.bodies() == collections.Counter(f"p{i}" for i in range(n))
+    assert arrivals <= n + 5, f"{arrivals} pulls for {n} messages that came one at a time"
+
+
 def test_membership_change_rebalances_at_once(broker):
     """Two members split 8 queues; when one leaves the other takes all of them long before
     the periodic rebalance (60 s here), and nothing is lost across the change."""
