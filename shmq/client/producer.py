@@ -393,8 +393,11 @@ class Producer(RequestReply):
     def send_async(
         self,
         msg: Message,
-        callback: Callable[[Future], Any] | None = None,
+        callback: Callable[[SendResult], Any]
+        | Callable[[SendResult | BaseException], Any]
+        | None = None,
         *,
+        on_exception: Callable[[BaseException], Any] | None = None,
         selector: MessageQueueSelector | None = None,
         arg: Any = None,
         sharding_key: str | None = None,
@@ -404,16 +407,22 @@ class Producer(RequestReply):
         ``Future`` resolves to the ``SendResult`` once the broker answers, in ring order,
         from the producer's completion thread. A failed send is retried
         ``retry_times_when_send_async_failed`` times on the same broker; then the future
-        holds the ``SendError`` / ``SendTimeoutError``. ``callback(future)``, if given, is
-        called when the future is done (in the completion thread: keep it short); its
-        errors are logged.
+        holds the ``SendError`` / ``SendTimeoutError`` (or ``NoRouteError``, …).
+
+        RocketMQ's ``SendCallback``: ``callback(send_result)`` is its ``onSuccess``, and
+        ``on_exception(exc)`` its ``onException``. Without ``on_exception`` the exception
+        goes to ``callback`` too (so ``callback=print`` prints either, and a failure is
+        never dropped unseen): test ``isinstance(x, BaseException)``. They run once the
+        send is settled, in the thread that settles it: the producer's completion or
+        connection thread (keep them short: other answers wait), or this thread when the
+        send fails before it is sent. What they raise is logged.
 
         Invalid messages and arguments raise here; routing and sending failures are
-        reported through the future."""
+        reported through the future and the callbacks."""
         one = self._record(msg, selector, sharding_key)
         future = SendFuture()
-        if callback is not None:
-            future.add_done_callback(_logged(callback))
+        if callback is not None or on_exception is not None:
+            future.add_done_callback(_send_callback(callback, on_exception))
         started = time.monotonic()
         try:
             mq, broker, tcp = self._route(msg, selector, arg, sharding_key)
@@ -578,11 +587,22 @@ def _status_of_bulk(result: BulkSendResult) -> SendStatus:
     return result.send_status
 
 
-def _logged(callback: Callable[[Future], Any]) -> Callable[[Future], None]:
+def _send_callback(
+    callback: Callable[[Any], Any] | None, on_exception: Callable[[BaseException], Any] | None
+) -> Callable[[Future], None]:
+    """The future's done-callback that hands ``send_async``'s callbacks the result or the
+    exception itself, as RocketMQ's ``SendCallback`` gets them (not the future). What they
+    raise is logged: the completion thread that calls them must go on settling sends."""
+    failure = on_exception or callback
+
     def call(future: Future) -> None:
+        exc = future.exception()
+        target = callback if exc is None else failure
+        if target is None:
+            return
         try:
-            callback(future)
+            target(future.result() if exc is None else exc)
         except Exception:
-            log.exception("send_async callback %r failed", callback)
+            log.exception("send_async callback %r failed", target)
 
     return call

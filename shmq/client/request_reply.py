@@ -159,14 +159,12 @@ class Requests:
             self._waiting[correlation_id] = (future, time.monotonic() + timeout, msg.topic)
         self._wake.set()
 
-        def sent(send: Future) -> None:
-            exc = send.exception()
-            if exc is not None:
-                self._settle(correlation_id, exc=ClientError(
-                    f"send request message to <{msg.topic}> fail: {exc}"))  # fmt: skip
+        def failed(exc: BaseException) -> None:
+            self._settle(correlation_id, exc=ClientError(
+                f"send request message to <{msg.topic}> fail: {exc}"))  # fmt: skip
 
         try:
-            self.producer.send_async(request, sent, **selection)
+            self.producer.send_async(request, on_exception=failed, **selection)
         except BaseException:  # refused before sending: nothing waits for a reply
             with self._lock:
                 self._waiting.pop(correlation_id, None)

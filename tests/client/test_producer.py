@@ -187,29 +187,49 @@ def test_send_async_resolves_1000_futures_with_consecutive_offsets(pair):
     assert all(by_id[r.msg_id] == r.queue_offset for r in results)
 
 
-def test_send_async_callback_gets_the_future_and_its_errors_are_logged(pair, caplog):
-    topic_on_both(pair, "AsyncCb", 1)
-    done = []
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_send_async_callback_gets_the_send_result_or_the_exception(pair, caplog, transport):
+    """RocketMQ's SendCallback: onSuccess(SendResult) and onException(exc), as ``callback``
+    alone or with ``on_exception``; a callback that raises is logged."""
+    topic = f"AsyncCb-{transport}"
+    topic_on_both(pair, topic, 1)
+    got = []
     lock = threading.Lock()
 
-    def callback(future):
+    def callback(arg):
         with lock:
-            done.append(future)
-        if future.result().queue_offset == 3:
+            got.append(arg)
+        if isinstance(arg, SendResult) and arg.queue_offset == 3:
             raise RuntimeError("callback bug")
 
+    foreign = MessageQueue(topic, "broker-z", 0)
     with (
         caplog.at_level(logging.ERROR, logger="shmq.client.producer"),
-        Producer("p-cb", pair.namesrv) as producer,
+        Producer(f"p-cb-{transport}", pair.namesrv, transport=transport) as producer,
     ):
         futures = [
-            producer.send_async(Message("AsyncCb", f"c{i}"), callback, sharding_key="one")
+            producer.send_async(Message(topic, f"c{i}"), callback, sharding_key="one")
             for i in range(20)
         ]
-        for f in futures:
-            f.result(10)
-        wait_for(lambda: len(done) == 20, 10, "callbacks")
-    assert set(map(id, done)) == set(map(id, futures))
+        results = [f.result(10) for f in futures]
+        wait_for(lambda: len(got) == 20, 10, "callbacks")
+        assert all(type(r) is SendResult and r.msg_id for r in got)
+        assert {id(r) for r in got} == {id(r) for r in results}  # each its own send's
+        failed = producer.send_async(Message(topic, "x"), callback, selector=lambda *_: foreign)
+        wait_for(lambda: len(got) == 21, 10, "the failure's callback")
+        assert isinstance(got[-1], ClientError) and got[-1] is failed.exception(10)
+        assert "broker-z" in str(got[-1])
+
+        successes, failures = [], []
+        kw = {"on_exception": failures.append}
+        ok = producer.send_async(Message(topic, "ok"), successes.append, **kw)
+        bad = producer.send_async(Message(topic, "bad"), successes.append,
+                                  selector=lambda *_: foreign, **kw)  # fmt: skip
+        only = producer.send_async(Message(topic, "only"), on_exception=failures.append)
+        only.result(10)
+        wait_for(lambda: len(successes) == 1 and len(failures) == 1, 10, "callbacks")
+        assert successes == [ok.result(10)] and successes[0].msg_id
+        assert failures == [bad.exception(10)] and isinstance(failures[0], ClientError)
     assert any("callback" in r.getMessage() and r.exc_info for r in caplog.records)
 
 

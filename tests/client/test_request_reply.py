@@ -150,6 +150,9 @@ def test_bad_uses_fail_clearly(broker):
             client.request(Message("BadRequests", b"x"), timeout=0)
         with pytest.raises(MessageTooLargeError):  # refused by the send: nothing waits
             client.request(Message("BadRequests", b"x" * (5 << 20)), timeout=1.0)
+        foreign = MessageQueue("BadRequests", "broker-z", 0)  # the send fails: no waiting
+        with pytest.raises(ClientError, match="send request message to <BadRequests> fail"):
+            client.request(Message("BadRequests", b"x"), timeout=30.0, selector=lambda *_: foreign)
         assert client._requests._waiting == {}
         assert client.cluster_of("NotCreatedYet") == "DefaultCluster"  # from TBW102's route
     with pytest.raises(ClientError, match="closed"):
