@@ -160,6 +160,37 @@ def broker_store_info(namesrv: str, broker: str | None) -> dict:
     return info
 
 
+def _topic_table_names(name: str) -> set[str]:
+    """The topics of a broker's shared topic table (its live topic configs)."""
+    from shmq.ipc import topic_table as tt
+    from shmq.ipc.segment import Segment
+
+    try:
+        segment = Segment.attach(name, readonly=True)
+    except ShmqError:  # the broker is gone: its topics.json still tells
+        return set()
+    try:
+        _, table = tt.read_topics(segment.buf, segment.words)
+    except ShmqError:
+        table = {}
+    finally:
+        segment.close()
+    return {topic.decode(errors="replace") for topic in table}
+
+
+def _topics_json_names(config_dir: str) -> set[str]:
+    """The topics of a broker's ``topics.json`` in ``config_dir``; none when it is missing
+    or unreadable (a store written without a broker has none)."""
+    from shmq.broker import json_file
+
+    try:
+        data = json_file.load(os.path.join(config_dir, "topics.json"))
+    except (OSError, ConfigError):
+        return set()
+    table = data.get("topicConfigTable") if isinstance(data, dict) else None
+    return set(table) if isinstance(table, dict) else set()
+
+
 class Catalog:
     """Queues and offsets of the store a query reads (driver only: holds mappings).
     ``info``: the broker's store info (GET_STORE_INFO), None for option ``store``."""
@@ -167,10 +198,13 @@ class Catalog:
     def __init__(self, opts: ReadOptions, info: dict | None) -> None:
         self.opts = opts
         self.table: _QueueTable | None = None
+        self.topic_table: str | None = None if info is None else info["topics"]
         if info is None:
             assert opts.store is not None
             self.layout = layout_from_dir(opts.store)
+            self.where = f"the store {self.layout.root}"
         else:
+            self.where = f"broker {info.get('brokerName')}"
             self.layout = StoreLayout(
                 info["storePathRootDir"],
                 int(info["mappedFileSizeCommitLog"]),
@@ -211,6 +245,22 @@ class Catalog:
         if self.table is not None:
             found.update(q for q in self.table.queues() if self.opts.matches(q[0]))
         return sorted(found)
+
+    def topics(self) -> set[str]:
+        """Every topic the store knows, messages or not: the broker's topic table (with
+        ``namesrv``), the store's ``config/topics.json`` (a broker's store, live or not)
+        and the topics that have consume queues."""
+        cq_root = os.path.join(self.layout.root, "consumequeue")
+        try:
+            known = set(os.listdir(cq_root))
+        except FileNotFoundError:
+            known = set()
+        if self.table is not None:
+            known.update(t for t, _ in self.table.queues())
+        if self.topic_table is not None:
+            known.update(_topic_table_names(self.topic_table))
+        known.update(_topics_json_names(os.path.join(self.layout.root, "config")))
+        return known
 
     # -- offsets -----------------------------------------------------------------------------
 

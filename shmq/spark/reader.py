@@ -26,6 +26,8 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from shmq.client.transport import broker_is_local
+from shmq.errors import ConfigError
+from shmq.names import is_system_topic
 from shmq.spark import planning, remote
 from shmq.spark.catalog import Catalog, DataLossError, StoreLayout, broker_store_info
 from shmq.spark.options import (
@@ -40,6 +42,8 @@ from shmq.spark.remote import BrokerSource, RemoteCatalog
 from shmq.spark.scan import ScanSpec, read_range
 
 log = logging.getLogger(__name__)
+
+LISTED_TOPICS = 20  # existing topics an error about a missing one lists at most
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,26 @@ def _partitions(
     ranges: list[QueueRange], source: StoreLayout | BrokerSource
 ) -> list[InputPartition]:
     return [ShmqPartition(r.topic, r.queue_id, r.start, r.end, source) for r in ranges]
+
+
+def _missing_topics(missing: list[str], known: set[str], where: str, opts: ReadOptions) -> str:
+    """The error for topics that do not exist: which, where, the topics that do (and how
+    to list them all), and the option that reads topics that may not exist yet."""
+    names = ", ".join(repr(t) for t in missing)
+    subject = f"topic {names} does" if len(missing) == 1 else f"topics {names} do"
+    listed = sorted(t for t in known if not is_system_topic(t))
+    if not listed:
+        there = "it has no topics"
+    else:
+        more = len(listed) - LISTED_TOPICS
+        there = "its topics: " + ", ".join(listed[:LISTED_TOPICS])
+        there += f", … ({more} more)" if more > 0 else ""
+    if opts.namesrv is not None:
+        there += f"; `shmq admin topic-list --namesrv {opts.namesrv}` lists them"
+    return (
+        f"{subject} not exist in {where} ({there}). Create it first, or "
+        "subscribe with option topicPattern, which reads topics that may not exist yet"
+    )
 
 
 def open_catalog(opts: ReadOptions) -> Catalog | RemoteCatalog:
@@ -95,6 +119,21 @@ class _CatalogUser:
             high = cat.max_offset(topic, qid)
             out[(topic, qid)] = (cat.min_offset(topic, qid, high), high)
         return out
+
+    def _check_topics(self, bounds: dict[Queue, tuple[int, int]]) -> None:
+        """Fail when a topic named by option ``topic``/``topics`` does not exist: a typo
+        would otherwise read as 0 rows without a word. A topic that exists without
+        messages reads as 0 rows, and so does a ``topicPattern`` that matches nothing."""
+        if self.opts.topics is None:
+            return
+        have = {topic for topic, _ in bounds}
+        unseen = [t for t in self.opts.topics if t not in have]
+        if not unseen:
+            return
+        known = self.catalog.topics()
+        missing = [t for t in unseen if t not in known]
+        if missing:
+            raise ConfigError(_missing_topics(missing, known, self.catalog.where, self.opts))
 
     def _by_time(self, bounds: dict[Queue, tuple[int, int]]):
         ts = self.opts.starting_timestamp
@@ -133,6 +172,7 @@ class ShmqBatchReader(_CatalogUser, DataSourceReader):
         opts = self.opts
         try:
             bounds = self._bounds()
+            self._check_topics(bounds)
             starts = planning.resolve(
                 opts.starting, bounds, default=EARLIEST, by_time=self._by_time(bounds)
             )
@@ -167,6 +207,7 @@ class ShmqStreamReader(_CatalogUser, DataSourceStreamReader, SupportsTriggerAvai
 
     def initialOffset(self) -> dict:
         bounds = self._bounds()
+        self._check_topics(bounds)
         start = planning.resolve(
             self.opts.starting, bounds, default=EARLIEST, by_time=self._by_time(bounds)
         )

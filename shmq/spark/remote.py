@@ -53,21 +53,28 @@ class RemoteCatalog:
         self.opts = opts
         self.source = BrokerSource(address)
         self.client = RemotingClient()
+        self.where = f"the broker at {address}"
 
     def _ask(self, code: int, fields: dict) -> int:
         response, _ = self.client.invoke_json(self.source.address, code, fields)
         return int(response.ext_fields["offset"])
 
+    def _topic_configs(self) -> dict[str, dict]:
+        _, body = self.client.invoke_json(self.source.address, RequestCode.GET_ALL_TOPIC_CONFIG)
+        return (body or {}).get("topicConfigTable", {})
+
     def queues(self) -> list[tuple[str, int]]:
         """The subscribed (topic, queue id)s of the broker's topic configs, sorted."""
-        _, body = self.client.invoke_json(self.source.address, RequestCode.GET_ALL_TOPIC_CONFIG)
-        table = (body or {}).get("topicConfigTable", {})
         return sorted(
             (topic, qid)
-            for topic, cfg in table.items()
+            for topic, cfg in self._topic_configs().items()
             if self.opts.matches(topic)
             for qid in range(int(cfg.get("readQueueNums", 0)))
         )
+
+    def topics(self) -> set[str]:
+        """Every topic the broker has a config for."""
+        return set(self._topic_configs())
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         return self._ask(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id})
