@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.extras import PAGES_API, PAGES_SYSTEM
+from bench.extras import PAGES_API, PAGES_SYSTEM, SEM_SYSTEM
+from bench.number_text import num
 from bench.workloads import Workload
 
 SHMQ = "shmq"
+FLOORS = (PAGES_SYSTEM, SEM_SYSTEM)  # what the hardware allows: compared in goals, not ratios
 SINGLE_APIS = ("send_async", "send_oneway")  # shmq's one-message-per-call APIs without a wait
 IN_MEMORY = ("multiprocessing.Queue", "faster-fifo", "pyzmq ipc")  # W3's latency references
 BULK_GOAL = 5_000_000  # W1 send_bulk, msg/s
@@ -46,8 +48,8 @@ def _shmq_rows(rows: list[dict[str, Any]], workload: str) -> tuple[dict | None, 
 
 def ratio(shmq: dict | None, peer: dict, latency: bool) -> float | None:
     """shmq ÷ peer: msgs/s for throughput (> 1: shmq faster), p99 for latency (< 1: shmq's
-    tail is shorter)."""
-    if shmq is None or peer["skipped"] is not None:
+    tail is shorter). None for shmq's own rows and the floors, which are no peers."""
+    if shmq is None or peer["skipped"] is not None or peer["system"] in (SHMQ, *FLOORS):
         return None
     key = "p99_us" if latency else "msgs_per_s"
     if not shmq.get(key) or not peer.get(key):
@@ -60,22 +62,26 @@ def _fmt(value: float | None, spec: str = ",.0f") -> str:
 
 
 def print_table(rows: list[dict[str, Any]], workloads: list[Workload], caption: str) -> None:
+    """One table per workload run (and C1 when measured), then the goals of those. A ratio
+    column names the shmq row it divides (the faster of send_async and send_oneway, or the
+    one with the lower p99; send_bulk) and is filled for peers only, not for floors."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=200)
+    console = Console(width=200, markup=False)  # skip reasons hold "pip install '.[bench]'"
     sections = [(w.name, w.title, w.latency) for w in workloads]
     if any(r["workload"] == "C1" for r in rows):
         sections.append(("C1", "a PushConsumer's no-op listener on a backlog, 100 B", False))
     for name, title, latency in sections:
         single, bulk = _shmq_rows(rows, name)
+        per = " p99 ÷" if latency else " ÷"
+        references = [(f"shmq {r['api']}{per}", r) for r in (single, bulk) if r is not None]
         table = Table(title=f"{name}: {title}", caption=caption, title_justify="left")
         for col in ("system", "api", "durable", "messages", "msgs/s", "MB/s", "p50 µs",
-                    "p99 µs", "p99.9 µs", "msgs/fsync", "shmq single ÷", "shmq bulk ÷",
+                    "p99 µs", "p99.9 µs", "msgs/fsync", *(c for c, _ in references),
                     "skipped"):  # fmt: skip
             table.add_column(col, overflow="fold", max_width=60 if col == "skipped" else None)
         for r in (r for r in rows if r["workload"] == name):
-            peer = r["system"] != SHMQ
             table.add_row(
                 r["system"],
                 r["api"],
@@ -87,12 +93,11 @@ def print_table(rows: list[dict[str, Any]], workloads: list[Workload], caption: 
                 _fmt(r["p99_us"]),
                 _fmt(r["p999_us"]),
                 _fmt(r["msgs_per_fsync"], ",.1f"),
-                _fmt(ratio(single, r, latency) if peer else None, ".2f"),
-                _fmt(ratio(bulk, r, latency) if peer else None, ".2f"),
+                *(_fmt(ratio(mine, r, latency), ".2f") for _, mine in references),
                 r["skipped"] or "",
             )
         console.print(table)
-    for line in goals(rows):
+    for line in goals(rows, {name for name, _, _ in sections}):
         console.print(line)
 
 
@@ -104,9 +109,10 @@ def _verdict(met: bool) -> str:
     return "MET" if met else "NOT MET"
 
 
-def goals(rows: list[dict[str, Any]]) -> list[str]:
-    """Issue 12's goals, like against like, each with its ratio and whether it is met (a
-    goal whose rows were not measured says so)."""
+def goals(rows: list[dict[str, Any]], workloads: set[str]) -> list[str]:
+    """Issue 12's goals of the ``workloads`` run (each line starts with its workload's
+    name), like against like, each with its ratio and whether it is met (a goal of a
+    workload run whose rows were not measured says so)."""
     out: list[str] = []
 
     def throughput(label: str, mine: dict | None, theirs: dict | None, factor: float) -> None:
@@ -185,12 +191,26 @@ def goals(rows: list[dict[str, Any]]) -> list[str]:
                _one(rows, "W4", "pyzmq ipc", "send"), 2.0)  # fmt: skip
     backlog = next((r for r in _measured(rows, workload="C1")), None)
     rate("C1 PushConsumer no-op listener on a backlog", backlog, C1_GOAL)
-    return out
+    return [line for line in out if line.split(" ", 1)[0] in workloads]
+
+
+# bar colours of the throughput charts, and what the legend calls them
+KINDS = {
+    "shmq": ("tab:orange", "shmq"),
+    "peer": ("tab:blue", "other systems"),
+    "floor": ("tab:gray", "floor: what this machine allows"),
+}
+LATENCIES = (("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p99.9"))
+
+
+def _kind(system: str) -> str:
+    return "shmq" if system == SHMQ else "floor" if system in FLOORS else "peer"
 
 
 def write_charts(rows: list[dict[str, Any]], workloads: list[Workload], out: Path, stem: str):
-    """One PNG per workload: msgs/s bars (log scale) or p50/p99/p99.9 bars for latency;
-    skipped rows are named on the chart with nothing drawn."""
+    """One PNG per workload: msgs/s bars (log scale) coloured shmq / other systems / floor,
+    or p50/p99/p99.9 bars for latency; each bar is labelled with its value and a legend
+    says what the colours are. Skipped rows are named on the chart with nothing drawn."""
     try:
         import matplotlib
     except ImportError:
@@ -198,6 +218,7 @@ def write_charts(rows: list[dict[str, Any]], workloads: list[Workload], out: Pat
         return []
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     paths = []
     for w in workloads:
@@ -207,23 +228,33 @@ def write_charts(rows: list[dict[str, Any]], workloads: list[Workload], out: Pat
         labels = [f"{r['system']} · {r['api']}" for r in mine]
         fig, ax = plt.subplots(figsize=(10, 0.45 * len(mine) + 1.8))
         ys = range(len(mine))
+        bars: list[tuple[float, float, float]] = []  # (y, value, font size) to label
         if w.latency:
-            for k, (key, name) in enumerate(
-                (("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p99.9"))
-            ):
-                ax.barh([y + (k - 1) * 0.27 for y in ys], [r[key] or 0 for r in mine],
-                        height=0.27, label=name)  # fmt: skip
+            for k, (key, name) in enumerate(LATENCIES):
+                at = [y + (k - 1) * 0.27 for y in ys]
+                ax.barh(at, [r[key] or 0 for r in mine], height=0.27, label=name)
+                bars += [(y, r[key], 7) for y, r in zip(at, mine, strict=True) if r[key]]
             ax.set_xlabel("latency from intended send time, µs (log)")
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         else:
-            colors = ["tab:orange" if r["system"] == SHMQ else "tab:blue" for r in mine]
-            ax.barh(list(ys), [r["msgs_per_s"] or 0 for r in mine], color=colors)
+            kinds = [_kind(r["system"]) for r in mine]
+            ax.barh(list(ys), [r["msgs_per_s"] or 0 for r in mine],
+                    color=[KINDS[k][0] for k in kinds])  # fmt: skip
+            bars += [(y, r["msgs_per_s"], 8) for y, r in zip(ys, mine, strict=True)
+                     if r["msgs_per_s"]]  # fmt: skip
             ax.set_xlabel("messages per second (log)")
+            handles = [Patch(color=color, label=name) for k, (color, name) in KINDS.items()
+                       if k in kinds]  # fmt: skip
+            ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        for y, value, size in bars:
+            ax.text(value * 1.1, y, num(value), va="center", fontsize=size)
         for y, r in zip(ys, mine, strict=True):
             if r["skipped"]:
                 ax.text(0.01, y, "skipped", va="center", fontsize=8, color="gray",
                         transform=ax.get_yaxis_transform())  # fmt: skip
         ax.set_xscale("log")
+        if bars:  # room right of the longest bar for its label
+            ax.set_xlim(right=max(v for _, v, _ in bars) * 8)
         ax.set_yticks(list(ys), labels)
         ax.invert_yaxis()
         ax.set_title(f"{w.name}: {w.title}", fontsize=10)

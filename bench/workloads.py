@@ -24,7 +24,6 @@ class Workload:
     """
 
     name: str
-    title: str
     messages: int
     body_size: int
     producers: int = 1
@@ -34,6 +33,21 @@ class Workload:
     @property
     def latency(self) -> bool:
         return self.rate > 0
+
+    @property
+    def title(self) -> str:
+        """What the workload sends, made from its fields so that the count printed is the
+        one run (``scaled`` divides it for ``--quick``)."""
+        kib, rest = divmod(self.body_size, 1024)
+        size = f"{kib} KiB" if kib and not rest else f"{self.body_size} B"
+        parts = [f"{self.messages:,} × {size}"]
+        if self.latency:
+            parts.append(f"latency at a paced {self.rate:,.0f} msg/s")
+        if self.sync:
+            parts.append("SYNC_FLUSH")
+        senders = "1 producer" if self.producers == 1 else f"{self.producers} producers"
+        parts.append(f"{senders} → 1 consumer")
+        return ", ".join(parts)
 
     @property
     def flavor(self) -> str:
@@ -51,11 +65,11 @@ class Workload:
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
-        Workload("W1", "1,000,000 × 100 B, 1 producer → 1 consumer", 1_000_000, 100),
-        Workload("W2", "100,000 × 1 KiB, 1 producer → 1 consumer", 100_000, 1024),
-        Workload("W3", "latency at a paced 10,000 msg/s, 100 B", 20_000, 100, rate=10_000.0),
-        Workload("W4", "4 producers → 1 consumer, 100 B", 1_000_000, 100, producers=4),
-        Workload("W5", "SYNC_FLUSH, 8 producers → 1 consumer, 100 B", 100_000, 100, 8, sync=True),
+        Workload("W1", 1_000_000, 100),
+        Workload("W2", 100_000, 1024),
+        Workload("W3", 20_000, 100, rate=10_000.0),
+        Workload("W4", 1_000_000, 100, producers=4),
+        Workload("W5", 100_000, 100, producers=8, sync=True),
     )
 }
 

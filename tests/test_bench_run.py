@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -56,8 +57,12 @@ def test_bench_quick_w1_writes_rows_and_charts(tmp_path: Path) -> None:
     if importlib.util.find_spec("matplotlib") is not None:
         charts = sorted(p.name.split("-quick-")[1] for p in tmp_path.glob("*.png"))
         assert charts == ["W1.png", "W5.png"]
-    assert "shmq bulk ÷" in stdout
+    assert "shmq send_bulk ÷" in stdout
     assert "W1 floor: the writer fills new, prefaulted CommitLog pages at" in stdout
+    # the title counts what --quick sends, and only the goals of W1 (and C1 beside it) print
+    sent = max(r["messages"] for r in measured if (r["workload"], r["system"]) == ("W1", "shmq"))
+    assert f"W1: {sent:,} × 100 B, 1 producer → 1 consumer" in stdout
+    assert not re.search(r"^(W2|W3|W4) ", stdout, re.MULTILINE), stdout
 
 
 def test_missing_peer_is_skipped_with_its_reason(monkeypatch) -> None:
@@ -73,3 +78,34 @@ def test_missing_peer_is_skipped_with_its_reason(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "redis", None)  # the client is not installed
     rows = run_peer(RedisStreamsPeer(), [WORKLOADS["W1"]], quick=True)
     assert rows and all("redis client is not installed" in r["skipped"] for r in rows)
+
+
+def _row(system: str, api: str, rate: float | None, skipped: str | None = None) -> dict:
+    out = dict.fromkeys(KEYS)
+    out.update(workload="W1", system=system, api=api, durable=False, skipped=skipped,
+               messages=100_000 if rate else None, msgs_per_s=rate,
+               mb_per_s=rate * 100 / 1e6 if rate else None)  # fmt: skip
+    return out
+
+
+def test_report_names_its_ratios_and_prints_reasons_verbatim(capsys) -> None:
+    from bench.extras import PAGES_API, PAGES_SYSTEM
+    from bench.report import goals, print_table, ratio
+    from bench.workloads import WORKLOADS
+
+    oneway = _row("shmq", "send_oneway", 200_000.0)
+    bulk = _row("shmq", "send_bulk", 1_000_000.0)
+    peer = _row("faster-fifo", "put", 100_000.0)
+    floor = _row(PAGES_SYSTEM, PAGES_API, 2_000_000.0)
+    missing = _row("pyzmq ipc", "send", None, skipped="not installed; pip install -e '.[bench]'")
+    rows = [_row("shmq", "send_async", 100_000.0), oneway, bulk, peer, floor, missing]
+    print_table(rows, [WORKLOADS["W1"].scaled(True)], "caption")
+    out = capsys.readouterr().out
+    assert "'.[bench]'" in out and "'.'" not in out  # not eaten as rich markup
+    assert "W1: 100,000 × 100 B, 1 producer → 1 consumer" in out
+    assert "shmq send_oneway ÷" in out and "shmq send_bulk ÷" in out  # the row divided
+    assert ratio(oneway, peer, False) == 2.0 and ratio(bulk, peer, False) == 10.0
+    assert ratio(oneway, floor, False) is None and ratio(oneway, oneway, False) is None
+    lines = goals(rows, {"W1"})
+    assert lines and all(line.startswith("W1 ") for line in lines), lines
+    assert all(line.startswith("W3 ") for line in goals(rows, {"W3"}))
