@@ -1,17 +1,24 @@
 """``shmq produce`` and ``shmq consume``: send and read messages from the command line.
 
-Both print what they did when they end, also on Ctrl-C (then with exit status 130, as Unix
-tools do); up to ``SHOW_EACH`` messages are printed one per line, more as a progress bar and
-a summary (``--json`` prints every one).
+Both print what they did when they end. Ctrl-C or SIGTERM stops them after the send or the
+line under way (consume then commits its offsets) with exit status 128 + the signal's number,
+130 or 143, as Unix tools do; a second signal ends them at once. A closed stdout (a reader such
+as ``head`` quit) ends them quietly with exit status 0, as tools that handle EPIPE do: consume
+commits only the messages whose lines it wrote. Up to ``SHOW_EACH`` messages are printed one
+per line, more as a progress bar and a summary (``--json`` prints every one).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import Any
 
 import click
 
@@ -22,7 +29,72 @@ from shmq_cli.feedback import plural, say_if_slow
 SHOW_EACH = 10  # with --count above this, a summary instead of a line per message
 BATCH = 64
 LOADING = "loading shmq's read kernels (compiled on a host's first run; cached for next time)"
-INTERRUPTED = 128 + 2  # exit status after SIGINT
+STOP_CHECK_S = 0.2  # a wait for messages or a paced send notices a stop signal within this
+STOPPED_BY = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM set ``signum``: the command stops at its next safe point instead
+    of wherever an exception raised by the signal would land. A send or a line under way
+    finishes, so what consume commits is exactly what it printed. The first signal puts the
+    previous handlers back: a second one ends a stop that hangs (a write to a reader that
+    stopped reading). A signal the shell had us ignore stays ignored (``shmq consume ... &``
+    in a script)."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopSignals:
+        for sig in STOPPED_BY:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.signum = signum
+        self._restore()
+
+    def _restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def exit(self, ctx: click.Context, what: str) -> None:
+        """Say what was done on stderr and exit with 128 + the signal's number."""
+        click.echo(f"{STOPPED_BY[self.signum]}: {what}", err=True)
+        ctx.exit(128 + self.signum)
+
+
+def _echo_out(line: str) -> bool:
+    """Print ``line`` on stdout; False when stdout is closed (its reader quit). Stdout then
+    goes to /dev/null: the line left in its buffer would fail again when Python flushes it at
+    exit ("Exception ignored ... BrokenPipeError")."""
+    try:
+        click.echo(line)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return False
+    return True
+
+
+def _show(items: Sequence[Any], line: Callable[[Any], str]) -> int:
+    """Print a line per item until stdout closes; how many were printed."""
+    for i, item in enumerate(items):
+        if not _echo_out(line(item)):
+            return i
+    return len(items)
+
+
+def _report(line: str, on_stdout: bool) -> None:
+    """A closing summary: on stdout when it is the command's output and stdout is open,
+    else on stderr."""
+    if not (on_stdout and _echo_out(line)):
+        click.echo(line, err=True)
 
 
 def _valid_name(kind: str, limit: int):
@@ -75,7 +147,11 @@ def produce(
     namesrv: str,
     as_json: bool,
 ) -> None:
-    """Send messages; prints each SendResult, or a summary above 10 messages."""
+    """Send messages; prints each SendResult, or a summary above 10 messages.
+
+    A closed stdout (`shmq produce ... --json | head -1`) ends the sending after the send
+    under way, quietly with exit status 0; what was sent is reported on stderr.
+    """
     from shmq.client.producer import Producer
     from shmq.message import Message
 
@@ -85,32 +161,36 @@ def produce(
     key_list = keys.split() if keys else []
     summary = count > SHOW_EACH and not as_json
     batch = 1 if rate is not None or not summary else BATCH
+    result_line = (lambda r: json.dumps(r.to_json())) if as_json else _send_line
     sent = 0
+    closed = False  # stdout: its reader quit
     started = time.perf_counter()
-    interrupted = False
-    with Producer(group, namesrv) as producer, _progress("produce", count, summary) as bar:
-        try:
-            while sent < count:
-                n = min(batch, count - sent)
-                if rate is not None:
-                    _pace(started, sent, rate)
-                msgs = [Message(topic, payload, tags=tags, keys=key_list) for _ in range(n)]
-                results = producer.send_batch(msgs) if n > 1 else [producer.send(msgs[0])]
-                sent += n
-                bar(sent)
-                if not summary:
-                    for r in results:
-                        click.echo(json.dumps(r.to_json()) if as_json else _send_line(r))
-        except KeyboardInterrupt:
-            interrupted = True
+    with (
+        _StopSignals() as stop,
+        Producer(group, namesrv) as producer,
+        _progress("produce", count, summary) as bar,
+    ):
+        while sent < count and not (stop.signum or closed):
+            n = min(batch, count - sent)
+            if rate is not None:
+                _pace(started, sent, rate, stop)
+                if stop.signum:
+                    break
+            msgs = [Message(topic, payload, tags=tags, keys=key_list) for _ in range(n)]
+            results = producer.send_batch(msgs) if n > 1 else [producer.send(msgs[0])]
+            sent += n
+            bar(sent)
+            if not summary:
+                closed = _show(results, result_line) < len(results)
     elapsed = time.perf_counter() - started
-    if summary or interrupted:
+    if summary or stop.signum or closed:
         mb = f", {sent * len(payload) / elapsed / 1e6:.1f} MB/s" if _rate(sent, elapsed) else ""
-        line = f"sent {plural(sent, 'message')} to {topic} in {elapsed:.2f} s"
-        click.echo(line + _rate(sent, elapsed) + mb, err=interrupted)
-    if interrupted:
-        click.echo(f"interrupted: sent {sent} of {count}", err=True)
-        ctx.exit(INTERRUPTED)
+        done = f"sent {plural(sent, 'message')} to {topic} in {elapsed:.2f} s"
+        _report(done + _rate(sent, elapsed) + mb, on_stdout=not (stop.signum or closed))
+    if stop.signum:
+        stop.exit(ctx, f"sent {sent} of {count}")
+    if closed:
+        click.echo(f"stdout closed: sent {sent} of {count}", err=True)
 
 
 def _send_line(r) -> str:
@@ -121,11 +201,15 @@ def _send_line(r) -> str:
     )
 
 
-def _pace(started: float, sent: int, rate: float) -> None:
+def _pace(started: float, sent: int, rate: float, stop: _StopSignals) -> None:
+    """Sleep until message ``sent`` is due at ``rate``, in steps (a signal that only sets
+    ``stop.signum`` does not cut a sleep short)."""
     due = started + sent / rate
-    delay = due - time.perf_counter()
-    if delay > 0:
-        time.sleep(delay)
+    while not stop.signum:
+        delay = due - time.perf_counter()
+        if delay <= 0:
+            return
+        time.sleep(min(delay, STOP_CHECK_S))
 
 
 @contextlib.contextmanager
@@ -151,6 +235,10 @@ def _progress(what: str, total: int | None, show: bool) -> Iterator[Callable[[in
 @click.option("--count", type=click.IntRange(1), help="Stop after this many messages.")
 @click.option("--timeout", type=float, default=10.0, show_default=True,
               help="Give up after this many seconds without a new message.")  # fmt: skip
+@click.option("--persist-consumer-offset-interval", "persist_interval", metavar="SECONDS",
+              type=click.FloatRange(min=0, min_open=True),
+              help="Commit offsets this often while consuming (persistConsumerOffsetInterval)"
+                   "  [default: 5, a PushConsumer's]")  # fmt: skip
 @click.option("-n", "--namesrv", default="127.0.0.1:9876", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
 @click.pass_context
@@ -162,70 +250,90 @@ def consume(
     from_where: str,
     count: int | None,
     timeout: float,
+    persist_interval: float | None,
     namesrv: str,
     as_json: bool,
 ) -> None:
-    """Read messages of a topic from every queue, committing offsets for the group."""
+    """Read messages of a topic from every queue, committing offsets for the group.
+
+    Offsets are committed every --persist-consumer-offset-interval seconds and at the end,
+    also after Ctrl-C or SIGTERM (exit status 130 or 143). A closed stdout (`shmq consume ...
+    | head -3`) ends it quietly with exit status 0, committing only the messages whose lines
+    were written: the group's next run starts at the first message that was not.
+    """
+    from shmq.client.consumer_base import PERSIST_CONSUMER_OFFSET_INTERVAL
     from shmq.client.queue_reader import QueueReader
     from shmq.message import message_to_json
 
+    if persist_interval is None:
+        persist_interval = PERSIST_CONSUMER_OFFSET_INTERVAL
+    message_line = (lambda m: json.dumps(message_to_json(m))) if as_json else _message_line
     summary = count is not None and count > SHOW_EACH and not as_json
     received = 0
-    interrupted = False
-    with say_if_slow(LOADING):  # the read kernels: a first run on a host may compile them
-        reader = QueueReader(group, namesrv)
-    with reader as consumer, _progress("consume", count, summary) as bar:
-        queues = consumer.queues(topic)
-        started = time.perf_counter()
-        last_message = time.monotonic()
-        offsets, committed_at = {}, {}
-        for mq in queues:
-            committed_at[mq] = committed = consumer.committed(mq)
-            offsets[mq] = committed if committed >= 0 else (
-                0 if from_where == "first" else consumer.max_offset(mq)
-            )  # fmt: skip
-        try:
-            while count is None or received < count:
-                got = 0
-                for mq in queues:
-                    want = 32 if count is None else min(1024, count - received)
-                    if want <= 0:
+    closed = False  # stdout: its reader quit
+    with _StopSignals() as stop:
+        with say_if_slow(LOADING):  # the read kernels: a first run on a host may compile them
+            reader = QueueReader(group, namesrv)
+        with reader as consumer, _progress("consume", count, summary) as bar:
+            queues = consumer.queues(topic)
+            started = time.perf_counter()
+            last_message = time.monotonic()
+            offsets, committed_at = {}, {}
+            for mq in queues:
+                committed_at[mq] = committed = consumer.committed(mq)
+                offsets[mq] = committed if committed >= 0 else (
+                    0 if from_where == "first" else consumer.max_offset(mq)
+                )  # fmt: skip
+
+            def commit() -> None:
+                """Every queue's position, read or not: a later run resumes there."""
+                for mq, offset in offsets.items():
+                    if offset != committed_at[mq]:
+                        consumer.commit(mq, offset)
+                        committed_at[mq] = offset
+
+            persist_due = last_message + persist_interval
+            try:
+                while not (stop.signum or closed) and (count is None or received < count):
+                    got = 0
+                    for mq in queues:
+                        want = 32 if count is None else min(1024, count - received)
+                        if want <= 0:
+                            break
+                        result = consumer.pull(mq, offsets[mq], want, tags)
+                        offsets[mq] = result.next_begin_offset
+                        msgs = result.messages
+                        shown = len(msgs) if summary else _show(msgs, message_line)
+                        got += shown
+                        received += shown
+                        if shown < len(msgs):  # not printed: the next run reads it first
+                            offsets[mq] = msgs[shown].queue_offset
+                            closed = True
+                            break
+                    now = time.monotonic()
+                    if now >= persist_due:
+                        commit()
+                        persist_due = now + persist_interval
+                    if got:
+                        last_message = now
+                        bar(received)
+                        continue
+                    idle = now - last_message
+                    if closed or idle >= timeout:
                         break
-                    result = consumer.pull(mq, offsets[mq], want, tags)
-                    offsets[mq] = result.next_begin_offset
-                    for msg in result.messages:
-                        if not summary:
-                            if as_json:
-                                click.echo(json.dumps(message_to_json(msg)))
-                            else:
-                                click.echo(_message_line(msg))
-                    got += len(result.messages)
-                    received += len(result.messages)
-                if got:
-                    last_message = time.monotonic()
-                    bar(received)
-                    continue
-                idle = time.monotonic() - last_message
-                if idle >= timeout:
-                    break
-                consumer.wait(offsets, min(1.0, timeout - idle))
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:  # every queue's position, read or not: a later run resumes there
-            for mq, offset in offsets.items():
-                if offset != committed_at[mq]:
-                    consumer.commit(mq, offset)
-    if summary or interrupted or count is None or received < count:
+                    consumer.wait(offsets, min(STOP_CHECK_S, timeout - idle))
+            finally:
+                commit()
+    if summary or stop.signum or closed or count is None or received < count:
         # the rate is over the time messages came in, not the final wait for more
         busy = (time.perf_counter() - started) - (time.monotonic() - last_message)
         line = f"received {plural(received, 'message')} from {topic}"
         if received:
             line += f" in {max(busy, 0):.2f} s{_rate(received, busy)}"
-        click.echo(line, err=not summary or interrupted)
-    if interrupted:
-        click.echo("interrupted: offsets committed", err=True)
-        ctx.exit(INTERRUPTED)
-    if count is not None and received < count:
+        _report(line, on_stdout=summary and not (stop.signum or closed))
+    if stop.signum:
+        stop.exit(ctx, "offsets committed")
+    if count is not None and received < count and not closed:
         raise ShmqError(f"timeout: received {received} of {count} messages in {timeout:g} s "
                         "without a new one")  # fmt: skip
 

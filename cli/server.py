@@ -360,9 +360,9 @@ def _not_running(store_dir: str) -> str:
             f"shmq is not running for {store_dir} (stale pid {info['pid']} in {RUNTIME_FILE}: "
             "that process is gone or is another program; the file was removed)"
         )
-    return (
-        f"shmq is not running for {store_dir} (no {RUNTIME_FILE}); give the store with "
-        "--store DIR, or a broker address with --broker HOST:PORT"
+    return (  # `stop` has no --broker: only `status` can ask a broker by its address
+        f"shmq is not running for {store_dir} (no {RUNTIME_FILE}); give the store it was "
+        "started with, --store DIR (`shmq status --broker HOST:PORT` asks a broker directly)"
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -111,3 +112,17 @@ def test_help_imports_no_numba():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_stop_suggests_only_options_that_exist(tmp_path):
+    """``shmq stop`` on a store where nothing runs says what to try: each option it names
+    belongs to ``stop``, or to the ``shmq COMMAND`` quoted around it."""
+    runner = CliRunner()
+    result = runner.invoke(cli, ["stop", "--store", str(tmp_path)])
+    assert result.exit_code == 1 and "not running" in result.stderr, result.output
+    quoted = re.findall(r"`shmq (\w+) ([^`]*)`", result.stderr)
+    named = [("stop", o) for o in re.findall(r"--[\w-]+", re.sub(r"`[^`]*`", "", result.stderr))]
+    named += [(command, o) for command, rest in quoted for o in re.findall(r"--[\w-]+", rest)]
+    assert ("stop", "--store") in named
+    for command, option in named:
+        assert option in runner.invoke(cli, [command, "--help"]).output, (command, option)

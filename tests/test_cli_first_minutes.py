@@ -3,6 +3,8 @@ bornHost, ``-v`` and a read-only store, with real commands against a daemon brok
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import re
@@ -10,10 +12,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
-from e2e_helpers import env, free_port, shm_entries, shmq, small_tmpfs
+from e2e_helpers import env, free_port, shm_entries, shmq, small_tmpfs, stop
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +106,119 @@ def test_ctrl_c_prints_the_count_and_exits_130(namesrv):
                             "--count", "100000", "--timeout", "60")  # fmt: skip
     assert consumed.returncode == 130, consumed.stderr
     assert "received " in consumed.stderr and "interrupted: offsets committed" in consumed.stderr
+
+
+@contextlib.contextmanager
+def _running(namesrv: str, *args: str) -> Iterator[subprocess.Popen]:
+    """``shmq ARGS -n NAMESRV`` running, its stdout and stderr pipes (text); stopped at the
+    end if it still runs (stdout closed first: a write blocked on it ends too)."""
+    proc = subprocess.Popen([sys.executable, "-m", "shmq_cli.main", *args, "-n", namesrv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        yield proc
+    finally:
+        proc.stdout.close()
+        stop(proc)
+        proc.stderr.close()
+
+
+def _positions(json_lines: list[str]) -> list[tuple[int, int]]:
+    """(queue id, queue offset) of each ``shmq consume --json`` line."""
+    rows = [json.loads(line) for line in json_lines if line.strip()]
+    return [(r["queueId"], r["queueOffset"]) for r in rows]
+
+
+def _quiet(stderr: str) -> bool:
+    """No traceback, no ``error:`` line, nothing Python ignored at exit (a failed flush)."""
+    return not any(s in stderr for s in ("Traceback", "Error", "error:", "Exception ignored"))
+
+
+def test_sigterm_ends_consume_with_its_offsets_committed(namesrv):
+    """SIGTERM (a service manager, ``kill``) ends consume as Ctrl-C does: status 143 and
+    what it printed committed, so the group's next run gets only the rest, no repeats."""
+    produced = shmq("produce", "-n", namesrv, "-t", "Term", "--size", "100", "--count", "3000")
+    assert produced.returncode == 0, produced.stderr
+    with _running(namesrv, "consume", "-t", "Term", "-g", "term", "--from", "first", "--json",
+                  "--timeout", "60") as proc:  # fmt: skip
+        printed = [proc.stdout.readline() for _ in range(10)]
+        proc.send_signal(signal.SIGTERM)  # most likely blocked on the full pipe: its last line
+        printed += proc.stdout.readlines()
+        err = proc.stderr.read()
+        assert proc.wait(60) == 128 + signal.SIGTERM, err
+    assert "terminated: offsets committed" in err and _quiet(err), err
+    first = _positions(printed)
+    assert 10 <= len(first) < 3000 and len(set(first)) == len(first)
+    rest = shmq("consume", "-n", namesrv, "-t", "Term", "-g", "term", "--json", "--timeout", "1")
+    assert rest.returncode == 0, rest.stderr
+    second = _positions(rest.stdout.splitlines())
+    assert set(first).isdisjoint(second) and len(first) + len(set(second)) == 3000
+
+
+def test_consume_commits_while_it_runs(namesrv):
+    """Offsets reach the broker every persist interval, not only when consume exits:
+    another process sees the group's progress while it still waits for messages."""
+    from shmq import Admin
+    from shmq.errors import ClientError
+
+    produced = shmq("produce", "-n", namesrv, "-t", "Persist", "--body", "x", "--count", "20")
+    assert produced.returncode == 0, produced.stderr
+    with _running(namesrv, "consume", "-t", "Persist", "-g", "persist", "--from", "first",
+                  "--json", "--timeout", "60", "--persist-consumer-offset-interval", "0.2",
+                  ) as proc, Admin(namesrv) as admin:  # fmt: skip
+        assert len(_positions([proc.stdout.readline() for _ in range(20)])) == 20
+        committed, deadline = 0, time.monotonic() + 30
+        while committed < 20 and time.monotonic() < deadline:
+            with contextlib.suppress(ClientError):  # none committed yet
+                progress = admin.consumer_progress("persist", "Persist")
+                committed = sum(q.consumer_offset for q in progress.queues)
+            time.sleep(0.1)
+        assert proc.poll() is None, "consume ended before the check"
+        assert committed == 20
+
+
+def test_consume_into_head_commits_only_the_lines_written(namesrv):
+    """``shmq consume | head -3``: once head has quit, the next line fails; consume ends
+    quietly with status 0 and commits the three messages head got, not the one it failed to
+    print: the group's next run starts right after the third."""
+    produced = shmq("produce", "-n", namesrv, "-t", "Head", "--body", "x", "--count", "3")
+    assert produced.returncode == 0, produced.stderr
+    with _running(namesrv, "consume", "-t", "Head", "-g", "head", "--from", "first",
+                  "--timeout", "60") as proc:  # fmt: skip
+        shown = [proc.stdout.readline() for _ in range(3)]
+        proc.stdout.close()  # as head -3 does
+        more = shmq("produce", "-n", namesrv, "-t", "Head", "--body", "y", "--count", "5")
+        assert more.returncode == 0, more.stderr
+        err = proc.stderr.read()
+        assert proc.wait(60) == 0, err
+    assert all(line.startswith("Head q") and line.endswith(" body=x\n") for line in shown)
+    assert _quiet(err), err
+    rest = shmq("consume", "-n", namesrv, "-t", "Head", "-g", "head", "--json", "--timeout", "1")
+    assert rest.returncode == 0, rest.stderr
+    rows = [json.loads(line) for line in rest.stdout.splitlines()]
+    assert [base64.b64decode(r["body"]) for r in rows] == [b"y"] * 5
+
+
+def test_produce_into_a_closed_pipe_stops_quietly(namesrv):
+    """``shmq produce --json | head -0``: the first SendResult finds no reader; produce
+    stops after that send, says so on stderr, exit status 0, no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody will read: every write fails with EPIPE
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "shmq_cli.main", "produce", "-n", namesrv,
+                                 "-t", "Closed", "--body", "x", "--count", "5", "--json"],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, env=env(),
+                                stdin=subprocess.DEVNULL)  # fmt: skip
+    finally:
+        os.close(write_end)
+    try:
+        err = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "stdout closed: sent 1 of 5" in err and _quiet(err), err
 
 
 def test_a_read_only_store_is_a_clear_error(tmp_path):

@@ -35,6 +35,9 @@ from shmq.remoting.protocol import RemotingCommand
 log = logging.getLogger(__name__)
 
 DEFAULT_OFFSET_DIR = "~/.shmq_offsets"
+# RocketMQ's persistConsumerOffsetInterval: how often committed offsets go to the broker
+# (or the offset file), so a consumer that dies re-delivers at most this much.
+PERSIST_CONSUMER_OFFSET_INTERVAL = 5.0
 
 
 def _positive(name: str, value: float) -> float:
@@ -57,7 +60,7 @@ class ConsumerBase:
         allocate_strategy: AllocateMessageQueueStrategy | str = "AVG",
         rebalance_interval: float = 20.0,
         heartbeat_interval: float = 30.0,
-        persist_consumer_offset_interval: float = 5.0,
+        persist_consumer_offset_interval: float = PERSIST_CONSUMER_OFFSET_INTERVAL,
         offset_store_dir: str = DEFAULT_OFFSET_DIR,
         instance_name: str = "DEFAULT",
         spin_us: int = 20,
