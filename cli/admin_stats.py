@@ -17,7 +17,7 @@ from shmq_cli.admin_output import open_admin, options, print_json, show
 @options
 def stats_all(topic: str | None, active_only: bool, namesrv: str, as_json: bool) -> None:
     """Topic and consumer group TPS: put and get rates and day counts (mqadmin statsAll).
-    Counted by the brokers since they started; a group's gets are its committed offsets."""
+    Counted by the brokers since they started; a group's gets are the messages it read."""
     with open_admin(namesrv) as a:
         rows = a.stats_all(topic, active_only)
     if as_json:

@@ -300,10 +300,8 @@ def status(store_dir: str, broker_addr: str | None, as_json: bool, interval: flo
         time.sleep(interval)
         _, stats = client.invoke_json(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
     first, stats = runtime_stats(first), runtime_stats(stats)
-    stats["msgs_in_per_s"] = round((stats["msgs_in"] - first["msgs_in"]) / interval, 1)
-    stats["msgs_out_per_s"] = round(
-        (stats["msgs_dispatched"] - first["msgs_dispatched"]) / interval, 1
-    )
+    for name in ("msgs_in", "msgs_dispatched", "msgs_out"):  # out: what consumers read
+        stats[f"{name}_per_s"] = round((stats[name] - first[name]) / interval, 1)
     processes = [{"role": "supervisor", "pid": stats["pid"], "alive": True}]
     processes += [{"role": k, **v} for k, v in stats["agents"].items()]
     stats["processes"] = processes
@@ -329,8 +327,8 @@ def _print_status(stats: dict) -> None:
     console.print(procs)
     counters = Table("counter", "value")
     for key in ("write_offset", "dispatched_offset", "flushed_offset", "msgs_in",
-                "msgs_dispatched", "msgs_in_per_s", "msgs_out_per_s", "rejected", "flushes",
-                "flush_errors"):  # fmt: skip
+                "msgs_dispatched", "msgs_out", "msgs_in_per_s", "msgs_dispatched_per_s",
+                "msgs_out_per_s", "rejected", "flushes", "flush_errors"):  # fmt: skip
         counters.add_row(key, str(stats[key]))
     console.print(counters)
     rings = Table("client", "slot", "pid", "group", "ring bytes", "used", "records", "answered")

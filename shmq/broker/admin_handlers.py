@@ -173,7 +173,7 @@ class AdminHandlers:
         """Per queue of the group's topics (or of ``topic``): the broker's max offset, the
         group's committed offset (0 when none, as RocketMQ) and the store time of the last
         consumed message. A topic that online members do not subscribe is left out.
-        ``consumeTps``: messages the group committed per second over the last minute
+        ``consumeTps``: messages the group read per second over the last minute
         (``rates``)."""
         group = request.ext_group("consumerGroup")
         topic = request.ext_fields.get("topic")

@@ -57,6 +57,10 @@ class BrokerNames:
     def registry(self) -> str:
         return f"{self.prefix}.registry"
 
+    @property
+    def consumer_gets(self) -> str:
+        return f"{self.prefix}.gets"
+
     def agent_sem(self, kind: str) -> str:
         return f"{self.prefix}.{kind}"
 

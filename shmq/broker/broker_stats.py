@@ -1,7 +1,9 @@
 """A broker's runtime numbers (GET_BROKER_RUNTIME_INFO, ``shmq status``): its role and
-offsets from the shared counters, each agent's process and heartbeat, its clients; and the
-RocketMQ keys of that answer's ``KVTable`` that ``mqadmin clusterList`` / ``brokerStatus``
-read (``rocketmq_runtime_table``)."""
+offsets from the shared counters, the messages consumers read (``msgs_out``: TCP pulls and
+local consumers' reads, collected as the request is answered, so two requests give a rate),
+each agent's process and heartbeat, its clients; and the RocketMQ keys of that answer's
+``KVTable`` that ``mqadmin clusterList`` / ``brokerStatus`` read
+(``rocketmq_runtime_table``)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
 
 def broker_stats(broker: Broker, procs: dict[str, Any]) -> dict[str, Any]:
     words = broker.counters.words
+    broker.gets.collect()
     agents = {}
     for kind in broker.agents:
         proc = procs.get(kind)
@@ -41,6 +44,7 @@ def broker_stats(broker: Broker, procs: dict[str, Any]) -> dict[str, Any]:
         "flushed_offset": cn.load(words, cn.FLUSHED_OFFSET),
         "msgs_in": cn.load(words, cn.MSGS_IN),
         "msgs_dispatched": cn.load(words, cn.MSGS_DISPATCHED),
+        "msgs_out": broker.gets.total(),
         "rejected": cn.load(words, cn.REJECTED),
         "flushes": cn.load(words, cn.FLUSHES),
         "flush_errors": cn.load(words, cn.FLUSH_ERRORS),
@@ -53,7 +57,7 @@ def broker_stats(broker: Broker, procs: dict[str, Any]) -> dict[str, Any]:
 def rocketmq_runtime_table(broker: Broker, stats: dict[str, Any]) -> dict[str, Any]:
     """RocketMQ 4.9's runtime info keys, from ``stats`` (``broker_stats``'s answer) and the
     broker's ``rates``: ``putTps`` and ``getTransferedTps`` over the last 10 s, minute and 10
-    minutes, the day totals (gets are committed consumer offsets: ``broker.rates``). shmq
+    minutes, the day totals (gets are messages consumers read: ``broker.get_counts``). shmq
     has no send or pull thread-pool queues: their sizes and waits are 0."""
     started_ms = cn.load(broker.counters.words, cn.STARTED_MS)
     rates = broker.rates
@@ -67,7 +71,7 @@ def rocketmq_runtime_table(broker: Broker, stats: dict[str, Any]) -> dict[str, A
         "dispatchBehindBytes": stats["write_offset"] - stats["dispatched_offset"],
         "getTransferedTps": rates.get_tps(),
         "msgGetTotalTodayMorning": rates.get_days.today_morning,
-        "msgGetTotalTodayNow": rates.got,
+        "msgGetTotalTodayNow": stats["msgs_out"],
         "msgGetTotalYesterdayMorning": rates.get_days.yesterday_morning,
         "msgPutTotalTodayMorning": rates.put_days.today_morning,
         "msgPutTotalTodayNow": stats["msgs_in"],

@@ -3,7 +3,8 @@
 The supervisor is the only writer of slot definitions in the registry. A slot's ring segment
 and semaphore exist from registration to release; a client whose process is gone is
 released by ``reap`` (the writer drains its ring first, because it detaches only when the
-slot changes)."""
+slot changes). A consumer slot's reads are counted from its holder's registration to its
+release (``get_counts``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import threading
 from dataclasses import dataclass
 
 from shmq.broker.broker_config import BrokerConfig
+from shmq.broker.get_counts import GetCounts
 from shmq.broker.tuning import TuningConfig, pretouch
 from shmq.errors import ShmqError
 from shmq.ipc import registry as rg
@@ -34,10 +36,13 @@ class ClientSlot:
 
 
 class ClientSlots:
-    def __init__(self, config: BrokerConfig, prefix: str, registry: Segment) -> None:
+    def __init__(
+        self, config: BrokerConfig, prefix: str, registry: Segment, gets: GetCounts
+    ) -> None:
         self.config = config
         self.prefix = prefix
         self.registry = registry
+        self.gets = gets
         self.words = registry.words
         self.lock = threading.Lock()
         self.slots: dict[tuple[str, int], ClientSlot] = {}
@@ -82,6 +87,7 @@ class ClientSlots:
             create_semaphore(sem_name).close()
             slot = ClientSlot("consumer", index, self._gen, pid, group, None, sem_name)
             self.slots[("consumer", index)] = slot
+            self.gets.hold(index, group)
             rg.set_slot(
                 self.words,
                 rg.consumer_base(self.config.max_producers, index),
@@ -111,6 +117,8 @@ class ClientSlots:
                 if kind == "producer"
                 else rg.consumer_base(self.config.max_producers, index)
             )
+            if kind == "consumer":  # what it read since the last look, before a new holder
+                self.gets.release(index)
             rg.set_slot(self.words, base, rg.FREE, 0, 0)
             if slot.segment is not None:
                 slot.segment.destroy()  # the writer keeps its mapping until it detaches

@@ -74,11 +74,6 @@ class ConsumerOffsetManager(json_file.PersistedTable):
         with self._lock:
             return sorted(g for t, g in map(_split, self._table) if t == topic)
 
-    def totals(self) -> dict[tuple[str, str], int]:
-        """Per ``(group, topic)``, the sum of its committed offsets (how far it got)."""
-        with self._lock:
-            return {_split(key)[::-1]: sum(queues.values()) for key, queues in self._table.items()}
-
     def groups(self) -> set[str]:
         """Every group with an offset."""
         with self._lock:

@@ -166,7 +166,8 @@ class ControlHandlers:
             request.ext_int("pid"), request.ext_group("group")
         )
         info = self._store_info()
-        info.update(slot=slot.index, gen=slot.gen, sem=slot.sem_name)
+        info.update(slot=slot.index, gen=slot.gen, sem=slot.sem_name,
+                    gets=self.broker.names.consumer_gets)  # fmt: skip
         return _json(request, info)
 
     def unregister_client_slot(

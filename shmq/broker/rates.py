@@ -2,12 +2,10 @@
 that mqadmin ``clusterList``, ``brokerStatus`` and ``consumerProgress`` print).
 
 The supervisor's housekeeping samples, once a second, the messages put (the writer's
-``MSGS_IN``), the sum of every committed consumer offset and, per group and topic, the sum
-of its committed offsets. Consumers on this host read the store's files directly, so the
-broker cannot count their gets as RocketMQ counts pulls: a group's offsets advancing is what
-it consumed, so ``consumeTps`` and ``getTransferedTps`` are committed messages per second,
-and the get totals count committed messages since the broker started (an offset moved back
-by a reset counts nothing). Rates cover RocketMQ's windows: the last
+``MSGS_IN``) and, per group and topic, the messages got since the broker started
+(``get_counts``: TCP pulls and what consumers on this host read from the store's files), so
+``consumeTps`` and ``getTransferedTps`` are messages read per second, and the get totals
+count messages read since the broker started. Rates cover RocketMQ's windows: the last
 10 s, minute and 10 minutes (``putTps`` / ``getTransferedTps`` list the three, a group's
 ``consumeTps`` is its minute); shorter while the broker has not run that long. Day totals
 follow RocketMQ's ``msgPutTotalTodayMorning``: the counter when the local day began (0 for a
@@ -20,7 +18,7 @@ import collections
 import datetime
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 WINDOWS_S = (10, 60, 600)
 SAMPLE_S = 1.0
@@ -84,46 +82,41 @@ class BrokerRates:
         self.put_days = DayTotals(day)
         self.get_days = DayTotals(day)
         self._groups: dict[tuple[str, str], Rate] = {}
-        self._committed: int | None = None  # the sum of every committed offset, last sample
-        self.got = 0  # messages committed since the broker started (a move back: none)
-        # both counters start at 0 with the broker (created before its agents): what comes
-        # before the first sample counts too
-        now = clock()
-        self.puts.sample(now, 0)
-        self.gets.sample(now, 0)
+        # every counter starts at 0 with the broker (created before its agents and clients):
+        # what comes before the first sample counts too
+        self._sampled_at = clock()
+        self.puts.sample(self._sampled_at, 0)
+        self.gets.sample(self._sampled_at, 0)
 
-    def sample(self, msgs_in: int, committed: dict[tuple[str, str], int]) -> None:
-        """``msgs_in``: messages put so far; ``committed``: per (group, topic) the sum of
-        its committed offsets."""
+    def sample(self, msgs_in: int, gets: Mapping[tuple[str, str], int]) -> None:
+        """``msgs_in``: messages put so far; ``gets``: per (group, topic) the messages got
+        so far (``get_counts``)."""
         now, day = self._clock(), local_day(time.time())
-        total = sum(committed.values())
+        got = sum(gets.values())
         with self._lock:
-            if self._committed is not None:
-                self.got += max(total - self._committed, 0)
-            self._committed = total
             self.puts.sample(now, msgs_in)
-            self.gets.sample(now, self.got)
+            self.gets.sample(now, got)
             self.put_days.sample(day, msgs_in)
-            self.get_days.sample(day, self.got)
-            groups = self._groups
-            for key in groups.keys() - committed.keys():  # a deleted group or topic
-                del groups[key]
-            for key, value in committed.items():
-                rate = groups.get(key)
-                if rate is None:
-                    rate = groups[key] = Rate(WINDOWS_S[1])
+            self.get_days.sample(day, got)
+            for key, value in gets.items():
+                rate = self._groups.get(key)
+                if rate is None:  # its first get came after the last sample
+                    rate = self._groups[key] = Rate(WINDOWS_S[1])
+                    rate.sample(self._sampled_at, 0)
                 rate.sample(now, value)
+            self._sampled_at = now
 
     def put_tps(self) -> str:
         """RocketMQ's ``putTps``: the three windows' rates, ``"a b c"``."""
         return self._windows(self.puts)
 
     def get_tps(self) -> str:
-        """RocketMQ's ``getTransferedTps``, from committed offsets (module docstring)."""
+        """RocketMQ's ``getTransferedTps``: messages read, the three windows' rates."""
         return self._windows(self.gets)
 
     def consume_tps(self, group: str, topic: str) -> float:
-        """Messages ``group`` committed per second on ``topic`` over the last minute."""
+        """Messages ``group`` read per second from ``topic`` over the last minute (RocketMQ's
+        ``tpsGroupGetNums``)."""
         with self._lock:
             rate = self._groups.get((group, topic))
             return 0.0 if rate is None else rate.tps(WINDOWS_S[1], self._clock())

@@ -10,7 +10,8 @@ hash is not in the subscription's skipped (at most ``max(800, maxMsgNums)`` unit
 and the response codes 4.9 gives each store status (remark: the status's name). A pull
 that finds nothing with the suspend bit set is held (``pull_hold``) and answered once the
 queue grows or its ``suspendTimeoutMillis`` passes; a pull with the commit bit stores its
-``commitOffset`` for the group first.
+``commitOffset`` for the group first. A pull answered with messages counts them as the
+group's gets (``get_counts``), as 4.9's ``incGroupGetNums``.
 
 The subscription comes from the request when its sysFlag has the subscription bit, else
 from the group's last heartbeat (4.9's push consumer sends it only there).
@@ -84,6 +85,7 @@ class GetResult:
     min_offset: int
     max_offset: int
     body: bytes | memoryview = b""
+    count: int = 0  # the messages in ``body``
     # 4.9's suggestPullingFromSlave: the CommitLog bytes after the last unit read exceed
     # accessMessageInMemoryMaxRatio % of RAM (the consumer is far behind)
     suggest_slave: bool = False
@@ -155,6 +157,8 @@ class RemotingPull:
             code = Rc.PULL_RETRY_IMMEDIATELY
             result = GetResult(result.status, h["queueOffset"], result.min_offset,
                                result.max_offset)  # fmt: skip
+        if code == Rc.SUCCESS:
+            self.broker.gets.pulled(group, topic, result.count)
         response: RemotingCommand | None = RemotingCommand.response_to(
             request,
             code,
@@ -250,19 +254,21 @@ class RemotingPull:
             if units.size == 0:
                 next_file = offset - offset % self.units_per_file + self.units_per_file
                 return GetResult("OFFSET_FOUND_NULL", next_file, min_offset, max_offset)
-            status, scanned, body = self._read(topic, queue_id, offset, units, max_nums, codes)
+            status, scanned, body, count = self._read(
+                topic, queue_id, offset, units, max_nums, codes
+            )
             last = int(units["offset"][scanned - 1])  # scanned >= 1: units is not empty
         behind = cn.load(self.broker.counters.words, cn.WRITE_OFFSET) - last
-        return GetResult(status, offset + scanned, min_offset, max_offset, body,
+        return GetResult(status, offset + scanned, min_offset, max_offset, body, count,
                          behind > self.memory)  # fmt: skip
 
     def _read(
         self, topic: str, queue_id: int, offset: int, units: np.ndarray, max_nums: int,
         codes: np.ndarray | None,
-    ) -> tuple[str, int, bytes | memoryview]:  # fmt: skip
-        """``(status, units scanned, body)`` for ``units``, the queue's from ``offset``: the
-        records are checked against their units (topic, queue, queue offset) as every
-        consumer's are, then copied as stored."""
+    ) -> tuple[str, int, bytes | memoryview, int]:  # fmt: skip
+        """``(status, units scanned, body, messages in it)`` for ``units``, the queue's from
+        ``offset``: the records are checked against their units (topic, queue, queue
+        offset) as every consumer's are, then copied as stored."""
         # no response takes more than this many: only these (and the one that stops it) count
         most = min(max_nums, max(self.in_memory[0], MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK))
         if codes is None:
@@ -281,14 +287,14 @@ class RemotingPull:
             scanned = int(picked[count]) if count < picked.size else units.size
             chosen = picked[:count]
         if not chosen.size:
-            return "NO_MATCHED_MESSAGE", scanned, b""
+            return "NO_MATCHED_MESSAGE", scanned, b"", 0
         body, copied = self.reader.copy_records(
             topic, queue_id, phys[:count], sizes[:count], offset + chosen.astype(np.int64)
         )
         if not copied:
-            return "MESSAGE_WAS_REMOVING", scanned, b""
+            return "MESSAGE_WAS_REMOVING", scanned, b"", 0
         # the frame's encoding copies it once more: hand it over as a view, not a copy
-        return "FOUND", scanned, memoryview(body)
+        return "FOUND", scanned, memoryview(body), copied
 
 
 def check_expression_type(kind: str | None) -> None:

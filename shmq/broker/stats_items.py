@@ -9,14 +9,13 @@ started; asked for another, the broker answers "The stats <name> <key> not exist
 shmq serves the names it can count, sampled by the supervisor's housekeeping once a second:
 
 - ``TOPIC_PUT_NUMS`` (key: the topic): the growth of the topic's consume queues;
-- ``GROUP_GET_NUMS`` (key: ``topic@group``): the growth of the group's committed offsets on
-  the topic (consumers on this host read the store directly, so what a group committed is
-  what the broker knows it consumed, as in ``rates``);
+- ``GROUP_GET_NUMS`` (key: ``topic@group``): the messages the group read from the topic,
+  pulled over TCP or read from the store's files on this host (``get_counts``);
 - ``BROKER_PUT_NUMS`` and ``BROKER_GET_NUMS`` (key: the cluster name): the same for the
   whole broker.
 
-Producers write rings and consumers read files, so there are no requests to count:
-``avgpt`` is 0.
+Producers write rings and local consumers read files, so most traffic makes no request to
+time: ``avgpt`` is 0.
 """
 
 from __future__ import annotations
@@ -79,10 +78,10 @@ class BrokerStatsItems:
         self, topic_puts: Mapping[str, int], group_gets: Mapping[tuple[str, str], int]
     ) -> None:
         """``topic_puts``: per topic the sum of its queues' max offsets; ``group_gets``: per
-        ``(group, topic)`` the sum of its committed offsets. Counts what grew since the last
-        call: what the first call sees was there before the broker started; a key first
-        seen later grew from 0 (a topic's queues appear with their first message, a group's
-        offsets with its first commit)."""
+        ``(group, topic)`` the messages got since the broker started (``get_counts``).
+        Counts what grew since the last call: what the first call sees was there before the
+        broker started; a key first seen later grew from 0 (a topic's queues appear with
+        their first message, a group's gets with its first)."""
         inputs: dict[Key, int] = {(TOPIC_PUT_NUMS, t): n for t, n in topic_puts.items()}
         inputs.update(((GROUP_GET_NUMS, f"{t}@{g}"), n) for (g, t), n in group_gets.items())
         now = self._clock()

@@ -32,6 +32,7 @@ from shmq.broker.broker_stats import broker_stats
 from shmq.broker.clients import ClientSlots
 from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.get_counts import GetCounts
 from shmq.broker.queue_locks import QueueLocks
 from shmq.broker.rates import BrokerRates
 from shmq.broker.registration import NamesrvRegistration
@@ -44,6 +45,7 @@ from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
 from shmq.codec import half_messages as hm
 from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
 from shmq.errors import ShmqError
+from shmq.ipc import consumer_gets as cg
 from shmq.ipc import counters as cn
 from shmq.ipc import ha_table as ht
 from shmq.ipc import queue_table as qt
@@ -168,16 +170,15 @@ class Broker(NamesrvRegistration):
                     self.topics.update(TopicConfig(topic, 1, 1))
             self.subscription_groups = SubscriptionGroupManager(os.path.join(self.root, "config"))
             self.offsets = ConsumerOffsetManager(os.path.join(self.root, "config"))
+            self.gets = GetCounts(self.gets_seg, self.queue_seg, cfg.max_consumers)
             self.rates = BrokerRates()
             self.stats_items = BrokerStatsItems(cfg.broker_cluster_name)
-            # what the store and the offsets hold before any client: not counted as traffic
-            committed = self.offsets.totals()
-            self.rates.sample(0, committed)
-            self.stats_items.observe(self._topic_puts(), committed)
+            # what the store holds before any client: not counted as traffic
+            self.stats_items.observe(self._topic_puts(), {})
             self.consumers = ConsumerManager(cfg.channel_expired_timeout)
             self.queue_locks = QueueLocks(cfg.rebalance_lock_max_live_time)
             self.publish_topics()
-            self.clients = ClientSlots(cfg, self.names.prefix, self.registry)
+            self.clients = ClientSlots(cfg, self.names.prefix, self.registry, self.gets)
             from shmq.broker.writer import warm_up
 
             warm_up()  # compile once here; the agents then load the kernels from the cache
@@ -232,6 +233,9 @@ class Broker(NamesrvRegistration):
         size = rg.segment_size(cfg.max_producers, cfg.max_consumers)
         self.registry = self._segment(names.registry, size)
         rg.init(self.registry.words, cfg.max_producers, cfg.max_consumers)
+        size = cg.segment_size(cfg.max_consumers, capacity)
+        self.gets_seg = self._segment(names.consumer_gets, size)
+        cg.init(self.gets_seg.words, cfg.max_consumers, capacity)
         self.ha_table = self._segment(names.ha_table, ht.SIZE)
         for kind in AGENTS:  # a slave's too: rings of the broker's own name the writer's
             self._agent_sems[kind] = create_semaphore(names.agent_sem(kind))
@@ -359,9 +363,10 @@ class Broker(NamesrvRegistration):
                     last_reap = now
                     self.clients.reap()
                     self.consumers.scan_expired()
-                    committed = self.offsets.totals()
-                    self.rates.sample(cn.load(self.counters.words, cn.MSGS_IN), committed)
-                    self.stats_items.observe(self._topic_puts(), committed)
+                    self.gets.collect()
+                    gets = self.gets.counts()
+                    self.rates.sample(cn.load(self.counters.words, cn.MSGS_IN), gets)
+                    self.stats_items.observe(self._topic_puts(), gets)
                 if (now - last_persist) * 1000 >= self.config.flush_consumer_offset_interval:
                     last_persist = now
                     self._persist_offsets()

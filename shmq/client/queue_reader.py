@@ -45,6 +45,7 @@ from shmq.client.tcp_pull import TcpConsumerLink
 from shmq.client.transport import TransportChooser
 from shmq.client.types import MessageQueue, PullResult, PullStatus
 from shmq.errors import ClientError, NoRouteError, ResponseError, ShmqError
+from shmq.ipc import consumer_gets as cg
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
@@ -87,6 +88,11 @@ class _ConsumerLink:
         self.reg = self.link.registry.words
         self.base = rg.consumer_base(int(self.reg[rg.PRODUCERS]), info["slot"])
         self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
+        # the messages read per queue-table slot, which the broker counts as the group's
+        # gets (it sees no request per read); one lock for the threads of this process
+        self.gets_seg = Segment.attach(info["gets"])
+        self.gets = cg.client_row(self.gets_seg.words, info["slot"])
+        self._gets_lock = threading.Lock()
         self._wakes = 0  # raised by ``wake``: ends the waits under way
         # (topic, queue id) -> (min offset, good until)
         self._min_offsets: dict[tuple[str, int], tuple[int, float]] = {}
@@ -147,6 +153,7 @@ class _ConsumerLink:
                         mq.topic, mq.queue_id, offset, max_offset, max_nums, codes, tags
                     )
                     if len(batch):
+                        self._got(slot, len(batch))
                         return PullResult(PullStatus.FOUND, next_offset, low, max_offset,
                                           batch=batch)  # fmt: skip
                 else:
@@ -156,6 +163,7 @@ class _ConsumerLink:
                     if tags is not None:
                         msgs = [m for m in msgs if m.tags in tags]
                     if msgs:
+                        self._got(slot, len(msgs))
                         return PullResult(PullStatus.FOUND, next_offset, low, max_offset, msgs)
                 if next_offset > offset:
                     offset = next_offset
@@ -168,6 +176,10 @@ class _ConsumerLink:
                 return PullResult(status, offset, low, max_offset)
             self._park(slot, mq, max_offset, deadline, spin_s)
             now = time.monotonic()
+
+    def _got(self, slot: int, count: int) -> None:
+        with self._gets_lock:
+            self.gets[slot] += count
 
     def _park(self, slot: int, mq: MessageQueue, seen: int, deadline: float, spin_s: float):
         spin_end = time.perf_counter() + spin_s
@@ -209,8 +221,9 @@ class _ConsumerLink:
     def close(self) -> None:
         self.sem.close()
         self.reader.close()
-        self.maxima = None
+        self.maxima = self.gets = None
         self.queues.close()
+        self.gets_seg.close()
         self.link.close()
 
 

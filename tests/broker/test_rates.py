@@ -1,14 +1,14 @@
 """The broker's rates and day totals (``broker.rates``): windows, a counter moving back,
-local midnight; and a broker's consumeTps and putTps over the wire once its counters move."""
+local midnight, a group's first gets; and a broker's consumeTps and putTps over the wire
+once its counters move."""
 
 from __future__ import annotations
 
 import datetime
-import time
 
 import pytest
 import wire_client as wc
-from test_remoting_send import send, until
+from test_remoting_send import max_offset, send, until
 
 from shmq.broker import rates as rt
 
@@ -43,19 +43,23 @@ def test_day_totals_turn_over_at_local_midnight():
     assert rt.local_day(wall + 2) == rt.local_day(wall) + 1  # across a year too
 
 
-def test_broker_rates_count_committed_messages():
+def test_broker_rates_count_gets():
+    """A group's gets count from 0, the first ones too: a group that read 60,000 messages
+    since the last sample shows them at once (they were lost when a new key's first sample
+    was its start)."""
     clock = [1000.0]
     rates = rt.BrokerRates(clock=lambda: clock[0])
-    for second in range(11):
+    for second in range(1, 11):
         clock[0] = 1000.0 + second
         rates.sample(100 * second, {("g", "T"): 10 * second, ("h", "T"): 7})
     assert rates.consume_tps("g", "T") == pytest.approx(10.0)
-    assert rates.consume_tps("h", "T") == 0.0 and rates.consume_tps("x", "T") == 0.0
+    assert rates.consume_tps("h", "T") == pytest.approx(7 / 10)  # 7 in its first second
+    assert rates.consume_tps("x", "T") == 0.0
     assert rates.put_tps() == "100.00 100.00 100.00"
-    assert rates.got == 100
+    assert rates.get_tps() == "10.70 10.70 10.70"
     clock[0] += 1
-    rates.sample(1000, {("g", "T"): 0})  # g reset to 0, h deleted: nothing counted
-    assert rates.got == 100 and rates.consume_tps("h", "T") == 0.0
+    rates.sample(1000, {("g", "T"): 100, ("h", "T"): 7, ("c", "T"): 60_000})
+    assert rates.consume_tps("c", "T") == pytest.approx(60_000)
 
 
 def test_a_brokers_rates_over_the_wire(shared_broker):
@@ -69,17 +73,18 @@ def test_a_brokers_rates_over_the_wire(shared_broker):
             return wc.fastjson_loads(resp.body)["table"]
 
         until(lambda: float(table()["putTps"].split(" ")[2]) > 0, timeout=20)
-        for offset in (1, 5):  # a consumer committing, then committing more a while later
-            header = wc.offset_header("adm-rates-g", "AdmRates", 0, offset)
-            assert c.call(wc.UPDATE_CONSUMER_OFFSET, header).code == wc.SUCCESS
-            time.sleep(1.5)  # the broker samples once a second
+        until(lambda: max_offset(broker, "AdmRates", 0) == 5)
+        pulled = c.call(wc.PULL_MESSAGE, wc.pull_header("adm-rates-g", "AdmRates", 0, 0))
+        assert len(wc.pulled_records(pulled.body)) == 5  # a consumer reading, then committing
+        header = wc.offset_header("adm-rates-g", "AdmRates", 0, 5)
+        assert c.call(wc.UPDATE_CONSUMER_OFFSET, header).code == wc.SUCCESS
 
         def consume_tps() -> float:
             resp = c.call(GET_CONSUME_STATS, {"consumerGroup": "adm-rates-g"})
             return wc.fastjson_loads(resp.body)["consumeTps"]
 
         until(lambda: consume_tps() > 0, timeout=20)
-        assert int(table()["msgGetTotalTodayNow"]) >= 1
+        assert int(table()["msgGetTotalTodayNow"]) >= 5
         until(lambda: float(table()["getTransferedTps"].split(" ")[2]) > 0, timeout=20)
 
 

@@ -1,6 +1,6 @@
 """VIEW_BROKER_STATS_DATA (mqadmin ``statsAll``): RocketMQ's StatsItem windows of a topic's
-puts and a group's gets, from the counts the broker has (consume-queue growth, committed
-offsets), counted from the broker's start; and the ``statsAll`` table built from them."""
+puts and a group's gets, from the counts the broker has (consume-queue growth, messages
+read), counted from the broker's start; and the ``statsAll`` table built from them."""
 
 from __future__ import annotations
 
@@ -71,7 +71,9 @@ def test_view_broker_stats_data_and_stats_all_over_the_wire(make_broker):
     for i in range(6):
         assert send(broker, "StatsT", 0, {}, f"m{i}".encode()).code == wc.SUCCESS
     until(lambda: max_offset(broker, "StatsT", 0) == 6)
-    with wc.WireClient(broker.address) as c:
+    with wc.WireClient(broker.address) as c:  # a consumer reads 4, then commits them
+        pulled = c.call(wc.PULL_MESSAGE, wc.pull_header("sg", "StatsT", 0, 0, max_nums=4))
+        assert len(wc.pulled_records(pulled.body)) == 4
         update = c.call(wc.UPDATE_CONSUMER_OFFSET, wc.offset_header("sg", "StatsT", 0, 4))
         assert update.code == wc.SUCCESS
 
