@@ -23,7 +23,7 @@ from shmq import files
 from shmq.config import DEFAULT_STORE_ROOT
 from shmq.errors import ShmqError
 from shmq.ipc.procs import same_process, start_time
-from shmq_cli.feedback import ByteSize, human_bytes, say_if_slow
+from shmq_cli.feedback import ByteSize, human_bytes
 
 RUNTIME_FILE = "shmq.json"
 LOG_FILE = "shmq.log"
@@ -32,7 +32,10 @@ STOP_TIMEOUT_S = 90.0
 DEFAULT_MAPPED_FILE_SIZE = 1 << 30  # RocketMQ's mappedFileSizeCommitLog, for real use
 DEMO_MAPPED_FILE_SIZE = 64 << 20  # --demo: a store for trying shmq out
 DAEMON_ENV = "SHMQ_DAEMON"  # set for the background process of `shmq start --daemon`
-COMPILING = "first start: compiling shmq's numba kernels (about 20 s; cached for next time)"
+COMPILING = (
+    "compiling shmq's kernels for this host, once after an install or upgrade "
+    "(about 15-30 s on 2 cores; cached in {cache})"
+)
 
 
 def _stop_on_signals(broker) -> None:
@@ -69,6 +72,7 @@ def broker(config_path: str, namesrv: str | None) -> None:
     cfg = load_broker_config(config_path)
     if namesrv:
         cfg = cfg.replace(namesrv_addr=namesrv)
+    _compile_kernels()
     b = Broker(cfg, log_level=_level())
     _stop_on_signals(b)
     b.start()
@@ -191,20 +195,20 @@ def _check_writable(store_dir: str) -> None:
 
 
 def _compile_kernels() -> None:
-    """Compile (or load from numba's cache) the writer's and reput's kernels here, with a
-    word to the user when that is slow: the broker's agents then load them from the cache.
-    The clients' send and read kernels too: a first ``shmq produce`` or ``consume`` on this
-    host then loads them instead of compiling them while it runs."""
-    with say_if_slow(COMPILING):
-        from shmq.broker.reput import warm_up as reput_warm_up
-        from shmq.broker.writer import warm_up as writer_warm_up
-        from shmq.client.ring_producer import warm_up as send_warm_up
-        from shmq.store.warm_up import warm_up_reads
+    """At a host's first start after an install or upgrade, compile every kernel of the
+    broker and its clients (a first ``shmq produce`` or ``consume`` then loads them), with a
+    line saying so and how long it took. Afterwards this costs nothing: each process loads
+    what it uses from the cache."""
+    from shmq import kernel_cache
 
-        writer_warm_up()
-        reput_warm_up()
-        send_warm_up()
-        warm_up_reads()
+    if kernel_cache.is_warm():
+        return
+    from shmq.broker.kernels import compile_kernels
+
+    click.echo(COMPILING.format(cache=kernel_cache.kernel_dir()), err=True)
+    started = time.monotonic()
+    compile_kernels()
+    click.echo(f"compiled in {time.monotonic() - started:.0f} s", err=True)
 
 
 def _store_line(store_dir: str, file_size: int) -> str:

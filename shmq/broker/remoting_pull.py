@@ -110,7 +110,7 @@ class RemotingPull:
             store.max_transfer_bytes_on_message_in_memory,
         )
         self.hold = PullHold(broker, control, self._answer_held)
-        _warm_up()
+        warm_up()
 
     def register(self, server: RemotingServer) -> None:
         server.register(RequestCode.PULL_MESSAGE, self.handle)
@@ -306,7 +306,7 @@ def check_expression_type(kind: str | None) -> None:
         )
 
 
-def _warm_up() -> None:
+def warm_up() -> None:
     """Load the kernels that size a response and copy its records (from a read-only
     mapping)."""
     one = np.ones(1, dtype=np.int64)

@@ -178,15 +178,7 @@ class RemotingSend:
         self.sync_master = cfg.broker_role == "SYNC_MASTER"
         self.fallbehind_max = cfg.ha_slave_fallbehind_max
         self.flush_timeout_s = store.sync_flush_timeout / 1000
-        self._warm_up()
-
-    def _warm_up(self) -> None:
-        """Load the kernels a batch request runs (decode, encode) before the first comes."""
-        msg_ids.warm_up()
-        batch = decode_batch(batch_body.warm_up(), b"CLUSTER\x01c\x02")
-        records = Records("WarmUp", 0, 0, batch.bodies, batch.body_offs, batch.props,
-                          batch.props_offs, batch.flags, True)  # fmt: skip
-        self._encode(records, np.zeros((1, rec.N_FIELDS), dtype=np.int64))
+        warm_up()
 
     def register(self, server: RemotingServer) -> None:
         for code in (
@@ -221,7 +213,7 @@ class RemotingSend:
             cfg = self._retry_or_dlq(header, cfg)
         batch = bool(header.batch) or request.code == RequestCode.SEND_BATCH_MESSAGE
         records = (self._batch if batch else self._single)(header, cfg, request.body)
-        data, ends = self._encode(records, self._fields(header, records, conn))
+        data, ends = encode_records(records, self._fields(header, records, conn), self.max_body)
         pending = Pending(records.topic, queue_id, records.wait, int(ends[-1] - ends[-2]))
         return Prepared(request, conn, header, records, data, ends, pending)
 
@@ -445,37 +437,6 @@ class RemotingSend:
 
     # -- storing ----------------------------------------------------------------------------
 
-    def _encode(self, records: Records, fields: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The records encoded back to back and their ends (``encode_batch``)."""
-        n = fields.shape[0]
-        topic = np.frombuffer(records.topic.encode(), dtype=np.uint8)
-        sizes = np.empty(n, dtype=np.int64)
-        bad = rec.batch_sizes(
-            records.body_offs, topic.shape[0], records.props_offs, self.max_body, sizes
-        )
-        if bad >= 0:
-            size = int(records.body_offs[bad + 1] - records.body_offs[bad])
-            raise ResponseError(
-                Rc.MESSAGE_ILLEGAL,
-                f"message {bad}: body of {size} bytes; "
-                f"bodies must be 1..{self.max_body} bytes (maxMessageSize)",
-            )
-        ends = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(sizes, out=ends[1:])
-        data = np.empty(int(ends[-1]), dtype=np.uint8)
-        rec.encode_batch(
-            data,
-            0,
-            0,
-            topic,
-            records.bodies,
-            records.body_offs,
-            records.props,
-            records.props_offs,
-            fields,
-        )
-        return data, ends
-
     def _durability(self, wait: bool, end: int) -> int:
         """SUCCESS once the send is as durable as the broker promises (``ipc.durability``:
         flushed in SYNC_FLUSH, acknowledged by a slave on a SYNC_MASTER), else the code of
@@ -488,3 +449,38 @@ class RemotingSend:
         except SendError as exc:
             raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from None
         return _STATUS_CODES[status]
+
+
+def encode_records(
+    records: Records, fields: np.ndarray, max_body: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The records encoded back to back and their ends (``encode_batch``); a body over
+    ``max_body`` bytes is refused as RocketMQ's MESSAGE_ILLEGAL."""
+    n = fields.shape[0]
+    topic = np.frombuffer(records.topic.encode(), dtype=np.uint8)
+    sizes = np.empty(n, dtype=np.int64)
+    bad = rec.batch_sizes(records.body_offs, topic.shape[0], records.props_offs, max_body, sizes)
+    if bad >= 0:
+        size = int(records.body_offs[bad + 1] - records.body_offs[bad])
+        raise ResponseError(
+            Rc.MESSAGE_ILLEGAL,
+            f"message {bad}: body of {size} bytes; "
+            f"bodies must be 1..{max_body} bytes (maxMessageSize)",
+        )
+    ends = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ends[1:])
+    data = np.empty(int(ends[-1]), dtype=np.uint8)
+    rec.encode_batch(
+        data, 0, 0, topic, records.bodies, records.body_offs, records.props,
+        records.props_offs, fields,
+    )  # fmt: skip
+    return data, ends
+
+
+def warm_up() -> None:
+    """Load the kernels a batch request runs (decode, encode) before the first comes."""
+    msg_ids.warm_up()
+    batch = decode_batch(batch_body.warm_up(), b"CLUSTER\x01c\x02")
+    records = Records("WarmUp", 0, 0, batch.bodies, batch.body_offs, batch.props,
+                      batch.props_offs, batch.flags, True)  # fmt: skip
+    encode_records(records, np.zeros((1, rec.N_FIELDS), dtype=np.int64), 1 << 20)

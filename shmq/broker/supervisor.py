@@ -33,6 +33,7 @@ from shmq.broker.clients import ClientSlots
 from shmq.broker.consumer_manager import ConsumerManager
 from shmq.broker.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.get_counts import GetCounts
+from shmq.broker.kernels import compile_kernels
 from shmq.broker.queue_locks import QueueLocks
 from shmq.broker.rates import BrokerRates
 from shmq.broker.registration import NamesrvRegistration
@@ -179,9 +180,7 @@ class Broker(NamesrvRegistration):
             self.queue_locks = QueueLocks(cfg.rebalance_lock_max_live_time)
             self.publish_topics()
             self.clients = ClientSlots(cfg, self.names.prefix, self.registry, self.gets)
-            from shmq.broker.writer import warm_up
-
-            warm_up()  # compile once here; the agents then load the kernels from the cache
+            compile_kernels()  # at a first start: once, here; the agents load them
             self._start_agents()
             self._start_control()
             self._spawn_thread("housekeeping", self._housekeeping)

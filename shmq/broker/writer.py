@@ -56,6 +56,7 @@ def warm_up() -> None:
 
     ring_data = np.zeros(4096, dtype=np.uint8)
     warm_producer(ring_data)
+    ring_data.flags.writeable = False  # as ``RingView.data``
     index = ra.TopicIndex()
     index.set(b"WarmUp", 0, 1, [0])
     index.build()
@@ -95,7 +96,10 @@ class RingView:
             ring.publish_fence(self.words, ring.FENCE_GEOMETRY)
             self.segment.close()
             raise RingFenced(ring.FENCE_GEOMETRY) from None
+        # read-only: the writer only reads a producer's records, and its kernels are
+        # compiled for read-only buffers (see ``MappedFile.read_view``)
         self.data = ring.data(self.segment.buf, self.capacity)
+        self.data.flags.writeable = False
         self.completions = ring.completions(self.segment.buf, self.capacity, self.slots)
         self.head, self.seq = ring.resume_point(self.words, published_woff)
         # the ring's words without numpy scalars: a pass reads and publishes them per ring

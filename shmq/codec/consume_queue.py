@@ -99,7 +99,7 @@ def read_units(units, start, count, buf, base, topic, queue_id, first_offset, ro
         local = get_i64(units, p) - base
         if local < 0 or local >= limit:
             return i, k, lo, hi, total
-        if parse_one(buf, local, limit, base, False, rows, i) == PARSE_OK and unit_owns(
+        if parse_one(buf, local, limit, base, np.bool_(False), rows, i) == PARSE_OK and unit_owns(
             buf, rows, i, get_i32(units, p + 8), first_offset + i, topic, queue_id
         ):
             size = rows[i, R_SIZE]

@@ -26,13 +26,13 @@ def parse_records_anywhere(buf, out):
     bytes); returns ``(count, code)``: the records decoded and ``PARSE_OK`` when they
     cover ``buf`` exactly, else the parse code of the first that does not decode."""
     p = 0
-    n = 0
+    n = np.int64(0)
     limit = buf.shape[0]
     while p < limit:
         if limit - p < 36 or n >= out.shape[0]:
             return n, rec.PARSE_CORRUPT
         base = rec.get_i64(buf, p + 28) - p  # the record's own PHYSICALOFFSET
-        code = rec.parse_one(buf, p, limit, base, False, out, n)
+        code = rec.parse_one(buf, p, limit, base, np.bool_(False), out, n)
         if code != rec.PARSE_OK:
             return n, code
         p += out[n, rec.R_SIZE]
@@ -45,6 +45,7 @@ def parse_pull_body(body: bytes, topic: str, queue_id: int) -> tuple[np.ndarray,
     ``topic`` and ``queue_id`` in increasing queue offsets; ``RemotingFrameError`` names
     the first record that breaks a rule."""
     buf = np.frombuffer(body, dtype=np.uint8)
+    buf.flags.writeable = False  # one compiled parser for bytes and bytearray bodies alike
     rows = np.zeros((buf.shape[0] // rec.RECORD_OVERHEAD + 1, rec.N_COLS), dtype=np.int64)
     n, code = parse_records_anywhere(buf, rows)
     if code != rec.PARSE_OK:

@@ -203,6 +203,10 @@ def parse_one(buf, p, limit, base, check_crc, out, row):
 
     ``base`` is the physical offset of ``buf[0]``: a record whose PHYSICALOFFSET field does
     not equal its position is corrupt (stale bytes from an earlier life of the file).
+
+    Jitted callers pass ``np.bool_(False)`` and ``np.int64(0)``, never the literals: numba
+    compiles a callee once more for each literal argument it is called with (seconds each,
+    at a host's first start), and so for every kernel that calls this one.
     """
     if limit - p < 8:
         return PARSE_END
@@ -308,7 +312,7 @@ def parse_records(buf, start, limit, base, check_crc, out):
     good record (or of the blank record), and why the walk stopped (a PARSE_* code).
     """
     p = start
-    n = 0
+    n = np.int64(0)
     while True:
         if n >= out.shape[0]:
             return n, p, PARSE_FULL

@@ -119,7 +119,7 @@ def append_from_ring(src, start, limit, src_base, max_records, names, name_offs,
     last_len = 0
     while True:
         # parse first: a lap's closing blank is not a record and counts for nothing
-        code = rec.parse_one(src, p, limit, src_base, False, row, 0)
+        code = rec.parse_one(src, p, limit, src_base, np.bool_(False), row, np.int64(0))
         if code != rec.PARSE_OK:
             return n, p - start, used, kept, code, p
         if n >= max_records:

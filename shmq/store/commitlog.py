@@ -38,7 +38,7 @@ class ScanBatch:
 
     @property
     def buf(self) -> np.ndarray:
-        return self.file.buf
+        return self.file.read_view
 
     def physical_offsets(self) -> np.ndarray:
         return self.rows[:, rec.R_POS] + self.file.file_from_offset
@@ -247,7 +247,7 @@ class CommitLog:
         rows = np.zeros((positions.shape[0], rec.N_COLS), dtype=np.int64)
         local = positions - mf.file_from_offset
         limit = mf.size if mf.is_full else mf.wrote_position
-        n = rec.parse_at(mf.buf, local, limit, mf.file_from_offset, check_crc, rows)
+        n = rec.parse_at(mf.read_view, local, limit, mf.file_from_offset, check_crc, rows)
         return ScanBatch(mf, rows[:n])
 
     def read_one(self, offset: int, check_crc: bool = False) -> ScanBatch | None:
@@ -287,7 +287,7 @@ class CommitLog:
             local = offset - mf.file_from_offset
             limit = min(mf.size, end - mf.file_from_offset)
             n, pos, code = rec.parse_records(
-                mf.buf, local, limit, mf.file_from_offset, check_crc, rows
+                mf.read_view, local, limit, mf.file_from_offset, check_crc, rows
             )
             if n:
                 yield ScanBatch(mf, rows[:n].copy() if own else rows[:n])

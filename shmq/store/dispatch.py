@@ -123,7 +123,7 @@ class Dispatcher:
         base = mf.file_from_offset
         picks = self._scratch(room).picks
         n, pos, code, indexed, k, skip, keys = dispatch_run(
-            mf.buf, start - base, min(mf.size, end - base), base, rows, room, raw, queue_id,
+            mf.read_view, start - base, min(mf.size, end - base), base, rows, room, raw, queue_id,
             units.buf, unit_at, next_unit, cq.max_physic_offset, index, slots, entries, limit,
             picks,
         )  # fmt: skip
@@ -134,7 +134,7 @@ class Dispatcher:
             last = rows[n - 1]
             cq.ran(units, unit_at + n, base + int(last[rec.R_POS] + last[rec.R_SIZE]))
         if keys != KEYS_DONE:  # a full index file, or its reserved entries used up
-            self.index.build_index_batch(mf.buf, rows, picks[:indexed], base, k, skip)
+            self.index.build_index_batch(mf.read_view, rows, picks[:indexed], base, k, skip)
         offset = mf.file_end_offset if code == rec.PARSE_BLANK else base + pos
         return n, offset, code, cq if n else None
 

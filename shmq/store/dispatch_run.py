@@ -13,6 +13,7 @@ writes nothing here and takes the general path.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from shmq.codec import record as rec
@@ -46,7 +47,7 @@ def dispatch_run(
     written); ``position`` and the parse code are ``parse_records``'; the keys fields are
     ``put_record_keys``' outcome, whose caller finishes what it left (a full or unreserved
     index file)."""
-    n, pos, code = rec.parse_records(src, start, limit, base, False, rows[:cap])
+    n, pos, code = rec.parse_records(src, start, limit, base, np.bool_(False), rows[:cap])
     if n == 0:
         return 0, pos, code, 0, 0, 0, KEYS_DONE
     if base + rows[0, rec.R_POS] + rows[0, rec.R_SIZE] <= max_physic:
@@ -62,7 +63,7 @@ def dispatch_run(
         ):
             return NOT_A_RUN, pos, code, 0, 0, 0, KEYS_DONE
         picks[i] = i
-    put_unit_rows(units, unit_at, rows, picks, 0, n, base, next_unit, max_physic)
+    put_unit_rows(units, unit_at, rows, picks, np.int64(0), n, base, next_unit, max_physic)
     indexed = 0
     for i in range(n):
         if rows[i, rec.R_INDEX_FLAGS] != 0:
@@ -71,6 +72,15 @@ def dispatch_run(
     if indexed == 0 or index.shape[0] == 0:
         return n, pos, code, 0, 0, 0, KEYS_DONE
     k, skip, keys_code = put_record_keys(
-        index, slot_num, index_num, entry_limit, src, rows, picks[:indexed], 0, 0, base
+        index,
+        slot_num,
+        index_num,
+        entry_limit,
+        src,
+        rows,
+        picks[:indexed],
+        np.int64(0),
+        np.int64(0),
+        base,
     )
     return n, pos, code, indexed, k, skip, keys_code

@@ -89,6 +89,13 @@ class MappedFile:
         finally:
             os.close(fd)
         self.buf = np.frombuffer(self.mm, dtype=np.uint8)
+        # The same bytes, read-only: what the parse kernels are given, from writers' and
+        # readers' mappings alike, so numba compiles each of them once, not once per
+        # writability (a record parser's copy costs seconds at a host's first start).
+        self.read_view = self.buf
+        if not readonly:
+            self.read_view = self.buf.view()
+            self.read_view.flags.writeable = False
 
     @property
     def file_end_offset(self) -> int:
@@ -200,7 +207,7 @@ class MappedFile:
             addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
             _libc.munlock(ctypes.c_void_p(addr), ctypes.c_size_t(self.size))
             self._locked = False
-        self.buf = None
+        self.buf = self.read_view = None
         try:
             self.mm.close()
         except BufferError:

@@ -95,7 +95,7 @@ def _abnormal_start(commitlog: CommitLog, checkpoint: Checkpoint, message_index:
     limit = checkpoint.min_timestamp_index() if message_index else checkpoint.min_timestamp()
     row = np.zeros((1, rec.N_COLS), dtype=np.int64)
     for mf in reversed(files):
-        code = rec.parse_one(mf.buf, 0, mf.size, mf.file_from_offset, False, row, 0)
+        code = rec.parse_one(mf.read_view, 0, mf.size, mf.file_from_offset, False, row, 0)
         store_ts = int(row[0, rec.R_STORE_TS])
         if code == rec.PARSE_OK and store_ts != 0 and store_ts <= limit:
             return mf.file_from_offset
