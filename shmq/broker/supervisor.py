@@ -53,6 +53,7 @@ from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc import topic_table as tt
 from shmq.ipc.idle import SPARE_CPUS, spare_cpus
+from shmq.ipc.main_guard import check_main_guard
 from shmq.ipc.segment import (
     Segment,
     create_semaphore,
@@ -114,6 +115,7 @@ class Broker(NamesrvRegistration):
     def start(self) -> None:
         from shmq.store.message_store import MessageStore
 
+        check_main_guard("a broker")
         cfg = self.config
         for line in set_environment(self.tuning):  # before numba is imported and agents spawn
             log.info("tuning: %s", line)
