@@ -24,6 +24,7 @@ from shmq.errors import ResponseError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
 from shmq.ipc.host import host_id, path_id
+from shmq.ipc.layout import layout_id
 from shmq.message import message_to_json
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem, retry_topic
 from shmq.remoting.admin_bodies import kv_table
@@ -128,6 +129,7 @@ class ControlHandlers:
             "storePathRootDir": os.path.abspath(store.store_path_root_dir),
             "hostId": host_id(),
             "storeId": path_id(store.store_path_root_dir),
+            "shmLayout": layout_id(),
             "mappedFileSizeCommitLog": store.mapped_file_size_commit_log,
             "consumeQueueFileSize": store.consume_queue_file_size,
             "flushDiskType": store.flush_disk_type,

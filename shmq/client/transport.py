@@ -4,9 +4,11 @@
 ``"tcp"`` always speaks RocketMQ's send and pull codes on the broker's address; ``"auto"``
 (the default) asks the broker once for its store info and takes shared memory only when
 the broker's host id (boot id and ``/dev/shm``, see ``shmq.ipc.host``) and store directory
-are this process's own. A broker on another host is therefore never attached through
-``/dev/shm`` names that happen to exist here, and a broker that cannot be asked is tried
-again at the next use instead of being pinned to one answer.
+are this process's own and its shared-memory layouts are this install's
+(``shmq.ipc.layout``). A broker on another host is therefore never attached through
+``/dev/shm`` names that happen to exist here, a broker of another shmq version is reached
+over TCP, and a broker that cannot be asked is tried again at the next use instead of
+being pinned to one answer. ``"shm"`` refuses a broker whose layouts differ.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 
 from shmq.errors import ConfigError
 from shmq.ipc.host import host_id, path_id
+from shmq.ipc.layout import layout_id
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
 
@@ -28,12 +31,14 @@ def check_transport(transport: str) -> str:
 
 
 def broker_is_local(info: dict) -> bool:
-    """Whether a broker's store info (``GET_STORE_INFO``) describes this host's store."""
+    """Whether a broker's store info (``GET_STORE_INFO``) describes this host's store, in
+    shared-memory layouts this install speaks."""
     store_id = info.get("storeId")
     return (
         info.get("hostId") == host_id()
         and bool(store_id)
         and path_id(info.get("storePathRootDir", "")) == store_id
+        and info.get("shmLayout") == layout_id()
     )
 
 
@@ -51,8 +56,18 @@ class TransportChooser:
         of a broker that cannot be asked (the caller's attempt fails, as a send would)."""
         known = self.known.get(address)
         if known is None:
-            if self.transport != "auto":
-                known = self.transport == "tcp"
+            if self.transport == "tcp":
+                known = True
+            elif self.transport == "shm":
+                _, info = self.client.invoke_json(address, RequestCode.GET_STORE_INFO)
+                theirs = (info or {}).get("shmLayout")
+                if theirs != layout_id():
+                    raise ConfigError(
+                        f"broker {address} uses shared-memory layouts {theirs} and this client "
+                        f"{layout_id()} (another shmq version): upgrade both, or use "
+                        "transport='tcp' or 'auto'"
+                    )
+                known = False
             else:
                 _, info = self.client.invoke_json(address, RequestCode.GET_STORE_INFO)
                 known = not broker_is_local(info or {})

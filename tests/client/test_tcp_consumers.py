@@ -8,6 +8,7 @@ import collections
 import threading
 import time
 
+import pytest
 from conftest import create_topic, wait_for
 
 from shmq.client.producer import Producer
@@ -171,3 +172,19 @@ def test_auto_transport_takes_shared_memory_only_for_this_hosts_store(broker):
     assert not broker_is_local({**info, "hostId": "another-boot-id/0:0"})
     assert not broker_is_local({**info, "storeId": "0:0"})
     assert not broker_is_local({k: v for k, v in info.items() if k != "hostId"})
+    assert not broker_is_local({**info, "shmLayout": "0123456789abcdef"})  # another version
+
+
+def test_a_broker_of_another_shmq_version_is_reached_over_tcp(broker, monkeypatch):
+    """Shared-memory layouts differ between installs: ``auto`` takes TCP, ``shm`` refuses
+    naming both layouts (the client's is made to differ here)."""
+    from shmq.client import transport
+    from shmq.errors import ConfigError
+    from shmq.remoting.client import RemotingClient
+
+    address = broker.brokers["broker-a"].address
+    monkeypatch.setattr(transport, "layout_id", lambda: "0123456789abcdef")
+    with RemotingClient() as client:
+        assert transport.TransportChooser(client, "auto").tcp(address) is True
+        with pytest.raises(ConfigError, match=r"0123456789abcdef.*upgrade both"):
+            transport.TransportChooser(client, "shm").tcp(address)
