@@ -8,13 +8,15 @@ that needs no kernel starts in about 0.3 s.
 
 Errors: a ``ShmqError`` (or an ``OSError``) escaping a command is printed as one line,
 ``error: ...``, on stderr with exit status 1 (``-vv`` also logs the traceback). Usage errors
-are click's (exit status 2).
+are click's (exit status 2). A closed stdout (``shmq admin topic-list | head -1``) ends a
+command quietly with exit status 0, as Unix tools do.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from typing import IO, Any
 
@@ -75,6 +77,11 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            # the reader went away: end quietly, with stdout on /dev/null so that the flush
+            # at exit cannot fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(0)
         except (ShmqError, OSError) as exc:
             log.debug("command failed", exc_info=True)
             raise CliError(_one_line(exc)) from exc

@@ -318,3 +318,17 @@ def test_admin_help_is_light_and_listed():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env()
     )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_an_admin_command_into_a_closed_pipe_ends_quietly(c):
+    """`shmq admin topic-list | head -1` once printed `error: BrokenPipeError` and exited 1."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line
+    try:
+        run = subprocess.run([sys.executable, "-m", "shmq_cli.main", "admin", "topic-list",
+                              "-n", c.namesrv], stdout=write_end, stderr=subprocess.PIPE,
+                             env=env(), timeout=120)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == b""
