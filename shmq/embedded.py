@@ -27,13 +27,21 @@ class EmbeddedBroker:
     ``topics`` maps topic names to queue counts created before ``start()`` returns; any other
     keyword is a ``BrokerConfig`` field (``flush_disk_type="SYNC_FLUSH"``, ``ring_size=…``).
 
-    Example::
+    The agents are processes started with multiprocessing's ``spawn``, which runs the main
+    script again in each: a script starts the broker under ``if __name__ == "__main__":``
+    (``start`` refuses in one line otherwise). Example::
 
         import shmq
 
-        with shmq.EmbeddedBroker(topics={"Orders": 4}) as mq:
-            with shmq.Producer("demo-producer", mq.namesrv) as producer:
-                producer.send(shmq.Message("Orders", b"hello"))
+
+        def main() -> None:
+            with shmq.EmbeddedBroker(topics={"Orders": 4}) as mq:
+                with shmq.Producer("demo-producer", mq.namesrv) as producer:
+                    producer.send(shmq.Message("Orders", b"hello"))
+
+
+        if __name__ == "__main__":
+            main()
     """
 
     def __init__(
