@@ -118,17 +118,19 @@ def start(
         raise ShmqError(f"shmq is already running for {store_dir} (pid {existing['pid']})")
     if mapped_file_size is None:
         mapped_file_size = DEMO_MAPPED_FILE_SIZE if demo else DEFAULT_MAPPED_FILE_SIZE
+    from shmq.broker.broker_config import BrokerConfig, load_broker_config
+
+    # here, before a daemon detaches: the config's warnings and errors reach this terminal
+    base = load_broker_config(config_path) if config_path else BrokerConfig()
     if not os.environ.get(DAEMON_ENV):  # a daemon's parent compiled them a moment ago
         _compile_kernels()
     if daemon:
         _start_daemon(store_dir)
         return
-    from shmq.broker.broker_config import BrokerConfig, load_broker_config
     from shmq.broker.supervisor import Broker
     from shmq.namesrv.kv_config import FILE_NAME as KV_FILE_NAME
     from shmq.namesrv.server import NameServer
 
-    base = load_broker_config(config_path) if config_path else BrokerConfig()
     namesrv_addr = f"127.0.0.1:{namesrv_port}"
     cfg = base.replace(
         namesrv_addr=namesrv_addr,

@@ -10,7 +10,7 @@ import dataclasses
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shmq.errors import ConfigError
@@ -19,52 +19,144 @@ FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 DEFAULT_STORE_ROOT = os.path.join(os.path.expanduser("~"), ".shmq", "store")
 
 
+def setting(default: Any, doc: str, *, shown: str | None = None, **field_args: Any) -> Any:
+    """A config field with its meaning, ``doc``: the configuration reference in README.md is
+    rendered from these (``shmq.broker.config_reference``), so a key's documentation lives
+    next to its default and cannot drift. ``shown`` replaces a default that depends on the
+    host (a path under the home directory, the CPU count) in that reference."""
+    return field(default=default, metadata={"doc": doc, "shown": shown}, **field_args)
+
+
 @dataclass(frozen=True)
 class MessageStoreConfig:
     """Storage engine settings (RocketMQ 4.9 defaults; sizes in bytes, intervals in ms)."""
 
-    store_path_root_dir: str = DEFAULT_STORE_ROOT
-    mapped_file_size_commit_log: int = 1 << 30
-    mapped_file_size_consume_queue: int = 300_000 * 20
-    flush_disk_type: str = "ASYNC_FLUSH"
-    flush_interval_commit_log: int = 500
-    flush_commit_log_least_pages: int = 4
-    flush_commit_log_thorough_interval: int = 10_000
-    sync_flush_timeout: int = 5_000
-    flush_interval_consume_queue: int = 1_000
-    flush_consume_queue_least_pages: int = 2
-    max_message_size: int = 4 * 1024 * 1024
-    check_crc_on_recover: bool = True
-    message_index_enable: bool = True
-    max_hash_slot_num: int = 5_000_000
-    max_index_num: int = 20_000_000
-    max_msgs_num_batch: int = 64
-    file_reserved_time: int = 72
-    delete_when: str = "04"
-    disk_max_used_space_ratio: int = 75
-    disk_space_clean_forcibly_ratio: int = 85
-    disk_space_warning_level_ratio: int = 90
-    clean_file_forcibly_enable: bool = True
-    delete_files_batch_max: int = 10
-    clean_resource_interval: int = 10_000
-    # shmq's own: the first cleanup round after start (RocketMQ waits 60 s)
-    clean_resource_initial_delay: int = 60_000
-    # accepted for broker.conf compatibility; not needed here: a deleted file is unmapped by
-    # its owner at once and by a reader within a second of its next read (store.reader)
-    destroy_maped_file_interval_forcibly: int = 120_000
-    warm_mapped_file_enable: bool = False
-    mlock_mapped_file_enable: bool = True
-    preallocate_mapped_file_enable: bool = True
-    # a message further than this % of physical RAM behind the CommitLog's end is "in disk"
-    # (RocketMQ's checkInDiskByCommitOffset); used by the offset query of a new group
-    access_message_in_memory_max_ratio: int = 40
-    max_transfer_count_on_message_in_memory: int = 32
-    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
-    store_host: str = "127.0.0.1:10911"
-    store_file_mode: str = "0600"  # shmq's: octal mode of store files (dirs get +x per r)
-    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-    timer_max_delay_sec: int = 3 * 86_400  # RocketMQ 5's timer messages
-    timer_precision_ms: int = 1000
+    store_path_root_dir: str = setting(
+        DEFAULT_STORE_ROOT,
+        "The store's directory: `commitlog/`, `consumequeue/`, `index/`, `config/`, "
+        "`checkpoint` and `abort` are kept under it (RocketMQ's default is `~/store`).",
+        shown="`~/.shmq/store`",
+    )
+    # RocketMQ 4.9 has no keys for the consume-queue, index, checkpoint and abort paths (its
+    # StorePathConfigHelper derives them from the root); the CommitLog's has one
+    store_path_commit_log: str = setting(
+        "",
+        "Where the CommitLog is kept. shmq keeps it only in `storePathRootDir/commitlog`, "
+        "where its clients and Spark map it: that path is taken (it then follows "
+        "`storePathRootDir`, e.g. `shmq start --store`), any other is refused.",
+        shown="`storePathRootDir/commitlog`",
+    )
+    mapped_file_size_commit_log: int = setting(
+        1 << 30, "Size of each CommitLog file, a multiple of 4096 (1 GiB)."
+    )
+    mapped_file_size_consume_queue: int = setting(
+        300_000 * 20, "Size of each consume-queue file: 300,000 units of 20 bytes."
+    )
+    flush_disk_type: str = setting(
+        "ASYNC_FLUSH",
+        "`ASYNC_FLUSH` (flushed in the background) or `SYNC_FLUSH` (a send is answered "
+        "once its message is on disk; one `fdatasync` answers every waiting send).",
+    )
+    flush_interval_commit_log: int = setting(
+        500, "ASYNC_FLUSH: how often the flush agent looks at the CommitLog."
+    )
+    flush_commit_log_least_pages: int = setting(
+        4, "ASYNC_FLUSH: dirty 4 KiB pages a flush waits for."
+    )
+    flush_commit_log_thorough_interval: int = setting(
+        10_000, "ASYNC_FLUSH: every dirty page is flushed at least this often."
+    )
+    sync_flush_timeout: int = setting(
+        5_000,
+        "How long a SYNC_FLUSH send waits for its flush, and a SYNC_MASTER's send for its "
+        "slave, before `FLUSH_DISK_TIMEOUT` / `FLUSH_SLAVE_TIMEOUT`.",
+    )
+    flush_interval_consume_queue: int = setting(1_000, "How often reput flushes consume queues.")
+    flush_consume_queue_least_pages: int = setting(
+        2, "Dirty pages a consume queue needs for reput's flush."
+    )
+    max_message_size: int = setting(
+        4 * 1024 * 1024, "The largest message accepted (bytes); `ringSize` must hold it."
+    )
+    check_crc_on_recover: bool = setting(
+        True, "Check every record's body CRC when the CommitLog is recovered at start."
+    )
+    message_index_enable: bool = setting(
+        True, "Index messages by key and unique id (the IndexFile) for queries."
+    )
+    max_hash_slot_num: int = setting(5_000_000, "Hash slots of each index file.")
+    max_index_num: int = setting(20_000_000, "Entries of each index file.")
+    max_msgs_num_batch: int = setting(64, "The most messages one query by key answers.")
+    file_reserved_time: int = setting(
+        72, "Hours a CommitLog file is kept before cleanup may delete it."
+    )
+    delete_when: str = setting(
+        "04", "Hours of the day (0-23, `;`-separated) at which expired files are deleted."
+    )
+    disk_max_used_space_ratio: int = setting(
+        75, "Disk use (%) above which expired files are deleted at any hour."
+    )
+    disk_space_clean_forcibly_ratio: int = setting(
+        85,
+        "Disk use (%) above which the oldest files are deleted whatever their age, with "
+        "`cleanFileForciblyEnable` (a system property in RocketMQ).",
+    )
+    disk_space_warning_level_ratio: int = setting(
+        90,
+        "Disk use (%) above which puts are refused while reads go on (a system property in "
+        "RocketMQ).",
+    )
+    clean_file_forcibly_enable: bool = setting(
+        True, "Let cleanup delete unexpired files when the disk is nearly full."
+    )
+    delete_files_batch_max: int = setting(
+        10, "The most CommitLog files one cleanup round deletes (fixed in RocketMQ 4.9)."
+    )
+    clean_resource_interval: int = setting(10_000, "How often the cleaner agent runs.")
+    clean_resource_initial_delay: int = setting(
+        60_000, "shmq's own: the first cleanup round after start (RocketMQ waits 60 s)."
+    )
+    warm_mapped_file_enable: bool = setting(
+        False, "Touch every page of a new CommitLog file before it is written to."
+    )
+    mlock_mapped_file_enable: bool = setting(
+        True, "shmq's own: lock a warmed file's pages in RAM (RocketMQ's warm-up always does)."
+    )
+    preallocate_mapped_file_enable: bool = setting(
+        True, "shmq's own: allocate the next CommitLog file ahead, in the background."
+    )
+    # RocketMQ's checkInDiskByCommitOffset
+    access_message_in_memory_max_ratio: int = setting(
+        40,
+        "A message further than this % of RAM behind the CommitLog's end is on disk: pulls of "
+        "it take the in-disk limits, and with `slaveReadEnable` the consumer is sent to a "
+        "slave; also used when a new group asks where to start.",
+    )
+    max_transfer_count_on_message_in_memory: int = setting(
+        32, "The most messages a pull answer takes from memory."
+    )
+    max_transfer_bytes_on_message_in_memory: int = setting(
+        256 * 1024, "The most bytes a pull answer takes from memory."
+    )
+    store_host: str = setting(
+        "127.0.0.1:10911",
+        "The address stored in each message (its STOREHOST); follows `brokerIP1` and "
+        "`listenPort` unless set.",
+        shown="`brokerIP1:listenPort`",
+    )
+    store_file_mode: str = setting(
+        "0600",
+        "shmq's own: octal mode of store files (directories add x to each r); `0640` lets a "
+        "group read them.",
+    )
+    message_delay_level: str = setting(
+        "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+        "Delays of levels 1, 2, … of delayed messages (units s, m, h, d).",
+    )
+    timer_max_delay_sec: int = setting(
+        3 * 86_400, "RocketMQ 5's: the longest delay of a timer message, in seconds."
+    )
+    timer_precision_ms: int = setting(1000, "RocketMQ 5's: the timer wheel's tick.")
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in FLUSH_DISK_TYPES:
@@ -95,6 +187,16 @@ class MessageStoreConfig:
                     f"deleteWhen {self.delete_when!r} must be hours 0-23 split by ';'"
                 )
         parse_host(self.store_host)
+        commit_log_dir = os.path.join(self.store_path_root_dir, "commitlog")
+        wanted = self.store_path_commit_log
+        if wanted and not _same_path(wanted, commit_log_dir):
+            parent, name = os.path.split(os.path.normpath(wanted))
+            fix = f"set storePathRootDir={parent} instead" if name == "commitlog" else "remove it"
+            raise ConfigError(
+                f"storePathCommitLog {wanted!r} is not {commit_log_dir!r}: shmq keeps the "
+                "CommitLog in storePathRootDir/commitlog, where its clients and Spark map it; "
+                + fix
+            )
         mode = str(self.store_file_mode).strip()
         if not re.fullmatch(r"0?[0-7]{3}", mode) or int(mode, 8) & 0o600 != 0o600:
             raise ConfigError(
@@ -144,6 +246,10 @@ class MessageStoreConfig:
             if name not in fields:
                 raise ConfigError(f"unknown store config key {key!r}")
             changes[name] = _coerce(name, value, fields[name].type)
+        root = changes.get("store_path_root_dir", self.store_path_root_dir)
+        commit_log = changes.get("store_path_commit_log", "")
+        if commit_log and _same_path(commit_log, os.path.join(root, "commitlog")):
+            changes["store_path_commit_log"] = ""  # the default, so it follows the root
         return dataclasses.replace(self, **changes)
 
 
@@ -181,6 +287,10 @@ def snake_case(name: str) -> str:
     → ``check_crc_on_recover``; snake_case stays as it is."""
     snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
     return _ALIASES.get(snake, snake)
+
+
+def _same_path(a: str, b: str) -> bool:
+    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def parse_host(text: str) -> tuple[str, int]:

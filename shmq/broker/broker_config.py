@@ -11,6 +11,8 @@ text, so what ``shmq start`` ran with can be read and reused.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 import re
 import tomllib
@@ -18,10 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shmq.config import MessageStoreConfig, parse_host, snake_case
+from shmq.broker.rocketmq_keys import ignored_keys, ignored_reason
+from shmq.config import MessageStoreConfig, parse_host, setting, snake_case
 from shmq.errors import ConfigError
 from shmq.ipc.idle import STRATEGIES, spare_cpus
 from shmq.java_properties import escape, parse_properties
+
+log = logging.getLogger(__name__)
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 RECORD_OVERHEAD_MAX = 256 + 32 * 1024
@@ -35,7 +40,7 @@ _CAMEL_ALIASES = {
     "warm_mapped_file_enable": "warmMapedFileEnable",  # RocketMQ's spelling
 }
 # Fields that are not keys of a conf file.
-_NOT_KEYS = ("store", "tuning")
+NOT_KEYS = ("store", "tuning")
 
 
 @dataclass(frozen=True)
@@ -47,103 +52,195 @@ class BrokerConfig:
     ``brokerIP1:listenPort`` unless ``storeHost`` is set to something else.
     """
 
-    broker_cluster_name: str = "DefaultCluster"
-    broker_name: str = "broker-a"
-    broker_id: int = 0
-    namesrv_addr: str = ""
-    listen_port: int = 10911
-    broker_ip1: str = "127.0.0.1"
-    broker_role: str = "ASYNC_MASTER"
-    broker_permission: int = 6
-    # the file the broker was started from (load_broker_config sets it): UPDATE_BROKER_CONFIG
-    # writes the keys that act at the next start there, as RocketMQ does. Where a config
-    # came from is not a setting: configs compare and are written without it.
-    broker_config_path: str = field(default="", compare=False)
-    auto_create_topic_enable: bool = True
-    auto_create_subscription_group: bool = True
-    # RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime (a system property there), ms
-    rebalance_lock_max_live_time: int = 60_000
-    default_topic_queue_nums: int = 8
-    cluster_topic_enable: bool = True
-    broker_topic_enable: bool = True
-    register_name_server_period: int = 30_000
-    flush_consumer_offset_interval: int = 5_000
-    long_polling_enable: bool = True
-    short_polling_time_mills: int = 1_000
-    client_channel_max_idle_time_seconds: int = 120
-    server_channel_max_idle_time_seconds: int = 120
-    # shmq's own: connections the control server serves at once; seconds a frame may take
-    server_max_connections: int = 1024
-    server_frame_timeout_seconds: int = 30
-    # ms without a heartbeat before a client is dropped (RocketMQ: 120 s, fixed in code)
-    channel_expired_timeout: int = 120_000
-    # shmq's own: producer rings (bytes, completion slots), slot tables, agent idling. A
-    # record never wraps in a ring, so the largest message that can be sent is about ringSize
-    # less its header: 8 MiB holds the default maxMessageSize of 4 MiB.
-    ring_size: int = 8 << 20
-    ring_slots: int = 65536
-    max_producers: int = 64
-    max_consumers: int = 256
-    max_queue_slots: int = 4096
-    # the writer's idle strategy (shmq.ipc.idle): backoff (adaptive spin, yield, park),
-    # busy_spin (hosts with cores to spare: reput spins too) or park; other agents park
-    idle_strategy: str = "backoff"
-    idle_spin_us: int = 50
-    idle_yield_us: int = 0
+    broker_cluster_name: str = setting("DefaultCluster", "The cluster the broker registers in.")
+    broker_name: str = setting(
+        "broker-a", "The broker group's name: a master and its slaves share it."
+    )
+    broker_id: int = setting(0, "0 for a master, above 0 for a slave.")
+    namesrv_addr: str = setting(
+        "", "The NameServers to register with, `ip:port` separated by `;`.", shown="(none)"
+    )
+    listen_port: int = setting(10911, "The broker's TCP port (0: any free port).")
+    broker_ip1: str = setting(
+        "127.0.0.1", "The IPv4 address the broker registers (and stores in messages)."
+    )
+    broker_role: str = setting(
+        "ASYNC_MASTER",
+        "`ASYNC_MASTER`, `SYNC_MASTER` (a send waits for the slave too) or `SLAVE`.",
+    )
+    broker_permission: int = setting(
+        6, "The permission registered for the broker's topics: 6 read-write, 4 read, 2 write."
+    )
+    # Where a config came from is not a setting: configs compare and are written without it.
+    broker_config_path: str = setting(
+        "",
+        "Set to the file the broker was started from (a value in the file is replaced): "
+        "`updateBrokerConfig` writes the keys that act at the next start there.",
+        shown="the `-c` file",
+        compare=False,
+    )
+    acl_enable: bool = setting(
+        False,
+        "Must stay false: shmq has no ACL, and a broker.conf that asks for it is refused "
+        "rather than served open to every client.",
+    )
+    auto_create_topic_enable: bool = setting(True, "A send to an unknown topic creates it.")
+    auto_create_subscription_group: bool = setting(
+        True, "A consumer group is created when first used."
+    )
+    rebalance_lock_max_live_time: int = setting(
+        60_000,
+        "How long an orderly consumer's queue lock lasts unless renewed (a system property "
+        "in RocketMQ, `rocketmq.broker.rebalance.lockMaxLiveTime`).",
+    )
+    default_topic_queue_nums: int = setting(8, "Queues of an auto-created topic.")
+    cluster_topic_enable: bool = setting(
+        True, "Make the topic named after the cluster readable and writable."
+    )
+    broker_topic_enable: bool = setting(
+        True, "Make the topic named after the broker readable and writable."
+    )
+    register_name_server_period: int = setting(
+        30_000, "How often the broker registers with the namesrvs (not clamped to 10-60 s)."
+    )
+    flush_consumer_offset_interval: int = setting(
+        5_000, "How often consumer offsets are written to `consumerOffset.json`."
+    )
+    long_polling_enable: bool = setting(
+        True, "A pull that finds nothing waits for messages (long polling)."
+    )
+    short_polling_time_mills: int = setting(
+        1_000, "How long such a pull waits without long polling."
+    )
+    server_channel_max_idle_time_seconds: int = setting(
+        120, "A connection silent this many seconds is closed."
+    )
+    server_max_connections: int = setting(
+        1024, "shmq's own: connections the control server serves at once."
+    )
+    server_frame_timeout_seconds: int = setting(
+        30, "shmq's own: seconds a request frame may take to arrive once its length is read."
+    )
+    channel_expired_timeout: int = setting(
+        120_000, "A client without a heartbeat this long is dropped (fixed in RocketMQ)."
+    )
+    # A record never wraps in a ring, so the largest message that can be sent is about
+    # ringSize less its header: 8 MiB holds the default maxMessageSize of 4 MiB.
+    ring_size: int = setting(
+        8 << 20,
+        "shmq's own: bytes of each producer's shared-memory ring (a power of two); the "
+        "largest message that can be sent is about this less its header.",
+    )
+    ring_slots: int = setting(65536, "shmq's own: completion slots of each ring (a power of two).")
+    max_producers: int = setting(64, "shmq's own: producer rings the broker holds at once.")
+    max_consumers: int = setting(
+        256, "shmq's own: consumers on this host the broker serves at once."
+    )
+    max_queue_slots: int = setting(
+        4096, "shmq's own: queues (topic and queue id) the shared queue table holds."
+    )
+    idle_strategy: str = setting(
+        "backoff",
+        "shmq's own: how the writer waits for work: `backoff` (spin, yield, then park), "
+        "`busy_spin` (reput spins too: for hosts with cores to spare) or `park`; the other "
+        "agents park.",
+    )
+    idle_spin_us: int = setting(50, "shmq's own: µs the backoff writer spins before it yields.")
+    idle_yield_us: int = setting(0, "shmq's own: µs it then yields before it parks.")
     # a park ends at a post; its timeout only bounds what no one posts for (a stop, a
     # topic created on request are posted too): each wake-up costs ~80 µs of CPU on a small
     # VM, so 1 ms parks kept an idle writer and reput at 8 % of a core each
-    idle_park_us: int = 10_000
-    # how long the writer stays awake after answering a producer that waits for the answer
-    # (a sync send), whatever the recent gaps (shmq.ipc.idle's linger); 0 below 4 CPUs,
-    # where it takes the CPU reput and the consumers need
-    idle_linger_us: int = 200 if spare_cpus() else 0
-    # how long the writer sleeps after a pass of idleBatchMin records or more that answered
-    # no waiting sync send, so the next pass takes what a stream of async or oneway sends
-    # brought meanwhile (shmq.ipc.idle's batch linger): fewer passes and fewer wake-ups of
-    # reput. 0 (every pass at once) with 4 CPUs or more, where the agents may spin
-    idle_batch_linger_us: int = 0 if spare_cpus() else 100
-    idle_batch_min: int = 4
-    # shmq's own: the writer computes every stored BODYCRC itself (as RocketMQ's broker
-    # does); with checkProducerCrc it also rejects a ring record whose producer-computed CRC
-    # differs (an end-to-end check of the rings, and producers then compute CRCs)
-    check_producer_crc: bool = False
-    agent_restart_max: int = 5
-    # request/reply: a reply is pushed to its requester and, as well, stored in the
-    # cluster's reply topic (RocketMQ's storeReplyMessageEnable)
-    store_reply_message_enable: bool = True
-    # replies are handled on a pool of their own, as RocketMQ's replyMessageExecutor, so a
-    # requester slow to take its push holds a pool thread, never the replier's connection;
-    # past the queue's capacity a reply is answered SYSTEM_BUSY ([OVERLOAD])
-    process_reply_message_thread_pool_nums: int = 16 + 2 * (os.cpu_count() or 1)
-    reply_thread_pool_queue_capacity: int = 10_000
-    # transactional messages (ms, count): a half message without an outcome is checked back
-    # once older than transactionTimeOut, every transactionCheckInterval, at most
-    # transactionCheckMax times (RocketMQ 4.9's defaults)
-    transaction_time_out: int = 6_000
-    transaction_check_interval: int = 60_000
-    transaction_check_max: int = 15
-    # master/slave replication (RocketMQ 4.9's MessageStoreConfig HA keys): haListenPort 0
-    # means listenPort + 1; a slave without haMasterAddress learns it from the namesrv's
-    # register answer. syncFlushTimeout (a store key) bounds a SYNC_MASTER's wait for the
-    # slave, as in 4.9.
-    ha_listen_port: int = 0
-    ha_master_address: str = ""
-    ha_send_heartbeat_interval: int = 5_000
-    ha_housekeeping_interval: int = 20_000
-    ha_transfer_batch_size: int = 32 * 1024
-    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
-    # consumers may read from a slave: a master suggests it to a consumer far behind (more
-    # than accessMessageInMemoryMaxRatio % of RAM), a slave serves pulls (else it answers
-    # PULL_RETRY_IMMEDIATELY, suggesting the master)
-    slave_read_enable: bool = False
-    # shmq's own key for RocketMQ's fixed 10 s: how often a slave copies its master's topics,
-    # offsets, delay offsets and subscription groups (slave_sync)
-    slave_synchronize_interval: int = 10_000
-    # controller mode (RocketMQ 5's names): the namesrv's controller decides the role at
-    # start and elects a slave when the master stops; heartbeats every brokerHeartbeatInterval
-    enable_controller_mode: bool = False
-    broker_heartbeat_interval: int = 1_000
+    idle_park_us: int = setting(10_000, "shmq's own: the longest park, in µs.")
+    # 0 below 4 CPUs, where the lingering writer takes the CPU reput and the consumers need
+    idle_linger_us: int = setting(
+        200 if spare_cpus() else 0,
+        "shmq's own: µs the writer stays awake after answering a sync send, whose sender "
+        "comes straight back with the next one.",
+        shown="`200` with 4 CPUs or more, else `0`",
+    )
+    # 0 with 4 CPUs or more, where the agents may spin
+    idle_batch_linger_us: int = setting(
+        0 if spare_cpus() else 100,
+        "shmq's own: µs the writer sleeps after a pass of `idleBatchMin` records or more "
+        "that answered no waiting sync send, so that its next pass takes what a stream of "
+        "async or oneway sends brought meanwhile (fewer passes, fewer wake-ups of reput).",
+        shown="`0` with 4 CPUs or more, else `100`",
+    )
+    idle_batch_min: int = setting(
+        4, "shmq's own: records of a pass that `idleBatchLingerUs` follows."
+    )
+    check_producer_crc: bool = setting(
+        False,
+        "shmq's own: also reject a ring record whose producer-computed body CRC differs (the "
+        "writer computes every stored CRC either way).",
+    )
+    agent_restart_max: int = setting(
+        5,
+        "shmq's own: restarts of one agent within a minute, no client to blame, before the "
+        "broker stops itself.",
+    )
+    store_reply_message_enable: bool = setting(
+        True, "A reply is stored in the cluster's reply topic as well as pushed to its requester."
+    )
+    # RocketMQ's replyMessageExecutor: a requester slow to take its push holds a pool thread,
+    # never the replier's connection
+    process_reply_message_thread_pool_nums: int = setting(
+        16 + 2 * (os.cpu_count() or 1),
+        "Threads that push replies to their requesters.",
+        shown="16 + 2 × CPUs",
+    )
+    reply_thread_pool_queue_capacity: int = setting(
+        10_000, "Replies waiting for those threads; past it a reply is answered SYSTEM_BUSY."
+    )
+    transaction_time_out: int = setting(
+        6_000, "A half message without an outcome is checked back once this old."
+    )
+    transaction_check_interval: int = setting(
+        60_000, "How often half messages without an outcome are checked back."
+    )
+    transaction_check_max: int = setting(
+        15, "Check-backs of a half message before it is discarded."
+    )
+    # master/slave replication: RocketMQ 4.9's MessageStoreConfig HA keys
+    ha_listen_port: int = setting(
+        0, "The master's HA port (0: `listenPort` + 1).", shown="`0` (listenPort + 1)"
+    )
+    ha_master_address: str = setting(
+        "",
+        "A slave's master HA address, `ip:port` (none: learnt from the namesrv's answer).",
+        shown="(none)",
+    )
+    ha_send_heartbeat_interval: int = setting(
+        5_000, "How often a slave reports its offset to the master when idle."
+    )
+    ha_housekeeping_interval: int = setting(
+        20_000, "A replication connection silent this long is closed."
+    )
+    ha_transfer_batch_size: int = setting(32 * 1024, "The most bytes the master sends at once.")
+    ha_slave_fallbehind_max: int = setting(
+        256 * 1024 * 1024,
+        "A slave further behind than this (bytes) is not in sync: a SYNC_MASTER does not wait "
+        "for it.",
+    )
+    slave_read_enable: bool = setting(
+        False,
+        "Consumers may read from a slave: a master sends a consumer far behind "
+        "(`accessMessageInMemoryMaxRatio`) to it; without it a slave sends pulls back.",
+    )
+    slave_synchronize_interval: int = setting(
+        10_000,
+        "How often a slave copies its master's topics, offsets and groups (fixed at 10 s in "
+        "RocketMQ).",
+    )
+    # controller mode uses RocketMQ 5's names
+    enable_controller_mode: bool = setting(
+        False,
+        "RocketMQ 5's: the namesrv's controller decides the role at start and elects a slave "
+        "when the master stops.",
+    )
+    broker_heartbeat_interval: int = setting(
+        1_000, "RocketMQ 5's: how often a broker in controller mode reports to the controller."
+    )
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     tuning: Mapping[str, Any] = field(default_factory=dict)
 
@@ -166,6 +263,8 @@ class BrokerConfig:
                 value,
                 "a non-empty name without whitespace",
             )
+        _require(not self.acl_enable, "acl_enable", self.acl_enable,
+                 "false: shmq has no ACL, so it would serve every client")  # fmt: skip
         _range(self, "listen_port", 0, 65535)
         _range(self, "server_max_connections", 1, 65536)
         _range(self, "server_channel_max_idle_time_seconds", 1, 86400)
@@ -176,7 +275,6 @@ class BrokerConfig:
             "register_name_server_period",
             "flush_consumer_offset_interval",
             "short_polling_time_mills",
-            "client_channel_max_idle_time_seconds",
             "channel_expired_timeout",
             "max_producers",
             "max_consumers",
@@ -254,7 +352,7 @@ class BrokerConfig:
         A ``tuning`` key replaces the tuning table. ``store.store_host`` keeps following
         ``brokerIP1:listenPort`` unless it was set apart from them.
         """
-        fields = {f.name: f for f in dataclasses.fields(self) if f.name not in _NOT_KEYS}
+        fields = {f.name: f for f in dataclasses.fields(self) if f.name not in NOT_KEYS}
         store_fields = {f.name for f in dataclasses.fields(MessageStoreConfig)}
         changes: dict[str, Any] = {}
         store_changes: dict[str, Any] = {}
@@ -269,7 +367,7 @@ class BrokerConfig:
                     raise ConfigError(f"tuning must be a table, not {type(value).__name__}")
                 changes["tuning"] = dict(value)
             else:
-                raise ConfigError(f"unknown broker config key {key!r}")
+                raise ConfigError(f"unknown broker config key {key!r}{_did_you_mean(key)}")
         store = self.store.replace(**store_changes) if store_changes else self.store
         follows = "store_host" not in store_changes and self.store.store_host in (
             self.derived_store_host,
@@ -334,6 +432,9 @@ def load_broker_config(path: str | os.PathLike[str]) -> BrokerConfig:
 
     TOML keys may sit at the top level or in a ``[broker]`` table; a ``[store]`` table holds
     only store keys; a ``[tuning]`` table is kept as it is in ``BrokerConfig.tuning``.
+    RocketMQ's keys that mean nothing here (``shmq.broker.rocketmq_keys``) are dropped with
+    one warning line each; any other name shmq does not know is a ``ConfigError`` naming the
+    nearest key.
     """
     path = os.fspath(path)
     try:
@@ -353,10 +454,33 @@ def load_broker_config(path: str | os.PathLike[str]) -> BrokerConfig:
         except UnicodeDecodeError:
             text = raw.decode("latin-1")  # what Java's Properties.load reads
         values = parse_properties(text)
+    values = _without_ignored(path, values)
     try:
         return BrokerConfig.from_mapping({**values, "broker_config_path": os.path.abspath(path)})
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def _without_ignored(path: str, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` without RocketMQ's keys that mean nothing here, each logged as one warning
+    line with the reason, so RocketMQ's own broker.conf files load as they are."""
+    kept = {}
+    for name, value in values.items():
+        reason = ignored_reason(name)
+        if reason is None:
+            kept[name] = value
+        else:
+            log.warning("%s: %s ignored: %s", path, name, reason)
+    return kept
+
+
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean 'brokerName'?)`` for a misspelt key: the nearest of shmq's keys and
+    RocketMQ's, or nothing when none is near."""
+    keys = [camel_case(f.name) for f in dataclasses.fields(BrokerConfig) if f.name not in NOT_KEYS]
+    keys += [camel_case(f.name) for f in dataclasses.fields(MessageStoreConfig)]
+    near = difflib.get_close_matches(camel_case(snake_case(name)), keys + ignored_keys(), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def _toml_values(path: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -367,8 +491,11 @@ def _toml_values(path: str, data: dict[str, Any]) -> dict[str, Any]:
             values.update(value)
         elif key == "store" and isinstance(value, dict):
             for store_key in value:
-                if snake_case(store_key) not in store_fields:
-                    raise ConfigError(f"{path}: [store] has unknown store key {store_key!r}")
+                if snake_case(store_key) not in store_fields and not ignored_reason(store_key):
+                    raise ConfigError(
+                        f"{path}: [store] has unknown store key {store_key!r}"
+                        f"{_did_you_mean(store_key)}"
+                    )
             values.update(value)
         elif key == "tuning" and isinstance(value, dict):
             values["tuning"] = value
@@ -386,7 +513,7 @@ def to_properties(cfg: BrokerConfig, *, changed_only: bool = True) -> str:
     lines = ["# shmq broker config: RocketMQ broker.conf keys, defaults left out"][:changed_only]
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        if f.name not in _NOT_KEYS and (not changed_only or (
+        if f.name not in NOT_KEYS and (not changed_only or (
                 f.compare and value != getattr(default, f.name))):  # fmt: skip
             lines.append(f"{camel_case(f.name)}={escape(_text(value))}")
     for f in dataclasses.fields(cfg.store):

@@ -42,7 +42,7 @@ def test_defaults_are_rocketmq_s():
     assert cfg.register_name_server_period == 30_000
     assert cfg.flush_consumer_offset_interval == 5_000
     assert cfg.long_polling_enable and cfg.short_polling_time_mills == 1_000
-    assert cfg.client_channel_max_idle_time_seconds == 120
+    assert cfg.server_channel_max_idle_time_seconds == 120
     assert cfg.ring_size == 8 << 20 and cfg.ring_slots == 65536
     assert cfg.ring_message_limit >= cfg.store.max_message_size  # the documented maximum fits
     assert cfg.namesrv_addrs == [] and cfg.store == MessageStoreConfig() and cfg.tuning == {}
