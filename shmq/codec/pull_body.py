@@ -55,8 +55,12 @@ def parse_pull_body(body: bytes, topic: str, queue_id: int) -> tuple[np.ndarray,
         )
     rows = rows[:n]
     ok = np.empty(n, dtype=np.bool_)
-    good = rec.units_match(buf, rows, rows[:, rec.R_SIZE], rows[:, rec.R_QUEUE_OFFSET],
-                           np.frombuffer(topic.encode(), dtype=np.uint8), queue_id, ok)  # fmt: skip
+    # contiguous columns: a strided one is another type to numba (but not with one row,
+    # which numpy calls contiguous), and so another compiled copy of the kernel
+    sizes = np.ascontiguousarray(rows[:, rec.R_SIZE])
+    qoffs = np.ascontiguousarray(rows[:, rec.R_QUEUE_OFFSET])
+    topic_raw = np.frombuffer(topic.encode(), dtype=np.uint8)
+    good = rec.units_match(buf, rows, sizes, qoffs, topic_raw, queue_id, ok)
     if good != n or (n > 1 and not np.all(np.diff(rows[:, rec.R_QUEUE_OFFSET]) > 0)):
         bad = int(np.flatnonzero(~ok)[0]) if good != n else -1
         raise RemotingFrameError(
