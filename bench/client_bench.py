@@ -43,7 +43,7 @@ BULK = 4096
 
 
 def producer_main(namesrv: str, api: str, count: int, ready, go, out) -> None:
-    from shmq.client.producer import Producer
+    from shmq.client.producer.producer import Producer
     from shmq.message import Message
 
     topic = f"{TOPIC}-{api}"
@@ -73,7 +73,7 @@ def producer_main(namesrv: str, api: str, count: int, ready, go, out) -> None:
 def consumer_main(namesrv: str, api: str, count: int, ready, out) -> None:
     import threading
 
-    from shmq.client.push_consumer import PushConsumer
+    from shmq.client.consumer.push import PushConsumer
     from shmq.client.types import ConsumeResult
 
     lock = threading.Lock()

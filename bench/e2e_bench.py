@@ -50,7 +50,7 @@ def _body(seq: int, intended_ns: int = 0) -> bytes:
 
 
 def producer_main(namesrv: str, mode: str, count: int, rate: float, ready, go, out) -> None:
-    from shmq.client.producer import Producer
+    from shmq.client.producer.producer import Producer
     from shmq.message import Message
 
     with Producer("bench-producer", namesrv) as producer:
@@ -83,7 +83,7 @@ def producer_main(namesrv: str, mode: str, count: int, rate: float, ready, go, o
 
 
 def consumer_main(namesrv: str, count: int, ready, out) -> None:
-    from shmq.client.queue_reader import QueueReader
+    from shmq.client.transport.queue_reader import QueueReader
 
     with QueueReader("bench-consumer", namesrv) as consumer:
         queues = consumer.queues(TOPIC)

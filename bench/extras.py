@@ -85,7 +85,7 @@ def semaphore_round_trip(count: int, rate: float) -> dict[str, Any]:
 
 
 def _paced_sync_sends(namesrv: str, count: int, rate: float, out: Any) -> None:
-    from shmq.client.producer import Producer
+    from shmq.client.producer.producer import Producer
     from shmq.message import Message
 
     with Producer("bench-sync-rt", namesrv) as producer:
@@ -129,8 +129,8 @@ def push_consumer_backlog(messages: int) -> dict[str, Any]:
     ``PushConsumer`` with a listener that does nothing takes from its first message to the
     last."""
     from bench.embedded import embedded_broker
-    from shmq.client.producer import Producer
-    from shmq.client.push_consumer import PushConsumer
+    from shmq.client.consumer.push import PushConsumer
+    from shmq.client.producer.producer import Producer
     from shmq.client.types import ConsumeResult
     from shmq.message import Message
 

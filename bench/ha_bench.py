@@ -65,9 +65,9 @@ class Pair:
     """A namesrv, a master of ``role`` and, unless ``slave`` is False, its slave."""
 
     def __init__(self, role: str, slave: bool) -> None:
-        from shmq.broker.broker_config import BrokerConfig
+        from shmq.broker.config.broker_config import BrokerConfig
         from shmq.broker.supervisor import Broker
-        from shmq.broker.topic_config import TopicConfig
+        from shmq.broker.topic.config import TopicConfig
         from shmq.namesrv.server import NameServer
 
         self.tmp = tempfile.TemporaryDirectory(prefix="shmq-ha-bench-")

@@ -54,7 +54,7 @@ def send_timers(namesrv: str, topic: str, due: np.ndarray) -> None:
 
 def delivered(broker, topic: str, expect: int, timeout: float) -> tuple[np.ndarray, np.ndarray]:
     """``(due ms, store ms)`` of the delivered copies in ``topic`` (waits for ``expect``)."""
-    from shmq.client.admin import Admin
+    from shmq.client.admin.admin import Admin
     from shmq.store.reader import StoreReader
 
     cfg = broker._broker.config.store

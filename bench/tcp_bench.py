@@ -56,7 +56,7 @@ def _body(seq: int, intended_ns: int = 0) -> bytes:
 
 
 def producer_main(namesrv, transport, mode, count, rate, ready, go, out) -> None:
-    from shmq.client.producer import Producer
+    from shmq.client.producer.producer import Producer
     from shmq.message import Message
 
     with Producer("bench-producer", namesrv, transport=transport) as producer:
@@ -86,7 +86,7 @@ def producer_main(namesrv, transport, mode, count, rate, ready, go, out) -> None
 
 
 def consumer_main(namesrv, transport, bulk, count, ready, out) -> None:
-    from shmq.client.queue_reader import QueueReader
+    from shmq.client.transport.queue_reader import QueueReader
 
     with QueueReader("bench-consumer", namesrv, transport=transport) as consumer:
         (mq,) = consumer.queues(TOPIC)

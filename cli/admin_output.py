@@ -29,7 +29,7 @@ def options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 @contextlib.contextmanager
 def open_admin(namesrv: str) -> Iterator[Any]:
-    from shmq.client.admin import Admin
+    from shmq.client.admin.admin import Admin
 
     with Admin(namesrv) as admin:
         yield admin

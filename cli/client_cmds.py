@@ -152,7 +152,7 @@ def produce(
     A closed stdout (`shmq produce ... --json | head -1`) ends the sending after the send
     under way, quietly with exit status 0; what was sent is reported on stderr.
     """
-    from shmq.client.producer import Producer
+    from shmq.client.producer.producer import Producer
     from shmq.message import Message
 
     if body is None and size is None:
@@ -261,8 +261,8 @@ def consume(
     | head -3`) ends it quietly with exit status 0, committing only the messages whose lines
     were written: the group's next run starts at the first message that was not.
     """
-    from shmq.client.consumer_base import PERSIST_CONSUMER_OFFSET_INTERVAL
-    from shmq.client.queue_reader import QueueReader
+    from shmq.client.consumer.base import PERSIST_CONSUMER_OFFSET_INTERVAL
+    from shmq.client.transport.queue_reader import QueueReader
     from shmq.message import message_to_json
 
     if persist_interval is None:

@@ -66,7 +66,7 @@ def _run_until_signal(broker, namesrv=None) -> None:
 @click.option("-n", "--namesrv", help="namesrvAddr override, e.g. 127.0.0.1:9876.")
 def broker(config_path: str, namesrv: str | None) -> None:
     """Run one broker (supervisor, writer, reput and flush agents, control server)."""
-    from shmq.broker.broker_config import load_broker_config
+    from shmq.broker.config.broker_config import load_broker_config
     from shmq.broker.supervisor import Broker
 
     cfg = load_broker_config(config_path)
@@ -118,7 +118,7 @@ def start(
         raise ShmqError(f"shmq is already running for {store_dir} (pid {existing['pid']})")
     if mapped_file_size is None:
         mapped_file_size = DEMO_MAPPED_FILE_SIZE if demo else DEFAULT_MAPPED_FILE_SIZE
-    from shmq.broker.broker_config import BrokerConfig, load_broker_config
+    from shmq.broker.config.broker_config import BrokerConfig, load_broker_config
 
     # here, before a daemon detaches: the config's warnings and errors reach this terminal
     base = load_broker_config(config_path) if config_path else BrokerConfig()

@@ -41,7 +41,7 @@ def _options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _settings(profile: str, root: str, store_dir: str | None, config_path: str | None):
-    from shmq.broker.broker_config import BrokerConfig, load_broker_config
+    from shmq.broker.config.broker_config import BrokerConfig, load_broker_config
     from shmq_tuning.check import run_checks
     from shmq_tuning.profile import load
 

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Producer": "shmq.client.producer",
-    "TransactionProducer": "shmq.client.transaction_producer",
-    "PushConsumer": "shmq.client.push_consumer",
-    "PullConsumer": "shmq.client.pull_consumer",
-    "Admin": "shmq.client.admin",
+    "Producer": "shmq.client.producer.producer",
+    "TransactionProducer": "shmq.client.transaction.producer",
+    "PushConsumer": "shmq.client.consumer.push",
+    "PullConsumer": "shmq.client.consumer.lite_pull",
+    "Admin": "shmq.client.admin.admin",
     "EmbeddedBroker": "shmq.embedded",
     "Message": "shmq.message",
     "MessageExt": "shmq.message",
@@ -47,18 +47,18 @@ _EXPORTS = {
     "ConsumeContext": "shmq.client.types",
     "ConsumeOrderlyStatus": "shmq.client.types",
     "ConsumeOrderlyContext": "shmq.client.types",
-    "LocalTransactionState": "shmq.client.transaction_types",
-    "TransactionListener": "shmq.client.transaction_types",
-    "TransactionSendResult": "shmq.client.transaction_types",
-    "allocation_strategy": "shmq.client.allocate",
-    "AllocateMessageQueueStrategy": "shmq.client.allocate",
+    "LocalTransactionState": "shmq.client.transaction.types",
+    "TransactionListener": "shmq.client.transaction.types",
+    "TransactionSendResult": "shmq.client.transaction.types",
+    "allocation_strategy": "shmq.client.consumer.allocate",
+    "AllocateMessageQueueStrategy": "shmq.client.consumer.allocate",
     "ShmqError": "shmq.errors",
     "ConfigError": "shmq.errors",
     "ClientError": "shmq.errors",
     "SendError": "shmq.errors",
     "SendTimeoutError": "shmq.errors",
     "RequestTimeoutError": "shmq.errors",
-    "create_reply_message": "shmq.client.request_reply",
+    "create_reply_message": "shmq.client.producer.request_reply",
     "NoRouteError": "shmq.errors",
     "InvalidMessageError": "shmq.errors",
     "MessageTooLargeError": "shmq.errors",
@@ -120,14 +120,14 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from shmq.client.admin import Admin
-    from shmq.client.allocate import AllocateMessageQueueStrategy, allocation_strategy
-    from shmq.client.producer import Producer
-    from shmq.client.pull_consumer import PullConsumer
-    from shmq.client.push_consumer import PushConsumer
-    from shmq.client.request_reply import create_reply_message
-    from shmq.client.transaction_producer import TransactionProducer
-    from shmq.client.transaction_types import (
+    from shmq.client.admin.admin import Admin
+    from shmq.client.consumer.allocate import AllocateMessageQueueStrategy, allocation_strategy
+    from shmq.client.consumer.lite_pull import PullConsumer
+    from shmq.client.consumer.push import PushConsumer
+    from shmq.client.producer.producer import Producer
+    from shmq.client.producer.request_reply import create_reply_message
+    from shmq.client.transaction.producer import TransactionProducer
+    from shmq.client.transaction.types import (
         LocalTransactionState,
         TransactionListener,
         TransactionSendResult,

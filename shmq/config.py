@@ -21,7 +21,7 @@ DEFAULT_STORE_ROOT = os.path.join(os.path.expanduser("~"), ".shmq", "store")
 
 def setting(default: Any, doc: str, *, shown: str | None = None, **field_args: Any) -> Any:
     """A config field with its meaning, ``doc``: the configuration reference in README.md is
-    rendered from these (``shmq.broker.config_reference``), so a key's documentation lives
+    rendered from these (``shmq.broker.config.reference``), so a key's documentation lives
     next to its default and cannot drift. ``shown`` replaces a default that depends on the
     host (a path under the home directory, the CPU count) in that reference."""
     return field(default=default, metadata={"doc": doc, "shown": shown}, **field_args)

@@ -63,7 +63,7 @@ class EmbeddedBroker:
         self._broker: Any = None
 
     def start(self) -> EmbeddedBroker:
-        from shmq.broker.broker_config import BrokerConfig
+        from shmq.broker.config.broker_config import BrokerConfig
         from shmq.broker.supervisor import Broker
         from shmq.namesrv.kv_config import FILE_NAME
         from shmq.namesrv.server import NameServer

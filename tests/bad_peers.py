@@ -10,7 +10,7 @@ import struct
 import threading
 
 from shmq.client.route import BrokerQueues
-from shmq.client.tcp_send import TcpSends
+from shmq.client.transport.tcp_send import TcpSends
 from shmq.client.types import MessageQueue
 
 

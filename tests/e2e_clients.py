@@ -20,9 +20,9 @@ import sys
 import threading
 import time
 
-from shmq.client.producer import Producer
-from shmq.client.push_consumer import PushConsumer
-from shmq.client.queue_reader import QueueReader
+from shmq.client.consumer.push import PushConsumer
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import ConsumeOrderlyStatus, ConsumeResult
 from shmq.message import Message
 

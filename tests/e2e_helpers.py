@@ -303,7 +303,7 @@ def pull_all(namesrv: str, group: str, topic: str, wanted: set[bytes], timeout: 
 def start_broker(root: str, ip: str = "127.0.0.1", **conf) -> tuple:
     """A namesrv and an in-process broker (its agents are processes) on ``root``, both on
     ``ip``, with 1 MiB CommitLog files: ``(broker, namesrv)``, to be stopped by the caller."""
-    from shmq.broker.broker_config import BrokerConfig
+    from shmq.broker.config.broker_config import BrokerConfig
     from shmq.broker.supervisor import Broker
     from shmq.namesrv.server import NameServer
 

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from e2e_helpers import cluster, env, shm_entries
-from shmq.client.producer import Producer
-from shmq.client.pull_consumer import PullConsumer
-from shmq.client.queue_reader import QueueReader
+from shmq.client.consumer.lite_pull import PullConsumer
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.message import Message
 from shmq_cli.admin_output import parse_timestamp
 from shmq_cli.main import cli

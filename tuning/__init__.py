@@ -14,5 +14,5 @@ changes it:
 - ``apply``: writing fixes (or printing them with ``dry_run``) and ``--persist`` files.
 
 The runtime settings themselves (the broker's ``[tuning]`` table) are applied by the broker:
-``shmq.broker.tuning``, which this package reads and never the other way round.
+``shmq.broker.config.tuning``, which this package reads and never the other way round.
 """

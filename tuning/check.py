@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shmq.broker.broker_config import BrokerConfig
-from shmq.broker.tuning import TuningConfig
+from shmq.broker.config.broker_config import BrokerConfig
+from shmq.broker.config.tuning import TuningConfig
 from shmq_tuning import blockdev, kernel, runtime, shm
 from shmq_tuning.host import Host
 from shmq_tuning.model import Setting

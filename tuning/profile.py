@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from shmq.errors import ConfigError
 
 if TYPE_CHECKING:  # imported when a profile is parsed: listing profiles stays numpy-free
-    from shmq.broker.tuning import TuningConfig
+    from shmq.broker.config.tuning import TuningConfig
 
 UNLIMITED = "unlimited"
 # Package data next to this module (a plain path works in editable and wheel installs).
@@ -79,7 +79,7 @@ def load(name: str) -> Profile:
 
 def parse(name: str, data: dict[str, Any]) -> Profile:
     """Build a ``Profile`` from its TOML table (missing or malformed keys: ``ConfigError``)."""
-    from shmq.broker.tuning import TuningConfig
+    from shmq.broker.config.tuning import TuningConfig
 
     try:
         sysctls = tuple(_sysctl(k, v) for k, v in data["sysctl"].items())

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from shmq.broker.broker_config import BrokerConfig
-from shmq.broker.tuning import TuningConfig, resolve_affinity
+from shmq.broker.config.broker_config import BrokerConfig
+from shmq.broker.config.tuning import TuningConfig, resolve_affinity
 from shmq_tuning.model import Setting, status
 from shmq_tuning.profile import Profile
 

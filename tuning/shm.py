@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 
-from shmq.broker.broker_config import BrokerConfig
+from shmq.broker.config.broker_config import BrokerConfig
 from shmq_tuning.host import Host
 from shmq_tuning.model import Setting, status
 from shmq_tuning.profile import Profile

@@ -55,7 +55,7 @@ class ShmqPeer(Peer):
 
     def unavailable(self) -> str | None:
         try:
-            import shmq.client.producer  # noqa: F401
+            import shmq.client.producer.producer  # noqa: F401
         except ImportError as exc:
             return f"shmq cannot be imported ({exc})"
         return None
@@ -86,7 +86,7 @@ class ShmqPeer(Peer):
             yield {"namesrv": namesrv, "flush": flush}
 
     def prepare(self, endpoint: Endpoint, case: Case) -> Endpoint:
-        from shmq.client.admin import Admin
+        from shmq.client.admin.admin import Admin
 
         queues = case.workload.producers
         topic = f"Bench_{case.name}"
@@ -96,7 +96,7 @@ class ShmqPeer(Peer):
         return {**endpoint, "topic": topic, "before": _flush_counts(before)}
 
     def finish(self, endpoint: Endpoint, case_endpoint: Endpoint, case: Case) -> dict[str, Any]:
-        from shmq.client.admin import Admin
+        from shmq.client.admin.admin import Admin
 
         if endpoint["flush"] != "SYNC_FLUSH":
             return {}
@@ -112,7 +112,7 @@ def _flush_counts(stats: dict[str, Any]) -> tuple[int, int]:
 
 class _Sender(Sender):
     def __init__(self, namesrv: str, topic: str, api: str) -> None:
-        from shmq.client.producer import Producer
+        from shmq.client.producer.producer import Producer
         from shmq.message import Message
 
         self.producer = Producer(f"bench-producer-{os.getpid()}", namesrv)
@@ -168,7 +168,7 @@ class _PullReceiver(Receiver):
     """The bulk consumer: ``pull_bulk`` of each queue, long-polling when caught up."""
 
     def __init__(self, namesrv: str, topic: str, bodies: bool) -> None:
-        from shmq.client.queue_reader import QueueReader
+        from shmq.client.transport.queue_reader import QueueReader
 
         self.bodies = bodies  # only latency runs look inside; the others count messages
         self.reader = QueueReader(f"bench-consumer-{os.getpid()}", namesrv)
@@ -202,7 +202,7 @@ class _PushReceiver(Receiver):
     its listener hands each message over with the time it got it."""
 
     def __init__(self, namesrv: str, topic: str, bodies: bool) -> None:
-        from shmq.client.push_consumer import PushConsumer
+        from shmq.client.consumer.push import PushConsumer
         from shmq.client.types import ConsumeResult
 
         self.bodies = bodies

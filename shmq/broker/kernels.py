@@ -16,7 +16,9 @@ import multiprocessing
 import os
 
 from shmq import kernel_cache
-from shmq.broker import remoting_pull, remoting_send, reput, schedule, writer
+from shmq.broker.agents import reput, schedule, writer
+from shmq.broker.processors import pull as remoting_pull
+from shmq.broker.processors import send as remoting_send
 from shmq.codec import pull_body
 from shmq.store.warm_up import warm_up_reads
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import logging
 
-from shmq.broker import controller_mode as cm
-from shmq.broker.producer_wakeups import ProducerWakeups
-from shmq.broker.sync_state import Report, SyncState
-from shmq.broker.topic_config import PERM_READ_WRITE
+from shmq.broker.agents.producer_wakeups import ProducerWakeups
+from shmq.broker.ha import controller_mode as cm
+from shmq.broker.ha.sync_state import Report, SyncState
+from shmq.broker.topic.config import PERM_READ_WRITE
 from shmq.config import parse_host
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn

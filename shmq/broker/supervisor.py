@@ -25,24 +25,24 @@ from functools import partial
 from typing import Any
 
 from shmq import files
-from shmq.broker import controller_mode as cm
-from shmq.broker.agent import BrokerNames, run_agent
-from shmq.broker.broker_config import RECORD_OVERHEAD_MAX, BrokerConfig
-from shmq.broker.broker_stats import broker_stats
-from shmq.broker.clients import ClientSlots
-from shmq.broker.consumer_manager import ConsumerManager
-from shmq.broker.consumer_offsets import ConsumerOffsetManager
-from shmq.broker.get_counts import GetCounts
+from shmq.broker.agents.runner import BrokerNames, run_agent
+from shmq.broker.client.consumer_manager import ConsumerManager
+from shmq.broker.client.queue_locks import QueueLocks
+from shmq.broker.client.slots import ClientSlots
+from shmq.broker.config.broker_config import RECORD_OVERHEAD_MAX, BrokerConfig
+from shmq.broker.config.tuning import apply_runtime, prepare_tuning, set_environment
+from shmq.broker.ha import controller_mode as cm
+from shmq.broker.ha.slave_sync import SlaveSynchronize
+from shmq.broker.ha.sync_state import SyncState
 from shmq.broker.kernels import compile_kernels
-from shmq.broker.queue_locks import QueueLocks
-from shmq.broker.rates import BrokerRates
+from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.registration import NamesrvRegistration
-from shmq.broker.slave_sync import SlaveSynchronize
-from shmq.broker.stats_items import BrokerStatsItems
-from shmq.broker.subscription_groups import SubscriptionGroupManager
-from shmq.broker.sync_state import SyncState
-from shmq.broker.topic_config import PERM_READ_WRITE, TopicConfig, TopicConfigManager
-from shmq.broker.tuning import apply_runtime, prepare_tuning, set_environment
+from shmq.broker.stats.get_counts import GetCounts
+from shmq.broker.stats.items import BrokerStatsItems
+from shmq.broker.stats.rates import BrokerRates
+from shmq.broker.stats.runtime import broker_stats
+from shmq.broker.subscription.groups import SubscriptionGroupManager
+from shmq.broker.topic.config import PERM_READ_WRITE, TopicConfig, TopicConfigManager
 from shmq.codec import half_messages as hm
 from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
 from shmq.errors import ShmqError
@@ -288,9 +288,9 @@ class Broker(NamesrvRegistration):
     def _start_control(self) -> None:
         """The control server, and the transaction service beside it (it checks back with
         producers over the server's connections)."""
-        from shmq.broker.control import ControlHandlers
-        from shmq.broker.transaction_handlers import live_producers
-        from shmq.broker.transactions import TransactionService
+        from shmq.broker.processors.control import ControlHandlers
+        from shmq.broker.processors.end_transaction import live_producers
+        from shmq.broker.transaction.service import TransactionService
         from shmq.remoting.server import RemotingServer
 
         cfg = self.config
@@ -478,7 +478,7 @@ class Broker(NamesrvRegistration):
             self._follow_sync_state(decision)
             self.agents = AGENTS
             self._start_agents()
-            from shmq.broker.transaction_handlers import live_producers
+            from shmq.broker.processors.end_transaction import live_producers
 
             self.transactions.start(partial(live_producers, self.control, self.server))
         log.warning("master at epoch %d from offset %d", epoch, start)

@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from shmq.client.queue_reader import QueueReader
-from shmq.client.subscription import Subscription
+from shmq.client.consumer.subscription import Subscription
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import NoRouteError, RemotingError, ResponseError
 from shmq.remoting import fastjson

@@ -4,7 +4,7 @@ A client on the broker's host writes into a ring and reads tables whose layouts 
 descriptor modules of this package define. A client and a broker of different installs
 (an upgrade of one of them) may disagree on an offset without either noticing, so the
 broker reports ``layout_id()`` in its store info and a client takes the shared-memory
-path only when its own is the same (``shmq.client.transport``): with ``transport="auto"``
+path only when its own is the same (``shmq.client.transport.chooser``): with ``transport="auto"``
 it uses TCP otherwise, with ``"shm"`` it refuses with both ids named.
 """
 

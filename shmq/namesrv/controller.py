@@ -51,7 +51,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from shmq.broker import json_file
+from shmq import json_file
 from shmq.errors import ConfigError
 
 log = logging.getLogger(__name__)

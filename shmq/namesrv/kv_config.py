@@ -33,7 +33,7 @@ import os
 import threading
 from typing import Any
 
-from shmq.broker import json_file
+from shmq import json_file
 from shmq.errors import ConfigError
 from shmq.remoting import fastjson
 

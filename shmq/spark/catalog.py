@@ -129,7 +129,7 @@ class _QueueTable:
 
 def broker_store_info(namesrv: str, broker: str | None) -> dict:
     """Ask the name server for the master brokers and the chosen one for its store."""
-    from shmq.client.admin import Admin
+    from shmq.client.admin.admin import Admin
     from shmq.remoting.protocol import RequestCode
 
     with Admin(namesrv) as admin:
@@ -181,7 +181,7 @@ def _topic_table_names(name: str) -> set[str]:
 def _topics_json_names(config_dir: str) -> set[str]:
     """The topics of a broker's ``topics.json`` in ``config_dir``; none when it is missing
     or unreadable (a store written without a broker has none)."""
-    from shmq.broker import json_file
+    from shmq import json_file
 
     try:
         data = json_file.load(os.path.join(config_dir, "topics.json"))

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from shmq.client.transport import check_transport
+from shmq.client.transport.chooser import check_transport
 from shmq.errors import ConfigError
 from shmq.message import validate_topic
 

@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from shmq.client.transport import broker_is_local
+from shmq.client.transport.chooser import broker_is_local
 from shmq.errors import ConfigError
 from shmq.names import is_system_topic
 from shmq.spark import planning, remote

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shmq.client.tcp_pull import PULL_TIMEOUT_S, STATUSES, pull_request
+from shmq.client.transport.tcp_pull import PULL_TIMEOUT_S, STATUSES, pull_request
 from shmq.client.types import MessageQueue, PullStatus
 from shmq.codec import record as rec
 from shmq.codec.pull_body import parse_pull_body

@@ -22,7 +22,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from shmq.client.producer import Producer
+from shmq.client.producer.producer import Producer
 from shmq.client.types import SendStatus
 from shmq.errors import InvalidMessageError, SendError, ShmqError
 from shmq.message import Message

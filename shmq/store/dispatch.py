@@ -20,8 +20,8 @@ from shmq.names import DELETED_TOPIC_LOG
 from shmq.store.commitlog import CommitLog, ScanBatch
 from shmq.store.consume_queue import ConsumeQueue
 from shmq.store.dispatch_run import NOT_A_RUN, dispatch_run
-from shmq.store.index_file import KEYS_DONE
-from shmq.store.index_service import IndexService
+from shmq.store.index.file import KEYS_DONE
+from shmq.store.index.service import IndexService
 from shmq.store.topic_purge import deleted_topic
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from numba import njit
 
 from shmq.codec import record as rec
 from shmq.codec.consume_queue import put_unit_rows
-from shmq.store.index_file import KEYS_DONE, put_record_keys
+from shmq.store.index.file import KEYS_DONE, put_record_keys
 
 NOT_A_RUN = -1
 

@@ -44,7 +44,7 @@ from shmq.store.checkpoint import Checkpoint
 from shmq.store.commitlog import SCAN_ROWS, CommitLog
 from shmq.store.consume_queue import next_life_offset
 from shmq.store.dispatch import MAX_QUEUE_ID, Dispatcher
-from shmq.store.index_service import IndexService
+from shmq.store.index.service import IndexService
 from shmq.store.lock import AbortMarker, StoreLock
 from shmq.store.reads import StoreReads
 from shmq.store.recovery import RecoveryReport, recover_commitlog

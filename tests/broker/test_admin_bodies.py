@@ -222,7 +222,7 @@ def test_producer_connection_as_mqadmin_reads_it(shared_broker, encoding):
     """Producers that heartbeat over TCP, with the language and version of their headers,
     and this host's ring producers of the group, which do not heartbeat; a group nobody
     produces for is SYSTEM_ERROR, as 4.9 answers it."""
-    from shmq.client.producer import Producer
+    from shmq.client.producer.producer import Producer
     from shmq.message import Message
 
     broker, namesrv = shared_broker

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmq.broker.broker_config import (
+from shmq.broker.config.broker_config import (
     BrokerConfig,
     camel_case,
     load_broker_config,

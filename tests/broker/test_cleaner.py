@@ -14,9 +14,9 @@ import pytest
 
 from e2e_helpers import cluster, shm_entries, small_tmpfs, until_sent
 from e2e_helpers import shmq as shmq_cli
-from shmq.client.admin import Admin
-from shmq.client.producer import Producer
-from shmq.client.queue_reader import QueueReader
+from shmq.client.admin.admin import Admin
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import PullStatus
 from shmq.errors import SendError
 from shmq.message import Message

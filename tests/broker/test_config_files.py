@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shmq.broker import json_file
-from shmq.broker.broker_config import (
+from shmq import json_file
+from shmq.broker.config.broker_config import (
     BrokerConfig,
     camel_case,
     load_broker_config,
     to_properties,
 )
-from shmq.broker.consumer_offsets import ConsumerOffsetManager
-from shmq.broker.topic_config import TopicConfig, TopicConfigManager
+from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.topic.config import TopicConfig, TopicConfigManager
 from shmq.config import MessageStoreConfig, snake_case
 from shmq.errors import ConfigError, InvalidTopicError
 from shmq.java_properties import parse_properties

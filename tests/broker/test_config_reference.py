@@ -6,7 +6,7 @@ import os
 import re
 
 from e2e_helpers import ROOT
-from shmq.broker.config_reference import HEADING, REGENERATE, main, readme_section, render
+from shmq.broker.config.reference import HEADING, REGENERATE, main, readme_section, render
 
 README = os.path.join(ROOT, "README.md")
 

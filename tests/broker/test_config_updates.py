@@ -16,8 +16,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_remoting_send import send, until
 
-from shmq.broker.broker_config import load_broker_config
-from shmq.broker.config_updates import _edit_properties, _edit_toml
+from shmq.broker.config.broker_config import load_broker_config
+from shmq.broker.config.updates import _edit_properties, _edit_toml
 from shmq.errors import ConfigError
 from shmq.java_properties import parse_properties
 
@@ -201,8 +201,8 @@ def test_toml_edit_keeps_tables_and_adds_keys_at_the_top_level(tmp_path):
 def test_any_update_body_is_taken_or_refused_with_a_config_error(text):
     """Whatever a client sends as UPDATE_BROKER_CONFIG's body: a change, or a ConfigError
     naming the problem (the handler answers it), never another exception."""
-    from shmq.broker.broker_config import BrokerConfig
-    from shmq.broker.config_updates import ConfigUpdate
+    from shmq.broker.config.broker_config import BrokerConfig
+    from shmq.broker.config.updates import ConfigUpdate
 
     with contextlib.suppress(ConfigError):
         ConfigUpdate(BrokerConfig(), text)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmq.broker import json_file
-from shmq.broker.consumer_offsets import ConsumerOffsetManager
+from shmq import json_file
+from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
 from shmq.errors import ConfigError
 
 OFFSETS_JSON = (

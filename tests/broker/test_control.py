@@ -14,8 +14,8 @@ import time
 import pytest
 
 from shmq.broker.supervisor import Broker
-from shmq.client.producer import Producer
-from shmq.client.queue_reader import QueueReader
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import PullStatus, SendStatus
 from shmq.errors import MessageTooLargeError, NoRouteError, ResponseError, SendError
 from shmq.ipc import counters as cn

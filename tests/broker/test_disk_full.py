@@ -13,8 +13,8 @@ import pytest
 from test_ha import caught_up, commitlog_bytes, read_log, wait_until
 
 from e2e_helpers import cluster, free_port, shm_entries, small_tmpfs, until_sent
-from shmq.client.producer import Producer
-from shmq.client.pull_consumer import PullConsumer
+from shmq.client.consumer.lite_pull import PullConsumer
+from shmq.client.producer.producer import Producer
 from shmq.client.types import SendStatus
 from shmq.errors import SendError
 from shmq.message import Message

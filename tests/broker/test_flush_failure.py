@@ -8,9 +8,9 @@ from __future__ import annotations
 import errno
 import os
 
-from shmq.broker.agent import AgentEnv, BrokerNames
-from shmq.broker.broker_config import BrokerConfig
-from shmq.broker.flush import Flush
+from shmq.broker.agents.flush import Flush
+from shmq.broker.agents.runner import AgentEnv, BrokerNames
+from shmq.broker.config.broker_config import BrokerConfig
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc.segment import Segment, create_semaphore, new_prefix, unlink_prefix

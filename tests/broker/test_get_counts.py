@@ -15,12 +15,12 @@ from click.testing import CliRunner
 from test_remoting_send import max_offset, until
 
 from e2e_helpers import shm_entries
-from shmq.broker.get_counts import GetCounts
-from shmq.broker.topic_config import TopicConfig
-from shmq.client.admin import Admin
-from shmq.client.producer import Producer
-from shmq.client.push_consumer import PushConsumer
-from shmq.client.queue_reader import QueueReader
+from shmq.broker.stats.get_counts import GetCounts
+from shmq.broker.topic.config import TopicConfig
+from shmq.client.admin.admin import Admin
+from shmq.client.consumer.push import PushConsumer
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import ConsumeResult, MessageQueue
 from shmq.ipc import consumer_gets as cg
 from shmq.ipc import queue_table as qt

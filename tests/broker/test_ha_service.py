@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from shmq.broker import ha_service as hs
+from shmq.broker.agents import ha_service as hs
 from shmq.codec import ha_frames as hf
 
 FILE = 192 * 1024  # not a multiple of the batch size: a batch ends at each file's end

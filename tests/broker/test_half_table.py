@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmq.broker.half_table import HalfTable, OpenHalf
-from shmq.broker.transaction_records import HalfRecord
+from shmq.broker.transaction.half_table import HalfTable, OpenHalf
+from shmq.broker.transaction.records import HalfRecord
 
 
 def half(queue_offset: int, identity: int | None = None, checks: int = 0) -> HalfRecord:

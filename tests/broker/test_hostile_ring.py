@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from e2e_helpers import cluster, shm_entries
-from shmq.client.producer import Producer
-from shmq.client.queue_reader import QueueReader
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import SendStatus
 from shmq.codec import record as rec
 from shmq.errors import ShmqError

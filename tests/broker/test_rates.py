@@ -10,7 +10,7 @@ import pytest
 import wire_client as wc
 from test_remoting_send import max_offset, send, until
 
-from shmq.broker import rates as rt
+from shmq.broker.stats import rates as rt
 
 GET_BROKER_RUNTIME_INFO, GET_CONSUME_STATS = 28, 208
 

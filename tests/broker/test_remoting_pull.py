@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_remoting_send import max_offset, send, until
 
-from shmq.broker.remoting_pull import batch_count
-from shmq.client.producer import Producer
-from shmq.client.queue_reader import QueueReader
+from shmq.broker.processors.pull import batch_count
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import MessageQueue
 from shmq.message import Message
 from shmq.remoting.client import RemotingClient

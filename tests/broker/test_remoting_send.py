@@ -8,7 +8,7 @@ import time
 import pytest
 import wire_client as wc
 
-from shmq.client.queue_reader import QueueReader
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import MessageQueue
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode

@@ -217,7 +217,7 @@ def test_replies_past_the_pool_and_its_queue_are_system_busy(make_broker, monkey
     push and one waiting, the next is refused at once with RocketMQ's [OVERLOAD] remark;
     the two taken succeed once the requester answers."""
     if bound == "bytes":
-        monkeypatch.setattr("shmq.broker.reply_messages.MAX_WAITING_BYTES", 10)
+        monkeypatch.setattr("shmq.broker.processors.reply.MAX_WAITING_BYTES", 10)
     capacity = 1 if bound == "count" else 100  # the broker runs in this process
     broker, _ = make_broker(process_reply_message_thread_pool_nums=1,
                             reply_thread_pool_queue_capacity=capacity)  # fmt: skip

@@ -9,8 +9,8 @@ import logging
 import pytest
 
 from e2e_helpers import shmq
-from shmq.broker.broker_config import NOT_KEYS, BrokerConfig, camel_case, load_broker_config
-from shmq.broker.rocketmq_keys import IGNORED_GROUPS, ignored_keys, ignored_reason
+from shmq.broker.config.broker_config import NOT_KEYS, BrokerConfig, camel_case, load_broker_config
+from shmq.broker.config.rocketmq_keys import IGNORED_GROUPS, ignored_keys, ignored_reason
 from shmq.config import MessageStoreConfig, snake_case
 from shmq.errors import ConfigError
 
@@ -236,7 +236,7 @@ def test_the_cli_prints_the_warnings_and_the_error_on_stderr(tmp_path):
         lines = done.stderr.splitlines()
         assert len(lines) == 2, done.stderr
         assert lines[0].endswith(
-            f"WARNING shmq.broker.broker_config: {conf}: useReentrantLockWhenPutMessage "
+            f"WARNING shmq.broker.config.broker_config: {conf}: useReentrantLockWhenPutMessage "
             f"ignored: {ignored_reason('useReentrantLockWhenPutMessage')}"
         )
         assert lines[1] == (f"error: {conf}: unknown broker config key 'brokerNmae' "

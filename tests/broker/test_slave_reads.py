@@ -13,10 +13,9 @@ import pytest
 from test_ha import caught_up, sigkill_broker, wait_until
 
 from e2e_helpers import cluster, free_port, shm_entries
-from shmq import Message, Producer
-from shmq.broker import json_file
-from shmq.client.push_consumer import PushConsumer
-from shmq.client.queue_reader import QueueReader
+from shmq import Message, Producer, json_file
+from shmq.client.consumer.push import PushConsumer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import ConsumeResult, MessageQueue, PullStatus
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode

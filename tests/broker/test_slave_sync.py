@@ -10,13 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from shmq.broker import json_file
-from shmq.broker.broker_config import BrokerConfig
-from shmq.broker.consumer_offsets import ConsumerOffsetManager
-from shmq.broker.slave_sync import SlaveSynchronize
-from shmq.broker.subscription_groups import SubscriptionGroupManager
-from shmq.broker.topic_config import TopicConfigManager
-from shmq.client.producer import Producer
+from shmq import json_file
+from shmq.broker.config.broker_config import BrokerConfig
+from shmq.broker.ha.slave_sync import SlaveSynchronize
+from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.subscription.groups import SubscriptionGroupManager
+from shmq.broker.topic.config import TopicConfigManager
+from shmq.client.producer.producer import Producer
 from shmq.message import Message
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode

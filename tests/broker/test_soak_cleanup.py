@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from e2e_helpers import cluster, shm_entries
-from shmq.client.producer import Producer
-from shmq.client.queue_reader import QueueReader
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 
 TOPIC = "Soak"
 FILE = 2 << 20

@@ -10,8 +10,8 @@ import wire_client as wc
 from click.testing import CliRunner
 from test_remoting_send import max_offset, send, until
 
-from shmq.broker.stats_items import BrokerStatsItems
-from shmq.client.admin import Admin
+from shmq.broker.stats.items import BrokerStatsItems
+from shmq.client.admin.admin import Admin
 from shmq_cli.main import cli
 
 VIEW_BROKER_STATS_DATA = 315

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from shmq.broker import json_file
-from shmq.broker.subscription_groups import (
+from shmq import json_file
+from shmq.broker.subscription.groups import (
     SYSTEM_GROUPS,
     SubscriptionGroupConfig,
     SubscriptionGroupManager,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shmq.broker.sync_state import EXPAND_GAP, SyncState
+from shmq.broker.ha.sync_state import EXPAND_GAP, SyncState
 from shmq.ipc import counters as cn
 from shmq.ipc import ha_table as ht
 

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from shmq.broker import json_file
-from shmq.broker.topic_config import (
+from shmq import json_file
+from shmq.broker.topic.config import (
     PERM_INHERIT,
     PERM_READ,
     PERM_WRITE,

@@ -18,9 +18,9 @@ from test_ha import SLAVE, caught_up, sigkill_broker
 
 from e2e_helpers import cluster, free_port, pull_all, shm_entries, shmq
 from shmq import Message, Producer, PullConsumer
-from shmq.broker.consumer_offsets import parse as parse_offsets
-from shmq.broker.topic_config import TopicConfigManager
-from shmq.client.admin import Admin
+from shmq.broker.offset.consumer_offsets import parse as parse_offsets
+from shmq.broker.topic.config import TopicConfigManager
+from shmq.client.admin.admin import Admin
 from shmq.errors import ResponseError, ShmqError
 from shmq.names import DELETED_TOPIC_LOG
 from shmq.remoting.client import RemotingClient

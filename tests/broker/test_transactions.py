@@ -19,7 +19,7 @@ import pytest
 import shmq
 from e2e_helpers import cluster, read_json_lines, shm_entries, spawn, stop
 from e2e_helpers import shmq as shmq_cli
-from shmq.broker.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
 from shmq.codec import half_messages as hm
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode

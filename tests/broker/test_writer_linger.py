@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from shmq.client.producer import Producer
+from shmq.client.producer.producer import Producer
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.message import Message

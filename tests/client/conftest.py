@@ -8,7 +8,7 @@ import time
 import pytest
 
 from e2e_helpers import cluster, shm_entries
-from shmq.client.queue_reader import QueueReader
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import MessageQueue
 
 

@@ -8,8 +8,8 @@ import json
 import sys
 import time
 
-from shmq.client.producer import Producer
-from shmq.client.queue_reader import QueueReader
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.message import Message
 
 

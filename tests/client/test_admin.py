@@ -20,11 +20,11 @@ import pytest
 import wire_client
 
 from e2e_helpers import cluster, shm_entries
-from shmq.client.admin import Admin, ConsumerProgress
-from shmq.client.producer import Producer
-from shmq.client.pull_consumer import PullConsumer
-from shmq.client.push_consumer import PushConsumer
-from shmq.client.queue_reader import QueueReader
+from shmq.client.admin.admin import Admin, ConsumerProgress
+from shmq.client.consumer.lite_pull import PullConsumer
+from shmq.client.consumer.push import PushConsumer
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import ConsumeResult, MessageQueue
 from shmq.errors import ClientError, ConfigError, NoRouteError, ResponseError
 from shmq.message import Message

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmq.client.allocate import (
+from shmq.client.consumer.allocate import (
     AllocateAveragely,
     AllocateAveragelyByCircle,
     AllocateByConfig,

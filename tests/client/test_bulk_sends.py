@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from e2e_helpers import cluster, shm_entries
-from shmq.client.producer import Producer
-from shmq.client.queue_reader import QueueReader
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import SendStatus
 from shmq.message import Message
 

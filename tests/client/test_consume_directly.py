@@ -11,10 +11,10 @@ import pytest
 from conftest import create_topic, wait_for
 
 from e2e_helpers import shmq
-from shmq.client.admin import Admin
-from shmq.client.producer import Producer
-from shmq.client.pull_consumer import PullConsumer
-from shmq.client.push_consumer import PushConsumer
+from shmq.client.admin.admin import Admin
+from shmq.client.consumer.lite_pull import PullConsumer
+from shmq.client.consumer.push import PushConsumer
+from shmq.client.producer.producer import Producer
 from shmq.client.types import ConsumeOrderlyStatus, ConsumeResult
 from shmq.errors import ResponseError
 from shmq.message import Message

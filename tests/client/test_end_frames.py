@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shmq.client.end_frames import EndFrames
+from shmq.client.transaction.end_frames import EndFrames
 from shmq.remoting.protocol import RemotingCommand, RequestCode, decode_frame
 
 offsets = st.integers(0, 2**63 - 1)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from shmq.client.fault import (
+from shmq.client.producer.fault import (
     LATENCY_MAX,
     NOT_AVAILABLE_DURATION,
     LatencyFaultTolerance,

@@ -12,7 +12,7 @@ from conftest import create_topic, wait_for
 from test_push_consumer import produce
 
 from e2e_helpers import cluster, read_json_lines, shm_entries, stop
-from shmq.client.queue_reader import QueueReader
+from shmq.client.transport.queue_reader import QueueReader
 
 pytestmark = pytest.mark.slow
 

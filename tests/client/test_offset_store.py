@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from shmq.client.offset_store import LocalFileOffsetStore, RemoteBrokerOffsetStore
+from shmq.client.consumer.offset_store import LocalFileOffsetStore, RemoteBrokerOffsetStore
 from shmq.client.types import MessageQueue
 from shmq.errors import ConfigError
 

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from e2e_helpers import free_port
-from shmq.client.admin import Admin
-from shmq.client.producer import Producer
-from shmq.client.publish_info import PublishInfoTable
+from shmq.client.admin.admin import Admin
+from shmq.client.producer.producer import Producer
+from shmq.client.producer.publish_info import PublishInfoTable
 from shmq.client.route import MAX_ORDER_QUEUE_NUMS, RouteTable, parse_order_topic_conf
 from shmq.client.types import MessageQueue
 from shmq.errors import ClientError, ConfigError, RemotingConnectError
@@ -118,7 +118,7 @@ def test_publish_queues_follow_the_order_conf(ns, brokers, caplog):
     assert {q.broker_name for q in publish_queues(ns, "Plain")} == {"broker-a"}
 
     ns.kv_config.put("ORDER_TOPIC_CONFIG", "Ordered", "broker-a:1;broker-gone:4")
-    with caplog.at_level(logging.WARNING, "shmq.client.publish_info"):
+    with caplog.at_level(logging.WARNING, "shmq.client.producer.publish_info"):
         assert publish_queues(ns, "Ordered") == [MessageQueue("Ordered", "broker-a", 0)]
     assert "broker-gone" in caplog.text and "left out" in caplog.text
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shmq.client.process_queue import ProcessQueue
+from shmq.client.consumer.process_queue import ProcessQueue
 from shmq.codec.record import record_size
 from shmq.message import MessageBatch, MessageExt
 

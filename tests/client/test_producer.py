@@ -17,12 +17,12 @@ import pytest
 from conftest import create_topic, wait_for
 
 from e2e_helpers import cluster, shm_entries
-from shmq.client.answers import AttemptError
-from shmq.client.producer import Producer, select_by_hash
-from shmq.client.publish_info import TopicPublishInfo
-from shmq.client.pull_consumer import PullConsumer
-from shmq.client.queue_reader import QueueReader
+from shmq.client.consumer.lite_pull import PullConsumer
+from shmq.client.producer.answers import AttemptError
+from shmq.client.producer.producer import Producer, select_by_hash
+from shmq.client.producer.publish_info import TopicPublishInfo
 from shmq.client.route import BrokerQueues
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import MessageQueue, SendResult, SendStatus
 from shmq.codec.jhash import java_hash
 from shmq.errors import (
@@ -204,7 +204,7 @@ def test_send_async_callback_gets_the_send_result_or_the_exception(pair, caplog,
 
     foreign = MessageQueue(topic, "broker-z", 0)
     with (
-        caplog.at_level(logging.ERROR, logger="shmq.client.producer"),
+        caplog.at_level(logging.ERROR, logger="shmq.client.producer.producer"),
         Producer(f"p-cb-{transport}", pair.namesrv, transport=transport) as producer,
     ):
         futures = [

@@ -9,7 +9,7 @@ import pytest
 from conftest import create_topic
 from test_push_consumer import produce
 
-from shmq.client.pull_consumer import PullConsumer
+from shmq.client.consumer.lite_pull import PullConsumer
 from shmq.client.types import MessageQueue
 from shmq.errors import ClientError
 
@@ -107,7 +107,7 @@ def test_committed_offsets_out_of_range_are_corrected_with_a_log_line(broker, ca
         pc.subscribe("LiteRange")
         pc.start()
         assert pc.position(mq) == 500
-        with caplog.at_level("WARNING", logger="shmq.client.rebalance"):
+        with caplog.at_level("WARNING", logger="shmq.client.consumer.rebalance"):
             assert pc.poll(0.2) == []
         assert pc.position(mq) == 5
         assert "offset 500 of" in caplog.text and "past its max 5" in caplog.text

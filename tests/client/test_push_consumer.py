@@ -10,8 +10,8 @@ import time
 import pytest
 from conftest import create_topic, wait_for
 
-from shmq.client.producer import Producer
-from shmq.client.push_consumer import PushConsumer
+from shmq.client.consumer.push import PushConsumer
+from shmq.client.producer.producer import Producer
 from shmq.client.types import ConsumeResult, MessageQueue
 from shmq.errors import ClientError, ConfigError
 from shmq.message import Message, MessageBatch
@@ -195,7 +195,7 @@ def test_a_drained_queue_pulls_again_while_the_pull_thread_waits_on_another(brok
     while the pull thread is parked on the group's other queue (its retry queue, empty):
     the drain wakes that wait. With a flow-control delay of a minute, each of the dozen
     holds would otherwise last the pull loop's whole wait (up to 1 s)."""
-    from shmq.client import push_consumer
+    from shmq.client.consumer import push as push_consumer
 
     monkeypatch.setattr(push_consumer, "FLOW_CONTROL_DELAY_S", 60.0)
     create_topic(broker, "PushDrained", 1)
@@ -214,7 +214,7 @@ def test_a_consumer_that_keeps_up_pulls_once_per_arrival(broker, monkeypatch):
     """Paced messages wake the pull thread one at a time: the pull that reads the queue to
     its max offset is followed by a wait, not by a second, empty pull (which cost every
     wake-up of a consumer that keeps up a whole pull)."""
-    from shmq.client.queue_reader import QueueReader
+    from shmq.client.transport.queue_reader import QueueReader
 
     pulls = collections.Counter()
     real_pull = QueueReader.pull
@@ -420,7 +420,7 @@ def test_a_listener_that_blocks_in_the_pull_thread_does_not_stop_the_other_queue
     """A fast listener is called in the pull thread; when a call there blocks, a new pull
     thread takes over after INLINE_HANDOVER_S and the rest is consumed meanwhile (as
     RocketMQ's consume threads would); the blocked call's messages come once it returns."""
-    from shmq.client import listener_pace
+    from shmq.client.consumer import listener_pace
 
     monkeypatch.setattr(listener_pace, "DIRECT_LISTENER_S", 1.0)  # fast on a loaded machine
     create_topic(broker, "PushBlock", 2)

@@ -11,10 +11,10 @@ import time
 import pytest
 from conftest import create_topic
 
-from shmq.client.producer import Producer
-from shmq.client.push_consumer import PushConsumer
-from shmq.client.queue_reader import QueueReader
-from shmq.client.request_reply import create_reply_message
+from shmq.client.consumer.push import PushConsumer
+from shmq.client.producer.producer import Producer
+from shmq.client.producer.request_reply import create_reply_message
+from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import ConsumeResult, MessageQueue
 from shmq.errors import (
     ClientError,

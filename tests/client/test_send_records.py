@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmq.client.ring_producer import RingProducer
-from shmq.client.send_records import (
+from shmq.client.producer.records import (
     RecordBatch,
     TopicRecords,
     UniqKeys,
@@ -22,6 +21,7 @@ from shmq.client.send_records import (
     placed,
     retried_record,
 )
+from shmq.client.producer.ring import RingProducer
 from shmq.codec.delay_levels import SCHEDULE_TOPIC
 from shmq.codec.half_messages import HALF_TOPIC
 from shmq.errors import InvalidMessageError

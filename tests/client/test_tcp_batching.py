@@ -20,12 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shmq import Message
-from shmq.client.async_completion import SendFuture
-from shmq.client.producer import Producer
+from shmq.client.producer.async_completion import SendFuture
+from shmq.client.producer.producer import Producer
+from shmq.client.producer.records import TopicRecords, UniqKeys, one_record
 from shmq.client.route import BrokerQueues
-from shmq.client.send_frames import CHUNK_MESSAGES, SendTemplate
-from shmq.client.send_records import TopicRecords, UniqKeys, one_record
-from shmq.client.tcp_batching import AsyncBatches, _Broker, _Queue, batch_body
+from shmq.client.transport.send_frames import CHUNK_MESSAGES, SendTemplate
+from shmq.client.transport.tcp_batching import AsyncBatches, _Broker, _Queue, batch_body
 from shmq.client.types import MessageQueue, SendStatus
 from shmq.codec.batch_body import ENTRY_FIXED, decode_batch
 from shmq.errors import ClientError, SendError

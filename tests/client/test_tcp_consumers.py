@@ -11,11 +11,11 @@ import time
 import pytest
 from conftest import create_topic, wait_for
 
-from shmq.client.producer import Producer
-from shmq.client.pull_consumer import PullConsumer
-from shmq.client.push_consumer import PushConsumer
-from shmq.client.queue_reader import QueueReader
-from shmq.client.tcp_pull import TcpConsumerLink
+from shmq.client.consumer.lite_pull import PullConsumer
+from shmq.client.consumer.push import PushConsumer
+from shmq.client.producer.producer import Producer
+from shmq.client.transport.queue_reader import QueueReader
+from shmq.client.transport.tcp_pull import TcpConsumerLink
 from shmq.client.types import ConsumeResult, MessageQueue, PullStatus
 from shmq.message import Message
 
@@ -158,7 +158,7 @@ def test_pull_consumer_over_tcp(broker):
 
 
 def test_auto_transport_takes_shared_memory_only_for_this_hosts_store(broker):
-    from shmq.client.transport import TransportChooser, broker_is_local
+    from shmq.client.transport.chooser import TransportChooser, broker_is_local
     from shmq.remoting.client import RemotingClient
     from shmq.remoting.protocol import RequestCode
 
@@ -178,13 +178,13 @@ def test_auto_transport_takes_shared_memory_only_for_this_hosts_store(broker):
 def test_a_broker_of_another_shmq_version_is_reached_over_tcp(broker, monkeypatch):
     """Shared-memory layouts differ between installs: ``auto`` takes TCP, ``shm`` refuses
     naming both layouts (the client's is made to differ here)."""
-    from shmq.client import transport
+    from shmq.client.transport import chooser
     from shmq.errors import ConfigError
     from shmq.remoting.client import RemotingClient
 
     address = broker.brokers["broker-a"].address
-    monkeypatch.setattr(transport, "layout_id", lambda: "0123456789abcdef")
+    monkeypatch.setattr(chooser, "layout_id", lambda: "0123456789abcdef")
     with RemotingClient() as client:
-        assert transport.TransportChooser(client, "auto").tcp(address) is True
+        assert chooser.TransportChooser(client, "auto").tcp(address) is True
         with pytest.raises(ConfigError, match=r"0123456789abcdef.*upgrade both"):
-            transport.TransportChooser(client, "shm").tcp(address)
+            chooser.TransportChooser(client, "shm").tcp(address)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from conftest import create_topic, read_all
 
 from shmq import Message
-from shmq.client.producer import Producer
+from shmq.client.producer.producer import Producer
 from shmq.client.types import MessageQueue, SendStatus
 from shmq.message import parse_offset_msg_id
 

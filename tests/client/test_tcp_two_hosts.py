@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from e2e_helpers import ROOT, shm_entries, start_broker
-from shmq.client.admin import Admin
+from shmq.client.admin.admin import Admin
 from shmq.errors import NoRouteError
 
 CHILD = os.path.join(os.path.dirname(__file__), "other_host.py")

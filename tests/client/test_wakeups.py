@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from e2e_helpers import cluster, shm_entries
-from shmq.client.producer import Producer
+from shmq.client.producer.producer import Producer
 from shmq.client.types import SendStatus
 from shmq.message import Message
 

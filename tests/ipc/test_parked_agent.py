@@ -43,8 +43,8 @@ def test_an_agent_is_posted_once_per_park():
 def test_an_appender_wakes_its_followers_once_per_park_each():
     """The writer's followers (reput, flush, HA) park through ``parked_flag`` and are posted
     through ``AgentWakeups``: each once per park, and an HA agent without slaves never."""
-    from shmq.broker.agent import BrokerNames
-    from shmq.broker.agent_wakeups import AgentWakeups, parked_flag
+    from shmq.broker.agents.runner import BrokerNames
+    from shmq.broker.agents.wakeups import AgentWakeups, parked_flag
     from shmq.ipc import counters as cn
 
     names = BrokerNames(f"/shmq-test-wakeups-{os.getpid()}")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmq.broker.send_header import SEND_HEADER, V2_NAMES, SendHeader
+from shmq.broker.processors.send_header import SEND_HEADER, V2_NAMES, SendHeader
 from shmq.remoting.custom_header import BOOL, INT, LONG, STR, decode_header
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 

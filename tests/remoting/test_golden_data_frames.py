@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import struct
 
-from shmq.broker.remoting_pull import PULL_HEADER
-from shmq.broker.remoting_send import REGION_FIELDS
-from shmq.broker.send_header import SendHeader
+from shmq.broker.processors.pull import PULL_HEADER
+from shmq.broker.processors.send import REGION_FIELDS
+from shmq.broker.processors.send_header import SendHeader
 from shmq.remoting.custom_header import decode_header
 from shmq.remoting.protocol import RemotingCommand, SerializeType, decode_frame
 

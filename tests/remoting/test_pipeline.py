@@ -11,7 +11,7 @@ import time
 import pytest
 from bad_peers import closes, garbage, sends, silent
 
-from shmq.client.tcp_pull import TcpConsumerLink
+from shmq.client.transport.tcp_pull import TcpConsumerLink
 from shmq.client.types import MessageQueue
 from shmq.errors import RemotingError, SendError, SendTimeoutError
 from shmq.remoting.client import RemotingClient

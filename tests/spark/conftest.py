@@ -20,8 +20,8 @@ pytest.importorskip("pyspark", minversion="4.2")
 pytest.importorskip("pyarrow")
 
 from e2e_helpers import ROOT, cluster, shm_entries
-from shmq.client.admin import Admin
-from shmq.client.queue_reader import QueueReader
+from shmq.client.admin.admin import Admin
+from shmq.client.transport.queue_reader import QueueReader
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from shmq.client.producer import Producer
+from shmq.client.producer.producer import Producer
 from shmq.message import Message
 from shmq.store import MessageStore
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from shmq.client.admin import Admin
-from shmq.client.producer import Producer
+from shmq.client.admin.admin import Admin
+from shmq.client.producer.producer import Producer
 from shmq.message import Message
 from shmq.spark.catalog import Catalog
 from shmq.spark.options import parse_read_options

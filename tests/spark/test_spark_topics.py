@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from shmq.broker.topic_config import TopicConfig, TopicConfigManager
+from shmq.broker.topic.config import TopicConfig, TopicConfigManager
 from shmq.errors import ConfigError
 from shmq.spark.options import parse_read_options
 from shmq.spark.reader import ShmqBatchReader, ShmqStreamReader

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from shmq.codec.jhash import java_hash
 from shmq.errors import CorruptStoreError
-from shmq.store.index_file import IndexFile, index_file_name, index_file_size
-from shmq.store.index_service import IndexService, key_hash
+from shmq.store.index.file import IndexFile, index_file_name, index_file_size
+from shmq.store.index.service import IndexService, key_hash
 
 SLOTS, ENTRIES = 8, 6
 

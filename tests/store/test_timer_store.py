@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shmq.errors import CorruptStoreError
-from shmq.store.timer_log import UNIT_SIZE, TimerLog
-from shmq.store.timer_wheel import (
+from shmq.store.timer.log import UNIT_SIZE, TimerLog
+from shmq.store.timer.wheel import (
     SLOT_SIZE,
     TimerCheckpoint,
     TimerWheel,

@@ -9,8 +9,8 @@ import tempfile
 import pytest
 from click.testing import CliRunner
 
-from shmq.broker.broker_config import BrokerConfig
-from shmq.broker.tuning import TuningConfig
+from shmq.broker.config.broker_config import BrokerConfig
+from shmq.broker.config.tuning import TuningConfig
 from shmq.errors import ConfigError
 from shmq_cli.main import cli
 from shmq_tuning import profile

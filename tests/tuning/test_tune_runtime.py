@@ -12,8 +12,8 @@ import textwrap
 
 import pytest
 
-from shmq.broker.broker_config import BrokerConfig
-from shmq.broker.tuning import TuningConfig, environment, prepare_tuning, resolve_affinity
+from shmq.broker.config.broker_config import BrokerConfig
+from shmq.broker.config.tuning import TuningConfig, environment, prepare_tuning, resolve_affinity
 from shmq.errors import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,7 +85,7 @@ def test_apply_runtime_in_a_process():
     cpu = max(os.sched_getaffinity(0))
     result = run_python(f"""
         import gc, json, mmap, os, resource
-        from shmq.broker.tuning import TuningConfig, apply_runtime
+        from shmq.broker.config.tuning import TuningConfig, apply_runtime
 
         def rss_shmem_kb():
             for line in open("/proc/self/status"):
@@ -121,7 +121,7 @@ def test_apply_runtime_in_a_process():
 def test_affinity_outside_the_allowed_cpus_is_reported_not_raised():
     result = run_python("""
         import json, os
-        from shmq.broker.tuning import TuningConfig, apply_runtime
+        from shmq.broker.config.tuning import TuningConfig, apply_runtime
         before = sorted(os.sched_getaffinity(0))
         t = TuningConfig(cpu_affinity={"reput": [4095]}, gc_freeze=False)
         lines = apply_runtime(t, "reput")
@@ -139,7 +139,7 @@ def test_broker_applies_its_tuning_in_every_process(tmp_path):
     result = run_python(
         f"""
         import gc, json, os
-        from shmq.broker.broker_config import BrokerConfig
+        from shmq.broker.config.broker_config import BrokerConfig
         from shmq.broker.supervisor import Broker
         from shmq.ipc import counters as cn
 

@@ -1,0 +1,528 @@
+"""Broker settings: RocketMQ's ``BrokerConfig`` / ``NettyServerConfig`` keys, shmq's own, and
+the store's ``MessageStoreConfig``, read from one file as a RocketMQ broker does.
+
+A RocketMQ ``broker.conf`` is a Java properties file holding broker and store keys side by
+side, so shmq reads that format unchanged (and TOML, for people who prefer it). Keys may be
+camelCase, as RocketMQ writes them, or snake_case, as the fields here are named; store keys
+land in ``BrokerConfig.store``. ``to_properties`` writes a config back as ``broker.conf``
+text, so what ``shmq start`` ran with can be read and reused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shmq.broker.config.rocketmq_keys import ignored_keys, ignored_reason
+from shmq.config import MessageStoreConfig, parse_host, setting, snake_case
+from shmq.errors import ConfigError
+from shmq.ipc.idle import STRATEGIES, spare_cpus
+from shmq.java_properties import escape, parse_properties
+
+log = logging.getLogger(__name__)
+
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+RECORD_OVERHEAD_MAX = 256 + 32 * 1024
+MIN_RING_SIZE = 64 * 1024
+MIN_RING_SLOTS = 16
+
+# Fields whose RocketMQ key is not the plain camelCase of the field name.
+_CAMEL_ALIASES = {
+    "broker_ip1": "brokerIP1",
+    "check_crc_on_recover": "checkCRCOnRecover",
+    "warm_mapped_file_enable": "warmMapedFileEnable",  # RocketMQ's spelling
+}
+# Fields that are not keys of a conf file.
+NOT_KEYS = ("store", "tuning")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Broker settings with RocketMQ 4.9 defaults (intervals in ms unless named otherwise).
+
+    RocketMQ clamps ``registerNameServerPeriod`` to 10..60 s; shmq takes it as given, so
+    tests can register every few hundred milliseconds. ``store.store_host`` follows
+    ``brokerIP1:listenPort`` unless ``storeHost`` is set to something else.
+    """
+
+    broker_cluster_name: str = setting("DefaultCluster", "The cluster the broker registers in.")
+    broker_name: str = setting(
+        "broker-a", "The broker group's name: a master and its slaves share it."
+    )
+    broker_id: int = setting(0, "0 for a master, above 0 for a slave.")
+    namesrv_addr: str = setting(
+        "", "The NameServers to register with, `ip:port` separated by `;`.", shown="(none)"
+    )
+    listen_port: int = setting(10911, "The broker's TCP port (0: any free port).")
+    broker_ip1: str = setting(
+        "127.0.0.1", "The IPv4 address the broker registers (and stores in messages)."
+    )
+    broker_role: str = setting(
+        "ASYNC_MASTER",
+        "`ASYNC_MASTER`, `SYNC_MASTER` (a send waits for the slave too) or `SLAVE`.",
+    )
+    broker_permission: int = setting(
+        6, "The permission registered for the broker's topics: 6 read-write, 4 read, 2 write."
+    )
+    # Where a config came from is not a setting: configs compare and are written without it.
+    broker_config_path: str = setting(
+        "",
+        "Set to the file the broker was started from (a value in the file is replaced): "
+        "`updateBrokerConfig` writes the keys that act at the next start there.",
+        shown="the `-c` file",
+        compare=False,
+    )
+    acl_enable: bool = setting(
+        False,
+        "Must stay false: shmq has no ACL, and a broker.conf that asks for it is refused "
+        "rather than served open to every client.",
+    )
+    auto_create_topic_enable: bool = setting(True, "A send to an unknown topic creates it.")
+    auto_create_subscription_group: bool = setting(
+        True, "A consumer group is created when first used."
+    )
+    rebalance_lock_max_live_time: int = setting(
+        60_000,
+        "How long an orderly consumer's queue lock lasts unless renewed (a system property "
+        "in RocketMQ, `rocketmq.broker.rebalance.lockMaxLiveTime`).",
+    )
+    default_topic_queue_nums: int = setting(8, "Queues of an auto-created topic.")
+    cluster_topic_enable: bool = setting(
+        True, "Make the topic named after the cluster readable and writable."
+    )
+    broker_topic_enable: bool = setting(
+        True, "Make the topic named after the broker readable and writable."
+    )
+    register_name_server_period: int = setting(
+        30_000, "How often the broker registers with the namesrvs (not clamped to 10-60 s)."
+    )
+    flush_consumer_offset_interval: int = setting(
+        5_000, "How often consumer offsets are written to `consumerOffset.json`."
+    )
+    long_polling_enable: bool = setting(
+        True, "A pull that finds nothing waits for messages (long polling)."
+    )
+    short_polling_time_mills: int = setting(
+        1_000, "How long such a pull waits without long polling."
+    )
+    server_channel_max_idle_time_seconds: int = setting(
+        120, "A connection silent this many seconds is closed."
+    )
+    server_max_connections: int = setting(
+        1024, "shmq's own: connections the control server serves at once."
+    )
+    server_frame_timeout_seconds: int = setting(
+        30, "shmq's own: seconds a request frame may take to arrive once its length is read."
+    )
+    channel_expired_timeout: int = setting(
+        120_000, "A client without a heartbeat this long is dropped (fixed in RocketMQ)."
+    )
+    # A record never wraps in a ring, so the largest message that can be sent is about
+    # ringSize less its header: 8 MiB holds the default maxMessageSize of 4 MiB.
+    ring_size: int = setting(
+        8 << 20,
+        "shmq's own: bytes of each producer's shared-memory ring (a power of two); the "
+        "largest message that can be sent is about this less its header.",
+    )
+    ring_slots: int = setting(65536, "shmq's own: completion slots of each ring (a power of two).")
+    max_producers: int = setting(64, "shmq's own: producer rings the broker holds at once.")
+    max_consumers: int = setting(
+        256, "shmq's own: consumers on this host the broker serves at once."
+    )
+    max_queue_slots: int = setting(
+        4096, "shmq's own: queues (topic and queue id) the shared queue table holds."
+    )
+    idle_strategy: str = setting(
+        "backoff",
+        "shmq's own: how the writer waits for work: `backoff` (spin, yield, then park), "
+        "`busy_spin` (reput spins too: for hosts with cores to spare) or `park`; the other "
+        "agents park.",
+    )
+    idle_spin_us: int = setting(50, "shmq's own: µs the backoff writer spins before it yields.")
+    idle_yield_us: int = setting(0, "shmq's own: µs it then yields before it parks.")
+    # a park ends at a post; its timeout only bounds what no one posts for (a stop, a
+    # topic created on request are posted too): each wake-up costs ~80 µs of CPU on a small
+    # VM, so 1 ms parks kept an idle writer and reput at 8 % of a core each
+    idle_park_us: int = setting(10_000, "shmq's own: the longest park, in µs.")
+    # 0 below 4 CPUs, where the lingering writer takes the CPU reput and the consumers need
+    idle_linger_us: int = setting(
+        200 if spare_cpus() else 0,
+        "shmq's own: µs the writer stays awake after answering a sync send, whose sender "
+        "comes straight back with the next one.",
+        shown="`200` with 4 CPUs or more, else `0`",
+    )
+    # 0 with 4 CPUs or more, where the agents may spin
+    idle_batch_linger_us: int = setting(
+        0 if spare_cpus() else 100,
+        "shmq's own: µs the writer sleeps after a pass of `idleBatchMin` records or more "
+        "that answered no waiting sync send, so that its next pass takes what a stream of "
+        "async or oneway sends brought meanwhile (fewer passes, fewer wake-ups of reput).",
+        shown="`0` with 4 CPUs or more, else `100`",
+    )
+    idle_batch_min: int = setting(
+        4, "shmq's own: records of a pass that `idleBatchLingerUs` follows."
+    )
+    check_producer_crc: bool = setting(
+        False,
+        "shmq's own: also reject a ring record whose producer-computed body CRC differs (the "
+        "writer computes every stored CRC either way).",
+    )
+    agent_restart_max: int = setting(
+        5,
+        "shmq's own: restarts of one agent within a minute, no client to blame, before the "
+        "broker stops itself.",
+    )
+    store_reply_message_enable: bool = setting(
+        True, "A reply is stored in the cluster's reply topic as well as pushed to its requester."
+    )
+    # RocketMQ's replyMessageExecutor: a requester slow to take its push holds a pool thread,
+    # never the replier's connection
+    process_reply_message_thread_pool_nums: int = setting(
+        16 + 2 * (os.cpu_count() or 1),
+        "Threads that push replies to their requesters.",
+        shown="16 + 2 × CPUs",
+    )
+    reply_thread_pool_queue_capacity: int = setting(
+        10_000, "Replies waiting for those threads; past it a reply is answered SYSTEM_BUSY."
+    )
+    transaction_time_out: int = setting(
+        6_000, "A half message without an outcome is checked back once this old."
+    )
+    transaction_check_interval: int = setting(
+        60_000, "How often half messages without an outcome are checked back."
+    )
+    transaction_check_max: int = setting(
+        15, "Check-backs of a half message before it is discarded."
+    )
+    # master/slave replication: RocketMQ 4.9's MessageStoreConfig HA keys
+    ha_listen_port: int = setting(
+        0, "The master's HA port (0: `listenPort` + 1).", shown="`0` (listenPort + 1)"
+    )
+    ha_master_address: str = setting(
+        "",
+        "A slave's master HA address, `ip:port` (none: learnt from the namesrv's answer).",
+        shown="(none)",
+    )
+    ha_send_heartbeat_interval: int = setting(
+        5_000, "How often a slave reports its offset to the master when idle."
+    )
+    ha_housekeeping_interval: int = setting(
+        20_000, "A replication connection silent this long is closed."
+    )
+    ha_transfer_batch_size: int = setting(32 * 1024, "The most bytes the master sends at once.")
+    ha_slave_fallbehind_max: int = setting(
+        256 * 1024 * 1024,
+        "A slave further behind than this (bytes) is not in sync: a SYNC_MASTER does not wait "
+        "for it.",
+    )
+    slave_read_enable: bool = setting(
+        False,
+        "Consumers may read from a slave: a master sends a consumer far behind "
+        "(`accessMessageInMemoryMaxRatio`) to it; without it a slave sends pulls back.",
+    )
+    slave_synchronize_interval: int = setting(
+        10_000,
+        "How often a slave copies its master's topics, offsets and groups (fixed at 10 s in "
+        "RocketMQ).",
+    )
+    # controller mode uses RocketMQ 5's names
+    enable_controller_mode: bool = setting(
+        False,
+        "RocketMQ 5's: the namesrv's controller decides the role at start and elects a slave "
+        "when the master stops.",
+    )
+    broker_heartbeat_interval: int = setting(
+        1_000, "RocketMQ 5's: how often a broker in controller mode reports to the controller."
+    )
+    store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
+    tuning: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require(
+            self.broker_role in BROKER_ROLES,
+            "broker_role",
+            self.broker_role,
+            f"one of {', '.join(BROKER_ROLES)}",
+        )
+        if self.broker_role == "SLAVE":
+            _require(self.broker_id > 0, "broker_id", self.broker_id, "> 0 for a SLAVE")
+        else:
+            _require(self.broker_id == 0, "broker_id", self.broker_id, "0 for a master")
+        for name in ("broker_cluster_name", "broker_name"):
+            value = getattr(self, name)
+            _require(
+                bool(value) and not any(c.isspace() for c in value),
+                name,
+                value,
+                "a non-empty name without whitespace",
+            )
+        _require(not self.acl_enable, "acl_enable", self.acl_enable,
+                 "false: shmq has no ACL, so it would serve every client")  # fmt: skip
+        _range(self, "listen_port", 0, 65535)
+        _range(self, "server_max_connections", 1, 65536)
+        _range(self, "server_channel_max_idle_time_seconds", 1, 86400)
+        _range(self, "server_frame_timeout_seconds", 1, 3600)
+        _range(self, "broker_permission", 0, 15)
+        _range(self, "default_topic_queue_nums", 1, 1024)
+        for name in (
+            "register_name_server_period",
+            "flush_consumer_offset_interval",
+            "short_polling_time_mills",
+            "channel_expired_timeout",
+            "max_producers",
+            "max_consumers",
+            "max_queue_slots",
+            "agent_restart_max",
+            "transaction_check_interval",
+            "transaction_check_max",
+            "ha_send_heartbeat_interval",
+            "ha_housekeeping_interval",
+            "ha_transfer_batch_size",
+            "ha_slave_fallbehind_max",
+            "broker_heartbeat_interval",
+            "slave_synchronize_interval",
+            "process_reply_message_thread_pool_nums",
+            "reply_thread_pool_queue_capacity",
+        ):
+            _range(self, name, 1)
+        if self.enable_controller_mode:
+            _require(self.listen_port > 0, "listen_port", self.listen_port,
+                     "a fixed port in controller mode (brokers are known by it)")  # fmt: skip
+        _range(self, "transaction_time_out", 0)
+        for name in ("idle_spin_us", "idle_yield_us", "idle_park_us", "idle_linger_us",
+                     "idle_batch_linger_us"):  # fmt: skip
+            _range(self, name, 0, 1_000_000)
+        _range(self, "idle_batch_min", 2)
+        _require(self.idle_strategy in STRATEGIES, "idle_strategy", self.idle_strategy,
+                 f"one of {', '.join(STRATEGIES)}")  # fmt: skip
+        _power_of_two(self, "ring_size", MIN_RING_SIZE)
+        _power_of_two(self, "ring_slots", MIN_RING_SLOTS)
+        parse_host(f"{self.broker_ip1}:{self.listen_port}")
+        _range(self, "ha_listen_port", 0, 65535)
+        if self.ha_master_address:
+            parse_host(self.ha_master_address)
+        self.namesrv_addrs  # noqa: B018 - validates every address
+
+    @property
+    def ring_message_limit(self) -> int:
+        """The largest body a producer ring takes: the ring less the largest record header
+        (fixed fields, a 127-byte topic, 32 KiB of properties) and a closing blank."""
+        return self.ring_size - RECORD_OVERHEAD_MAX
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        """``namesrvAddr`` split at ``;``, each checked to be ``ip:port``."""
+        addrs = [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+        for addr in addrs:
+            parse_host(addr)
+        return addrs
+
+    @property
+    def ha_port(self) -> int:
+        """The port the master's HA service listens on (RocketMQ: listenPort + 1; any free
+        port when the broker's own is chosen by the system, ``listenPort`` 0)."""
+        if self.ha_listen_port or not self.listen_port:
+            return self.ha_listen_port
+        return self.listen_port + 1
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
+
+    @property
+    def derived_store_host(self) -> str:
+        """The ``storeHost`` this broker has unless one is set: ``brokerIP1:listenPort``."""
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> BrokerConfig:
+        """Build from broker and store keys (camelCase or snake_case; strings converted)."""
+        return cls().replace(**values)
+
+    def replace(self, **overrides: Any) -> BrokerConfig:
+        """A copy with broker or store keys (camelCase or snake_case) changed.
+
+        A ``tuning`` key replaces the tuning table. ``store.store_host`` keeps following
+        ``brokerIP1:listenPort`` unless it was set apart from them.
+        """
+        fields = {f.name: f for f in dataclasses.fields(self) if f.name not in NOT_KEYS}
+        store_fields = {f.name for f in dataclasses.fields(MessageStoreConfig)}
+        changes: dict[str, Any] = {}
+        store_changes: dict[str, Any] = {}
+        for key, value in overrides.items():
+            name = snake_case(key)
+            if name in fields:
+                changes[name] = _coerce(name, value, fields[name].type)
+            elif name in store_fields:
+                store_changes[name] = value
+            elif name == "tuning":
+                if not isinstance(value, Mapping):
+                    raise ConfigError(f"tuning must be a table, not {type(value).__name__}")
+                changes["tuning"] = dict(value)
+            else:
+                raise ConfigError(f"unknown broker config key {key!r}{_did_you_mean(key)}")
+        store = self.store.replace(**store_changes) if store_changes else self.store
+        follows = "store_host" not in store_changes and self.store.store_host in (
+            self.derived_store_host,
+            MessageStoreConfig.store_host,
+        )
+        if follows:
+            ip = changes.get("broker_ip1", self.broker_ip1)
+            port = changes.get("listen_port", self.listen_port)
+            if 0 <= port <= 65535:  # else __post_init__ reports the port
+                store = store.replace(store_host=f"{ip}:{port}")
+        return dataclasses.replace(self, store=store, **changes)
+
+
+def _require(ok: bool, name: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"{camel_case(name)} = {value!r} is invalid: must be {allowed}")
+
+
+def _range(cfg: BrokerConfig, name: str, low: int, high: int | None = None) -> None:
+    value = getattr(cfg, name)
+    if value < low or (high is not None and value > high):
+        allowed = f"in {low}..{high}" if high is not None else f">= {low}"
+        _require(False, name, value, allowed)
+
+
+def _power_of_two(cfg: BrokerConfig, name: str, low: int) -> None:
+    value = getattr(cfg, name)
+    _require(value >= low and not value & (value - 1), name, value, f"a power of two >= {low}")
+
+
+def _coerce(name: str, value: Any, kind: Any) -> Any:
+    """``value`` (a conf-file string, or a TOML value) as the field's type."""
+    kind = kind if isinstance(kind, str) else kind.__name__
+    text = value.strip() if isinstance(value, str) else value
+    if kind == "bool":
+        if isinstance(text, bool):
+            return text
+        if isinstance(text, str) and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+    elif kind == "int":
+        if isinstance(text, int) and not isinstance(text, bool):
+            return text
+        if isinstance(text, str) and re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+    elif isinstance(text, str):
+        return text
+    raise ConfigError(f"broker config {camel_case(name)} = {value!r} is not a valid {kind}")
+
+
+def camel_case(snake: str) -> str:
+    """``broker_cluster_name`` → ``brokerClusterName``; the inverse of ``snake_case`` for
+    every config field (RocketMQ's acronyms and misspellings come from a table)."""
+    alias = _CAMEL_ALIASES.get(snake)
+    if alias is not None:
+        return alias
+    head, *rest = snake.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def load_broker_config(path: str | os.PathLike[str]) -> BrokerConfig:
+    """Read a ``.toml`` file, or any other file as Java properties (RocketMQ's broker.conf).
+
+    TOML keys may sit at the top level or in a ``[broker]`` table; a ``[store]`` table holds
+    only store keys; a ``[tuning]`` table is kept as it is in ``BrokerConfig.tuning``.
+    RocketMQ's keys that mean nothing here (``shmq.broker.config.rocketmq_keys``) are dropped with
+    one warning line each; any other name shmq does not know is a ``ConfigError`` naming the
+    nearest key.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read broker config {path}: {exc.strerror or exc}") from None
+    if path.endswith(".toml"):
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"broker config {path} is not valid TOML: {exc}") from None
+        values = _toml_values(path, data)
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("latin-1")  # what Java's Properties.load reads
+        values = parse_properties(text)
+    values = _without_ignored(path, values)
+    try:
+        return BrokerConfig.from_mapping({**values, "broker_config_path": os.path.abspath(path)})
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _without_ignored(path: str, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` without RocketMQ's keys that mean nothing here, each logged as one warning
+    line with the reason, so RocketMQ's own broker.conf files load as they are."""
+    kept = {}
+    for name, value in values.items():
+        reason = ignored_reason(name)
+        if reason is None:
+            kept[name] = value
+        else:
+            log.warning("%s: %s ignored: %s", path, name, reason)
+    return kept
+
+
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean 'brokerName'?)`` for a misspelt key: the nearest of shmq's keys and
+    RocketMQ's, or nothing when none is near."""
+    keys = [camel_case(f.name) for f in dataclasses.fields(BrokerConfig) if f.name not in NOT_KEYS]
+    keys += [camel_case(f.name) for f in dataclasses.fields(MessageStoreConfig)]
+    near = difflib.get_close_matches(camel_case(snake_case(name)), keys + ignored_keys(), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def _toml_values(path: str, data: dict[str, Any]) -> dict[str, Any]:
+    store_fields = {f.name for f in dataclasses.fields(MessageStoreConfig)}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "broker" and isinstance(value, dict):
+            values.update(value)
+        elif key == "store" and isinstance(value, dict):
+            for store_key in value:
+                if snake_case(store_key) not in store_fields and not ignored_reason(store_key):
+                    raise ConfigError(
+                        f"{path}: [store] has unknown store key {store_key!r}"
+                        f"{_did_you_mean(store_key)}"
+                    )
+            values.update(value)
+        elif key == "tuning" and isinstance(value, dict):
+            values["tuning"] = value
+        else:
+            values[key] = value
+    return values
+
+
+def to_properties(cfg: BrokerConfig, *, changed_only: bool = True) -> str:
+    """``cfg`` as broker.conf text: camelCase keys, broker then store keys. By default
+    only values that differ from the defaults, under a comment (``storeHost`` only when it
+    is not ``brokerIP1:listenPort``); with ``changed_only=False`` every key, as RocketMQ's
+    GET_BROKER_CONFIG lists them. ``tuning`` has no properties form and is left out."""
+    default = BrokerConfig()
+    lines = ["# shmq broker config: RocketMQ broker.conf keys, defaults left out"][:changed_only]
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.name not in NOT_KEYS and (not changed_only or (
+                f.compare and value != getattr(default, f.name))):  # fmt: skip
+            lines.append(f"{camel_case(f.name)}={escape(_text(value))}")
+    for f in dataclasses.fields(cfg.store):
+        value = getattr(cfg.store, f.name)
+        derived = f.name == "store_host" and value == cfg.derived_store_host
+        if not changed_only or (not derived and value != getattr(default.store, f.name)):
+            lines.append(f"{camel_case(f.name)}={escape(_text(value))}")
+    return "\n".join(lines) + "\n"
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

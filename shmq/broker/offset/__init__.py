@@ -1,0 +1,1 @@
+"""Consumer offsets (RocketMQ's ``broker/offset``)."""

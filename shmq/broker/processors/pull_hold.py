@@ -1,0 +1,163 @@
+"""Long polling for TCP pulls (RocketMQ 4.9's ``PullRequestHoldService``).
+
+A pull that finds nothing, with the suspend bit set, is held instead of answered. One
+thread answers held pulls: it is registered as a consumer of the broker's own (a consumer
+slot in the client registry), so reput, after each dispatch pass, posts its semaphore when
+a queue it watches grew, exactly as it wakes shmq's own consumers; the thread watches the
+queue-table slots of the queues with held pulls (any queue when there are more than a slot
+line holds, or one is not in the table yet). Woken, it re-runs each held pull whose queue
+grew past what it last saw: an answer with messages (or anything but "nothing the
+subscription takes") goes back on the pull's connection; otherwise the pull stays held.
+A held pull is answered as it stands once its ``suspendTimeoutMillis`` passes. The
+semaphore wait ends at the nearest deadline, or after ``FALLBACK_S`` at most (a lost post
+is noticed late, never missed). No thread parks while nothing is held.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from shmq.errors import RemotingError
+from shmq.ipc import registry as rg
+from shmq.ipc.parking import Parking
+from shmq.ipc.segment import open_semaphore, post
+from shmq.remoting.protocol import RemotingCommand
+from shmq.remoting.server import Connection
+
+if TYPE_CHECKING:
+    from shmq.broker.processors.control import ControlHandlers
+    from shmq.broker.supervisor import Broker
+
+log = logging.getLogger(__name__)
+
+FALLBACK_S = 1.0
+MAX_HELD = 65536  # held pulls at once; beyond, a pull is answered at once (PULL_NOT_FOUND)
+
+
+@dataclass
+class HeldPull:
+    """One held pull: its request and connection, its queue and the offset it waits past."""
+
+    request: RemotingCommand
+    conn: Connection
+    topic: str
+    queue_id: int
+    seen: int  # answer once the queue's max offset is beyond this
+    timeout_ms: int
+    deadline: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.timeout_ms / 1000
+
+
+# answers a held pull: its response, or None to hold it further (``final``: it must answer)
+Answer = Callable[[HeldPull, bool], RemotingCommand | None]
+
+
+class PullHold:
+    """The held pulls and the thread that answers them."""
+
+    def __init__(self, broker: Broker, control: ControlHandlers, answer: Answer) -> None:
+        self.broker = broker
+        self.control = control
+        self.answer = answer
+        self.slot = broker.clients.register_consumer(os.getpid(), "shmq-pull-hold")
+        self.sem = open_semaphore(self.slot.sem_name)
+        self.reg = broker.registry.words
+        self.base = rg.consumer_base(broker.config.max_producers, self.slot.index)
+        self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
+        self._held: list[HeldPull] = []
+        self._lock = threading.Lock()
+        self._added = threading.Event()  # a pull was held since the thread last looked
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="shmq-pull-hold", daemon=True)
+        self._thread.start()
+
+    def suspend(self, held: HeldPull) -> bool:
+        """Hold ``held``; False when too many are held (answer it now)."""
+        with self._lock:
+            if len(self._held) >= MAX_HELD:
+                return False
+            self._held.append(held)
+        self._added.set()
+        post(self.sem)  # the thread re-reads what to watch
+        return True
+
+    def held(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._added.set()
+        post(self.sem)
+        self._thread.join(5)
+        self.sem.close()
+        self.broker.clients.release("consumer", self.slot.index, self.slot.gen)
+
+    # -- the thread -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._pass()
+            except Exception:
+                log.exception("pull hold pass failed")
+                self._stop.wait(FALLBACK_S)
+
+    def _pass(self) -> None:
+        with self._lock:
+            held = list(self._held)
+        if not held:
+            self._added.wait(FALLBACK_S)
+            self._added.clear()
+            return
+        self._added.clear()
+        keys = {(h.topic, h.queue_id) for h in held}
+        slots = [self.control.directory.slot(t.encode(), q) for t, q in keys]
+        rg.set_watch(self.reg, self.base, None if min(slots) < 0 else slots)
+        now = time.monotonic()
+        nearest = min(h.deadline for h in held)
+        self.parking.park(
+            lambda: self._stop.is_set() or self._added.is_set() or self._ready(held),
+            max(0.0, min(nearest - now, FALLBACK_S)),
+        )
+        self._answer(held)
+
+    def _ready(self, held: list[HeldPull]) -> bool:
+        return any(self.control.max_offset_of(h.topic, h.queue_id) > h.seen for h in held) or (
+            time.monotonic() >= min(h.deadline for h in held)
+        )
+
+    def _answer(self, held: list[HeldPull]) -> None:
+        """Re-run the held pulls whose queue grew or whose time is up; those answered leave
+        the table before their answers go out."""
+        now = time.monotonic()
+        done: list[tuple[HeldPull, RemotingCommand]] = []
+        for h in held:
+            final = now >= h.deadline
+            grown = self.control.max_offset_of(h.topic, h.queue_id)
+            if not final and grown <= h.seen:
+                continue
+            h.seen = grown
+            response = self.answer(h, final)
+            if response is not None:
+                done.append((h, response))
+        if not done:
+            return
+        gone = {id(h) for h, _ in done}
+        with self._lock:
+            self._held = [h for h in self._held if id(h) not in gone]
+        for h, response in done:
+            if h.request.is_oneway:
+                continue
+            try:
+                h.conn.send(response)
+            except RemotingError as exc:
+                log.debug("held pull not answered: %s", exc)

@@ -1,0 +1,1 @@
+"""Subscription groups (RocketMQ's ``broker/subscription``)."""

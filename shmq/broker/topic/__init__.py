@@ -1,0 +1,1 @@
+"""Topic configs and topic deletion (RocketMQ's ``broker/topic``)."""

@@ -1,0 +1,1 @@
+"""Cluster administration (RocketMQ's ``DefaultMQAdminExt``): what ``shmq admin`` runs."""

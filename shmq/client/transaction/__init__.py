@@ -1,0 +1,1 @@
+"""Transactional producers (RocketMQ's ``TransactionMQProducer``) and their value types."""

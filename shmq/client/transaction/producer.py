@@ -1,0 +1,239 @@
+"""The transaction producer (RocketMQ's ``TransactionMQProducer``): a message sent only if a
+local transaction commits.
+
+``send_message_in_transaction(msg, arg)`` sends ``msg`` as a half message (sync, stored in
+the broker's half topic, invisible to consumers), then runs the listener's
+``execute_local_transaction(msg, arg)`` and tells the broker that stored the half its
+outcome with a oneway ``END_TRANSACTION``: COMMIT delivers the message, ROLLBACK drops it,
+UNKNOW (or an exception, or a lost request) leaves it to the broker, which asks a live
+producer of the group (``check_local_transaction``) after ``transactionTimeOut``.
+
+Check-backs arrive on the group's connections to the brokers (``producer_presence``) and
+are answered one at a time by a thread of the producer, at most
+``check_request_hold_max`` queued (more are dropped: the broker asks again).
+
+Example::
+
+    class Payments:
+        def execute_local_transaction(self, msg, arg):
+            db.pay(arg)
+            return shmq.LocalTransactionState.COMMIT_MESSAGE
+
+        def check_local_transaction(self, msg):
+            paid = db.paid(msg.properties["order"])
+            return shmq.LocalTransactionState.COMMIT_MESSAGE if paid else (
+                shmq.LocalTransactionState.ROLLBACK_MESSAGE)
+
+    with shmq.TransactionProducer("PayProducers", namesrv, listener=Payments()) as producer:
+        result = producer.send_message_in_transaction(
+            shmq.Message("Payments", b"order 42 paid", properties={"order": "42"}), arg=42)
+        print(result.local_transaction_state, result.transaction_id)
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any
+
+from shmq.client.producer.producer import Producer
+from shmq.client.producer.records import half_record
+from shmq.client.route import BrokerQueues
+from shmq.client.transaction.end_frames import EndFrames
+from shmq.client.transaction.types import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionSendResult,
+)
+from shmq.client.types import MessageQueue, SendResult, SendStatus
+from shmq.codec import half_messages as hm
+from shmq.codec.record_message import record_message
+from shmq.errors import ConfigError, InvalidMessageError, RemotingError
+from shmq.message import Message, parse_offset_msg_id
+from shmq.remoting.protocol import RemotingCommand, RequestCode
+
+__all__ = ["TransactionProducer"]
+
+log = logging.getLogger(__name__)
+
+_KIND = {
+    LocalTransactionState.COMMIT_MESSAGE: hm.TRANSACTION_COMMIT_TYPE,
+    LocalTransactionState.ROLLBACK_MESSAGE: hm.TRANSACTION_ROLLBACK_TYPE,
+    LocalTransactionState.UNKNOW: hm.TRANSACTION_NOT_TYPE,
+}
+
+
+class TransactionProducer(Producer):
+    """A ``Producer`` (every send of it works as usual) that also sends messages in
+    transactions; see the module. ``listener`` implements ``TransactionListener``.
+
+    Options besides the ``Producer``'s: ``heartbeat_interval`` (seconds between the group's
+    heartbeats to every broker, RocketMQ's ``heartbeatBrokerInterval``, 30 s) and
+    ``check_request_hold_max`` (check-backs queued at most, 2000).
+
+    Example::
+
+        producer = TransactionProducer("PayProducers", "127.0.0.1:9876", listener=Payments())
+        result = producer.send_message_in_transaction(Message("Payments", b"paid"), arg=42)
+        print(result.local_transaction_state)  # COMMIT_MESSAGE: consumers get it once
+        producer.close()
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        listener: TransactionListener,
+        heartbeat_interval: float = 30.0,
+        check_request_hold_max: int = 2000,
+        **options: Any,
+    ) -> None:
+        for name in ("execute_local_transaction", "check_local_transaction"):
+            if not callable(getattr(listener, name, None)):
+                raise ConfigError(f"the transaction listener has no {name}(...) method")
+        if not heartbeat_interval > 0:
+            raise ConfigError(f"heartbeat_interval must be > 0 seconds, not {heartbeat_interval!r}")
+        if not check_request_hold_max >= 1:
+            raise ConfigError(
+                f"check_request_hold_max must be >= 1, not {check_request_hold_max!r}"
+            )
+        super().__init__(group, namesrv, **options)
+        self.listener = listener
+        self._end_frames = EndFrames(group)
+        self._checks: queue.Queue = queue.Queue(check_request_hold_max)
+        self._checks_stop = threading.Event()
+        self._checker = threading.Thread(target=self._check_loop, name="shmq-transaction-check",
+                                         daemon=True)  # fmt: skip
+        self._checker.start()
+        self._presence_started(heartbeat_interval)
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+        """Send ``msg`` as a half message, run the local transaction, end it (see the
+        module). Raises what a sync ``send`` raises when the half message cannot be stored
+        (then the local transaction is not run); a failed end is logged and left to the
+        check-back."""
+        if not isinstance(msg, Message):
+            raise InvalidMessageError(f"a transactional message is a Message, not {msg!r}")
+        if msg.delay_level or msg.deliver_time_ms:
+            raise InvalidMessageError(
+                "a transactional message cannot have a delay_level or a deliver_time_ms"
+            )
+        one = half_record(self._record(msg, None, None), msg, self.group)
+        chosen: list[MessageQueue] = []
+
+        def attempt(broker: BrokerQueues, mq: MessageQueue, deadline: float) -> SendResult:
+            chosen.append(mq)
+            return self._attempt_one(broker, mq, one, deadline)
+
+        half = self._retry.send_with_retries(msg.topic, attempt, lambda r: r.send_status)
+        msg.transaction_id = half.msg_id
+        state = LocalTransactionState.ROLLBACK_MESSAGE  # not stored as it should be
+        if half.send_status is SendStatus.SEND_OK:
+            state = self._execute(msg, arg)
+        result = TransactionSendResult(half, chosen[-1], state)
+        try:
+            self._end(chosen[-1], result, state)
+        except RemotingError as exc:
+            log.warning("producer %s: END_TRANSACTION of %s (%s) not sent, the broker will "
+                        "check back: %s", self.group, result.msg_id, state.value, exc)  # fmt: skip
+        return result
+
+    def _execute(self, msg: Message, arg: Any) -> LocalTransactionState:
+        try:
+            state = self.listener.execute_local_transaction(msg, arg)
+        except Exception:
+            log.exception("producer %s: execute_local_transaction failed: UNKNOW", self.group)
+            return LocalTransactionState.UNKNOW
+        if not isinstance(state, LocalTransactionState):
+            log.warning("producer %s: execute_local_transaction returned %r, not a "
+                        "LocalTransactionState: UNKNOW", self.group, state)  # fmt: skip
+            return LocalTransactionState.UNKNOW
+        return state
+
+    def _end(self, mq: MessageQueue, half: SendResult, state: LocalTransactionState) -> None:
+        """The oneway ``END_TRANSACTION`` to the broker that stored ``half``."""
+        info = self._infos.get(mq.topic)
+        broker = info.brokers.get(mq.broker_name)
+        if broker is None:
+            raise RemotingError(f"broker {mq.broker_name} left the route of {mq.topic}")
+        _, offset = parse_offset_msg_id(half.offset_msg_id)
+        self._send_end(broker.address, half.queue_offset, offset, state, half.msg_id, False)
+
+    def _send_end(
+        self,
+        addr: str,
+        queue_offset: int,
+        commit_log_offset: int,
+        state: LocalTransactionState,
+        msg_id: str,
+        from_check: bool,
+    ) -> None:
+        frame = self._end_frames.frame(queue_offset, commit_log_offset, _KIND[state], msg_id,
+                                       from_check)  # fmt: skip
+        self._presence.send_soon(addr, frame)
+
+    # -- check-backs ----------------------------------------------------------------------------
+
+    def _on_broker_request(self, addr: str, request: RemotingCommand) -> RemotingCommand | None:
+        """A broker's request (on a connection's reader thread: queue a check-back, return)."""
+        if request.code != RequestCode.CHECK_TRANSACTION_STATE:
+            return super()._on_broker_request(addr, request)
+        try:
+            self._checks.put_nowait((addr, request))
+        except queue.Full:
+            log.warning("producer %s: %d check-backs queued, one from %s dropped (the broker "
+                        "asks again)", self.group, self._checks.maxsize, addr)  # fmt: skip
+
+    def _check_loop(self) -> None:
+        while not self._checks_stop.is_set():
+            try:
+                item = self._checks.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                self._check(*item)
+            except Exception:
+                log.exception("producer %s: answering a check-back failed", self.group)
+
+    def _check(self, addr: str, request: RemotingCommand) -> None:
+        msg = record_message(request.body)
+        if msg is None:
+            log.warning("producer %s: a check-back from %s holds no message", self.group, addr)
+            return
+        group = msg.properties.get(hm.PGROUP)
+        if group != self.group:
+            log.warning("producer %s: a check-back from %s is for group %r", self.group, addr,
+                        group)  # fmt: skip
+            return
+        try:
+            state = self.listener.check_local_transaction(msg)
+        except Exception:
+            log.exception("producer %s: check_local_transaction failed: UNKNOW", self.group)
+            state = LocalTransactionState.UNKNOW
+        if not isinstance(state, LocalTransactionState):
+            log.warning("producer %s: check_local_transaction returned %r: UNKNOW", self.group,
+                        state)  # fmt: skip
+            state = LocalTransactionState.UNKNOW
+        fields = request.ext_fields
+        self._send_end(addr, int(fields.get("tranStateTableOffset", msg.queue_offset)),
+                       int(fields.get("commitLogOffset", msg.physical_offset)), state,
+                       msg.msg_id, True)  # fmt: skip
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop answering check-backs, unregister the group from the brokers, close."""
+        if self._closed:
+            return
+        self._checks_stop.set()
+        self._checker.join(5)
+        super().close()
+
+    shutdown = close
+
+    def __enter__(self) -> TransactionProducer:
+        return self

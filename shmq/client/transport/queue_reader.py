@@ -1,0 +1,469 @@
+"""The consumers' data path: read a queue from an offset straight from the store's mapped
+files, long-poll on the consumer's own semaphore when caught up, and keep offsets on the
+broker (RocketMQ's plain ``DefaultMQPullConsumer`` calls). ``PushConsumer`` and
+``PullConsumer`` are built on it; tools use it directly.
+
+Each broker is read through a link with ``pull``, ``wait``, ``max_offset`` and ``wake``:
+the shared-memory one here, or, for a broker whose store is not on this host (or with
+``transport="tcp"``), ``tcp_pull.TcpConsumerLink`` (PULL_MESSAGE with long polling).
+
+Which broker of a broker name (master, slaves) a queue is read from is decided per pull,
+as RocketMQ's ``PullAPIWrapper``: the broker id the last TCP pull of the queue suggested
+(``suggestWhichBrokerId``, the master by default), looked up in the latest route
+(``BrokerQueues.find``: that broker, else the master, else a slave). So a consumer reads
+from the slave while the master is gone (its route lists only the slave; a failed pull
+refreshes the route at once) and from the master again once it is back; a master with
+``slaveReadEnable`` sends a consumer that is far behind to the slave. Same-host links
+make no such choice beyond the route: they read the mapped files of the master while it
+is there (no page cache to spare on another machine, which is what the suggestion is
+for); a same-host link to a broker that died or stopped is replaced at the next route
+refresh (a restarted broker has new shared memory). Offsets are committed to the master
+only; while it is gone the offset store keeps them and commits them when it is back
+(RocketMQ's ``updateConsumeOffsetToBroker``).
+
+Example::
+
+    with QueueReader("OrderReaders", "127.0.0.1:9876") as consumer:
+        for mq in consumer.queues("Orders"):
+            offset = max(consumer.committed(mq), 0)
+            result = consumer.pull(mq, offset, max_nums=32, timeout=1.0)
+            for msg in result.messages:
+                print(msg.queue_offset, msg.body)
+            consumer.commit(mq, result.next_begin_offset)
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+
+from shmq.client.gc_freeze import freeze_startup_objects
+from shmq.client.route import PERM_READ, BrokerQueues, RouteTable
+from shmq.client.transport.broker_link import BrokerLink
+from shmq.client.transport.chooser import TransportChooser
+from shmq.client.transport.tcp_pull import TcpConsumerLink
+from shmq.client.types import MessageQueue, PullResult, PullStatus
+from shmq.errors import ClientError, NoRouteError, ResponseError, ShmqError
+from shmq.ipc import consumer_gets as cg
+from shmq.ipc import counters as cn
+from shmq.ipc import queue_table as qt
+from shmq.ipc import registry as rg
+from shmq.ipc.parking import Parking
+from shmq.ipc.procs import pid_alive
+from shmq.ipc.segment import Segment, open_semaphore, post
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RequestCode, ResponseCode
+from shmq.store.reader import StoreReader
+from shmq.store.results import parse_tag_filter
+from shmq.store.warm_up import warm_up_reads
+
+MAX_PULL = 1024
+MAX_BULK_PULL = 65536
+MIN_OFFSET_FRESH_S = 1.0  # a pull result's min offset is at most this old
+RETIRED_LINK_S = 60.0  # a link out of the route is closed once no pull can still use it
+
+
+@functools.cache
+def _warm_up() -> None:
+    """Once per process: load the read path's kernels before the first pull needs them (a
+    consumer's first messages would otherwise wait a few hundred ms for numba's cache)."""
+    warm_up_reads()
+    freeze_startup_objects()
+
+
+class _ConsumerLink:
+    """The consumer's registration with one broker and its read-only view of the store."""
+
+    def __init__(self, client: RemotingClient, address: str, group: str) -> None:
+        self.link = BrokerLink(client, address, group, "consumer")
+        info = self.link.info
+        self.queues = Segment.attach(info["queues"], readonly=True)
+        self.directory = qt.QueueDirectory(self.queues.buf, self.queues.words)
+        self.maxima = qt.max_offsets(self.queues.buf)
+        self.reader = StoreReader(
+            info["storePathRootDir"], info["mappedFileSizeCommitLog"], info["consumeQueueFileSize"]
+        )
+        self.sem = open_semaphore(info["sem"])
+        self.reg = self.link.registry.words
+        self.base = rg.consumer_base(int(self.reg[rg.PRODUCERS]), info["slot"])
+        self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
+        # the messages read per queue-table slot, which the broker counts as the group's
+        # gets (it sees no request per read); one lock for the threads of this process
+        self.gets_seg = Segment.attach(info["gets"])
+        self.gets = cg.client_row(self.gets_seg.words, info["slot"])
+        self._gets_lock = threading.Lock()
+        self._wakes = 0  # raised by ``wake``: ends the waits under way
+        # (topic, queue id) -> (min offset, good until)
+        self._min_offsets: dict[tuple[str, int], tuple[int, float]] = {}
+
+    @property
+    def address(self) -> str:
+        return self.link.address
+
+    @property
+    def live(self) -> bool:
+        """Whether the broker incarnation this link is registered with still runs (one that
+        died or stopped leaves its mappings readable, but nothing new arrives in them)."""
+        words = self.link.counters.words
+        if cn.load(words, cn.STATE) == cn.STATE_STOPPING:
+            return False
+        return pid_alive(cn.load(words, cn.SUPERVISOR_PID))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self.slot_max(mq.topic, mq.queue_id)[1]
+
+    def min_offset(self, mq: MessageQueue, max_offset: int, now: float) -> int:
+        """The queue's min offset as the broker's GET_MIN_OFFSET answers it, read from the
+        mapped files at most once a second per queue (a pull reads only what is stored
+        either way; the value is what a pull result reports, as RocketMQ's does)."""
+        known = self._min_offsets.get((mq.topic, mq.queue_id))
+        if known is None or now >= known[1]:
+            if max_offset <= 0:  # nothing stored (or no such queue): nothing to keep
+                return 0
+            cleaned = cn.load(self.link.counters.words, cn.MIN_PHYSICAL_OFFSET)
+            low = self.reader.min_offset(mq.topic, mq.queue_id, max_offset, cleaned)
+            known = self._min_offsets[(mq.topic, mq.queue_id)] = (low, now + MIN_OFFSET_FRESH_S)
+        low = known[0]
+        return low if low < max_offset else max_offset
+
+    def slot_max(self, topic: str, queue_id: int) -> tuple[int, int]:
+        slot = self.directory.slot(topic.encode(), queue_id)
+        return slot, (int(self.maxima[slot]) if slot >= 0 else 0)
+
+    def pull(
+        self, mq: MessageQueue, offset: int, max_nums: int, codes, tags: frozenset[str] | None,
+        timeout: float, bulk: bool, spin_s: float,
+    ) -> PullResult:  # fmt: skip
+        """Read ``mq`` from the mapped files, parking on the semaphore until ``timeout``."""
+        now = time.monotonic()
+        deadline = now + timeout
+        reader = self.reader
+        while True:
+            slot, max_offset = self.slot_max(mq.topic, mq.queue_id)
+            low = self.min_offset(mq, max_offset, now)
+            if offset > max_offset or offset < 0:
+                return PullResult(PullStatus.OFFSET_ILLEGAL, max(0, min(offset, max_offset)),
+                                  low, max_offset)  # fmt: skip
+            if offset < low:  # cleaned away: the broker's OFFSET_TOO_SMALL, from its minimum
+                return PullResult(PullStatus.OFFSET_ILLEGAL, low, low, max_offset)
+            if offset < max_offset:
+                if bulk:
+                    batch, next_offset = reader.read_queue_bulk(
+                        mq.topic, mq.queue_id, offset, max_offset, max_nums, codes, tags
+                    )
+                    if len(batch):
+                        self._got(slot, len(batch))
+                        return PullResult(PullStatus.FOUND, next_offset, low, max_offset,
+                                          batch=batch)  # fmt: skip
+                else:
+                    msgs, next_offset = reader.read_queue(
+                        mq.topic, mq.queue_id, offset, max_offset, max_nums, codes
+                    )
+                    if tags is not None:
+                        msgs = [m for m in msgs if m.tags in tags]
+                    if msgs:
+                        self._got(slot, len(msgs))
+                        return PullResult(PullStatus.FOUND, next_offset, low, max_offset, msgs)
+                if next_offset > offset:
+                    offset = next_offset
+                    continue
+            now = time.monotonic()
+            if now >= deadline:
+                status = (
+                    PullStatus.NO_NEW_MSG if offset >= max_offset else PullStatus.NO_MATCHED_MSG
+                )
+                return PullResult(status, offset, low, max_offset)
+            self._park(slot, mq, max_offset, deadline, spin_s)
+            now = time.monotonic()
+
+    def _got(self, slot: int, count: int) -> None:
+        with self._gets_lock:
+            self.gets[slot] += count
+
+    def _park(self, slot: int, mq: MessageQueue, seen: int, deadline: float, spin_s: float):
+        spin_end = time.perf_counter() + spin_s
+        while time.perf_counter() < spin_end:
+            if self.slot_max(mq.topic, mq.queue_id)[1] != seen:
+                return
+        rg.set_watch(self.reg, self.base, [slot] if slot >= 0 else None)
+        self.parking.park(
+            lambda: self.slot_max(mq.topic, mq.queue_id)[1] != seen,
+            max(0.0, min(deadline - time.monotonic(), 1.0)),
+        )
+
+    def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
+        """Park until any of the queues has a message at or after its offset (True), or
+        ``timeout`` passes or ``wake`` is called (False), as a TCP link's wait."""
+        deadline = time.monotonic() + timeout
+        wakes = self._wakes
+
+        def arrived() -> bool:
+            return any(self.max_offset(mq) > off for mq, off in offsets.items())
+
+        def ready() -> bool:
+            return self._wakes != wakes or arrived()
+
+        while not ready():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            rg.set_watch(self.reg, self.base, None)
+            self.parking.park(ready, min(left, 1.0))
+        return arrived()
+
+    def wake(self) -> None:
+        """End this process's waits on the link: every thread parked in ``wait`` returns."""
+        self._wakes += 1
+        for _ in range(max(1, self.parking.count)):
+            post(self.sem)
+
+    def close(self) -> None:
+        self.sem.close()
+        self.reader.close()
+        self.maxima = self.gets = None
+        self.queues.close()
+        self.gets_seg.close()
+        self.link.close()
+
+
+class QueueReader:
+    """Reads queues of any topic for ``group`` (registered with each broker it reads).
+
+    ``spin_us``: how long a long-polling pull spins on the queue's max offset before
+    parking on the consumer's semaphore. ``transport``: ``"auto"`` reads a broker's
+    store through shared memory when it is on this host and with PULL_MESSAGE over TCP
+    otherwise; ``"shm"`` or ``"tcp"`` force one."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        spin_us: int = 20,
+        transport: str = "auto",
+        poll_name_server_interval: float = 30.0,
+    ) -> None:
+        _warm_up()
+        self.group = group
+        self.spin_s = spin_us / 1e6
+        self.client = RemotingClient()
+        self.routes = RouteTable(namesrv, self.client, refresh_s=poll_name_server_interval)
+        self.transport = TransportChooser(self.client, transport)
+        self._links: dict[str, _ConsumerLink | TcpConsumerLink] = {}  # by broker address
+        self._retired: list[tuple[float, _ConsumerLink | TcpConsumerLink]] = []
+        self._brokers: dict[str, BrokerQueues] = {}  # by broker name, from the latest route
+        self._suggested: dict[MessageQueue, int] = {}  # broker id to pull each queue from
+        self._lock = threading.Lock()
+        self._wakes = 0  # raised by ``wake``: ends the waits under way
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, sorted."""
+        out = []
+        brokers = self.routes.brokers(topic)
+        with self._lock:
+            for b in brokers:
+                self._brokers[b.broker_name] = b
+                if b.perm & PERM_READ:
+                    out += [MessageQueue(topic, b.broker_name, q) for q in range(b.read_queue_nums)]
+            self._retire_links()
+        return sorted(out)
+
+    def _retire_links(self) -> None:
+        """Links to addresses no route lists any more, and same-host links to a broker
+        that is gone (a restarted one gets a new link), are closed ``RETIRED_LINK_S``
+        later (call with ``_lock``)."""
+        now = time.monotonic()
+        known = {a for b in self._brokers.values() for _, a in b.addrs}
+        for address in [a for a, link in self._links.items()
+                        if a not in known or not link.live]:  # fmt: skip
+            self._retired.append((now, self._links.pop(address)))
+        while self._retired and now - self._retired[0][0] > RETIRED_LINK_S:
+            self._retired.pop(0)[1].close()
+
+    def _broker(self, mq: MessageQueue) -> BrokerQueues:
+        broker = self._brokers.get(mq.broker_name)
+        if broker is None:
+            self.queues(mq.topic)
+            broker = self._brokers.get(mq.broker_name)
+        if broker is None:
+            raise ClientError(f"no address known for broker {mq.broker_name}")
+        return broker
+
+    def pull_address(self, mq: MessageQueue) -> str:
+        """The broker ``mq`` is pulled from next: the suggested one, as the route has it."""
+        return self._broker(mq).find(self._suggested.get(mq, 0))
+
+    def _link(self, mq: MessageQueue) -> _ConsumerLink | TcpConsumerLink:
+        address = self.pull_address(mq)
+        with self._lock:
+            link = self._links.get(address)
+            if link is None:
+                if self.transport.tcp(address):
+                    link = TcpConsumerLink(self.client, address, self.group)
+                else:
+                    link = _ConsumerLink(self.client, address, self.group)
+                self._links[address] = link
+            return link
+
+    def _forget_route(self, mq: MessageQueue) -> None:
+        """A pull failed: take the topic's route afresh from the namesrv at the next pull
+        (the broker may be gone, its slave serving instead)."""
+        self.routes.invalidate(mq.topic)
+        with self._lock:
+            self._brokers.pop(mq.broker_name, None)
+
+    def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        expression: str | None = "*",
+        timeout: float = 0.0,
+    ) -> PullResult:
+        """Up to ``max_nums`` (≤ 1,024) messages from ``offset``; when none is there yet,
+        wait up to ``timeout`` seconds for one (long polling). Tag filtering as RocketMQ:
+        hash in the consume queue, then the tag string here."""
+        return self._pull(mq, offset, min(max_nums, MAX_PULL), expression, timeout, False)
+
+    def pull_bulk(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 4096,
+        expression: str | None = "*",
+        timeout: float = 0.0,
+    ) -> PullResult:
+        """``pull`` for bulk traffic (the consume side of ``Producer.send_bulk``): up to
+        ``max_nums`` (≤ 65,536) messages as one ``MessageBatch`` in ``result.batch``
+        (``result.messages`` stays empty), their bodies gathered by one kernel call."""
+        return self._pull(mq, offset, min(max_nums, MAX_BULK_PULL), expression, timeout, True)
+
+    def _pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int,
+        expression: str | None,
+        timeout: float,
+        bulk: bool,
+    ) -> PullResult:
+        max_nums = max(1, max_nums)
+        codes = parse_tag_filter(expression)
+        tags = None if codes is None else frozenset(t.strip() for t in expression.split("||"))
+        try:
+            link = self._link(mq)
+            if isinstance(link, _ConsumerLink):
+                return link.pull(mq, offset, max_nums, codes, tags, timeout, bulk, self.spin_s)
+            result = link.pull(mq, offset, max_nums, expression, tags, timeout, bulk)
+        except ShmqError:
+            self._forget_route(mq)
+            raise
+        self._suggested[mq] = result.suggest_which_broker_id
+        return result
+
+    def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
+        """Park until any of the queues has a message at or after its offset in
+        ``offsets``, or ``timeout`` seconds pass, or ``wake`` is called; True when one has
+        a message. Queues of several brokers are waited on in turns of 10 ms."""
+        by_link: dict = {}
+        for mq, offset in offsets.items():
+            by_link.setdefault(self._link(mq), {})[mq] = offset
+        if len(by_link) == 1:
+            ((link, offs),) = by_link.items()
+            return link.wait(offs, timeout)
+        deadline = time.monotonic() + timeout
+        wakes = self._wakes
+        while True:
+            for link, offs in by_link.items():
+                left = deadline - time.monotonic()
+                if link.wait(offs, max(0.0, min(left, 0.01))):
+                    return True
+            if time.monotonic() >= deadline or self._wakes != wakes:
+                return False
+
+    # -- offsets on the broker --------------------------------------------------------------
+
+    def committed(self, mq: MessageQueue) -> int:
+        """The group's committed offset of ``mq`` on the broker, -1 when there is none
+        (QUERY_NOT_FOUND; for a group without one on a queue that starts at 0 with its first
+        message in memory, the broker answers 0, as RocketMQ 4.9's does)."""
+        try:
+            response, _ = self.client.invoke_json(
+                self.address(mq),  # the master, else a slave (synchronized from it)
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id},
+            )
+        except ResponseError as exc:
+            if exc.code == ResponseCode.QUERY_NOT_FOUND:
+                return -1
+            raise
+        return int(response.ext_fields["offset"])
+
+    def commit(self, mq: MessageQueue, offset: int) -> None:
+        """Store ``offset`` (the next one to consume) for the group on the broker's master;
+        ``NoRouteError`` while the route has none (a slave keeps no commits)."""
+        master = self._broker(mq).master
+        if not master:
+            raise NoRouteError(f"broker {mq.broker_name} has no master in the route (the"
+                               " offset is committed once it is back)")  # fmt: skip
+        self.client.invoke_json(
+            master,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {
+                "consumerGroup": self.group,
+                "topic": mq.topic,
+                "queueId": mq.queue_id,
+                "commitOffset": offset,
+            },
+        )
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._link(mq).max_offset(mq)
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        """The smallest offset still stored in ``mq`` (above 0 after cleanup)."""
+        response, _ = self.client.invoke_json(
+            self.address(mq),
+            RequestCode.GET_MIN_OFFSET,
+            {"topic": mq.topic, "queueId": mq.queue_id},
+        )
+        return int(response.ext_fields["offset"])
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The offset of the first message of ``mq`` stored at or after ``timestamp_ms``
+        (the max offset when there is none)."""
+        response, _ = self.client.invoke_json(
+            self.address(mq),
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            {"topic": mq.topic, "queueId": mq.queue_id, "timestamp": timestamp_ms},
+        )
+        return int(response.ext_fields["offset"])
+
+    def address(self, mq: MessageQueue) -> str:
+        """The control address of the broker holding ``mq``: its master, or a slave while
+        the master is gone."""
+        return self._broker(mq).address
+
+    def wake(self) -> None:
+        """Wake the threads parked in ``pull`` or ``wait``; a ``wait`` returns (shutdown, a
+        rebalance, a queue out of flow control)."""
+        self._wakes += 1
+        with self._lock:
+            links = list(self._links.values())
+        for link in links:
+            link.wake()
+
+    def close(self) -> None:
+        with self._lock:
+            for link in [*self._links.values(), *(link for _, link in self._retired)]:
+                link.close()
+            self._links.clear()
+            self._retired.clear()
+        self.client.close()
+
+    def __enter__(self) -> QueueReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""The IndexFile: messages by key (RocketMQ's ``store/index``)."""
