@@ -367,7 +367,7 @@ class BrokerConfig:
                     raise ConfigError(f"tuning must be a table, not {type(value).__name__}")
                 changes["tuning"] = dict(value)
             else:
-                raise ConfigError(f"unknown broker config key {key!r}{_did_you_mean(key)}")
+                raise ConfigError(f"unknown broker config key {key!r}{did_you_mean(key)}")
         store = self.store.replace(**store_changes) if store_changes else self.store
         follows = "store_host" not in store_changes and self.store.store_host in (
             self.derived_store_host,
@@ -474,7 +474,7 @@ def _without_ignored(path: str, values: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def _did_you_mean(name: str) -> str:
+def did_you_mean(name: str) -> str:
     """`` (did you mean 'brokerName'?)`` for a misspelt key: the nearest of shmq's keys and
     RocketMQ's, or nothing when none is near."""
     keys = [camel_case(f.name) for f in dataclasses.fields(BrokerConfig) if f.name not in NOT_KEYS]
@@ -494,7 +494,7 @@ def _toml_values(path: str, data: dict[str, Any]) -> dict[str, Any]:
                 if snake_case(store_key) not in store_fields and not ignored_reason(store_key):
                     raise ConfigError(
                         f"{path}: [store] has unknown store key {store_key!r}"
-                        f"{_did_you_mean(store_key)}"
+                        f"{did_you_mean(store_key)}"
                     )
             values.update(value)
         elif key == "tuning" and isinstance(value, dict):

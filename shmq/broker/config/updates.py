@@ -8,25 +8,31 @@ config when they start, so shmq says which is which instead of taking every key 
 - ``LIVE_KEYS`` are read by the control plane on each request; they act at once (and a
   ``brokerPermission`` change is registered with the namesrvs at once, as RocketMQ does).
 - Every other key acts at the next start. The change is written to the broker's config
-  file (``brokerConfigPath``, set when the broker was started from one; the key's line is
-  replaced in place, comments and other lines kept); a broker started without a file
+  file (``brokerConfigPath``, set when the broker was started from one; only the key's
+  value changes, every other line and comment is kept); a broker started without a file
   refuses such a key, since the change could never act.
 - ``BLACK_LIST`` keys are refused as RocketMQ's ``configBlackList`` refuses them, and with
   them the store's layout, which a restart on the same store cannot change.
 
-A key shmq does not know is refused by name (RocketMQ ignores it), so a typo is not taken
-for a change.
+A key shmq does not know is refused by name with the nearest key, as the config loader
+refuses it (RocketMQ ignores it), so a typo is not taken for a change. One of RocketMQ's
+keys that shmq ignores (``rocketmq_keys``) is refused with the reason the loader logs for
+it: a success would tell the caller that something changed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
+from collections.abc import MutableMapping
 from typing import Any
 
+import tomlkit
+from tomlkit.exceptions import ParseError
+
 from shmq import json_file
-from shmq.broker.config.broker_config import BrokerConfig, camel_case
+from shmq.broker.config.broker_config import BrokerConfig, camel_case, did_you_mean
+from shmq.broker.config.rocketmq_keys import ignored_reason
 from shmq.config import MessageStoreConfig, snake_case
 from shmq.errors import ConfigError
 from shmq.java_properties import escape, parse_properties
@@ -52,9 +58,9 @@ class ConfigUpdate:
     def __init__(self, config: BrokerConfig, text: str) -> None:
         values = parse_properties(text)
         self.black_listed = sorted(k for k in values if snake_case(k) in BLACK_LIST)
-        unknown = sorted(k for k in values if snake_case(k) not in _KEYS)
-        if unknown:
-            raise ConfigError(f"unknown broker config key {', '.join(unknown)}")
+        refused = [_refusal(k) for k in sorted(values) if snake_case(k) not in _KEYS]
+        if refused:
+            raise ConfigError("; ".join(refused))
         changed = config.replace(**values)  # ConfigError naming a bad value
         self.live = {snake_case(k): v for k, v in values.items() if snake_case(k) in LIVE_KEYS}
         self.later = {camel_case(snake_case(k)): _value_text(changed, snake_case(k))
@@ -69,8 +75,19 @@ class ConfigUpdate:
                 "they take effect when the broker restarts")  # fmt: skip
 
 
+_STORE_KEYS = {f.name for f in dataclasses.fields(MessageStoreConfig)}
 _KEYS = {f.name for f in dataclasses.fields(BrokerConfig) if f.name not in ("store", "tuning")}
-_KEYS |= {f.name for f in dataclasses.fields(MessageStoreConfig)}
+_KEYS |= _STORE_KEYS
+
+
+def _refusal(key: str) -> str:
+    """Why ``key`` is not taken, in the words of ``load_broker_config``: one of RocketMQ's
+    keys that shmq ignores, with the reason, or a name it does not know, with the nearest
+    key, so the caller can tell a key that does nothing here from a typo."""
+    reason = ignored_reason(key)
+    if reason is not None:
+        return f"{key} is a RocketMQ key that shmq ignores: {reason}"
+    return f"unknown broker config key {key!r}{did_you_mean(key)}"
 
 
 def _value_text(config: BrokerConfig, name: str) -> Any:
@@ -79,12 +96,25 @@ def _value_text(config: BrokerConfig, name: str) -> Any:
 
 def persist(path: str, changes: dict[str, Any]) -> None:
     """Write ``changes`` (camelCase key → value) into the config file at ``path``, a TOML
-    file or Java properties as ``load_broker_config`` reads them: each key's line replaced
-    where the file has it (under either spelling), else added; atomically."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    edit = _edit_toml if path.endswith(".toml") else _edit_properties
-    json_file.persist(path, edit(text, changes))
+    file or Java properties as ``load_broker_config`` reads them: each key's value replaced
+    where the file has it (under either spelling), else the key added; atomically.
+    ``ConfigError`` when the file no longer parses."""
+    with open(path, "rb") as f:  # as written: CRLF is kept
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        if path.endswith(".toml"):
+            raise ConfigError(f"broker config {path} is not valid TOML: not UTF-8") from None
+        text = raw.decode("latin-1")  # as load_broker_config reads Java properties
+    if path.endswith(".toml"):
+        try:
+            edited = _edit_toml(text, changes)
+        except ParseError as exc:
+            raise ConfigError(f"broker config {path} is not valid TOML: {exc}") from None
+    else:
+        edited = _edit_properties(text, changes)
+    json_file.persist(path, edited)
 
 
 def _edit_properties(text: str, changes: dict[str, Any]) -> str:
@@ -92,7 +122,10 @@ def _edit_properties(text: str, changes: dict[str, Any]) -> str:
     out: list[str] = []
     logical: list[str] = []  # the physical lines of one key, its value continued
     found: set[str | None] = set()
-    for line in [*text.splitlines(), None]:  # None: the end, which ends a continued line
+    # the line ends Java's Properties.load knows, not str.splitlines' (which also splits at
+    # U+2028 or a form feed inside a comment, making the rest of it a key)
+    lines = re.split(r"\r\n|\r|\n", text.removesuffix("\r\n").removesuffix("\n"))
+    for line in [*lines, None]:  # None: the end, which ends a continued line
         stripped = "" if line is None else line.lstrip(" \t\f")
         if line is not None and not logical and (not stripped or stripped[0] in "#!"):
             out.append(line)
@@ -111,40 +144,35 @@ def _edit_properties(text: str, changes: dict[str, Any]) -> str:
         found.add(name)
         logical = []
     out.extend(_property(name, changes[name]) for name in wanted.values() if name not in found)
-    return "\n".join(out) + "\n"
+    newline = "\r\n" if "\r\n" in text else "\n"
+    return newline.join(out) + newline
 
 
 def _property(key: str, value: Any) -> str:
     return f"{key}={escape(str(value).lower() if isinstance(value, bool) else str(value))}"
 
 
-_TOML_KEY = re.compile(r"\s*([A-Za-z0-9_]+)\s*=")
-
-
 def _edit_toml(text: str, changes: dict[str, Any]) -> str:
-    wanted = {snake_case(k): k for k in changes}
-    lines = text.splitlines()
-    table = ""
-    found: set[str] = set()
-    first_table = len(lines)
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith("["):
-            table = line.strip().strip("[]").strip()
-            first_table = min(first_table, i)
-            continue
-        m = _TOML_KEY.match(line)
-        if m and table in ("", "broker", "store") and snake_case(m.group(1)) in wanted:
-            name = wanted[snake_case(m.group(1))]
-            lines[i] = f"{m.group(1)} = {_toml(changes[name])}"
-            found.add(name)
-    added = [f"{name} = {_toml(changes[name])}" for name in wanted.values() if name not in found]
-    lines[first_table:first_table] = added  # top-level keys go before the first table
-    return "\n".join(lines) + "\n"
+    """``text`` with each key of ``changes`` set in every place ``load_broker_config`` reads
+    it, under any spelling (quoted, dotted, in an inline table); a key the file lacks is
+    added to the table its kind is kept in. tomlkit keeps every other line, comment and the
+    layout as they were, so the file stays the one its owner wrote (but for a blank line
+    it puts between an added key and a table header right after it)."""
+    doc = tomlkit.parse(text)
+    for key, value in changes.items():
+        name = snake_case(key)
+        tables = _tables(doc, store_key=name in _STORE_KEYS)
+        found = [(table, k) for table in tables for k in table if snake_case(k) == name]
+        for table, k in found:
+            table[k] = value  # tomlkit keeps the key's spelling, indent and comment
+        if not found:
+            tables[-1][key] = value
+    return tomlkit.dumps(doc)
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return json.dumps(str(value), ensure_ascii=False)
+def _tables(doc: tomlkit.TOMLDocument, *, store_key: bool) -> list[MutableMapping[str, Any]]:
+    """Where the loader reads a key: the top level and a ``broker`` table (any key), and a
+    ``store`` table (store keys only), in that order, so the last is where a key the file
+    lacks belongs: with the file's other store keys, else its broker keys."""
+    names = ("broker", "store") if store_key else ("broker",)
+    return [doc, *(doc[n] for n in names if isinstance(doc.get(n), dict))]
