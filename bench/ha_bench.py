@@ -62,41 +62,42 @@ CONFIGS = (("ASYNC_MASTER", False), ("ASYNC_MASTER", True), ("SYNC_MASTER", True
 
 
 class Pair:
-    """A namesrv, a master of ``role`` and, unless ``slave`` is False, its slave."""
+    """A namesrv and a master of ``role`` (``shmq.EmbeddedBroker``) and, unless ``slave`` is
+    False, its slave registered with the same namesrv; each with a store of its own."""
 
     def __init__(self, role: str, slave: bool) -> None:
-        from shmq.broker.config.broker_config import BrokerConfig
-        from shmq.broker.supervisor import Broker
-        from shmq.broker.topic.config import TopicConfig
-        from shmq.namesrv.server import NameServer
+        from shmq.embedded import EmbeddedBroker
 
         self.tmp = tempfile.TemporaryDirectory(prefix="shmq-ha-bench-")
-        self.namesrv = NameServer("127.0.0.1", 0)
-        self.namesrv.start()
-        common = BrokerConfig().replace(
-            namesrv_addr=self.namesrv.address, listen_port=0, register_name_server_period=200,
-            mapped_file_size_commit_log=256 << 20,
-        )  # fmt: skip
-        self.brokers = []
-        self.master = self._start(Broker, common, "master", broker_role=role)
-        self.master.create_topic(TopicConfig(TOPIC, 1, 1))
-        if slave:
-            self._start(Broker, common, "slave", broker_role="SLAVE", broker_id=1)
-            deadline = time.monotonic() + 30
-            while not self.master.stats()["ha_slaves"] and time.monotonic() < deadline:
-                time.sleep(0.05)
+        common = {"register_name_server_period": 200, "mapped_file_size_commit_log": 256 << 20}
+        self.brokers: list[EmbeddedBroker] = []
+        try:
+            master = self._start(EmbeddedBroker(self._store("master"), broker_role=role,
+                                                log_level=logging.WARNING, **common))  # fmt: skip
+            self.namesrv = master.namesrv
+            self.master = master.broker
+            master.create_topic(TOPIC, 1)
+            if slave:
+                self._start(EmbeddedBroker(self._store("slave"), namesrv=self.namesrv,
+                                           broker_role="SLAVE", broker_id=1,
+                                           log_level=logging.WARNING, **common))  # fmt: skip
+                deadline = time.monotonic() + 30
+                while not self.master.stats()["ha_slaves"] and time.monotonic() < deadline:
+                    time.sleep(0.05)
+        except BaseException:
+            self.close()
+            raise
 
-    def _start(self, broker_cls, common, name: str, **conf):
-        root = os.path.join(self.tmp.name, name)
-        broker = broker_cls(common.replace(store_path_root_dir=root, **conf), log_level=30)
+    def _store(self, name: str) -> str:
+        return os.path.join(self.tmp.name, name)
+
+    def _start(self, broker):
         self.brokers.append(broker)
-        broker.start()
-        return broker
+        return broker.start()
 
     def close(self) -> None:
         for broker in reversed(self.brokers):
             broker.stop()
-        self.namesrv.stop()
         self.tmp.cleanup()
 
 
@@ -184,7 +185,7 @@ def replicated_once(pair: Pair) -> None:
     import shmq
     from shmq.ipc import counters as cn
 
-    with shmq.Producer("ha-bench-first", pair.namesrv.address) as producer:
+    with shmq.Producer("ha-bench-first", pair.namesrv) as producer:
         producer.send(shmq.Message(TOPIC, BODY))
     words = pair.master.counters.words
     deadline = time.monotonic() + 30
@@ -201,8 +202,8 @@ def run(role: str, slave: bool, count: int, lag: bool = False) -> dict:
         if lag:
             replicated_once(pair)
             sampler = LagSampler(pair.master.counters.name)
-        bulk = send_bulk(pair.namesrv.address, count)
-        asyncs = send_async(pair.namesrv.address, count // 4)
+        bulk = send_bulk(pair.namesrv, count)
+        asyncs = send_async(pair.namesrv, count // 4)
         out = {
             "run": role + (" + slave" if slave else " (no slave)"),
             "bulk": bulk,

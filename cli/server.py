@@ -39,23 +39,22 @@ COMPILING = (
 
 
 def _stop_on_signals(broker) -> None:
-    """SIGTERM/SIGINT ask ``broker`` to stop cleanly. Installed before ``start``: a signal
-    that arrives while the broker starts (its control server already answers, so a client
-    may take it for up) then stops it once started, segments unlinked, instead of killing
-    the process halfway and leaving them in /dev/shm."""
+    """SIGTERM/SIGINT ask ``broker`` (a ``Broker`` or an ``EmbeddedBroker``) to stop cleanly.
+    Installed before ``start``: a signal that arrives while the broker starts (its control
+    server already answers, so a client may take it for up) then stops it once started,
+    segments unlinked, instead of killing the process halfway and leaving them in /dev/shm."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: broker.request_stop())
 
 
-def _run_until_signal(broker, namesrv=None) -> None:
-    """Run in the foreground until ``_stop_on_signals``' signals (exit status 0). A broker
-    that stopped itself (a fault it could not isolate) exits 1 with the reason."""
+def _run_until_signal(broker) -> None:
+    """Run in the foreground until ``_stop_on_signals``' signals (exit status 0), then stop
+    ``broker`` (an ``EmbeddedBroker`` stops its NameServer too). A broker that stopped itself
+    (a fault it could not isolate) exits 1 with the reason."""
     try:
         broker.wait()
     finally:
         broker.stop()
-        if namesrv is not None:
-            namesrv.stop()
     if broker.stop_reason:
         raise ShmqError(f"the broker stopped itself: {broker.stop_reason}")
 
@@ -127,46 +126,37 @@ def start(
     if daemon:
         _start_daemon(store_dir)
         return
-    from shmq.broker.supervisor import Broker
-    from shmq.namesrv.kv_config import FILE_NAME as KV_FILE_NAME
-    from shmq.namesrv.server import NameServer
+    from shmq.embedded import EmbeddedBroker
 
-    namesrv_addr = f"127.0.0.1:{namesrv_port}"
-    cfg = base.replace(
-        namesrv_addr=namesrv_addr,
+    mq = EmbeddedBroker(
+        store_dir,
+        namesrv_port=namesrv_port,
+        base=base,
+        log_level=_level(),
         listen_port=broker_port,
-        store_path_root_dir=store_dir,
         flush_disk_type=flush_disk_type,
         mapped_file_size_commit_log=mapped_file_size,
         store_host=f"127.0.0.1:{broker_port}",
-    )
-    kv_config_path = os.path.join(store_dir, "namesrv", KV_FILE_NAME)  # kept with the store
-    namesrv = NameServer("127.0.0.1", namesrv_port, kv_config_path=kv_config_path)
-    namesrv.start()
-    b = Broker(cfg, log_level=_level())
-    _stop_on_signals(b)
-    try:
-        b.start()
-    except BaseException:
-        namesrv.stop()
-        raise
+    )  # the NameServer's KV config is kept with the store, in namesrv/
+    _stop_on_signals(mq)
+    mq.start()
     info = {
         "pid": os.getpid(),
         "pidStarted": start_time(os.getpid()),
-        "namesrv": namesrv.address,
-        "broker": b.address,
+        "namesrv": mq.namesrv,
+        "broker": mq.broker_address,
         "store": store_dir,
-        "mappedFileSizeCommitLog": cfg.store.mapped_file_size_commit_log,
+        "mappedFileSizeCommitLog": mapped_file_size,
         "started": int(time.time() * 1000),
     }
     with os.fdopen(files.create(runtime + ".tmp", os.O_WRONLY | os.O_TRUNC), "w") as f:
         json.dump(info, f)
     os.replace(runtime + ".tmp", runtime)
-    _say(f"shmq started: namesrv {namesrv.address}, broker {b.address}, store {store_dir}")
-    _say(_store_line(store_dir, info["mappedFileSizeCommitLog"]))
+    _say(f"shmq started: namesrv {mq.namesrv}, broker {mq.broker_address}, store {store_dir}")
+    _say(_store_line(store_dir, mapped_file_size))
     sys.stdout.flush()
     try:
-        _run_until_signal(b, namesrv)
+        _run_until_signal(mq)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(runtime)

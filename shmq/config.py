@@ -138,6 +138,12 @@ class MessageStoreConfig:
     max_transfer_bytes_on_message_in_memory: int = setting(
         256 * 1024, "The most bytes a pull answer takes from memory."
     )
+    max_transfer_count_on_message_in_disk: int = setting(
+        8, "The most messages a pull answer takes when they are on disk."
+    )
+    max_transfer_bytes_on_message_in_disk: int = setting(
+        64 * 1024, "The most bytes a pull answer takes when they are on disk."
+    )
     store_host: str = setting(
         "127.0.0.1:10911",
         "The address stored in each message (its STOREHOST); follows `brokerIP1` and "

@@ -15,8 +15,12 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shmq.broker.config.broker_config import BrokerConfig
 
 DEMO_COMMITLOG_FILE_SIZE = 64 << 20
 
@@ -50,17 +54,34 @@ class EmbeddedBroker:
         *,
         topics: dict[str, int] | None = None,
         log_level: int = logging.WARNING,
+        host: str | None = None,
+        namesrv_port: int = 0,
+        namesrv: str | None = None,
+        base: BrokerConfig | None = None,
         **config: Any,
     ) -> None:
+        """``host`` is the address the NameServer binds (127.0.0.1 when None) and the broker
+        registers as its ``brokerIP1`` (the config's when None). The NameServer listens on
+        ``namesrv_port``, the broker on ``listen_port`` (a keyword); 0, their default, is any
+        free port. ``namesrv`` joins a running NameServer (a slave beside its master)
+        instead of starting one. ``base`` is a config read from a file
+        (``load_broker_config``) under the keywords; the store, ports and namesrv given here
+        win over it."""
         self._own_store = store is None
         self.store = store or tempfile.mkdtemp(prefix="shmq-embedded-")
         self.topics = dict(topics or {})
         self.log_level = log_level
+        self.host = host
+        self.namesrv_port = namesrv_port
+        self.base = base
         self.config = config
-        self.namesrv = ""
+        self.namesrv = namesrv or ""
         self.broker_address = ""
+        self._join_namesrv = namesrv is not None
         self._namesrv: Any = None
         self._broker: Any = None
+        self._stop_requested = threading.Event()
+        self._stop_reason = ""
 
     def start(self) -> EmbeddedBroker:
         from shmq.broker.config.broker_config import BrokerConfig
@@ -69,16 +90,23 @@ class EmbeddedBroker:
         from shmq.namesrv.server import NameServer
 
         try:
-            kv_config_path = os.path.join(self.store, "namesrv", FILE_NAME)
-            self._namesrv = NameServer("127.0.0.1", 0, kv_config_path=kv_config_path)
-            self._namesrv.start()
-            self.namesrv = self._namesrv.address
+            if not self._join_namesrv:
+                kv_config_path = os.path.join(self.store, "namesrv", FILE_NAME)
+                host = self.host or "127.0.0.1"
+                self._namesrv = NameServer(host, self.namesrv_port, kv_config_path=kv_config_path)
+                self._namesrv.start()
+                self.namesrv = self._namesrv.address
             settings: dict[str, Any] = {"listen_port": 0}
             if self._own_store:
                 settings["mapped_file_size_commit_log"] = DEMO_COMMITLOG_FILE_SIZE
             settings.update(self.config)
             settings.update(namesrv_addr=self.namesrv, store_path_root_dir=self.store)
-            self._broker = Broker(BrokerConfig().replace(**settings), log_level=self.log_level)
+            if self.host is not None:
+                settings["broker_ip1"] = self.host
+            base = self.base if self.base is not None else BrokerConfig()
+            self._broker = Broker(base.replace(**settings), log_level=self.log_level)
+            if self._stop_requested.is_set():  # a signal came before the broker existed
+                self._broker.request_stop()
             self._broker.start()
             self.broker_address = self._broker.address
             for topic, queues in self.topics.items():
@@ -105,12 +133,37 @@ class EmbeddedBroker:
         NameServer; remove the store if it is a temporary one. Idempotent."""
         if self._broker is not None:
             self._broker.stop()
+            self._stop_reason = self._broker.stop_reason
             self._broker = None
         if self._namesrv is not None:
             self._namesrv.stop()
             self._namesrv = None
         if self._own_store:
             shutil.rmtree(self.store, ignore_errors=True)
+
+    def request_stop(self) -> None:
+        """Ask ``wait`` to return; safe in a signal handler, also before or during
+        ``start`` (the broker then stops once started, its shared memory unlinked)."""
+        self._stop_requested.set()
+        if self._broker is not None:
+            self._broker.request_stop()
+
+    def wait(self) -> None:
+        """Block until ``request_stop`` or until the broker stopped itself (a fault it could
+        not isolate: ``stop_reason`` says which). ``stop`` still has to be called."""
+        if self._broker is not None:
+            self._broker.wait()
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the broker stopped itself; empty when it was asked to stop."""
+        return self._broker.stop_reason if self._broker is not None else self._stop_reason
+
+    @property
+    def broker(self) -> Any:
+        """The running supervisor (``shmq.broker.supervisor.Broker``), for tests and
+        benchmarks that read its counters and tables; None when stopped."""
+        return self._broker
 
     def stats(self) -> dict[str, Any]:
         """The broker's runtime numbers (as ``shmq status`` shows them)."""

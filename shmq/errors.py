@@ -1,6 +1,13 @@
-"""One exception tree for shmq. Every message names the bad value and the limit it broke."""
+"""One exception tree for shmq. Every message names the bad value and the limit it broke.
+
+This module imports nothing of shmq's, so every other module can raise from it. An error
+that crosses a module boundary is defined here; a control-flow signal that never leaves its
+module may stay private there, derived from ``ShmqError`` and saying so.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class ShmqError(Exception):
@@ -35,6 +42,11 @@ class InvalidPropertyError(InvalidMessageError):
     """A property name is reserved, or a name or value is empty or holds a separator."""
 
 
+class BatchBodyError(InvalidMessageError):
+    """A batch body (RocketMQ's ``MessageBatch`` encoding) that does not decode; the message
+    names the entry and the rule it breaks."""
+
+
 class InvalidMessageIdError(ShmqError, ValueError):
     """A message id string is not 32 (IPv4) or 56 (IPv6) hex digits."""
 
@@ -64,6 +76,11 @@ class FlushError(StoreError):
     """msync/fsync failed: data is not known to be durable."""
 
 
+class DataLossError(StoreError):
+    """Offsets a query needs are gone (cleanup deleted them, or the queue was reset): what
+    the Spark source raises unless its option ``failOnDataLoss`` is false."""
+
+
 class RemotingError(ShmqError):
     """The control plane failed: a connection, a frame or a request."""
 
@@ -78,6 +95,17 @@ class RemotingTimeoutError(RemotingError, TimeoutError):
 
 class RemotingFrameError(RemotingError):
     """A control-plane frame is malformed or larger than the frame limit."""
+
+
+class RemotingHeaderError(RemotingFrameError):
+    """A request frame malformed only after its code, opaque and flag were read. Its length
+    was sound, so the stream is still in step: the server answers ``request`` (the
+    ``RemotingCommand`` decoded so far, enough for a response) with SYSTEM_ERROR and keeps
+    the connection."""
+
+    def __init__(self, reason: str, request: Any) -> None:
+        super().__init__(reason)
+        self.request = request
 
 
 class ResponseError(RemotingError):
@@ -99,7 +127,20 @@ class NoRouteError(ClientError):
 
 
 class SendError(ClientError):
-    """The broker rejected a message (``reason`` says why) or never answered it in time."""
+    """The broker rejected a message (an ``AttemptError``'s ``reason`` says why) or never
+    answered it in time."""
+
+
+class AttemptError(SendError):
+    """One attempt of a send failed at a broker: rejected (``reason``, the ring's rejection
+    reason, 0 for none), unreachable, or gone. ``retryable`` says whether another attempt
+    may succeed: a send raises this one when its attempt failed for good, and retries
+    otherwise, the last attempt's error then the cause of a ``SendError`` naming them all."""
+
+    def __init__(self, message: str, *, retryable: bool, reason: int = 0) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.reason = reason
 
 
 class SendTimeoutError(SendError, TimeoutError):
@@ -109,3 +150,14 @@ class SendTimeoutError(SendError, TimeoutError):
 class RequestTimeoutError(ClientError, TimeoutError):
     """A request was sent but no reply came within its timeout (RocketMQ's
     ``RequestTimeoutException``)."""
+
+
+class HAFrameError(ShmqError):
+    """Bytes from an HA peer (a master's transfer header, a slave's offset report) that
+    break RocketMQ's HA wire format; the agent reading them ends the connection."""
+
+
+class EpochNotReadyError(ShmqError):
+    """The namesrv's controller cannot decide a broker's role yet: the epoch the broker
+    must truncate to has not reported its start offset yet; its registration is answered
+    SYSTEM_ERROR until the master reports it."""

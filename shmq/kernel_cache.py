@@ -7,12 +7,15 @@ the leftover ``site-packages/shmq/**/__pycache__`` made ``shmq`` a namespace pac
 hid the real one. The second made every reinstall, even of the same sources in another
 place, compile everything again.
 
-So shmq's kernels are cached in a user cache directory (``kernel_dir``), under their path
-inside the package, and every one of them carries one stamp, ``fingerprint()``: a hash of
+So shmq's kernels are cached in a user cache directory (``kernel_dir``), in a folder named
+after ``fingerprint()`` (``sources_dir``), under their path inside the package: a hash of
 the sources of every module that defines a kernel and of every shmq module those import.
 The same sources installed anywhere load the same cache; a change to any of them compiles
 all kernels again, also those whose own file did not change (numba alone would keep a
-kernel whose callee or global constant in another module changed).
+kernel whose callee or global constant in another module changed). Two installs of
+different sources on one host (a release and a clone, two worktrees) each keep their own
+folder rather than overwriting each other's kernels at every start; the least recently
+completed folders beyond ``KEEP_SOURCES`` are removed.
 
 ``is_warm`` tells whether the kernels for these sources, this numba and this CPU have been
 compiled in full (``mark_warm`` after a complete warm-up), so a start can say whether it is
@@ -27,11 +30,13 @@ import hashlib
 import os
 import platform
 import re
+import shutil
 import sys
 from importlib.metadata import version
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 ENV_CACHE_DIR = "SHMQ_CACHE_DIR"
+KEEP_SOURCES = 4  # folders of kernels of other sources kept beside the current one
 _IMPORT = re.compile(
     r"^\s*(?:from\s+(shmq(?:\.\w+)*)\s+import\s+\(?([\w\s,]+)\)?|import\s+(shmq(?:\.\w+)*))",
     re.M,
@@ -122,20 +127,32 @@ def _cpu() -> str:
     return f"{platform.machine()}:{hashlib.sha256(model.encode()).hexdigest()[:16]}"
 
 
+def sources_dir() -> str:
+    """Where the kernels of these sources are cached: ``kernel_dir``/the fingerprint."""
+    return os.path.join(kernel_dir(), fingerprint()[:24])
+
+
 def _marker() -> str:
-    key = "\0".join((fingerprint(), version("numba"), sys.version, _cpu()))
-    name = "warm-" + hashlib.sha256(key.encode()).hexdigest()[:24]
-    return os.path.join(kernel_dir(), name)
+    key = "\0".join((version("numba"), sys.version, _cpu()))
+    return os.path.join(sources_dir(), "warm-" + hashlib.sha256(key.encode()).hexdigest()[:24])
 
 
 def is_warm() -> bool:
-    """Every kernel of these sources was compiled into ``kernel_dir`` for this numba,
+    """Every kernel of these sources was compiled into ``sources_dir`` for this numba,
     Python and CPU (``mark_warm``)."""
     return os.path.exists(_marker())
 
 
 def mark_warm() -> None:
-    """Record that a warm-up compiled every kernel (see ``is_warm``)."""
-    os.makedirs(kernel_dir(), exist_ok=True)
+    """Record that a warm-up compiled every kernel (see ``is_warm``), and remove the
+    kernels of other sources beyond the ``KEEP_SOURCES`` most recently completed."""
+    os.makedirs(sources_dir(), exist_ok=True)
     with open(_marker(), "w", encoding="utf-8") as f:
         f.write(fingerprint() + "\n")
+    os.utime(sources_dir())
+    others = []
+    for entry in os.scandir(kernel_dir()):
+        if entry.is_dir(follow_symlinks=False) and entry.path != sources_dir():
+            others.append((entry.stat(follow_symlinks=False).st_mtime, entry.path))
+    for _, path in sorted(others, reverse=True)[KEEP_SOURCES:]:
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,7 +1,11 @@
-"""Shared fixtures: small stores (tiny files, so rolling and cleanup happen within a test)."""
+"""Shared fixtures: small stores (tiny files, so rolling and cleanup happen within a test),
+and a namesrv and broker in this process (``shmq.EmbeddedBroker``; its agents are processes)
+for tests that do not need the broker in a process of its own."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -9,6 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from bad_peers import Peer
 
+from e2e_helpers import embedded
 from shmq.store import MessageStore
 
 # Small enough that a few hundred messages roll across files.
@@ -55,3 +60,30 @@ def peer() -> Iterator[Callable[..., Peer]]:
     yield make
     for p in made:
         p.close()
+
+
+@pytest.fixture
+def make_broker(tmp_path) -> Iterator[Callable[..., tuple]]:
+    """``make_broker(**conf)`` starts an in-process namesrv and broker (``embedded``) on a
+    store of its own under ``tmp_path``: ``(broker, namesrv)``, the supervisor and the
+    namesrv's address. ``host=`` picks the address both use. All are stopped at teardown,
+    and none may leave shared memory behind."""
+    numbers = itertools.count()
+    with contextlib.ExitStack() as stack:
+
+        def factory(**conf) -> tuple:
+            root = str(tmp_path / f"store{next(numbers)}")
+            mq = stack.enter_context(embedded(root, **conf))
+            return mq.broker, mq.namesrv
+
+        yield factory
+
+
+@pytest.fixture(scope="module")
+def shared_broker(request, tmp_path_factory) -> Iterator[tuple]:
+    """One ``make_broker`` broker for a whole test module (each test uses topics and groups
+    of its own): a broker start costs seconds. A module's ``SHARED_BROKER`` dict, if any,
+    holds its config keywords."""
+    conf = getattr(request.module, "SHARED_BROKER", {})
+    with embedded(str(tmp_path_factory.mktemp("shared") / "store"), **conf) as mq:
+        yield mq.broker, mq.namesrv

@@ -1,5 +1,6 @@
-"""Real processes for end-to-end tests: a namesrv and brokers as subprocesses of the test,
-client scripts, free ports, and a check that nothing is left in /dev/shm.
+"""Real processes for end-to-end tests: a namesrv and brokers as subprocesses of the test
+(``cluster``), or in this process (``embedded``, on ``shmq.EmbeddedBroker``), client scripts,
+free ports, and a check that nothing is left in /dev/shm.
 
 Every process started here is stopped (SIGTERM, then SIGKILL) when the context exits, also
 when the test fails.
@@ -10,16 +11,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
+from waiting import wait_for
+
+from shmq.embedded import EmbeddedBroker
+from shmq.errors import RemotingError
 from shmq.remoting.admin_bodies import runtime_stats
 from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode
+from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -60,15 +65,28 @@ def stop(proc: subprocess.Popen, timeout: float = 60.0) -> int:
     return proc.returncode
 
 
+def alive(proc: subprocess.Popen) -> None:
+    """Raise, with the end of its log, when ``proc`` exited: a wait on it would be in vain."""
+    if proc.poll() is not None:
+        raise RuntimeError(f"process exited with {proc.returncode}: {tail(proc)}")
+
+
 def wait_port(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}: {tail(proc)}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port} after {timeout} s: {tail(proc)}")
+    def listening() -> bool:
+        alive(proc)
+        with socket.create_connection(("127.0.0.1", port), 0.2):
+            return True
+
+    wait_for(listening, timeout=timeout, ignore=OSError, what=f"a listener on port {port}")
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 def tail(proc: subprocess.Popen) -> str:
@@ -99,6 +117,7 @@ class BrokerProc:
             "registerNameServerPeriod": 1000,
             **conf,
         }
+        self.broker_name = str(settings["brokerName"])
         with open(self.conf_path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in settings.items())
         self.proc: subprocess.Popen | None = None
@@ -171,19 +190,16 @@ class Cluster:
         self.wait_registered(broker)
 
     def wait_registered(self, broker: BrokerProc, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
         with RemotingClient() as client:
-            while True:
-                with contextlib.suppress(Exception):
-                    _, info = client.invoke_json(self.namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)
-                    for data in info.get("brokerAddrTable", {}).values():
-                        if broker.address in data.get("brokerAddrs", {}).values():
-                            return
-                if time.monotonic() > deadline or broker.proc.poll() is not None:
-                    raise RuntimeError(
-                        f"{broker.name} did not register with {self.namesrv}: {tail(broker.proc)}"
-                    )
-                time.sleep(0.05)
+
+            def registered() -> bool:
+                alive(broker.proc)
+                _, info = client.invoke_json(self.namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)
+                tables = info.get("brokerAddrTable", {}).values()
+                return any(broker.address in t.get("brokerAddrs", {}).values() for t in tables)
+
+            wait_for(registered, timeout=timeout, ignore=(RemotingError, OSError),
+                     what=f"{broker.name} to register with {self.namesrv}")  # fmt: skip
 
     def stop_broker(self, name: str = "broker-a") -> int:
         broker = self.brokers[name]
@@ -191,13 +207,37 @@ class Cluster:
         self.procs.remove(broker.proc)
         return broker.stop()
 
+    def kill_supervisor(self, name: str = "broker-a") -> None:
+        """SIGKILL broker ``name``'s supervisor process alone, as a crash of it, and wait
+        until its agents noticed and exited: a restart then finds the store free."""
+        broker = self.brokers[name]
+        agents = [a["pid"] for a in self.runtime_info(name)["agents"].values() if a["pid"]]
+        broker.proc.kill()
+        broker.proc.wait(30)
+        self.procs.remove(broker.proc)
+        broker.proc = None
+        wait_for(lambda: not any(map(running, agents)), what=f"{name}'s agents to exit")
+
     def create_topic(self, topic: str, queues: int = 1, name: str = "broker-a") -> None:
+        """Create ``topic`` on broker ``name`` and wait until the namesrv routes it there, so
+        that a client started next finds it."""
+        broker = self.brokers[name]
         with RemotingClient() as client:
             client.invoke_json(
-                self.brokers[name].address,
+                broker.address,
                 RequestCode.UPDATE_AND_CREATE_TOPIC,
                 {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues},
             )
+
+            def routed() -> bool:
+                resp = client.invoke(self.namesrv, RemotingCommand.request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))  # fmt: skip
+                if resp.code != ResponseCode.SUCCESS:
+                    return False
+                queue_datas = resp.json_body()["queueDatas"]
+                return any(q["brokerName"] == broker.broker_name for q in queue_datas)
+
+            wait_for(routed, what=f"a route for {topic} on {broker.broker_name}")
 
     def runtime_info(self, name: str = "broker-a") -> dict:
         with RemotingClient() as client:
@@ -231,7 +271,32 @@ def cluster(tmp: str, namesrv_args: tuple[str, ...] = (), **conf: object) -> Ite
 
 
 def shm_entries() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if "shmq" in n}
+    """The /dev/shm entries of shmq brokers this test may have made: named ``shmq-PID-...``
+    after the broker's supervisor, where PID is this process, one of its descendants, or
+    gone. A broker that another program runs (a test run beside this one on the machine)
+    is not this test's leak; a dead one's leftovers are."""
+    found = set()
+    for name in os.listdir("/dev/shm"):
+        if "shmq" not in name:
+            continue
+        pid = re.search(r"shmq-(\d+)-", name)
+        if pid is None or not running(int(pid[1])) or _descends(int(pid[1])):
+            found.add(name)
+    return found
+
+
+def _descends(pid: int) -> bool:
+    """Whether ``pid`` is this process or a descendant of it (its parent chain in /proc)."""
+    me = os.getpid()
+    while pid > 1:
+        if pid == me:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            return False
+    return False
 
 
 def read_json_lines(path: str) -> list[dict]:
@@ -264,13 +329,8 @@ def until_sent(producer, message, timeout: float = 20.0):
     while, e.g. a full disk); its SendResult."""
     from shmq.errors import SendError
 
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return producer.send(message)
-        except SendError:
-            assert time.monotonic() < deadline, "sends were not accepted again"
-            time.sleep(0.2)
+    return wait_for(lambda: producer.send(message), timeout=timeout, interval=0.2,
+                    ignore=SendError, what="the broker to take sends again")  # fmt: skip
 
 
 def shmq(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -294,33 +354,23 @@ def pull_all(namesrv: str, group: str, topic: str, wanted: set[bytes], timeout: 
     with PullConsumer(group, namesrv, consume_from_where="FIRST_OFFSET") as pc:
         pc.subscribe(topic)
         pc.start()
-        deadline = time.monotonic() + timeout
-        while not wanted <= got and time.monotonic() < deadline:
+
+        def all_came() -> bool:
             got.update(m.body for m in pc.poll(0.5))
+            return wanted <= got
+
+        wait_for(all_came, timeout=timeout, interval=0, what=f"{len(wanted)} messages of {topic}")
     return got
 
 
-def start_broker(root: str, ip: str = "127.0.0.1", **conf) -> tuple:
-    """A namesrv and an in-process broker (its agents are processes) on ``root``, both on
-    ``ip``, with 1 MiB CommitLog files: ``(broker, namesrv)``, to be stopped by the caller."""
-    from shmq.broker.config.broker_config import BrokerConfig
-    from shmq.broker.supervisor import Broker
-    from shmq.namesrv.server import NameServer
-
-    ns = NameServer(ip, 0)
-    ns.start()
-    cfg = BrokerConfig().replace(
-        namesrv_addr=ns.address,
-        listen_port=0,
-        broker_ip1=ip,
-        store_path_root_dir=root,
-        mapped_file_size_commit_log=1 << 20,
-        **conf,
-    )
-    broker = Broker(cfg)
-    try:
-        broker.start()
-    except BaseException:
-        ns.stop()
-        raise
-    return broker, ns
+@contextlib.contextmanager
+def embedded(root: str, host: str = "127.0.0.1", **conf: object) -> Iterator[EmbeddedBroker]:
+    """A namesrv and a broker in this process (``shmq.EmbeddedBroker``; the broker's agents
+    are processes) on the store ``root``, both on ``host``, with 1 MiB CommitLog files and
+    ``conf``; stopped on exit, and then none of its shared memory may be left."""
+    before = shm_entries()
+    conf = {"mapped_file_size_commit_log": 1 << 20, **conf}
+    with EmbeddedBroker(root, host=host, **conf) as mq:
+        yield mq
+    left = shm_entries() - before
+    assert not left, f"left in /dev/shm: {sorted(left)}"

@@ -22,11 +22,29 @@ KEYS = {
 }  # fmt: skip
 
 
+# ``python -m bench --quick``, shrunk: CI runs the real quick bench once, after the tests;
+# this run checks what it writes, not how fast (a thousandth of each workload, at least
+# 100 messages; W5 from 2 producers, not 8; the W1 extras' 1 GiB page floor and
+# 100,000-message backlog made small)
+TINY = """
+import dataclasses, sys
+import bench.extras, bench.workloads
+bench.workloads.QUICK_DIVISOR = 1000
+w5 = bench.workloads.WORKLOADS["W5"]
+bench.workloads.WORKLOADS["W5"] = dataclasses.replace(w5, producers=2)
+pages, backlog = bench.extras.new_page_writes, bench.extras.push_consumer_backlog
+bench.extras.new_page_writes = lambda megabytes: pages(16)
+bench.extras.push_consumer_backlog = lambda messages: backlog(2_000)
+from bench.run import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 @pytest.mark.slow
 def test_bench_quick_w1_writes_rows_and_charts(tmp_path: Path) -> None:
     argv = ["--quick", "--workloads", "W1,W5", "--systems", "shmq,multiprocessing.Queue"]
     with subprocess.Popen(
-        [sys.executable, "-m", "bench", *argv, "--out", str(tmp_path)],
+        [sys.executable, "-c", TINY, *argv, "--out", str(tmp_path)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

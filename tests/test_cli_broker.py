@@ -7,7 +7,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
+
+from waiting import wait_for
 
 from e2e_helpers import free_port, shm_entries, shmq
 
@@ -205,10 +206,12 @@ def test_sigterm_while_the_broker_starts_stops_it_cleanly(tmp_path):
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             prefix = f"shmq-{proc.pid}-"
-            deadline = time.monotonic() + 120
-            while not any(prefix in n for n in os.listdir("/dev/shm")):
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-                time.sleep(0.005)
+
+            def segments_made() -> bool:
+                assert proc.poll() is None, proc.stderr.read()
+                return any(prefix in n for n in os.listdir("/dev/shm"))
+
+            wait_for(segments_made, timeout=120, interval=0.005, what="the broker's segments")
             proc.send_signal(signal.SIGTERM)  # its agents are being spawned now
             _, err = proc.communicate(timeout=120)
         finally:

@@ -11,10 +11,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
+from waiting import wait_for
 
 from e2e_helpers import env, free_port, shm_entries, shmq, small_tmpfs, stop
 
@@ -81,12 +81,17 @@ def test_verbose_produce_says_where_it_sends(namesrv):
     )
 
 
-def _interrupted(namesrv: str, *args: str) -> subprocess.CompletedProcess:
+def _interrupted(namesrv: str, at_work, *args: str) -> subprocess.CompletedProcess:
+    """``shmq ARGS -n NAMESRV`` interrupted with SIGINT once ``at_work()`` says it is past
+    its imports, route and registration (an ``Admin``'s error before that is waited out)."""
+    from shmq.errors import ClientError, RemotingError
+
     proc = subprocess.Popen([sys.executable, "-m", "shmq_cli.main", *args, "-n", namesrv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
                             stdin=subprocess.DEVNULL)  # fmt: skip
     try:
-        time.sleep(4)  # started and working (imports, route, registration)
+        wait_for(at_work, ignore=(ClientError, RemotingError), interval=0.1,
+                 what=f"shmq {args[0]} at work")  # fmt: skip
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -97,13 +102,24 @@ def _interrupted(namesrv: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_ctrl_c_prints_the_count_and_exits_130(namesrv):
-    produced = _interrupted(namesrv, "produce", "-t", "Slow", "--body", "x", "--count", "100000",
-                            "--rate", "50")  # fmt: skip
+    from shmq import Admin
+
+    with Admin(namesrv) as admin:
+
+        def sending() -> int:
+            return sum(q.max_offset for q in admin.topic_status("Slow"))
+
+        def committing() -> int:
+            return sum(q.consumer_offset for q in admin.consumer_progress("ctrl-c", "Slow").queues)
+
+        produced = _interrupted(namesrv, sending, "produce", "-t", "Slow", "--body", "x",
+                                "--count", "100000", "--rate", "50")  # fmt: skip
+        consumed = _interrupted(namesrv, committing, "consume", "-t", "Slow", "-g", "ctrl-c",
+                                "--from", "first", "--count", "100000", "--timeout", "60",
+                                "--persist-consumer-offset-interval", "0.2")  # fmt: skip
     assert produced.returncode == 130, produced.stderr
     assert "sent " in produced.stderr and "interrupted: sent " in produced.stderr
     assert "Aborted" not in produced.stderr
-    consumed = _interrupted(namesrv, "consume", "-t", "Slow", "-g", "ctrl-c", "--from", "first",
-                            "--count", "100000", "--timeout", "60")  # fmt: skip
     assert consumed.returncode == 130, consumed.stderr
     assert "received " in consumed.stderr and "interrupted: offsets committed" in consumed.stderr
 
@@ -167,14 +183,14 @@ def test_consume_commits_while_it_runs(namesrv):
                   "--json", "--timeout", "60", "--persist-consumer-offset-interval", "0.2",
                   ) as proc, Admin(namesrv) as admin:  # fmt: skip
         assert len(_positions([proc.stdout.readline() for _ in range(20)])) == 20
-        committed, deadline = 0, time.monotonic() + 30
-        while committed < 20 and time.monotonic() < deadline:
-            with contextlib.suppress(ClientError):  # none committed yet
-                progress = admin.consumer_progress("persist", "Persist")
-                committed = sum(q.consumer_offset for q in progress.queues)
-            time.sleep(0.1)
+
+        def committed() -> int:
+            progress = admin.consumer_progress("persist", "Persist")
+            return sum(q.consumer_offset for q in progress.queues)
+
+        wait_for(lambda: committed() == 20, ignore=ClientError, interval=0.1,
+                 what="the 20 offsets committed")  # fmt: skip
         assert proc.poll() is None, "consume ended before the check"
-        assert committed == 20
 
 
 def test_consume_into_head_commits_only_the_lines_written(namesrv):

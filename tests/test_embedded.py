@@ -6,22 +6,21 @@ from __future__ import annotations
 import os
 
 import pytest
+from waiting import wait_for
 
 import shmq
-from e2e_helpers import shm_entries
+from e2e_helpers import free_port, shm_entries
 from shmq.ipc.procs import pid_alive
 
 
 def read_from_start(namesrv: str, topic: str, count: int) -> list:
-    """Up to ``count`` messages of ``topic`` from its first offset (20 s at most)."""
-    got = []
+    """The first ``count`` messages of ``topic`` from its first offset (or more)."""
+    got: list = []
     with shmq.PullConsumer(f"{topic}-reader", namesrv, consume_from_where="FIRST_OFFSET") as pc:
         pc.subscribe(topic)
         pc.start()
-        for _ in range(40):
-            got += pc.poll(0.5)
-            if len(got) >= count:
-                break
+        wait_for(lambda: got.extend(pc.poll(0.5)) or len(got) >= count, interval=0,
+                 what=f"{count} messages of {topic}")  # fmt: skip
     return got
 
 
@@ -53,3 +52,42 @@ def test_the_documented_maximum_message_goes_through_with_default_settings():
         too_large = pytest.raises(shmq.MessageTooLargeError, match="maxMessageSize")
         with shmq.Producer("big-p2", mq.namesrv) as producer, too_large:
             producer.send(shmq.Message("Big", body + b"x"))
+
+
+def test_a_stop_asked_for_before_the_start_ends_the_wait_once_started(tmp_path):
+    """What ``shmq start``'s signal handlers rely on: a SIGTERM while the broker starts
+    stops it once it is up (segments unlinked), on the ports and store it was given."""
+    before = shm_entries()
+    port = free_port()
+    mq = shmq.EmbeddedBroker(str(tmp_path / "store"), namesrv_port=port,
+                             mapped_file_size_commit_log=1 << 20)  # fmt: skip
+    mq.request_stop()
+    try:
+        mq.start()
+        assert mq.namesrv == f"127.0.0.1:{port}"
+        mq.wait()  # at once
+        assert mq.stop_reason == ""
+    finally:
+        mq.stop()
+    assert os.path.isdir(tmp_path / "store" / "config")  # a given store stays
+    assert shm_entries() - before == set()
+
+
+def test_a_second_broker_joins_the_first_ones_namesrv(tmp_path):
+    """``namesrv=``: a broker without a NameServer of its own (a slave beside its master,
+    in ``bench/ha_bench.py``); stopping it leaves the other's NameServer running."""
+    from shmq.remoting.client import RemotingClient
+    from shmq.remoting.protocol import RequestCode
+
+    def brokers(namesrv: str) -> set[str]:
+        with RemotingClient() as client:
+            _, info = client.invoke_json(namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)
+        return set(info["brokerAddrTable"])
+
+    small = {"mapped_file_size_commit_log": 1 << 20}
+    with shmq.EmbeddedBroker(str(tmp_path / "a"), **small) as first:
+        with shmq.EmbeddedBroker(str(tmp_path / "b"), namesrv=first.namesrv,
+                                 broker_name="broker-b", **small) as second:  # fmt: skip
+            assert second.namesrv == first.namesrv
+            assert brokers(first.namesrv) == {"broker-a", "broker-b"}
+        assert brokers(first.namesrv) == {"broker-a"}  # unregistered; the NameServer runs on

@@ -33,7 +33,7 @@ def _kernel_modules() -> list[str]:
 
 def test_every_kernel_is_cached_by_shmqs_locator_outside_the_package():
     modules = _kernel_modules()
-    assert "shmq.codec.record" in modules and "shmq.store.dispatch_run" in modules
+    assert "shmq.codec.record" in modules and "shmq.store.dispatch.run" in modules
     checked = 0
     for name in modules:
         module = importlib.import_module(name)
@@ -45,7 +45,7 @@ def test_every_kernel_is_cached_by_shmqs_locator_outside_the_package():
                 assert isinstance(locator, KernelLocator), (name, value)
                 assert locator.get_source_stamp() == kernel_cache.fingerprint()
                 path = locator.get_cache_path()
-                assert path.startswith(kernel_cache.kernel_dir())
+                assert path.startswith(kernel_cache.sources_dir())
                 assert not path.startswith(kernel_cache.PACKAGE_DIR)
                 checked += 1
     assert checked > 30
@@ -62,6 +62,27 @@ def test_kernel_dir_follows_the_environment(monkeypatch, tmp_path):
     assert kernel_cache.kernel_dir() == str(tmp_path / "numba" / "shmq")
     monkeypatch.setenv("SHMQ_CACHE_DIR", str(tmp_path / "own"))
     assert kernel_cache.kernel_dir() == str(tmp_path / "own" / "kernels")
+
+
+def test_kernels_of_other_sources_are_kept_apart_and_pruned(monkeypatch, tmp_path):
+    """Two installs of different sources keep a folder each (they would overwrite each
+    other's kernels at every start); completing a warm-up removes the folders of sources
+    beyond the most recently completed ones."""
+    monkeypatch.setenv("SHMQ_CACHE_DIR", str(tmp_path))
+    root = tmp_path / "kernels"
+    old = []
+    for i in range(kernel_cache.KEEP_SOURCES + 2):
+        folder = root / f"other{i}"
+        folder.mkdir(parents=True)
+        os.utime(folder, (1000 + i, 1000 + i))
+        old.append(folder)
+    assert not kernel_cache.is_warm()
+    kernel_cache.mark_warm()
+    assert kernel_cache.is_warm()
+    assert kernel_cache.sources_dir().startswith(str(root))
+    kept = sorted(p.name for p in root.iterdir())
+    newest = [f.name for f in old[-kernel_cache.KEEP_SOURCES :]]
+    assert kept == sorted([*newest, os.path.basename(kernel_cache.sources_dir())])
 
 
 def _package(root, files: dict[str, str]) -> str:

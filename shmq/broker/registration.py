@@ -1,30 +1,76 @@
-"""The broker's registration with the namesrvs (a mixin of ``supervisor.Broker``): the
-REGISTER_BROKER heartbeat with its topics and, in controller mode, its report to the
-controller; the answer's role decision (a promotion, a stop to rejoin, a SYNC_MASTER's
-sync state set, ``sync_state``); a slave learning its master; UNREGISTER_BROKER at stop."""
+"""The broker's registration with the namesrvs: the REGISTER_BROKER heartbeat with its topics
+and, in controller mode, its report to the controller; the answer's role decision (a
+promotion, a stop to rejoin, a SYNC_MASTER's sync state set, ``sync_state``); a slave
+learning its master; UNREGISTER_BROKER at stop.
+
+The supervisor owns it and hands it what it reads (the live config, the topics, the
+counters, its control server's address, the control client) and what acting on a decision
+takes: ``promote`` (the supervisor restarts its agents as a master's) and ``halt`` (the
+broker stops itself, naming why). Processors ask for a registration through it: at once
+on the caller's thread (``register_all``, a new topic) or by the register loop
+(``register_now``).
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 
-from shmq.broker.agents.producer_wakeups import ProducerWakeups
+import numpy as np
+
 from shmq.broker.ha import controller_mode as cm
-from shmq.broker.ha.sync_state import Report, SyncState
-from shmq.broker.topic.config import PERM_READ_WRITE
+from shmq.broker.ha.slave_sync import SlaveSynchronize
+from shmq.broker.ha.sync_state import SyncState
+from shmq.broker.live_config import LiveConfig
+from shmq.broker.topic.config import PERM_READ_WRITE, TopicConfigManager
 from shmq.config import parse_host
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.protocol import RemotingCommand, RequestCode
+from shmq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
 
 class NamesrvRegistration:
-    """Registration for ``Broker``: uses its config, counters, control client, topics,
-    epoch, ``sync_state``, ``_stop`` / ``_report_now`` events, ``_halt`` and
-    ``_become_master``."""
+    """Registers the broker with every namesrv, in a loop (``run``) and on request.
 
-    def _register_loop(self) -> None:
-        cfg = self.config
+    ``epoch``: the controller epoch this broker reports (controller mode; the supervisor
+    sets it at start and at a promotion, a decision may advance it); ``sync_state``: a
+    SYNC_MASTER's sync state set in controller mode, else None (the supervisor sets it)."""
+
+    def __init__(
+        self,
+        config: LiveConfig,
+        topics: TopicConfigManager,
+        counters: np.ndarray,
+        server: RemotingServer,
+        client: RemotingClient,
+        slave_sync: SlaveSynchronize,
+        *,
+        stop: threading.Event,
+        promote: Callable[[cm.Decision], None],
+        halt: Callable[[str], None],
+    ) -> None:
+        self.config = config
+        self.topics = topics
+        self.words = counters
+        self.server = server
+        self.client = client
+        self.slave_sync = slave_sync
+        self._stop = stop
+        self._promote = promote
+        self._halt = halt
+        self.epoch = cm.Epoch()
+        self.sync_state: SyncState | None = None
+        self._report_now = threading.Event()  # register now, not a heartbeat interval later
+
+    def run(self) -> None:
+        """The register loop, until the broker's ``stop`` event is set (and
+        ``register_now`` called)."""
+        cfg = self.config.current
         period = (
             cfg.broker_heartbeat_interval
             if cfg.enable_controller_mode
@@ -36,41 +82,41 @@ class NamesrvRegistration:
             if self._stop.is_set():
                 break
             try:
-                self._register_all()
+                self.register_all()
             except Exception as exc:  # a promotion that failed: agents in an unknown state
                 log.exception("registration failed")
                 self._halt(f"registration or promotion failed: {exc}")
 
     def register_now(self) -> None:
         """Have the register loop register with every namesrv now (a change the routes
-        must show before the next heartbeat)."""
+        must show before the next heartbeat; also ends its wait at a stop)."""
         self._report_now.set()
 
-    def _register_all(self) -> None:
-        from shmq.remoting.protocol import RequestCode
-
-        cfg = self.config
+    def register_all(self) -> None:
+        """Register with every namesrv now, on the caller's thread, and act on the
+        controller's decision (controller mode)."""
+        cfg = self.config.current
         body = {"topicConfigSerializeWrapper": _with_broker_permission(
             self.topics.to_wrapper_json(), cfg.broker_permission)}  # fmt: skip
-        ha_port = cn.load(self.counters.words, cn.HA_PORT)
+        ha_port = cn.load(self.words, cn.HA_PORT)
         ha_addr = f"{cfg.broker_ip1}:{ha_port}" if ha_port and not cfg.is_slave else ""
         fields = {
             "brokerName": cfg.broker_name,
-            "brokerAddr": self.address,
+            "brokerAddr": self.server.address,
             "clusterName": cfg.broker_cluster_name,
             "brokerId": cfg.broker_id,
             "haServerAddr": ha_addr,
         }
-        report = self.sync_state.report() if self.sync_state is not None else None
+        sync_state = self.sync_state
+        report = sync_state.report() if sync_state is not None else None
         if cfg.enable_controller_mode:
-            words = self.counters.words
-            write = cn.load(words, cn.WRITE_OFFSET)
-            ha_client = cn.unpack_address(cn.load(words, cn.HA_CLIENT_ADDR))
+            write = cn.load(self.words, cn.WRITE_OFFSET)
+            ha_client = cn.unpack_address(cn.load(self.words, cn.HA_CLIENT_ADDR))
             members = report.addrs if report is not None else ()
             fields.update(cm.report(cfg, self.epoch, write, members, ha_client))
         for addr in cfg.namesrv_addrs:
             try:
-                response, _ = self.control.client.invoke_json(
+                response, _ = self.client.invoke_json(
                     addr, RequestCode.REGISTER_BROKER, fields, body
                 )
                 decision = cm.Decision.from_ext(response.ext_fields)
@@ -83,23 +129,15 @@ class NamesrvRegistration:
                     self._learn_master(response.ext_fields.get("haServerAddr") or "")
             if decision is not None and cfg.enable_controller_mode:
                 if decision.role == "MASTER" and cfg.is_slave:
-                    self._become_master(decision)
-                elif stop_reason := cm.follow(self, decision):
+                    self._promote(decision)
+                    return
+                write = cn.load(self.words, cn.WRITE_OFFSET)
+                stop_reason, self.epoch = cm.follow(cfg, self.epoch, write, decision)
+                if stop_reason:
                     self._halt(stop_reason)
                 elif decision.role == "MASTER" and report is not None:
-                    self.sync_state.answered(report, decision.alone)
+                    sync_state.answered(report, decision.alone)
                 return  # one controller decides; the new role registers with every namesrv
-
-    def _follow_sync_state(self, decision: cm.Decision) -> None:
-        """A SYNC_MASTER in controller mode keeps its sync state set with the controller
-        (``sync_state``); it starts empty (it reported none)."""
-        cfg = self.config
-        if cfg.broker_role != "SYNC_MASTER" or decision.role != "MASTER":
-            return
-        wakeups = ProducerWakeups(self.registry, self.names.prefix, cfg.max_producers)
-        self.sync_state = SyncState(self.counters.words, self.ha_table.words, wakeups,
-                                    cfg.store.sync_flush, cfg.ha_slave_fallbehind_max)  # fmt: skip
-        self.sync_state.answered(Report(()), decision.alone)
 
     def _learn_master(self, ha_addr: str) -> None:
         """A slave without haMasterAddress takes the master's HA address from the namesrv's
@@ -110,27 +148,25 @@ class NamesrvRegistration:
         except (ShmqError, ValueError):
             log.warning("the namesrv named an HA master address %r that is not ip:port", ha_addr)
             return
-        words = self.counters.words
-        if packed and packed != cn.load(words, cn.MASTER_HA_ADDR):
+        if packed and packed != cn.load(self.words, cn.MASTER_HA_ADDR):
             log.info("HA master address: %s", ha_addr)
-            cn.publish(words, cn.MASTER_HA_ADDR, packed)
+            cn.publish(self.words, cn.MASTER_HA_ADDR, packed)
 
-    def _unregister_all(self) -> None:
-        from shmq.remoting.protocol import RemotingCommand, RequestCode
-
-        cfg = self.config
+    def unregister_all(self) -> None:
+        """UNREGISTER_BROKER with every namesrv (a clean stop)."""
+        cfg = self.config.current
         for addr in cfg.namesrv_addrs:
             request = RemotingCommand.request(
                 RequestCode.UNREGISTER_BROKER,
                 {
                     "brokerName": cfg.broker_name,
-                    "brokerAddr": self.address,
+                    "brokerAddr": self.server.address,
                     "clusterName": cfg.broker_cluster_name,
                     "brokerId": cfg.broker_id,
                 },
             )
             try:
-                self.control.client.invoke(addr, request, timeout=1.0)
+                self.client.invoke(addr, request, timeout=1.0)
             except ShmqError as exc:
                 log.info("cannot unregister from namesrv %s: %s", addr, exc)
 

@@ -14,29 +14,26 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from shmq.broker.context import BrokerContext
 from shmq.errors import ShmqError
 from shmq.ipc import ring
 from shmq.ipc.ring_appender import DEFAULT_SPIN_US, Answer, RingAppender
 from shmq.remoting.protocol import ResponseCode, ResponseError
 
-if TYPE_CHECKING:
-    from shmq.broker.supervisor import Broker
-
 PUT_TIMEOUT_S = 5.0
 
 
-def broker_ring(broker: Broker, group: str, spin_us: int = DEFAULT_SPIN_US) -> RingAppender:
+def broker_ring(ctx: BrokerContext, group: str, spin_us: int = DEFAULT_SPIN_US) -> RingAppender:
     """A producer ring of the broker's own process, registered like any producer's."""
-    slot = broker.clients.register_producer(os.getpid(), group)
+    slot = ctx.clients.register_producer(os.getpid(), group)
     info = {
         "ring": slot.segment.name,
         "sem": slot.sem_name,
-        "writerSem": broker.names.agent_sem("writer"),
+        "writerSem": ctx.names.agent_sem("writer"),
         "slot": slot.index,
     }
-    return RingAppender(info, broker.counters, broker.registry, spin_us)
+    return RingAppender(info, ctx.counters, ctx.registry, spin_us)
 
 
 def put_records(

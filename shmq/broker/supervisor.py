@@ -22,29 +22,55 @@ import os
 import threading
 import time
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from shmq import files
-from shmq.broker.agents.runner import BrokerNames, run_agent
+from shmq import half_messages as hm
+from shmq.broker.agents.broker_names import BrokerNames
+from shmq.broker.agents.producer_wakeups import ProducerWakeups
+from shmq.broker.agents.runner import run_agent
 from shmq.broker.client.consumer_manager import ConsumerManager
+from shmq.broker.client.producer_manager import ProducerManager
 from shmq.broker.client.queue_locks import QueueLocks
 from shmq.broker.client.slots import ClientSlots
 from shmq.broker.config.broker_config import RECORD_OVERHEAD_MAX, BrokerConfig
 from shmq.broker.config.tuning import apply_runtime, prepare_tuning, set_environment
+from shmq.broker.context import BrokerContext
 from shmq.broker.ha import controller_mode as cm
 from shmq.broker.ha.slave_sync import SlaveSynchronize
-from shmq.broker.ha.sync_state import SyncState
+from shmq.broker.ha.sync_state import Report, SyncState
 from shmq.broker.kernels import compile_kernels
+from shmq.broker.live_config import LiveConfig
 from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.process_group import ProcessGroup
+from shmq.broker.processors.admin.lookups import AdminLookups
+from shmq.broker.processors.admin.offsets import OffsetLookups
+from shmq.broker.processors.admin.processor import AdminBrokerProcessor
+from shmq.broker.processors.admin.queues import QueueInspection
+from shmq.broker.processors.admin.status import BrokerStatus
+from shmq.broker.processors.admin.topics import TopicAdmin
+from shmq.broker.processors.client_manage import ClientManageProcessor
+from shmq.broker.processors.consumer_manage import ConsumerManageProcessor
+from shmq.broker.processors.end_transaction import TransactionHandlers
+from shmq.broker.processors.local_registration import LocalRegistration
+from shmq.broker.processors.pull import RemotingPull
+from shmq.broker.processors.query_message import QueryMessageProcessor
+from shmq.broker.processors.reply import ReplyMessages
+from shmq.broker.processors.send import RemotingSend
+from shmq.broker.processors.send_back import SendBack
 from shmq.broker.registration import NamesrvRegistration
 from shmq.broker.stats.get_counts import GetCounts
 from shmq.broker.stats.items import BrokerStatsItems
 from shmq.broker.stats.rates import BrokerRates
 from shmq.broker.stats.runtime import broker_stats
+from shmq.broker.store_view import StoreView
 from shmq.broker.subscription.groups import SubscriptionGroupManager
 from shmq.broker.topic.config import PERM_READ_WRITE, TopicConfig, TopicConfigManager
-from shmq.codec import half_messages as hm
-from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
+from shmq.broker.topic.deletion import TopicDeletion
+from shmq.broker.topic.publisher import TopicPublisher
+from shmq.broker.topic.table import TopicTable
+from shmq.broker.transaction.service import TransactionService
+from shmq.delay_topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from shmq.errors import ShmqError
 from shmq.ipc import consumer_gets as cg
 from shmq.ipc import counters as cn
@@ -53,20 +79,20 @@ from shmq.ipc import queue_table as qt
 from shmq.ipc import registry as rg
 from shmq.ipc import topic_table as tt
 from shmq.ipc.idle import SPARE_CPUS, spare_cpus
-from shmq.ipc.main_guard import check_main_guard
 from shmq.ipc.segment import (
     Segment,
     create_semaphore,
     new_prefix,
-    post,
     unlink_orphans,
     unlink_prefix,
     wait,
 )
-from shmq.names import SYSTEM_TOPICS
+from shmq.main_guard import check_main_guard
+from shmq.remoting.client import RemotingClient
+from shmq.remoting.server import RemotingServer
+from shmq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
-
 
 AGENTS = ("writer", "reput", "flush", "cleaner", "schedule", "ha")
 # a slave takes no sends: its HA agent writes the CommitLog, nothing sends through a writer
@@ -80,41 +106,57 @@ AGENT_STOP_TIMEOUT_S = 30.0
 AGENT_START_TIMEOUT_S = 300.0
 HOUSEKEEPING_S = 0.1
 
+T = TypeVar("T")
 
-class Broker(NamesrvRegistration):
+
+class Broker:
     """One broker process group. ``start()`` returns once agents and the control server run."""
 
     def __init__(self, config: BrokerConfig, *, log_level: int | None = None) -> None:
-        self.config, self.tuning = prepare_tuning(config)  # [tuning] validated, folded in
+        config, self.tuning = prepare_tuning(config)  # [tuning] validated, folded in
+        self.settings = LiveConfig(config)  # shared with the processors and the registration
         self.root = config.store.store_path_root_dir
         self.log_level = log_level if log_level is not None else logging.getLogger().level
         self.names = BrokerNames(new_prefix())
         self._segments: list[Segment] = []
         self._sems: list[Any] = []
-        self._procs: dict[str, Any] = {}
-        self.agents = SLAVE_AGENTS if config.is_slave else AGENTS
+        self.group = ProcessGroup(SLAVE_AGENTS if config.is_slave else AGENTS)
         self._restarts: dict[str, list[float]] = {k: [] for k in AGENTS}
         self._role_lock = threading.Lock()  # a promotion and the agent watch take turns
-        self.epoch = cm.Epoch()
-        self._agent_sems: dict[str, Any] = {}
         self._ring_deaths: dict[tuple[int, int], list[float]] = {}
-        self.stop_reason = ""  # why the broker stopped itself (empty: asked to stop)
         self._persist_failing = False
         self._stop = threading.Event()
         self._stopped = False
         self._threads: list[threading.Thread] = []
-        self.server = None
-        self.transactions = None
-        self.slave_sync = SlaveSynchronize(self)
-        self.sync_state: SyncState | None = None  # a SYNC_MASTER in controller mode
-        self._report_now = threading.Event()  # register now, not a heartbeat interval later
+        self.server: RemotingServer | None = None  # the control server
+        self._serving = False
+        self.client: RemotingClient | None = None  # the control client (namesrvs, master)
+        self.slave_sync: SlaveSynchronize | None = None
+        self.registration: NamesrvRegistration | None = None
+        self.context: BrokerContext | None = None
+        self.transactions: TransactionService | None = None
+        self.pull: RemotingPull | None = None
+        self.processors: list[Any] = []  # registered on the control server
+        self._closing: list[Any] = []  # the processors that hold threads, rings or slots
         self._lease = None
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's config now (UPDATE_BROKER_CONFIG and a promotion replace it)."""
+        return self.settings.current
+
+    @config.setter
+    def config(self, config: BrokerConfig) -> None:
+        self.settings.current = config
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the broker stopped itself (empty: asked to stop)."""
+        return self.group.stop_reason
 
     # -- start ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        from shmq.store.message_store import MessageStore
-
         check_main_guard("a broker")
         cfg = self.config
         for line in set_environment(self.tuning):  # before numba is imported and agents spawn
@@ -137,11 +179,12 @@ class Broker(NamesrvRegistration):
         for prefix in unlink_orphans():
             log.warning("removed shared memory %s* left by a broker that died", prefix)
         store = MessageStore(cfg.store)
+        decision, epoch = None, cm.Epoch()
         try:
             if cfg.enable_controller_mode:
                 self.config, decision = cm.start_role(self.config, store)
-                self.agents = SLAVE_AGENTS if self.config.is_slave else AGENTS
-                self.epoch = cm.load_epoch(self.root)
+                self.group.kinds = SLAVE_AGENTS if self.config.is_slave else AGENTS
+                epoch = cm.load_epoch(self.root)
             queue_maxima = {k: cq.max_offset for k, cq in store.consume_queues.items()}
             min_offset, write_offset = store.commitlog.min_offset, store.commitlog.max_offset
             last_ts = store.checkpoint.physic_msg_timestamp
@@ -151,7 +194,6 @@ class Broker(NamesrvRegistration):
             self._create_shared(queue_maxima, (min_offset, write_offset), last_ts)
             if cfg.enable_controller_mode:
                 cn.publish(self.counters.words, cn.CONTROLLER_MODE, 1)
-                self._follow_sync_state(decision)
             self.topics = TopicConfigManager(
                 os.path.join(self.root, "config"),
                 default_queue_nums=cfg.default_topic_queue_nums,
@@ -180,16 +222,20 @@ class Broker(NamesrvRegistration):
             self.stats_items.observe(self._topic_puts(), {})
             self.consumers = ConsumerManager(cfg.channel_expired_timeout)
             self.queue_locks = QueueLocks(cfg.rebalance_lock_max_live_time)
-            self.publish_topics()
+            self.topic_table = TopicTable(self.topics, self.topic_seg)
+            self.topic_table.publish()
             self.clients = ClientSlots(cfg, self.names.prefix, self.registry, self.gets)
+            self.context = self._build_context(epoch)
+            if decision is not None:
+                self._follow_sync_state(decision)
             compile_kernels()  # at a first start: once, here; the agents load them
             self._start_agents()
             self._start_control()
             self._spawn_thread("housekeeping", self._housekeeping)
             if self.config.is_slave:
                 self._spawn_thread("slave-sync", partial(self.slave_sync.run, self._stop))
-            self._register_all()  # before start() returns, so clients find the routes
-            self._spawn_thread("namesrv-register", self._register_loop)
+            self.registration.register_all()  # before start() returns: clients find routes
+            self._spawn_thread("namesrv-register", self.registration.run)
             cn.publish(self.counters.words, cn.STATE, cn.STATE_RUNNING)
             for line in apply_runtime(self.tuning, "supervisor", [s.mm for s in self._segments]):
                 log.info("tuning: %s", line)
@@ -239,8 +285,8 @@ class Broker(NamesrvRegistration):
         cg.init(self.gets_seg.words, cfg.max_consumers, capacity)
         self.ha_table = self._segment(names.ha_table, ht.SIZE)
         for kind in AGENTS:  # a slave's too: rings of the broker's own name the writer's
-            self._agent_sems[kind] = create_semaphore(names.agent_sem(kind))
-            self._sems.append(self._agent_sems[kind])
+            self.group.sems[kind] = create_semaphore(names.agent_sem(kind))
+            self._sems.append(self.group.sems[kind])
         self.supervisor_sem = create_semaphore(names.supervisor_sem)
         self._sems.append(self.supervisor_sem)
 
@@ -248,6 +294,66 @@ class Broker(NamesrvRegistration):
         seg = Segment.create(name, size)
         self._segments.append(seg)
         return seg
+
+    def _build_context(self, epoch: cm.Epoch) -> BrokerContext:
+        """The control server (not serving yet) and client, a slave's copy of its master's
+        tables, the namesrv registration (at ``epoch``), and the context the processors get:
+        built once the shared memory and the tables exist."""
+        cfg = self.config
+        self.server = RemotingServer(
+            cfg.broker_ip1,
+            cfg.listen_port,
+            name=f"broker-{cfg.broker_name}",
+            max_connections=cfg.server_max_connections,
+            idle_timeout=cfg.server_channel_max_idle_time_seconds,
+            frame_timeout=cfg.server_frame_timeout_seconds,
+        )
+        self.client = RemotingClient(connect_timeout=1.0, default_timeout=3.0)
+        self.slave_sync = SlaveSynchronize(
+            self.settings, self.server, self.client, self.topics, self.topic_table,
+            self.subscription_groups, self.offsets,
+        )  # fmt: skip
+        self.registration = NamesrvRegistration(
+            self.settings, self.topics, self.counters.words, self.server, self.client,
+            self.slave_sync, stop=self._stop, promote=self._become_master, halt=self._halt,
+        )  # fmt: skip
+        self.registration.epoch = epoch
+        return BrokerContext(
+            settings=self.settings,
+            names=self.names,
+            counters=self.counters,
+            registry=self.registry,
+            ha_table=self.ha_table,
+            store=StoreView(cfg.store, self.queue_seg, self.counters.words),
+            topics=self.topics,
+            offsets=self.offsets,
+            subscription_groups=self.subscription_groups,
+            clients=self.clients,
+            consumers=self.consumers,
+            producers=ProducerManager(self.server.connection),
+            queue_locks=self.queue_locks,
+            gets=self.gets,
+            rates=self.rates,
+            stats_items=self.stats_items,
+            topic_table=self.topic_table,
+            topic_publisher=TopicPublisher(self.topics, self.topic_table, self.registration),
+            namesrv=self.registration,
+            agents=self.group,
+            server=self.server,
+        )
+
+    def _follow_sync_state(self, decision: cm.Decision) -> None:
+        """A SYNC_MASTER in controller mode keeps its sync state set with the controller
+        (``sync_state``, which the registration reports); it starts empty (it reported
+        none). Before the agents start: the HA agent counts the set's acks."""
+        cfg = self.config
+        if cfg.broker_role != "SYNC_MASTER" or decision.role != "MASTER":
+            return
+        wakeups = ProducerWakeups(self.registry, self.names.prefix, cfg.max_producers)
+        sync_state = SyncState(self.counters.words, self.ha_table.words, wakeups,
+                               cfg.store.sync_flush, cfg.ha_slave_fallbehind_max)  # fmt: skip
+        sync_state.answered(Report(()), decision.alone)
+        self.registration.sync_state = sync_state
 
     def _start_agent(self, kind: str) -> None:
         ctx = mp.get_context("spawn")
@@ -258,14 +364,14 @@ class Broker(NamesrvRegistration):
             daemon=False,
         )
         proc.start()
-        self._procs[kind] = proc
+        self.group.procs[kind] = proc
 
     def _start_agents(self) -> None:
-        for kind in (k for k in RING_AGENTS if k in self.agents):
+        for kind in (k for k in RING_AGENTS if k in self.group.kinds):
             slot = self.clients.register_producer(os.getpid(), f"shmq-{kind}")
             cn.publish(self.counters.words, cn.agent_word(kind, cn.RING_SLOT), slot.index)
             cn.publish(self.counters.words, cn.agent_word(kind, cn.RING_GEN), slot.gen)
-        for kind in self.agents:  # a promotion reuses the words of the agents it stopped
+        for kind in self.group.kinds:  # a promotion reuses the words of the agents it stopped
             for word in (cn.PID, cn.STOP):
                 cn.publish(self.counters.words, cn.agent_word(kind, word), 0)
             self._start_agent(kind)
@@ -276,9 +382,9 @@ class Broker(NamesrvRegistration):
         numba kernels, which takes seconds); clients are served only after that."""
         deadline = time.monotonic() + AGENT_START_TIMEOUT_S
         words = self.counters.words
-        for kind in self.agents:
+        for kind in self.group.kinds:
             while not cn.load(words, cn.agent_word(kind, cn.PID)):
-                proc = self._procs[kind]
+                proc = self.group.procs[kind]
                 if not proc.is_alive():
                     raise ShmqError(f"the {kind} agent exited with code {proc.exitcode} at start")
                 if time.monotonic() > deadline:
@@ -286,29 +392,45 @@ class Broker(NamesrvRegistration):
                 time.sleep(0.01)
 
     def _start_control(self) -> None:
-        """The control server, and the transaction service beside it (it checks back with
-        producers over the server's connections)."""
-        from shmq.broker.processors.control import ControlHandlers
-        from shmq.broker.processors.end_transaction import live_producers
-        from shmq.broker.transaction.service import TransactionService
-        from shmq.remoting.server import RemotingServer
-
-        cfg = self.config
-        self.server = RemotingServer(
-            cfg.broker_ip1,
-            cfg.listen_port,
-            name=f"broker-{cfg.broker_name}",
-            max_connections=cfg.server_max_connections,
-            idle_timeout=cfg.server_channel_max_idle_time_seconds,
-            frame_timeout=cfg.server_frame_timeout_seconds,
-        )
-        self.transactions = TransactionService(self)
-        self.control = ControlHandlers(self)
-        self.control.register(self.server)
+        """The processors on the control server, and the transaction service beside them
+        (it checks back with producers over the server's connections)."""
+        ctx = self.context
+        self.transactions = TransactionService(ctx)
+        send_back = self._owned(SendBack(ctx))
+        send = self._owned(RemotingSend(ctx))
+        self.pull = self._owned(RemotingPull(ctx))
+        reply = self._owned(ReplyMessages(ctx, send))
+        self.processors = [
+            LocalRegistration(ctx),
+            ClientManageProcessor(ctx),
+            ConsumerManageProcessor(ctx),
+            QueryMessageProcessor(ctx),
+            TopicAdmin(ctx),
+            OffsetLookups(ctx),
+            BrokerStatus(ctx),
+            AdminBrokerProcessor(ctx),
+            AdminLookups(ctx),
+            QueueInspection(ctx),
+            TopicDeletion(ctx),
+            ctx.queue_locks,
+            TransactionHandlers(ctx, self.transactions),
+            send_back,
+            send,
+            self.pull,
+            reply,
+        ]
+        for processor in self.processors:
+            processor.register(self.server)
         self.server.start()
+        self._serving = True
         if self.config.is_slave:
             return  # a slave appends nothing: no transaction checks
-        self.transactions.start(partial(live_producers, self.control, self.server))
+        self.transactions.start(ctx.producers.live_connections)
+
+    def _owned(self, processor: T) -> T:
+        """``processor``, closed at stop (after the server)."""
+        self._closing.append(processor)
+        return processor
 
     @property
     def address(self) -> str:
@@ -321,30 +443,10 @@ class Broker(NamesrvRegistration):
 
     # -- running ----------------------------------------------------------------------------
 
-    def publish_topics(self, extra: dict[str, tuple[int, int, int]] | None = None) -> None:
-        """The topic table the agents read: every topic config, and ``extra`` entries
-        (name → read and write queue counts, perm) a moment long (``topic_deletion``)."""
-        table = {
-            name: (c.read_queue_nums, c.write_queue_nums, c.perm)
-            for name, c in self.topics.all().items()
-        }
-        tt.publish_topics(self.topic_seg.buf, self.topic_seg.words, {**(extra or {}), **table})
-
-    def wake_agent(self, kind: str) -> None:
-        post(self._agent_sems[kind])
-
-    def system_topics(self) -> set[str]:
-        """RocketMQ's system topic set, with this broker's cluster and broker names."""
-        return {*SYSTEM_TOPICS, self.config.broker_cluster_name, self.config.broker_name}
-
     def create_topic(self, cfg: TopicConfig) -> None:
-        """Create or update a topic. The namesrvs learn it before the agents do: the writer
-        appends a new topic's first message (and its sender is answered) once the topic is
-        published, so a consumer that asks for the route after that send finds it."""
-        self.topics.update(cfg)
-        self.topics.persist()
-        self._register_all()
-        self.publish_topics()
+        """Create or update a topic (``TopicPublisher.create``: the namesrvs learn it
+        before the agents do)."""
+        self.context.topic_publisher.create(cfg)
 
     def _housekeeping(self) -> None:
         last_persist = time.monotonic()
@@ -357,8 +459,9 @@ class Broker(NamesrvRegistration):
                 self._answer_topic_request()
                 with self._role_lock:
                     self._watch_agents()
-                if self.sync_state is not None and self.sync_state.due():
-                    self._report_now.set()
+                sync_state = self.registration.sync_state
+                if sync_state is not None and sync_state.due():
+                    self.registration.register_now()
                 now = time.monotonic()
                 if now - last_reap >= 1.0:
                     last_reap = now
@@ -401,15 +504,15 @@ class Broker(NamesrvRegistration):
         topic = raw.decode("utf-8", "replace")
         if self.topics.get(topic) is None and self.config.auto_create_topic_enable:
             try:
-                self.create_topic(self.topics.create_auto(topic, queues))
+                self.context.topic_publisher.create(self.topics.create_auto(topic, queues))
                 log.info("topic %s auto-created", topic)
             except ShmqError as exc:
                 log.warning("cannot auto-create topic %r: %s", topic, exc)
         cn.publish(words, cn.TOPIC_REQUEST_DONE, seq)
-        post(self._agent_sems["writer"])  # it holds the topic's records until then
+        self.group.wake("writer")  # it holds the topic's records until then
 
     def _watch_agents(self) -> None:
-        for kind, proc in list(self._procs.items()):
+        for kind, proc in list(self.group.procs.items()):
             if proc.is_alive() or self._stop.is_set():
                 continue
             code = proc.exitcode
@@ -434,7 +537,7 @@ class Broker(NamesrvRegistration):
             self._start_agent(kind)
 
     def _halt(self, reason: str) -> None:
-        self.stop_reason = reason
+        self.group.stop_reason = reason
         log.critical("stopping the broker: %s", reason)
         self.request_stop()
 
@@ -443,8 +546,8 @@ class Broker(NamesrvRegistration):
         for the same ring, fence that ring (its producer's sends fail, naming why), so one
         producer's bytes cannot keep the writer, and every other producer, down."""
         words = self.counters.words
+        # the dead writer's last words (its successor clears them when it starts)
         slot, gen = cn.load(words, cn.WRITER_RING) - 1, cn.load(words, cn.WRITER_RING_GEN)
-        cn.publish(words, cn.WRITER_RING, 0)
         if slot < 0:
             return
         deaths = [t for t in self._ring_deaths.get((slot, gen), []) if now - t < 60] + [now]
@@ -468,21 +571,19 @@ class Broker(NamesrvRegistration):
         epoch = decision.epoch
         log.warning("the controller elected this broker master at epoch %d", epoch)
         with self._role_lock:
-            for kind in (k for k in STOP_ORDER if k in self.agents):
+            for kind in (k for k in STOP_ORDER if k in self.group.kinds):
                 self._stop_agent(kind)
             start = cn.load(self.counters.words, cn.WRITE_OFFSET)
-            self.epoch = cm.Epoch(epoch, start)
-            cm.save_epoch(self.root, self.epoch)
+            self.registration.epoch = cm.Epoch(epoch, start)
+            cm.save_epoch(self.root, self.registration.epoch)
             self.config = cm.config_for(self.config, decision)
             cn.publish(self.counters.words, cn.MASTER_HA_ADDR, 0)
             self._follow_sync_state(decision)
-            self.agents = AGENTS
+            self.group.kinds = AGENTS
             self._start_agents()
-            from shmq.broker.processors.end_transaction import live_producers
-
-            self.transactions.start(partial(live_producers, self.control, self.server))
+            self.transactions.start(self.context.producers.live_connections)
         log.warning("master at epoch %d from offset %d", epoch, start)
-        self._register_all()
+        self.registration.register_all()
 
     def wait(self) -> None:
         """Block until ``stop()`` is requested (by a signal handler or another thread)."""
@@ -491,11 +592,12 @@ class Broker(NamesrvRegistration):
 
     def request_stop(self) -> None:
         self._stop.set()
-        self._report_now.set()
+        if self.registration is not None:
+            self.registration.register_now()  # ends the register loop's wait
 
     def stats(self) -> dict[str, Any]:
         """The runtime numbers GET_BROKER_RUNTIME_INFO answers (``broker_stats``)."""
-        return broker_stats(self, self._procs)
+        return broker_stats(self.context)
 
     # -- stop -------------------------------------------------------------------------------
 
@@ -505,24 +607,31 @@ class Broker(NamesrvRegistration):
             return
         self._stopped = True
         self._stop.set()
-        self._report_now.set()  # the register loop waits on it
-        self.slave_sync.wake()
+        if self.registration is not None:
+            self.registration.register_now()  # the register loop waits on it
+        if self.slave_sync is not None:
+            self.slave_sync.wake()
         if hasattr(self, "counters"):
             cn.publish(self.counters.words, cn.STATE, cn.STATE_STOPPING)
         if self.transactions is not None:
             self.transactions.stop()  # before the writer: it appends through it
         clean = True
-        for kind in (k for k in STOP_ORDER if k in self.agents):
+        for kind in (k for k in STOP_ORDER if k in self.group.kinds):
             clean &= self._stop_agent(kind)
         if hasattr(self, "counters") and cn.load(self.counters.words, cn.FLUSH_FAILED):
             log.error("a flush failed: abort kept, so the next start recovers from the disk")
             clean = False
-        if self.server is not None:
-            self._unregister_all()
+        if self._serving:
+            self.registration.unregister_all()
             self.server.stop()
-            self.control.close()
+        for processor in self._closing:
+            processor.close()
         if self.transactions is not None:
             self.transactions.close()
+        if self.context is not None:
+            self.context.store.close()
+        if self.client is not None:
+            self.client.close()
         for t in self._threads:
             t.join(2)
         if hasattr(self, "offsets"):
@@ -548,12 +657,12 @@ class Broker(NamesrvRegistration):
         log.info("broker %s stopped", self.config.broker_name)
 
     def _stop_agent(self, kind: str) -> bool:
-        proc = self._procs.pop(kind, None)
+        proc = self.group.procs.pop(kind, None)
         if proc is None:
             return True
         if proc.is_alive():
             cn.publish(self.counters.words, cn.agent_word(kind, cn.STOP), 1)
-            post(self._agent_sems[kind])
+            self.group.wake(kind)
             proc.join(AGENT_STOP_TIMEOUT_S)
         if proc.is_alive():
             log.error("%s agent did not stop in %.0f s: killed", kind, AGENT_STOP_TIMEOUT_S)

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from shmq.codec import record as rec
-from shmq.errors import InvalidMessageError
+from shmq.errors import BatchBodyError
 
 ENTRY_FIXED = 22  # the fixed fields of an entry: five int32 and the int16 properties length
 MAX_PROPERTIES = 32767
@@ -41,10 +41,6 @@ PROBLEMS = {
     SHORT_PROPS: "PROPERTIESLENGTH runs past the end of the request body",
     BAD_TOTAL: "TOTALSIZE does not match 22 + BODYLENGTH + PROPERTIESLENGTH",
 }
-
-
-class BatchBodyError(InvalidMessageError):
-    """A batch body that does not decode; the message names the entry and the rule."""
 
 
 @njit(cache=True, nogil=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
@@ -27,92 +29,154 @@ CQ_UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8
 assert CQ_UNIT_DTYPE.itemsize == CQ_UNIT_SIZE
 
 
+# -- 4.9's getMessage loop over the units of one read -----------------------------------------
+
+# What one read asks for, and what bounds it: one record, filled per read.
+FETCH_DTYPE = np.dtype(
+    [
+        ("first_offset", "<i8"),  # the queue offset of the first unit looked at
+        ("max_nums", "<i8"),  # the most messages to take (maxMsgNums)
+        ("count_in_memory", "<i8"),  # maxTransferCountOnMessageInMemory
+        ("bytes_in_memory", "<i8"),  # maxTransferBytesOnMessageInMemory
+        ("count_in_disk", "<i8"),  # maxTransferCountOnMessageInDisk
+        ("bytes_in_disk", "<i8"),  # maxTransferBytesOnMessageInDisk
+        ("memory", "<i8"),  # CommitLog bytes behind its end still read from memory
+        ("write_offset", "<i8"),  # the CommitLog's end (4.9's maxOffsetPy)
+        ("min_phys", "<i8"),  # the CommitLog's first offset: units below point at nothing
+        ("file_size", "<i8"),  # a CommitLog file's size (past a removed record: next file)
+    ]
+)
+# 4.9 looks at 16,000 bytes of units per read, or maxMsgNums units if that is more
+FILTER_SCAN_BYTES = 16_000
+# GetMessageStatus values a scan of units can end with (``store.fetch`` names them)
+SCAN_NO_MATCHED, SCAN_FOUND, SCAN_WAS_REMOVING = 0, 1, 2
+NO_CODES = np.empty(0, dtype=np.int64)  # no tag filter
+
+Selection = namedtuple("Selection", ["status", "scanned", "chosen", "last_phys"])
+Selection.__doc__ = """What ``select_units`` chose: a ``SCAN_*`` status, how many units it
+looked at (the next read begins after them), how many it took into ``picks``, and the
+CommitLog offset of the last unit looked at (how far behind the CommitLog's end the read
+is: 4.9's ``suggestPullingFromSlave``)."""
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tag_matches(tags_code, codes):
+    """4.9's ``isMatchedByConsumeQueue``: ``(int) tagsCode`` in the subscription's sorted
+    hash set (collisions pass; the client compares the tag strings)."""
+    code = tags_code & 0xFFFFFFFF
+    if code >= 0x80000000:
+        code -= 0x100000000
+    lo = 0
+    hi = codes.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if codes[mid] < code:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < codes.shape[0] and codes[lo] == code
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _batch_full(size, total, taken, in_disk, r):
+    """4.9's ``isTheBatchFull``: whether a unit of ``size`` bytes would overflow a read that
+    holds ``taken`` messages of ``total`` bytes (the first message always goes)."""
+    if total == 0 or taken == 0:
+        return False
+    if r["max_nums"] <= taken:
+        return True
+    if in_disk:
+        return total + size > r["bytes_in_disk"] or taken > r["count_in_disk"] - 1
+    return total + size > r["bytes_in_memory"] or taken > r["count_in_memory"] - 1
+
+
 @njit(cache=True, nogil=True)
-def match_tags(units, start, count, codes, out):
-    """Indices (relative to ``start``) of the units whose tags code is in ``codes``.
-
-    Like RocketMQ's broker-side filter, the comparison is on ``(int) tagsCode``; hash
-    collisions pass and the client compares the real tag strings. ``codes`` is sorted.
-    """
-    n = 0
-    ncodes = codes.shape[0]
-    for i in range(count):
-        code = get_i64(units, (start + i) * CQ_UNIT_SIZE + 12) & 0xFFFFFFFF
-        if code >= 0x80000000:
-            code -= 0x100000000
-        lo = 0
-        hi = ncodes
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if codes[mid] < code:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < ncodes and codes[lo] == code:
-            out[n] = i
-            n += 1
-    return n
-
-
-@njit(cache=True, nogil=True)
-def pick_units(units, start, picked, max_count, phys, sizes, qoffs, first_offset):
-    """The units ``start + picked[i]`` that point at a record (not a blank unit: the
-    padding before a queue's first message, ``fillPreBlank``), at most ``max_count``: their
-    CommitLog offsets, sizes and queue offsets (``first_offset + picked[i]``) into
-    ``phys``, ``sizes`` and ``qoffs``. Returns how many, and the index in ``picked`` after
-    the last one taken."""
-    n = 0
-    for i in range(picked.shape[0]):
-        if n == max_count:
-            return n, i
-        p = (start + picked[i]) * CQ_UNIT_SIZE
-        offset = get_i64(units, p)
+def select_units(units, start, count, codes, request, picks):
+    """RocketMQ 4.9's ``getMessage`` loop: which of the ``count`` units from index ``start``
+    of ``units`` (one consume-queue file) one read takes, as ``request[0]`` (``FETCH_DTYPE``)
+    bounds it. It looks at most at 16,000 bytes of units (800) or ``max_nums`` units; stops
+    where the next would overflow the transfer limits (the in-disk ones for a record further
+    behind the CommitLog's end than ``memory``); skips units whose tags code is not in
+    ``codes`` (``NO_CODES``: no filter) and blank units (the padding before a queue's first
+    message); a unit below ``min_phys`` points at a removed record, and the units after it
+    in the same CommitLog file are skipped too. The units taken go to ``picks`` (int64,
+    rows: CommitLog offset, size, queue offset) in queue order. Returns a ``Selection``."""
+    r = request[0]
+    scan = min(count, max(FILTER_SCAN_BYTES // CQ_UNIT_SIZE, r["max_nums"]))
+    filtering = codes.shape[0] > 0
+    status = SCAN_NO_MATCHED
+    total = 0
+    taken = 0
+    next_file = np.int64(-1)  # after a removed record: skip to this CommitLog offset
+    last_phys = np.int64(0)
+    i = 0
+    while i < scan:
+        p = (start + i) * CQ_UNIT_SIZE
+        phys = get_i64(units, p)
         size = get_i32(units, p + 8)
-        if offset == 0 and size == BLANK_UNIT_SIZE:
+        last_phys = phys
+        if next_file >= 0 and phys < next_file:
+            i += 1
             continue
-        phys[n] = offset
-        sizes[n] = size
-        qoffs[n] = first_offset + picked[i]
-        n += 1
-    return n, picked.shape[0]
+        if _batch_full(size, total, taken, r["write_offset"] - phys > r["memory"], r):
+            break
+        if filtering and not _tag_matches(get_i64(units, p + 12), codes):
+            if total == 0:
+                status = SCAN_NO_MATCHED
+            i += 1
+            continue
+        if phys == 0 and size == BLANK_UNIT_SIZE:
+            i += 1
+            continue
+        if phys < r["min_phys"]:
+            if total == 0:
+                status = SCAN_WAS_REMOVING
+            next_file = phys - phys % r["file_size"] + r["file_size"]
+            i += 1
+            continue
+        picks[0, taken] = phys
+        picks[1, taken] = size
+        picks[2, taken] = r["first_offset"] + i
+        taken += 1
+        total += size
+        status = SCAN_FOUND
+        next_file = -1
+        i += 1
+    return Selection(np.int64(status), np.int64(i), np.int64(taken), last_phys)
 
 
 @njit(cache=True, nogil=True)
-def read_units(units, start, count, buf, base, topic, queue_id, first_offset, rows, cols):
-    """Parse the records that units ``start ..`` (queue offsets ``first_offset ..``) point
-    at in the CommitLog file ``buf`` (its first byte at physical offset ``base``), at most
-    ``count``, into ``rows`` (scratch, as ``parse_at`` fills it). Each record its unit owns
-    (``units_match``'s rule; a record that does not parse owns nothing) gets a row of
-    ``cols`` in order: ``MESSAGE_COLS`` (position, queue id, queue offset, physical
-    offset, size). It stops at the first unit that points outside ``buf``.
+def own_records(buf, positions, sizes, queue_offsets, topic, queue_id, base, rows, cols):
+    """Parse the records at ``positions`` of ``buf`` (one CommitLog file whose first byte is
+    physical offset ``base``) into ``rows`` (scratch, as ``parse_at`` fills it) and keep
+    those their unit (``sizes``, ``queue_offsets``) owns (``record.unit_owns``; a record
+    that does not parse owns nothing): each gets a row of ``cols``, ``MESSAGE_COLS``
+    (position, queue id, queue offset, physical offset, size).
 
-    Returns ``(units read, records owned, span start, span end, owned bytes)``: the span
-    is where the owned records lie in ``buf``. One call for what took a dozen array
-    operations per pull (a consumer's read of a few messages)."""
+    Returns ``(records owned, span start, span end, owned bytes)``: the span is where the
+    owned records lie in ``buf``. One call for what took a dozen array operations per pull
+    (a consumer's read of a few messages)."""
     limit = buf.shape[0]
     k = 0
     lo = limit
     hi = 0
     total = 0
-    for i in range(count):
-        p = (start + i) * CQ_UNIT_SIZE
-        local = get_i64(units, p) - base
-        if local < 0 or local >= limit:
-            return i, k, lo, hi, total
+    for i in range(positions.shape[0]):
+        local = positions[i]
         if parse_one(buf, local, limit, base, np.bool_(False), rows, i) == PARSE_OK and unit_owns(
-            buf, rows, i, get_i32(units, p + 8), first_offset + i, topic, queue_id
+            buf, rows, i, sizes[i], queue_offsets[i], topic, queue_id
         ):
             size = rows[i, R_SIZE]
             cols[k, 0] = local
             cols[k, 1] = queue_id
-            cols[k, 2] = first_offset + i
+            cols[k, 2] = queue_offsets[i]
             cols[k, 3] = local + base
             cols[k, 4] = size
             lo = min(lo, local)
             hi = max(hi, local + size)
             total += size
             k += 1
-    return count, k, lo, hi, total
+    return k, lo, hi, total
 
 
 @njit(cache=True, nogil=True)

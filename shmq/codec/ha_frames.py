@@ -7,14 +7,14 @@
 
 These are the only parsers of bytes from the other side of an HA connection, so they check
 everything a peer could get wrong (negative values, a body larger than the batch limit) and
-say what was wrong; a caller ends the connection on a ``FrameError``.
+say what was wrong; a caller ends the connection on an ``HAFrameError``.
 """
 
 from __future__ import annotations
 
 import struct
 
-from shmq.errors import ShmqError
+from shmq.errors import HAFrameError
 
 HEADER = struct.Struct(">qi")
 HEADER_SIZE = HEADER.size  # 12
@@ -22,8 +22,9 @@ REPORT = struct.Struct(">q")
 REPORT_SIZE = REPORT.size  # 8
 
 
-class FrameError(ShmqError):
-    """Bytes from an HA peer that break the wire format."""
+# The HA agents' (broker/agents/ha_service.py, ha_client.py) name for it, until they import
+# ``HAFrameError`` from ``shmq.errors``.
+FrameError = HAFrameError
 
 
 def pack_header(phy_offset: int, body_size: int) -> bytes:
@@ -36,24 +37,24 @@ def pack_report(max_offset: int) -> bytes:
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int, max_body: int) -> tuple[int, int]:
     """``(phy offset, body size)`` of the header at ``buf[pos:]`` (12 bytes must be there);
-    ``FrameError`` when either is negative or the body exceeds ``max_body`` (a peer that
+    ``HAFrameError`` when either is negative or the body exceeds ``max_body`` (a peer that
     does not speak this protocol, or a stream that lost its framing)."""
     offset, size = HEADER.unpack_from(buf, pos)
     if offset < 0:
-        raise FrameError(f"HA transfer header with a negative offset {offset}")
+        raise HAFrameError(f"HA transfer header with a negative offset {offset}")
     if not 0 <= size <= max_body:
-        raise FrameError(f"HA transfer header with a body of {size} bytes; at most {max_body}")
+        raise HAFrameError(f"HA transfer header with a body of {size} bytes; at most {max_body}")
     return offset, size
 
 
 def last_report(buf: bytes | bytearray | memoryview, length: int) -> tuple[int, int]:
     """``(offset, bytes used)`` of the last complete 8-byte report in ``buf[:length]``
     (offset -1 when there is none); the bytes after the used ones are a partial report to
-    keep. A negative offset is a ``FrameError``."""
+    keep. A negative offset is an ``HAFrameError``."""
     used = length - length % REPORT_SIZE
     if used == 0:
         return -1, 0
     (offset,) = REPORT.unpack_from(buf, used - REPORT_SIZE)
     if offset < 0:
-        raise FrameError(f"HA slave reported a negative offset {offset}")
+        raise HAFrameError(f"HA slave reported a negative offset {offset}")
     return offset, used

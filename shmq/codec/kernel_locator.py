@@ -8,7 +8,7 @@ import os
 
 from numba.core import caching
 
-from shmq.kernel_cache import PACKAGE_DIR, fingerprint, kernel_dir
+from shmq.kernel_cache import PACKAGE_DIR, fingerprint, sources_dir
 
 
 class KernelLocator(caching._CacheLocator):
@@ -18,7 +18,7 @@ class KernelLocator(caching._CacheLocator):
     def __init__(self, py_func, py_file: str) -> None:
         self._lineno = py_func.__code__.co_firstlineno
         inside = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), PACKAGE_DIR)
-        self._cache_path = os.path.join(kernel_dir(), "shmq", inside)
+        self._cache_path = os.path.join(sources_dir(), "shmq", inside)
 
     def get_cache_path(self) -> str:
         return self._cache_path

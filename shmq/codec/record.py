@@ -340,13 +340,24 @@ def units_match(buf, rows, sizes, queue_offsets, topic, queue_id, ok):
 
 @njit(cache=True, nogil=True, inline="always")
 def unit_owns(buf, rows, i, size, queue_offset, topic, queue_id):
-    """``units_match``'s rule for row ``i``."""
+    """``units_match``'s rule for parsed row ``i``."""
     start = rows[i, R_TOPIC_START]
+    return owns(size, queue_offset, topic, queue_id, rows[i, R_SIZE], rows[i, R_QUEUE_ID],
+                rows[i, R_QUEUE_OFFSET], buf, start, rows[i, R_TOPIC_LEN])  # fmt: skip
+
+
+@njit(cache=True, nogil=True, inline="always")
+def owns(size, queue_offset, topic, queue_id, record_size, record_queue_id, record_queue_offset,
+         buf, topic_start, topic_len):  # fmt: skip
+    """The ownership rule itself, on a record's fields however they were read (a full parse,
+    ``unit_owns``; or the header walk of a copy, ``record_copy``): a unit of ``size`` bytes
+    at ``queue_offset`` of ``topic`` / ``queue_id`` owns the record whose size, queue id,
+    queue offset and topic (``buf[topic_start:topic_start + topic_len]``) are the same."""
     return (
-        rows[i, R_SIZE] == size
-        and rows[i, R_QUEUE_ID] == queue_id
-        and rows[i, R_QUEUE_OFFSET] == queue_offset
-        and bytes_equal(buf, start, start + rows[i, R_TOPIC_LEN], topic)
+        record_size == size
+        and record_queue_id == queue_id
+        and record_queue_offset == queue_offset
+        and bytes_equal(buf, topic_start, topic_start + topic_len, topic)
     )
 
 
@@ -562,3 +573,22 @@ def gather_bodies(buf, rows, picked, out, out_offs, k):
         k += 1
         out_offs[k] = d
     return k
+
+
+def warm_up_encode(data: np.ndarray) -> None:
+    """Compile (or load from numba's cache) the encode kernels with the argument types a
+    producer's send uses, encoding one record of topic ``WarmUp`` (body ``x``, tag ``a``) at
+    the start of ``data``, a writable uint8 scratch buffer of at least 4 KiB. The producer
+    runs it before its first send, the writer to get a record to warm its own path on."""
+    topic = np.frombuffer(b"WarmUp", dtype=np.uint8)
+    bodies = np.frombuffer(b"x", dtype=np.uint8)
+    body_offs = np.array([0, 1], dtype=np.int64)
+    props = np.frombuffer(b"TAGS\x01a\x02", dtype=np.uint8)
+    props_offs = np.array([0, props.shape[0]], dtype=np.int64)
+    fields = np.zeros((1, N_FIELDS), dtype=np.int64)
+    fields[:, F_BODY_CRC] = -1
+    sizes = np.empty(1, dtype=np.int64)
+    batch_sizes(body_offs, topic.shape[0], props_offs, 1 << 20, sizes)
+    place_batch(sizes[:1], 0, data.shape[0], 0, np.empty(1, dtype=np.int64))
+    encode_batch(data, 0, 0, topic, bodies, body_offs[0:2], props, props_offs, fields[0:1])
+    write_blank(np.zeros(16, dtype=np.uint8), 0, 8)

@@ -4,9 +4,9 @@ body), or only their bodies with their queue offsets and store timestamps (``pul
 
 ``parse_one`` and ``units_match`` decode every field of a record into a row, and scan its
 properties, before a copy: about 200 ns a record, most of a pull's cost at 4,096 records a
-pull, for fields neither pull reads. The rule here is the same ownership
-rule (``record.unit_owns``: the unit's size, queue id, queue offset and topic), over the
-header checks that locate the topic (magic, a PHYSICALOFFSET equal to the record's place,
+pull, for fields neither pull reads. The ownership rule here is the same function,
+``record.owns`` (the unit's size, queue id, queue offset and topic), over the header
+checks that locate the topic (magic, a PHYSICALOFFSET equal to the record's place,
 lengths that add up to the record, properties ending in their separator); the body CRC is
 not checked, as on every read but recovery's. A unit whose record fails is skipped.
 """
@@ -26,23 +26,23 @@ from shmq.codec.record import (
     get_i32,
     get_i64,
     get_u32,
+    owns,
 )
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _owned(buf, p, limit, base, size, queue_offset, topic, queue_id):
     """Where the body length of the record at ``buf[p:]`` (``base``: the physical offset of
-    ``buf[0]``) is, when the record is whole and is the one a unit of ``size`` bytes at
-    ``queue_offset`` of ``topic`` / ``queue_id`` points at; -1 when it is not."""
-    if size < RECORD_OVERHEAD or p < 0 or p + size > limit or get_i32(buf, p) != size:
+    ``buf[0]``) is, when the record is whole and its unit (``size`` bytes at
+    ``queue_offset`` of ``topic`` / ``queue_id``) owns it (``record.owns``); -1 when not."""
+    if size < RECORD_OVERHEAD or p < 0 or p + size > limit:
         return -1
     magic = get_u32(buf, p + 4)
     if magic != MAGIC_V1 and magic != MAGIC_V2:
         return -1
-    if get_i64(buf, p + 28) != base + p or get_i32(buf, p + 12) != queue_id:
+    if get_i64(buf, p + 28) != base + p:
         return -1
-    if get_i64(buf, p + 20) != queue_offset:
-        return -1
+    record_size = get_i32(buf, p)
     sysflag = get_i32(buf, p + 36)
     hosts = (20 if sysflag & SYSFLAG_BORNHOST_V6 else 8) + (
         20 if sysflag & SYSFLAG_STOREHOST_V6 else 8
@@ -61,11 +61,11 @@ def _owned(buf, p, limit, base, size, queue_offset, topic, queue_id):
     else:
         topic_len = (np.int64(buf[q]) << 8) | np.int64(buf[q + 1])
         q += 2
-    if topic_len != topic.shape[0] or q + topic_len + 2 > end:
+    if q + topic_len + 2 > end:
         return -1
-    for k in range(topic_len):
-        if buf[q + k] != topic[k]:
-            return -1
+    if not owns(size, queue_offset, topic, queue_id, record_size, get_i32(buf, p + 12),
+                get_i64(buf, p + 20), buf, q, topic_len):  # fmt: skip
+        return -1
     q += topic_len
     props_len = (np.int64(buf[q]) << 8) | np.int64(buf[q + 1])
     if props_len >= 32768:  # a Java short

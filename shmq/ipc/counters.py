@@ -13,7 +13,9 @@ processes write them::
                       without a slave's ack; see ``broker.sync_state``)
     1     writer      WRITE_OFFSET  WRITE_TIMESTAMP  MSGS_IN  REJECTED  WRITER_PARKED
                       WRITER_RING  WRITER_RING_GEN (the producer slot + 1 and generation of
-                      the ring being read, 0 between rings: whom to blame if the writer dies)
+                      the ring being read, 0 between rings and from the writer's start:
+                      whom the supervisor blames when the writer dies, read before the
+                      writer is restarted)
                       WRITER_PARKS (parks so far, raised before WRITER_PARKED is set: a
                       producer posts once per park, not once per record while it sleeps)
     2     flush       FLUSHED_OFFSET  FLUSHED_TIMESTAMP  FLUSH_ERRORS  FLUSHES  FLUSH_PARKED
@@ -26,7 +28,9 @@ processes write them::
                       (slave connections)  HA_PORT (the port the HA service listens on)
                       HA_CLIENT_ADDR (a slave: its HA connection's own address, packed as
                       MASTER_HA_ADDR, 0 while not connected; the controller names the
-                      master's in-sync connections by it)
+                      master's in-sync connections by it). After an HA agent died, the
+                      supervisor sets HA_SLAVES to 0 once, before it starts the next one
+                      (never while one runs): its connections died with it
     5     writer      TOPIC_REQUEST_SEQ  TOPIC_REQUEST_LEN  then 128 bytes of topic name (5-7),
                       then TOPIC_REQUEST_QUEUES (the sending producer's defaultTopicQueueNums)
                       TOPICS_APPLIED (the topic-table version the writer works with: the

@@ -2,7 +2,11 @@
 the sync state set, the connections whose acks a SYNC_MASTER in controller mode waits for.
 
 The HA agent writes lines 0 to ``MAX_SLAVES``; the supervisor writes the set (the last two
-lines); the control server reads both for ``ha-status``. One cache line per row::
+lines); the control server reads both for ``ha-status``. The supervisor also empties the
+rows once after an HA agent died, before it starts the next (its slave connections died
+with it: ``ha-status`` must not list them, a SYNC_MASTER must not wait on them); never
+while an HA agent runs, so the rows still have one writer at a time. One cache line per
+row::
 
     line 0       (HA agent) ROWS (rows in use, a prefix of the table)
                  SET_APPLIED (the set version the agent computes CONFIRMED_OFFSET with)

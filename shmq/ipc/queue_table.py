@@ -1,8 +1,11 @@
 """Descriptor of the queue table: one slot per (topic, queue id) and its max offset.
 
-The writer owns the directory (it meets every new queue first, when it assigns queue
-offsets); reput owns the max offsets (the next queue offset a consumer can read, published
-after the consume-queue units are written); consumers and the status command read both::
+The writer owns the directory on a master (it meets every new queue first, when it assigns
+queue offsets); on a slave, whose writer takes no puts, reput adds the queues the master's
+CommitLog brings. Reput owns the max offsets (the next queue offset a consumer can read,
+published after the consume-queue units are written). The supervisor fills both with the
+recovered queues before any agent starts. So each part has one writer at any time;
+consumers and the status command read both::
 
     line 0                  COUNT (directory slots in use; writer)  CAPACITY
     directory slot i (192 B, writer): QUEUE_ID  NAME_LEN, the topic name from byte 16
@@ -45,7 +48,7 @@ def max_offsets(buf: np.ndarray) -> np.ndarray:
 
 
 def add_queue(buf: np.ndarray, words: np.ndarray, topic: bytes, queue_id: int) -> int:
-    """Writer (or the supervisor before agents start): a new slot; returns its index."""
+    """The directory's owner (see the module docstring): a new slot; returns its index."""
     n, capacity = int(words[COUNT]), int(words[CAPACITY])
     if n >= capacity:
         raise ShmqError(f"queue table full: {capacity} queues (maxQueueSlots)")

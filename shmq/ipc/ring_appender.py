@@ -175,9 +175,7 @@ class RingAppender:
 
     def _publish_written(self) -> None:
         """Publish the records written up to ``tail`` / ``seq``."""
-        w = self.w
-        w[ring.SEQ_TAIL] = self.seq
-        w[ring.TAIL] = self.tail
+        ring.publish_tail(self.w, self.tail, self.seq)
         self._wake_writer()
 
     def _wake_writer(self) -> None:

@@ -52,7 +52,7 @@ import time
 from dataclasses import dataclass, field
 
 from shmq import json_file
-from shmq.errors import ConfigError
+from shmq.errors import ConfigError, EpochNotReadyError
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,6 @@ MASTER_ID = 0
 NO_TRUNCATE = -1
 # RocketMQ 5's controllerStorePath is ~/DledgerController
 DEFAULT_STORE_PATH = os.path.join(os.path.expanduser("~"), "shmq", "controller")
-
-
-class EpochNotReady(Exception):
-    """The epoch a broker must truncate to has not reported its start offset yet."""
 
 
 @dataclass
@@ -142,7 +138,7 @@ class BrokerGroup:
         for entry in self.epochs:
             if entry.epoch == epoch:
                 if entry.start_offset < 0:
-                    raise EpochNotReady(f"epoch {epoch}'s start offset is not reported yet")
+                    raise EpochNotReadyError(f"epoch {epoch}'s start offset is not reported yet")
                 return entry.start_offset
         return NO_TRUNCATE  # an epoch before this controller's memory: nothing to compare
 
@@ -238,7 +234,7 @@ class Controller:
         (an empty set records the group alone).
 
         ``ValueError`` for a bad report (an unknown role, a negative number, an epoch the
-        controller never opened, a malformed address); ``EpochNotReady`` when the broker
+        controller never opened, a malformed address); ``EpochNotReadyError`` when the broker
         must truncate to an epoch start not known yet."""
         if not broker_name or not addr:
             raise ValueError(f"brokerName {broker_name!r} and brokerAddr {addr!r} are required")

@@ -13,20 +13,33 @@ refused by name, as is a key it does not know; the black list is RocketMQ's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from shmq.errors import ConfigError
 from shmq.java_properties import escape, parse_properties
-
-if TYPE_CHECKING:
-    from shmq.namesrv.server import NameServer
+from shmq.namesrv.controller import Controller
+from shmq.namesrv.kv_config import KVConfigManager
 
 LIVE_KEYS = ("orderMessageEnable",)
 BLACK_LIST = ("configBlackList", "configStorePath", "kvConfigPath")
 BLACK_LIST_REMARK = "Can not update config in black list."
 
 
-def config_text(ns: NameServer) -> str:
+class NamesrvSettings(Protocol):
+    """Where the settings live: the running ``NameServer``, which answers the two requests
+    with this module (so this module names what it reads instead of importing the server)."""
+
+    kv_config: KVConfigManager
+    controller: Controller | None
+    order_message_enable: bool  # the one setting an update changes
+    scan_interval_ms: int
+    broker_expire_ms: int
+
+    @property
+    def port(self) -> int: ...
+
+
+def config_text(ns: NamesrvSettings) -> str:
     """Every setting as ``key=value`` lines (sorted)."""
     controller = ns.controller
     values = {
@@ -42,7 +55,7 @@ def config_text(ns: NameServer) -> str:
     return "".join(f"{k}={escape(_text(v))}\n" for k, v in sorted(values.items()))
 
 
-def update(ns: NameServer, text: str) -> list[str]:
+def update(ns: NamesrvSettings, text: str) -> list[str]:
     """Apply the keys of properties ``text`` to ``ns``; the black-listed keys (nothing
     changed then: the caller refuses); ``ConfigError`` naming an unknown key, a key read at
     start, or a bad value."""

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from shmq.errors import ConfigError, ResponseError
+from shmq.errors import ConfigError, EpochNotReadyError, ResponseError
 from shmq.names import NAMESPACE_ORDER_TOPIC_CONFIG
 from shmq.namesrv import namesrv_config
 from shmq.namesrv.controller import (
@@ -35,7 +35,6 @@ from shmq.namesrv.controller import (
     MASTER_ROLES,
     NO_TRUNCATE,
     Controller,
-    EpochNotReady,
     RoleDecision,
 )
 from shmq.namesrv.kv_config import KVConfigManager
@@ -230,7 +229,7 @@ class NameServer:
                 else "",
                 starting=starting,
             )
-        except (ValueError, EpochNotReady) as exc:
+        except (ValueError, EpochNotReadyError) as exc:
             raise ResponseError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
 
     def _controller_register(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -46,7 +46,7 @@ from decimal import Decimal
 from enum import IntEnum
 from typing import Any
 
-from shmq.errors import RemotingFrameError, ResponseError
+from shmq.errors import RemotingFrameError, RemotingHeaderError, ResponseError
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
 from shmq.remoting import fastjson
 from shmq.remoting.codes import RequestCode as RequestCode  # re-exported: the codes' usual home
@@ -317,16 +317,6 @@ class RemotingCommand:
                 ext_bytes,
             )
         )
-
-
-class RemotingHeaderError(RemotingFrameError):
-    """A request frame malformed only after its code, opaque and flag were read. Its length
-    was sound, so the stream is still in step: the server answers ``request`` (the part
-    decoded, enough for a response) with SYSTEM_ERROR and keeps the connection."""
-
-    def __init__(self, reason: str, request: RemotingCommand) -> None:
-        super().__init__(reason)
-        self.request = request
 
 
 def _int_field(header: dict[str, Any], name: str, default: int | None = None) -> int:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
-from shmq.codec import record as rec
+from shmq import json_file
+from shmq.client.admin.remote import Remote
 from shmq.codec.consume_queue import (
     BLANK_UNIT_SIZE,
     CQ_UNIT_DTYPE,
@@ -33,32 +33,16 @@ from shmq.codec.consume_queue import (
     count_valid_units,
 )
 from shmq.errors import ConfigError, ShmqError, StoreError
+from shmq.ipc import queue_table as qt
+from shmq.ipc import topic_table as tt
+from shmq.ipc.segment import Segment
+from shmq.remoting.protocol import RequestCode
 from shmq.spark.options import ReadOptions
+from shmq.spark.spec import StoreLayout
 from shmq.store.mapped_file import MappedFile
-from shmq.store.reader import StoreReader
 
 DEFAULT_COMMITLOG_FILE_SIZE = 1 << 30
 DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_UNIT_SIZE
-MASTER_ID = "0"
-
-
-class DataLossError(StoreError):
-    """Offsets a query needs are gone (cleanup deleted them, or the queue was reset)."""
-
-
-@dataclass(frozen=True)
-class StoreLayout:
-    """Where a store is and its file sizes: all an executor needs to read it."""
-
-    root: str
-    commitlog_file_size: int
-    cq_file_size: int
-
-    def reader(self) -> StoreReader:
-        return StoreReader(self.root, self.commitlog_file_size, self.cq_file_size)
-
-    def cq_dir(self, topic: str, queue_id: int) -> str:
-        return os.path.join(self.root, "consumequeue", topic, str(queue_id))
 
 
 def _store_files(directory: str) -> list[str]:
@@ -107,9 +91,6 @@ class _QueueTable:
     """The broker's shared queue table (directory + max offsets), attached read-only."""
 
     def __init__(self, name: str) -> None:
-        from shmq.ipc import queue_table as qt
-        from shmq.ipc.segment import Segment
-
         self.segment = Segment.attach(name, readonly=True)
         self.directory = qt.QueueDirectory(self.segment.buf, self.segment.words)
         self.maxima = qt.max_offsets(self.segment.buf)
@@ -129,16 +110,8 @@ class _QueueTable:
 
 def broker_store_info(namesrv: str, broker: str | None) -> dict:
     """Ask the name server for the master brokers and the chosen one for its store."""
-    from shmq.client.admin.admin import Admin
-    from shmq.remoting.protocol import RequestCode
-
-    with Admin(namesrv) as admin:
-        table = admin.cluster_info().get("brokerAddrTable", {})
-        masters = {
-            name: data["brokerAddrs"][MASTER_ID]
-            for name, data in table.items()
-            if MASTER_ID in data.get("brokerAddrs", {})
-        }
+    with Remote(namesrv) as remote:
+        masters = dict(remote.masters())
         if broker is not None:
             if broker not in masters:
                 known = ", ".join(sorted(masters)) or "none"
@@ -155,16 +128,12 @@ def broker_store_info(namesrv: str, broker: str | None) -> dict:
                 f"({', '.join(sorted(masters))}); choose one with option broker (one query "
                 "reads one broker's store)"
             )
-        address = next(iter(masters.values()))
-        _, info = admin.client.invoke_json(address, RequestCode.GET_STORE_INFO)
-    return info
+        (target,) = masters.items()
+        return remote.call(target, RequestCode.GET_STORE_INFO)[1]
 
 
 def _topic_table_names(name: str) -> set[str]:
     """The topics of a broker's shared topic table (its live topic configs)."""
-    from shmq.ipc import topic_table as tt
-    from shmq.ipc.segment import Segment
-
     try:
         segment = Segment.attach(name, readonly=True)
     except ShmqError:  # the broker is gone: its topics.json still tells
@@ -181,8 +150,6 @@ def _topic_table_names(name: str) -> set[str]:
 def _topics_json_names(config_dir: str) -> set[str]:
     """The topics of a broker's ``topics.json`` in ``config_dir``; none when it is missing
     or unreadable (a store written without a broker has none)."""
-    from shmq import json_file
-
     try:
         data = json_file.load(os.path.join(config_dir, "topics.json"))
     except (OSError, ConfigError):
@@ -300,23 +267,15 @@ class Catalog:
     def _unit_complete(
         self, buf: np.ndarray, index: int, topic: str, queue_id: int, offset: int
     ) -> bool:
+        """Whether the unit at ``index`` of ``buf`` (queue offset ``offset``) is blank, points
+        at a record cleaned away, or owns its record (the store's one rule): a unit reput
+        is still writing does not yet."""
         unit = np.frombuffer(buf, CQ_UNIT_DTYPE, count=1, offset=index * CQ_UNIT_SIZE)[0]
         phys, size = int(unit["offset"]), int(unit["size"])
-        if size == BLANK_UNIT_SIZE:
-            return True
-        mf = self.reader.commitlog.file_at(phys)
-        if mf is None:
-            return True  # cleaned: nothing to check it against, and nothing to read
-        rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
-        local = np.array([phys - mf.file_from_offset], dtype=np.int64)
-        if rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows) != 1:
-            return False
-        row = rows[0]
-        return (
-            int(row[rec.R_SIZE]) == size
-            and int(row[rec.R_QUEUE_ID]) == queue_id
-            and int(row[rec.R_QUEUE_OFFSET]) == offset
-        )
+        if size == BLANK_UNIT_SIZE or self.reader.commitlog.file_at(phys) is None:
+            return True  # padding, or cleaned: nothing to check it against, nothing to read
+        one = (np.array([value], dtype=np.int64) for value in (phys, size, offset))
+        return any(ok.size for _, _, ok in self.reader.records(topic, queue_id, *one))
 
     def commitlog_min(self) -> int:
         names = _store_files(os.path.join(self.layout.root, "commitlog"))

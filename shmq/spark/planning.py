@@ -12,8 +12,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from shmq.errors import ConfigError
-from shmq.spark.catalog import DataLossError
+from shmq.errors import ConfigError, DataLossError
 from shmq.spark.options import EARLIEST, LATEST, Offsets, OffsetSpec
 
 log = logging.getLogger(__name__)

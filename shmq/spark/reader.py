@@ -25,11 +25,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+import shmq.spark.planning as planning
+import shmq.spark.remote as remote
+import shmq.spark.scan as scan
 from shmq.client.transport.chooser import broker_is_local
-from shmq.errors import ConfigError
+from shmq.errors import ConfigError, DataLossError
 from shmq.names import is_system_topic
-from shmq.spark import planning, remote
-from shmq.spark.catalog import Catalog, DataLossError, StoreLayout, broker_store_info
+from shmq.spark.catalog import Catalog, broker_store_info
 from shmq.spark.options import (
     EARLIEST,
     LATEST,
@@ -38,8 +40,8 @@ from shmq.spark.options import (
     offsets_to_json,
 )
 from shmq.spark.planning import Queue, QueueRange
-from shmq.spark.remote import BrokerSource, RemoteCatalog
-from shmq.spark.scan import ScanSpec, read_range
+from shmq.spark.remote import RemoteCatalog
+from shmq.spark.spec import BrokerSource, ScanSpec, StoreLayout
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +161,7 @@ class _CatalogUser:
         opts = self.opts
         spec = ScanSpec(partition.source, opts.tags, opts.include_properties,
                         opts.fail_on_data_loss)  # fmt: skip
-        read = remote.read_range if isinstance(partition.source, BrokerSource) else read_range
+        read = remote.read_range if isinstance(partition.source, BrokerSource) else scan.read_range
         yield from read(spec, partition.topic, partition.queue_id, partition.start, partition.end)
 
 

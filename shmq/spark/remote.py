@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shmq.client.transport.tcp_pull import PULL_TIMEOUT_S, STATUSES, pull_request
+from shmq.client.transport.tcp_pull import PULL_STATUSES, PULL_TIMEOUT_S, pull_request
 from shmq.client.types import MessageQueue, PullStatus
 from shmq.codec import record as rec
 from shmq.codec.pull_body import parse_pull_body
@@ -29,21 +28,12 @@ from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
 from shmq.spark.decode import arrow_schema, record_batch
 from shmq.spark.options import ReadOptions
-from shmq.spark.scan import BATCH_BYTES, ScanSpec, report_lost
+from shmq.spark.spec import BATCH_BYTES, BrokerSource, ScanSpec, report_lost
 
 log = logging.getLogger(__name__)
 
 PULL_BATCH = 32  # 4.9's maxTransferCountOnMessageInMemory: what one pull answers at most
 BATCH_ROWS = 4096  # rows gathered from several pulls into one Arrow batch (at most)
-DEFAULT_GROUP = "shmq-spark-reader"
-
-
-@dataclass(frozen=True)
-class BrokerSource:
-    """Where executors pull from: the broker's address and the group they pull as."""
-
-    address: str
-    group: str = DEFAULT_GROUP
 
 
 class RemoteCatalog:
@@ -119,7 +109,7 @@ def read_range(spec: ScanSpec, topic: str, queue_id: int, start: int, end: int
         while offset < end:
             request = pull_request(source.group, mq, offset, PULL_BATCH, expression, 0)
             reply = client.invoke(source.address, request)
-            status = STATUSES.get(reply.code)
+            status = PULL_STATUSES.get(reply.code)
             if status is None:
                 raise ResponseError(
                     reply.code, f"pull of {topic}:{queue_id} from {source.address}: {reply.remark}"

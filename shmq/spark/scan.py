@@ -9,10 +9,7 @@ Units or records that cleanup deleted are data loss: fail, or skip them with a w
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -21,39 +18,13 @@ import pyarrow.compute as pc
 from shmq.codec import java_hash
 from shmq.codec import record as rec
 from shmq.errors import CorruptStoreError
-from shmq.spark.catalog import DataLossError, StoreLayout
 from shmq.spark.decode import arrow_schema, record_batch
+from shmq.spark.spec import BATCH_BYTES, ScanSpec, StoreLayout, report_lost
 from shmq.store.reader import StoreReader, topic_bytes
 
-if TYPE_CHECKING:
-    from shmq.spark.remote import BrokerSource
-
-log = logging.getLogger(__name__)
-
-# Units decoded per step: big enough to amortise Spark's per-batch cost, small enough that
-# a batch of large messages stays well below Arrow's 2 GiB binary limit.
+# Units decoded per step: big enough to amortise Spark's per-batch cost (``BATCH_BYTES``
+# caps a batch of large messages).
 BATCH_ROWS = 65_536
-BATCH_BYTES = 256 << 20
-
-
-@dataclass(frozen=True)
-class ScanSpec:
-    """Everything about a read that is the same for all of a query's partitions."""
-
-    source: StoreLayout | BrokerSource  # the store's files, or the broker to pull from
-    tags: frozenset[str] | None
-    include_properties: bool
-    fail_on_data_loss: bool
-
-
-def report_lost(topic: str, queue_id: int, start: int, end: int, what: str, fail: bool) -> None:
-    message = (
-        f"{topic} queue {queue_id}: offsets [{start}, {end}) are gone from the store ({what} "
-        "deleted by cleanup while the query ran)"
-    )
-    if fail:
-        raise DataLossError(message + "; set option failOnDataLoss=false to skip them")
-    log.warning("%s; skipped (failOnDataLoss=false)", message)
 
 
 def read_range(

@@ -26,14 +26,17 @@ from shmq.codec.record_pack import tail as record_tail
 from shmq.config import MessageStoreConfig, parse_host
 from shmq.errors import (
     InvalidMessageError,
+    InvalidMessageIdError,
     InvalidTopicError,
     MessageTooLargeError,
     StoreClosedError,
     StoreError,
 )
 from shmq.message import (
+    MessageExt,
     body_arrays,
     pack_host,
+    parse_offset_msg_id,
     validate_body,
     validate_topic,
 )
@@ -43,24 +46,28 @@ from shmq.store import cleanup
 from shmq.store.checkpoint import Checkpoint
 from shmq.store.commitlog import SCAN_ROWS, CommitLog
 from shmq.store.consume_queue import next_life_offset
-from shmq.store.dispatch import MAX_QUEUE_ID, Dispatcher
+from shmq.store.dispatch.dispatcher import MAX_QUEUE_ID, Dispatcher
+from shmq.store.dispatch.topic_purge import append_deletion
+from shmq.store.fetch import QueueBounds, transfer_limits
 from shmq.store.index.service import IndexService
 from shmq.store.lock import AbortMarker, StoreLock
-from shmq.store.reads import StoreReads
+from shmq.store.reader import StoreReader
 from shmq.store.recovery import RecoveryReport, recover_commitlog
 from shmq.store.results import (
     BatchPutResult,
+    GetResult,
+    GetStatus,
     PutResult,
     PutStatus,
+    parse_tag_filter,
 )
-from shmq.store.topic_purge import append_deletion
 
 log = logging.getLogger(__name__)
 
 _new_tuple = tuple.__new__
 
 
-class MessageStore(StoreReads):
+class MessageStore:
     """RocketMQ's storage engine over one directory.
 
     Example::
@@ -142,6 +149,11 @@ class MessageStore(StoreReads):
         )
         self.dispatcher.load()
         self.consume_queues = self.dispatcher.consume_queues
+        # reads go through the one reader every process has, on this store's files
+        self.reader = StoreReader(
+            root, cfg.mapped_file_size_commit_log, cfg.consume_queue_file_size
+        )
+        self._limits = transfer_limits(cfg)
         self.recovery = self._recover(abnormal)
         self._abort.create()
         self._put_count = 0
@@ -512,11 +524,112 @@ class MessageStore(StoreReads):
     def _close_files(self) -> None:
         """Unmap whatever is open (also after a failed open, where only some parts exist)."""
         parts = [getattr(self, "commitlog", None), getattr(self, "index", None)]
+        parts.append(getattr(self, "reader", None))
         parts += list(getattr(self, "consume_queues", {}).values())
         parts.append(getattr(self, "checkpoint", None))
         for part in parts:
             if part is not None:
                 part.close()
+
+    # -- reads: RocketMQ's getMessage, viewMessage, queryMessage and the offset lookups ---
+
+    def get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        tag_filter: str | None = None,
+    ) -> GetResult:
+        """Read up to ``max_count`` dispatched messages from queue offset ``offset`` by
+        RocketMQ 4.9's rule (``store.fetch``): offsets out of range give a status and a
+        corrected ``next_begin_offset``, never an exception; ``tag_filter`` (``"A || B"``)
+        compares tag hashes as the broker does; one call returns at most the config's
+        ``maxTransfer*`` messages and bytes (the first message always)."""
+        self._check_open()
+        codes = parse_tag_filter(tag_filter)
+        with self._lock:
+            cq = self.consume_queues.get((topic, queue_id))
+            if cq is None:
+                return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, [], 0, 0, 0)
+            cl = self.commitlog
+            bounds = QueueBounds(cq.min_offset, cq.max_offset, cl.min_offset, cl.max_offset,
+                                 self.config.mapped_file_size_commit_log)  # fmt: skip
+            fetch = self.reader.fetch(topic, queue_id, offset, max_count, codes, bounds,
+                                      self._limits)  # fmt: skip
+            status, messages = fetch.status, []
+            if status is GetStatus.FOUND:
+                messages = self.reader.messages(topic, queue_id, fetch)
+                if not messages:  # units that own no record (damaged): nothing to hand out
+                    status = GetStatus.NO_MATCHED_MESSAGE
+            return GetResult(status, messages, fetch.next_begin_offset, fetch.min_offset,
+                             fetch.max_offset)  # fmt: skip
+
+    def view(self, msg_id: str) -> MessageExt | None:
+        """The message with this offset message id (as ``queryMsgById``), or None."""
+        _, phys = parse_offset_msg_id(msg_id)
+        return self.view_by_offset(phys)
+
+    def view_by_offset(self, physical_offset: int) -> MessageExt | None:
+        """The message stored at ``physical_offset``, CRC-checked, or None."""
+        self._check_open()
+        if physical_offset < 0:
+            raise InvalidMessageIdError(f"physical offset {physical_offset} is negative")
+        with self._lock:
+            return self._view(physical_offset)
+
+    def _view(self, physical_offset: int) -> MessageExt | None:
+        """The message at ``physical_offset`` if it lies in the CommitLog as it is now (a
+        truncated tail's records are still in its file, but no longer stored)."""
+        cl = self.commitlog
+        if not cl.min_offset <= physical_offset < cl.max_offset:
+            return None
+        return self.reader.view(physical_offset)
+
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+        max_num: int = 32,
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS or UNIQ_KEY include ``key``, stored within
+        ``[begin_ms, end_ms]``, newest first, at most ``max_num`` (capped at
+        ``maxMsgsNumBatch``)."""
+        self._check_open()
+        end_ms = int(time.time() * 1000) + 1000 if end_ms is None else end_ms
+        with self._lock:
+            found: list[MessageExt] = []
+            for phys in self.index.query(topic, key, max_num, begin_ms, end_ms):
+                msg = self._view(phys)
+                if (
+                    msg is not None
+                    and msg.topic == topic
+                    and (key in msg.keys or msg.uniq_key == key)
+                    and msg.queue_offset >= self.get_min_offset_in_queue(topic, msg.queue_id)
+                ):  # not a message of a deleted topic's earlier life (``topic_purge``)
+                    found.append(msg)
+            return found
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return cq.max_offset if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return cq.min_offset if cq is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after ``timestamp_ms``
+        (the max offset when none was); used by ConsumeFromWhere TIMESTAMP and reset."""
+        self._check_open()
+        with self._lock:
+            cq = self.consume_queues.get((topic, queue_id))
+            if cq is None:
+                return 0
+            return self.reader.offset_by_time(topic, queue_id, timestamp_ms, cq.min_offset,
+                                              cq.max_offset)  # fmt: skip
 
     def _check_open(self) -> None:
         if self._closed:

@@ -11,33 +11,23 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import struct
 import time
 from collections.abc import Iterator
 
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.consume_queue import (
-    CQ_UNIT_DTYPE,
-    CQ_UNIT_SIZE,
-    match_tags,
-    pick_units,
-    read_units,
-)
+from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, own_records
 from shmq.codec.record_copy import copy_owned_records, gather_owned_bodies, owned_room
 from shmq.errors import CorruptStoreError
 from shmq.message import MessageBatch, MessageExt
 from shmq.properties import PROPERTY_TAGS, decode_properties
 from shmq.store.commitlog import ScanBatch, stored_messages
 from shmq.store.consume_queue import first_stored
+from shmq.store.fetch import LOCAL, Fetch, QueueBounds, TransferLimits, get_message
 from shmq.store.mapped_file import MappedFile, offset_to_file_name
+from shmq.store.results import GetStatus
 
-# RocketMQ scans at most this many units per pull when filtering by tag.
-MAX_FILTER_SCAN = 16_000
-
-
-_I64 = struct.Struct(">q")
 VANISHED_CHECK_S = 1.0
 COMMITLOG_FILES_MAPPED = 8
 
@@ -167,6 +157,32 @@ class StoreReader:
                 return first + alive
         return max_offset
 
+    def fetch(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        codes: np.ndarray | None,
+        bounds: QueueBounds,
+        limits: TransferLimits,
+    ) -> Fetch:
+        """One read of a queue by the store's rule (``store.fetch``): which units from
+        ``offset``, at most ``max_nums``, only those whose tag hash is in ``codes`` when
+        given; ``bounds`` are the queue's and the CommitLog's as published (a reader never
+        looks past them). The records are handed over by ``messages``, ``message_batch``
+        or ``copy_records``."""
+        files = self._queue(topic, queue_id)
+
+        def units_file(at: int) -> tuple[np.ndarray, int] | None:
+            mf = files.file_at(at * CQ_UNIT_SIZE)
+            if mf is None:
+                return None
+            return mf.read_view, at - mf.file_from_offset // CQ_UNIT_SIZE
+
+        units_per_file = self.cq_file_size // CQ_UNIT_SIZE
+        return get_message(units_file, units_per_file, offset, max_nums, codes, bounds, limits)
+
     def read_queue(
         self,
         topic: str,
@@ -174,50 +190,15 @@ class StoreReader:
         offset: int,
         max_offset: int,
         max_count: int,
-        tag_codes: np.ndarray | None = None,
+        codes: np.ndarray | None = None,
     ) -> tuple[list[MessageExt], int]:
-        """Messages from queue offset ``offset`` (below the published ``max_offset``), at
-        most ``max_count``, only those whose tag hash is in ``tag_codes`` when given.
-        Returns them and the next offset to read."""
-        if tag_codes is None:
-            return self._read_untagged(topic, queue_id, offset, max_offset, max_count)
-        phys, sizes, qoffs, next_offset = self._pick(
-            topic, queue_id, offset, max_offset, max_count, tag_codes
-        )
-        messages: list[MessageExt] = []
-        for mf, rows, ok in self.records(topic, queue_id, phys, sizes, qoffs):
-            messages += ScanBatch(mf, rows).messages(ok, topic)
-        return messages, next_offset
-
-    def _read_untagged(
-        self, topic: str, queue_id: int, offset: int, max_offset: int, max_count: int
-    ) -> tuple[list[MessageExt], int]:
-        """``read_queue`` without a tag filter: units ``[offset, end)`` of one consume-queue
-        file, their records parsed and matched by one kernel call per CommitLog file."""
-        end = min(max_offset, offset + max_count)
-        cq = self._queue(topic, queue_id).file_at(offset * CQ_UNIT_SIZE)
-        if cq is None or end <= offset:
-            return [], self._past_missing(topic, queue_id, offset, max_offset)
-        first = offset - cq.file_from_offset // CQ_UNIT_SIZE  # the unit's index in its file
-        count = min(end - offset, self.cq_file_size // CQ_UNIT_SIZE - first)
-        rows = np.empty((count, rec.N_COLS), dtype=np.int64)
-        cols = np.empty((count, 5), dtype=np.int64)
-        name = topic_bytes(topic)
-        messages: list[MessageExt] = []
-        i = 0
-        while i < count:
-            (phys,) = _I64.unpack_from(cq.buf, (first + i) * CQ_UNIT_SIZE)
-            mf = self.commitlog.file_at(phys)
-            if mf is None:  # removed by cleanup
-                i += 1
-                continue
-            n, k, lo, hi, total = read_units(cq.buf, first + i, count - i, mf.buf,
-                                             mf.file_from_offset, name, queue_id, offset + i,
-                                             rows, cols)  # fmt: skip
-            if k:
-                messages += stored_messages(mf.buf, cols[:k].tolist(), lo, hi, total, topic)
-            i += n
-        return messages, offset + count
+        """``fetch`` then ``messages`` for a reader that knows only the queue's published
+        end (the broker's own scans, tools): at most ``max_count`` messages from
+        ``offset``, and where the next read begins."""
+        fetch = self.fetch(topic, queue_id, offset, max_count, codes, self._bounds(max_offset),
+                           LOCAL)  # fmt: skip
+        found = fetch.status is GetStatus.FOUND
+        return (self.messages(topic, queue_id, fetch) if found else []), fetch.next_begin_offset
 
     def read_queue_bulk(
         self,
@@ -226,15 +207,44 @@ class StoreReader:
         offset: int,
         max_offset: int,
         max_count: int,
-        tag_codes: np.ndarray | None = None,
+        codes: np.ndarray | None = None,
         tags: frozenset[str] | None = None,
     ) -> tuple[MessageBatch, int]:
-        """``read_queue`` as one ``MessageBatch``: the bodies copied by one kernel call per
-        CommitLog file, no object per message. ``tags``: keep only messages whose tag is
-        one of these (the string check after the hash filter)."""
-        phys, sizes, qoffs, next_offset = self._pick(
-            topic, queue_id, offset, max_offset, max_count, tag_codes
-        )
+        """``read_queue`` as one ``MessageBatch`` (``message_batch``)."""
+        fetch = self.fetch(topic, queue_id, offset, max_count, codes, self._bounds(max_offset),
+                           LOCAL)  # fmt: skip
+        return self.message_batch(topic, queue_id, fetch, tags), fetch.next_begin_offset
+
+    def _bounds(self, max_offset: int) -> QueueBounds:
+        """Bounds from the queue's end alone: a unit whose CommitLog file is gone is skipped
+        when its record is read."""
+        return QueueBounds(0, max_offset, 0, 0, self.commitlog.file_size)
+
+    def messages(self, topic: str, queue_id: int, fetch: Fetch) -> list[MessageExt]:
+        """The messages of the units ``fetch`` took that own their records, decoded from one
+        copy of their records per CommitLog file."""
+        phys, sizes, qoffs = fetch.phys, fetch.sizes, fetch.queue_offsets
+        n = phys.shape[0]
+        rows = np.empty((n, rec.N_COLS), dtype=np.int64)
+        cols = np.empty((n, 5), dtype=np.int64)
+        name = topic_bytes(topic)
+        messages: list[MessageExt] = []
+        for mf, i, j in self._file_runs(phys):
+            k, lo, hi, total = own_records(mf.read_view, phys[i:j] - mf.file_from_offset,
+                                           sizes[i:j], qoffs[i:j], name, queue_id,
+                                           mf.file_from_offset, rows, cols)  # fmt: skip
+            if k:
+                messages += stored_messages(mf.buf, cols[:k].tolist(), lo, hi, total, topic)
+        return messages
+
+    def message_batch(
+        self, topic: str, queue_id: int, fetch: Fetch, tags: frozenset[str] | None = None
+    ) -> MessageBatch:
+        """The units ``fetch`` took as one ``MessageBatch``: the bodies of the records they
+        own, copied by one kernel call per CommitLog file, no object per message. ``tags``:
+        keep only messages whose tag is one of these (the string check after the hash
+        filter: two tags may share a hash)."""
+        phys, sizes, qoffs = fetch.phys, fetch.sizes, fetch.queue_offsets
         if tags is not None:
             phys, sizes, qoffs = self._tagged(topic, queue_id, phys, sizes, qoffs, tags)
         n = phys.shape[0]
@@ -246,12 +256,11 @@ class StoreReader:
         name = topic_bytes(topic)
         k = 0
         for mf, i, j in self._file_runs(phys):
-            k = gather_owned_bodies(mf.buf, phys[i:j] - mf.file_from_offset, sizes[i:j],
+            k = gather_owned_bodies(mf.read_view, phys[i:j] - mf.file_from_offset, sizes[i:j],
                                     qoffs[i:j], name, queue_id, mf.file_from_offset, bodies,
                                     body_offs, k, queue_offs, store_ts)  # fmt: skip
-        batch = MessageBatch(topic, queue_id, bodies[: body_offs[k]], body_offs[: k + 1],
-                             queue_offs[:k], store_ts[:k])  # fmt: skip
-        return batch, next_offset
+        return MessageBatch(topic, queue_id, bodies[: body_offs[k]], body_offs[: k + 1],
+                            queue_offs[:k], store_ts[:k])  # fmt: skip
 
     def _tagged(
         self,
@@ -262,8 +271,7 @@ class StoreReader:
         qoffs: np.ndarray,
         tags: frozenset[str],
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The units whose record's tag is one of ``tags`` (the string check after the
-        consume queue's hash filter: two tags may share a hash)."""
+        """The units whose record's tag is one of ``tags``."""
         keep = [
             int(rows[r, rec.R_QUEUE_OFFSET])
             for mf, rows, ok in self.records(topic, queue_id, phys, sizes, qoffs)
@@ -273,56 +281,20 @@ class StoreReader:
         picked = np.isin(qoffs, keep)
         return phys[picked], sizes[picked], qoffs[picked]
 
-    def _pick(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_offset: int,
-        max_count: int,
-        tag_codes: np.ndarray | None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """CommitLog offsets, sizes and queue offsets of the units to read, and the next
-        queue offset."""
-        end = min(max_offset, offset + (MAX_FILTER_SCAN if tag_codes is not None else max_count))
-        units, first = self.units(topic, queue_id, offset, end)
-        if units.size == 0:
-            empty = np.empty(0, np.int64)
-            return empty, empty, empty, self._past_missing(topic, queue_id, offset, max_offset)
-        mf = self._queue(topic, queue_id).file_at(offset * CQ_UNIT_SIZE)
-        picked = np.arange(units.size)
-        if tag_codes is not None:
-            picked = picked[: match_tags(mf.buf, first, units.size, tag_codes, picked)]
-        phys, sizes, qoffs = (np.empty(min(picked.size, max_count), np.int64) for _ in "psq")
-        n, taken = pick_units(mf.buf, first, picked, max_count, phys, sizes, qoffs, offset)
-        next_offset = offset + (int(picked[taken - 1]) + 1 if n == max_count else units.size)
-        return phys[:n], sizes[:n], qoffs[:n], next_offset
-
-    def _past_missing(self, topic: str, queue_id: int, offset: int, max_offset: int) -> int:
-        """Where reading goes on when no consume-queue file holds ``offset``: the next
-        file's start when that one is gone (cleanup, or its topic was deleted), at most
-        ``max_offset``; ``offset`` otherwise."""
-        if max_offset <= offset:
-            return offset
-        start = self._queue(topic, queue_id).next_start(offset * CQ_UNIT_SIZE)
-        return offset if start is None else min(start // CQ_UNIT_SIZE, max_offset)
-
-    def copy_records(
-        self, topic: str, queue_id: int, phys: np.ndarray, sizes: np.ndarray, qoffs: np.ndarray
-    ) -> tuple[np.ndarray, int]:
-        """The records the units (``phys``, ``sizes``, queue offsets ``qoffs``, in queue
-        order) point at, as stored and back to back (a TCP pull's body), and how many;
-        units whose file is gone (cleanup) or whose record they do not own are skipped
+    def copy_records(self, topic: str, queue_id: int, fetch: Fetch) -> tuple[np.ndarray, int]:
+        """The records of the units ``fetch`` took, as stored and back to back (a TCP
+        pull's body), and how many; units whose record they do not own are skipped
         (``record_copy``)."""
+        phys, sizes, qoffs = fetch.phys, fetch.sizes, fetch.queue_offsets
         # room for every record a unit may own: a damaged unit's size (negative, or past
         # a CommitLog file) owns none, and must not size the buffer
         out = np.empty(owned_room(sizes, self.commitlog.file_size), dtype=np.uint8)
         end = copied = 0
         name = topic_bytes(topic)
         for mf, i, j in self._file_runs(phys):
-            end, n = copy_owned_records(mf.buf, phys[i:j] - mf.file_from_offset, sizes[i:j],
-                                        qoffs[i:j], name, queue_id, mf.file_from_offset, out,
-                                        end)  # fmt: skip
+            end, n = copy_owned_records(mf.read_view, phys[i:j] - mf.file_from_offset,
+                                        sizes[i:j], qoffs[i:j], name, queue_id,
+                                        mf.file_from_offset, out, end)  # fmt: skip
             copied += n
         return out[:end], copied
 

@@ -10,7 +10,10 @@ import tempfile
 from collections.abc import Iterator
 
 from shmq.config import MessageStoreConfig
+from shmq.store.fetch import LOCAL, QueueBounds
 from shmq.store.message_store import MessageStore
+from shmq.store.reader import StoreReader
+from shmq.store.results import parse_tag_filter
 
 TOPIC = "WarmUp"
 
@@ -35,18 +38,20 @@ def scratch_store() -> Iterator[tuple[str, MessageStore]]:
 
 
 def warm_up_reads() -> None:
-    """The consumers' read path (``StoreReader``: consume-queue units, records matched to
-    their units, tag filters, bulk bodies), on read-only mappings as consumers have them."""
-    from shmq.store.reader import StoreReader
-    from shmq.store.results import parse_tag_filter
-
+    """The consumers' read path (``StoreReader``: the fetch rule over consume-queue units,
+    with and without a tag filter, records matched to their units, bulk bodies, records as
+    stored), on read-only mappings as consumers have them."""
     with scratch_store() as (root, store):
         reader = StoreReader(root, store.config.mapped_file_size_commit_log,
                              store.config.consume_queue_file_size)  # fmt: skip
+        bounds = QueueBounds(
+            0, 1, 0, store.max_physical_offset, store.config.mapped_file_size_commit_log
+        )
         try:
-            reader.read_queue(TOPIC, 0, 0, 1, 32)
-            reader.read_queue(TOPIC, 0, 0, 1, 32, parse_tag_filter("t"))
-            reader.read_queue_bulk(TOPIC, 0, 0, 1, 32)
-            reader.read_queue_bulk(TOPIC, 0, 0, 1, 32, parse_tag_filter("t"), frozenset("t"))
+            for codes in (None, parse_tag_filter("t")):
+                fetch = reader.fetch(TOPIC, 0, 0, 32, codes, bounds, LOCAL)
+                reader.messages(TOPIC, 0, fetch)
+                reader.message_batch(TOPIC, 0, fetch, frozenset("t"))
+                reader.copy_records(TOPIC, 0, fetch)
         finally:
             reader.close()

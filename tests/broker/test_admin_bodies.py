@@ -10,7 +10,8 @@ import os
 
 import pytest
 import wire_client as wc
-from test_remoting_send import max_offset, send, until
+from test_remoting_send import dispatched, send
+from waiting import wait_for
 
 GET_ALL_TOPIC_CONFIG, GET_BROKER_CONFIG, GET_BROKER_RUNTIME_INFO, HEART_BEAT = 21, 26, 28, 34
 GET_BROKER_CLUSTER_INFO = 106
@@ -56,7 +57,7 @@ def test_stats_bodies_as_mqadmin_reads_them(shared_broker):
     broker, _ = shared_broker
     for i in range(3):
         assert send(broker, "AdmStats", 1, {"TAGS": "a"}, f"m{i}".encode()).code == wc.SUCCESS
-    until(lambda: max_offset(broker, "AdmStats", 1) == 3)
+    dispatched(broker, "AdmStats", 1, 3)
 
     stats, raw = call(broker.address, GET_TOPIC_STATS_INFO, {"topic": "AdmStats"})
     assert raw.startswith(b'{"offsetTable":{{"brokerName":')  # object keys, as fastjson
@@ -86,7 +87,7 @@ def test_broker_consume_stats_as_mqadmin_reads_it(shared_broker):
     broker, _ = shared_broker
     for i in range(3):
         assert send(broker, "AdmBroker", 0, {}, f"m{i}".encode()).code == wc.SUCCESS
-    until(lambda: max_offset(broker, "AdmBroker", 0) == 3)
+    dispatched(broker, "AdmBroker", 0, 3)
     with wc.WireClient(broker.address) as c:
         header = wc.offset_header("adm-broker-g", "AdmBroker", 0, 1)
         assert c.call(wc.UPDATE_CONSUMER_OFFSET, header).code == wc.SUCCESS
@@ -113,7 +114,7 @@ def test_reset_offset_body_as_mqadmin_reads_it(shared_broker):
     broker, _ = shared_broker
     for i in range(2):
         assert send(broker, "AdmReset", 0, {}, f"m{i}".encode()).code == wc.SUCCESS
-    until(lambda: max_offset(broker, "AdmReset", 0) == 2)
+    dispatched(broker, "AdmReset", 0, 2)
     with wc.WireClient(broker.address) as c:
         header = wc.offset_header("adm-reset-g", "AdmReset", 0, 2)
         assert c.call(wc.UPDATE_CONSUMER_OFFSET, header).code == wc.SUCCESS
@@ -252,7 +253,7 @@ def test_producer_connection_as_mqadmin_reads_it(shared_broker, encoding):
     (ring,) = by_id.values()
     assert ring["clientId"] == f"{broker.config.broker_ip1}@{os.getpid()}"
     assert (ring["clientAddr"], ring["language"]) == ("shared memory", "PYTHON")
-    refused = until(gone)
+    refused = wait_for(gone, what=f"the broker to forget producer group {group}")
     assert (refused.code, refused.remark) == (
         wc.SYSTEM_ERROR, f"the producer group[{group}] not exist")  # fmt: skip
 
@@ -279,7 +280,8 @@ def test_broker_config_as_mqadmin_reads_it(shared_broker):
 def test_namesrv_bodies_as_mqadmin_reads_them(shared_broker):
     broker, namesrv = shared_broker
     assert send(broker, "AdmList", 0, {}).code == wc.SUCCESS
-    until(lambda: "AdmList" in call(namesrv, GET_ALL_TOPIC_LIST_FROM_NAMESERVER)[0]["topicList"])
+    wait_for(lambda: "AdmList" in call(namesrv, GET_ALL_TOPIC_LIST_FROM_NAMESERVER)[0]["topicList"],
+             what="AdmList in the namesrv's topic list")  # fmt: skip
     topics, _ = call(namesrv, GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
     assert set(topics) == {"topicList"} and all(isinstance(t, str) for t in topics["topicList"])
 

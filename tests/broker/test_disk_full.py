@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from pathlib import Path
 
 import pytest
-from test_ha import caught_up, commitlog_bytes, read_log, wait_until
+from test_ha import caught_up, commitlog_bytes, read_log
+from waiting import wait_for
 
 from e2e_helpers import cluster, free_port, shm_entries, small_tmpfs, until_sent
 from shmq.client.consumer.lite_pull import PullConsumer
@@ -51,14 +51,14 @@ def send_until_refused(producer: Producer, limit: int = 20_000) -> tuple[int, st
 
 
 def read_all(namesrv: str, group: str, expected: int) -> int:
-    got = 0
+    """How many messages a new consumer reads from the first offset, once ``expected``."""
+    got: list = []
     with PullConsumer(group, namesrv, consume_from_where="FIRST_OFFSET") as pc:
         pc.subscribe(TOPIC)
         pc.start()
-        deadline = time.monotonic() + 30
-        while got < expected and time.monotonic() < deadline:
-            got += len(pc.poll(0.5))
-    return got
+        wait_for(lambda: got.extend(pc.poll(0.5)) or len(got) >= expected, interval=0,
+                 what=f"{expected} messages of {TOPIC}")  # fmt: skip
+    return len(got)
 
 
 def agents(c) -> dict:
@@ -122,8 +122,10 @@ def test_a_full_disk_slave_ends_replication_keeps_its_store_and_the_master_serve
             fill(disk, leave=FILE // 2)  # no room for the slave's second CommitLog file
             sent = [producer.send(Message(TOPIC, b"x" * 1000)).send_status for _ in range(1500)]
             assert set(sent) == {SendStatus.SEND_OK}  # beyond the first file: on the master
-            wait_until(lambda: "no disk space" in read_log(tmp_path, "slave.log"),
-                       what="the slave to name the full disk")  # fmt: skip
+            wait_for(
+                lambda: "no disk space" in read_log(tmp_path, "slave.log"),
+                what="the slave to name the full disk",
+            )
             problem = next(
                 line
                 for line in read_log(tmp_path, "slave.log").splitlines()

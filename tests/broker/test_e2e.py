@@ -9,6 +9,7 @@ import signal
 import time
 
 import pytest
+from waiting import wait_for
 
 from e2e_helpers import cluster, read_json_lines, shm_entries
 from spec_decoder import read_consume_queue, walk_commitlog
@@ -21,13 +22,10 @@ def wait_all(procs, timeout: float = 120.0) -> None:
         assert proc.returncode == 0, f"client exited with {proc.returncode}"
 
 
-def wait_lines(path: str, count: int, timeout: float = 60.0) -> None:
+def wait_lines(path: str, count: int) -> None:
     """Until the client's output file has ``count`` lines (a produce loop well under way)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if os.path.exists(path) and len(read_json_lines(path)) >= count:
-            return
-        time.sleep(0.05)
+    wait_for(lambda: len(read_json_lines(path)) >= count, ignore=FileNotFoundError,
+             what=f"{count} lines in {path}")  # fmt: skip
 
 
 def stored_bodies(store: str, topic: str) -> collections.Counter:
@@ -39,7 +37,6 @@ def test_producers_and_consumers_exactly_once_in_order(tmp_path):
     before = shm_entries()
     with cluster(tmp_path) as c:
         c.create_topic("E2E", 4)
-        time.sleep(1.2)  # the broker re-registers the topic with the namesrv
         producers = [
             c.client(
                 "produce",

@@ -11,8 +11,9 @@ import signal
 import time
 
 import pytest
-from test_ha import TOPIC, commitlog_bytes, ha_status, sigkill_broker, wait_until
+from test_ha import TOPIC, commitlog_bytes, ha_status, sigkill_broker
 from test_slave_reads import topics_of
+from waiting import wait_for
 
 from e2e_helpers import cluster, free_port, pull_all, shm_entries
 from shmq import Message, Producer
@@ -45,7 +46,7 @@ def fail_over(c, p: Producer, dead: str, acked: list[bytes], label: str) -> None
     sigkill_broker(c, dead)
     started = time.monotonic()
     first = f"first after {label}".encode()
-    wait_until(lambda: send_ok(p, first), SWITCH_BOUND_S, "a send to the promoted slave")
+    wait_for(lambda: send_ok(p, first), timeout=SWITCH_BOUND_S, what="a send to the promoted slave")
     print(f"failover ({label}): sends succeed again {time.monotonic() - started:.2f} s after"
           " the master died")  # fmt: skip
     acked.append(first)
@@ -64,12 +65,12 @@ def test_controller_failover_promotes_the_slave_and_the_old_master_rejoins(tmp_p
         c.create_topic(TOPIC, 2)
         c.add_broker("slave", brokerName="broker-a", brokerId=1, brokerRole="SLAVE",
                      haListenPort=free_port())  # fmt: skip
-        wait_until(lambda: c.runtime_info()["ha_slaves"] == 1, what="the slave to connect")
-        wait_until(lambda: TOPIC in topics_of(c, "slave"), what="the slave to copy the topic")
+        wait_for(lambda: c.runtime_info()["ha_slaves"] == 1, what="the slave to connect")
+        wait_for(lambda: TOPIC in topics_of(c, "slave"), what="the slave to copy the topic")
         with Producer("fo-p", c.namesrv, send_timeout=3, poll_name_server_interval=1.0) as p:
             acked = [f"before-{i}".encode() for i in range(300)]
             assert all(send_ok(p, body) for body in acked)
-            wait_until(lambda: not controller_state(c)["alone"], what="the slave in sync")
+            wait_for(lambda: not controller_state(c)["alone"], what="the slave in sync")
 
             fail_over(c, p, "broker-a", acked, "the first switch")
             info = c.runtime_info("slave")  # a SYNC group's promoted master stays SYNC,
@@ -81,13 +82,15 @@ def test_controller_failover_promotes_the_slave_and_the_old_master_rejoins(tmp_p
             assert set(acked) <= got
 
             c.start_broker("broker-a")  # asks the controller: a slave now, truncated, following
-            old = wait_until(
+            old = wait_for(
                 lambda: c.runtime_info()["broker_role"] == "SLAVE" and c.runtime_info(),
                 what="the old master to rejoin as a slave",
             )
             assert old["broker_id"] > 0
-            status = wait_until(lambda: (s := ha_status(c, "slave"))["slaves"] and s,
-                                what="the old master to connect as a slave")  # fmt: skip
+            status = wait_for(
+                lambda: (s := ha_status(c, "slave"))["slaves"] and s,
+                what="the old master to connect as a slave",
+            )
             assert len(status["slaves"]) == 1
 
             def same_end():
@@ -95,12 +98,12 @@ def test_controller_failover_promotes_the_slave_and_the_old_master_rejoins(tmp_p
                 end = new["write_offset"]
                 return end if old["write_offset"] == end else 0
 
-            end = wait_until(same_end, what="the old master to catch up")
+            end = wait_for(same_end, what="the old master to catch up")
             assert commitlog_bytes(c.store, end) == commitlog_bytes(c.brokers["slave"].store, end)
 
             # caught up, the old master is in sync again: the new master's sends wait for
             # its acks, and it is electable; a second failover back to it loses nothing
-            wait_until(lambda: not controller_state(c)["alone"], what="the old master in sync")
+            wait_for(lambda: not controller_state(c)["alone"], what="the old master in sync")
             assert not ha_status(c, "slave")["ackAlone"]
             more = [f"in sync again {i}".encode() for i in range(100)]
             assert all(send_ok(p, body) for body in more)
@@ -109,8 +112,10 @@ def test_controller_failover_promotes_the_slave_and_the_old_master_rejoins(tmp_p
             assert c.runtime_info()["broker_role"] == "SYNC_MASTER"
         assert set(acked) <= pull_all(c.namesrv, "fo-reader-2", TOPIC, set(acked))
         c.start_broker("slave")  # rejoins in turn (and removes what the killed one left)
-        wait_until(lambda: c.runtime_info("slave")["broker_role"] == "SLAVE",
-                   what="the second old master to rejoin as a slave")  # fmt: skip
+        wait_for(
+            lambda: c.runtime_info("slave")["broker_role"] == "SLAVE",
+            what="the second old master to rejoin as a slave",
+        )
     assert shm_entries() <= before
 
 
@@ -144,8 +149,10 @@ def test_with_two_slaves_only_a_slave_of_the_sync_state_set_is_elected(tmp_path)
             c.add_broker(f"slave{i}", brokerName="broker-a", brokerId=i, brokerRole="SLAVE",
                          haListenPort=free_port())  # fmt: skip
         slave1, slave2 = c.brokers["slave1"].address, c.brokers["slave2"].address
-        wait_until(lambda: controller_state(c)["syncStateSet"] == sorted([slave1, slave2]),
-                   what="both slaves in the sync state set")  # fmt: skip
+        wait_for(
+            lambda: controller_state(c)["syncStateSet"] == sorted([slave1, slave2]),
+            what="both slaves in the sync state set",
+        )
         status = ha_status(c, "broker-a")["slaves"]
         assert len(status) == 2 and all(s["inSyncStateSet"] for s in status)
         with Producer("fo2-p", c.namesrv, send_timeout=3, poll_name_server_interval=1.0) as p:
@@ -154,9 +161,12 @@ def test_with_two_slaves_only_a_slave_of_the_sync_state_set_is_elected(tmp_path)
             frozen = broker_pids(c, "slave2")
             signal_all(frozen, signal.SIGSTOP)
             try:
-                wait_until(lambda: controller_state(c)["syncStateSet"] == [slave1], 30,
-                           "the frozen slave out of the sync state set")  # fmt: skip
-                wait_until(lambda: send_ok(p, b"probe"), 30, "sends acknowledged again")
+                wait_for(
+                    lambda: controller_state(c)["syncStateSet"] == [slave1],
+                    timeout=30,
+                    what="the frozen slave out of the sync state set",
+                )
+                wait_for(lambda: send_ok(p, b"probe"), timeout=30, what="sends acknowledged again")
                 more = [f"slave-1-only-{i}".encode() for i in range(200)]
                 assert all(send_ok(p, body) for body in more)
                 acked += more
@@ -167,18 +177,24 @@ def test_with_two_slaves_only_a_slave_of_the_sync_state_set_is_elected(tmp_path)
             # the controller finds the master silent: slave 2 is alive, but not a member, so
             # nobody leads (slave 1 may have been elected while its last heartbeat still
             # counted, and then found silent in turn)
-            wait_until(lambda: not controller_state(c)["masterAddr"], 30, "the election")
-            time.sleep(2.0)  # several scans later: still nobody
+            wait_for(lambda: not controller_state(c)["masterAddr"], timeout=30, what="the election")
+            time.sleep(2.0)  # a test of absence: several scans later, still nobody
             state = controller_state(c)
             assert state["masterAddr"] == ""
             assert slave2 not in [master for _, _, master in state["epochs"]]
             assert c.runtime_info("slave2")["broker_role"] == "SLAVE"
             c.start_broker("slave1")  # a member is back: it is elected
-            wait_until(lambda: c.runtime_info("slave1")["broker_role"] == "SYNC_MASTER",
-                       SWITCH_BOUND_S, "slave 1 elected")  # fmt: skip
+            wait_for(
+                lambda: c.runtime_info("slave1")["broker_role"] == "SYNC_MASTER",
+                timeout=SWITCH_BOUND_S,
+                what="slave 1 elected",
+            )
             assert controller_state(c)["masterAddr"] == slave1
         assert set(acked) <= pull_all(c.namesrv, "fo2-reader", TOPIC, set(acked))
         c.start_broker("broker-a")  # the old master rejoins (and removes what the dead left)
-        wait_until(lambda: c.runtime_info()["broker_role"] == "SLAVE", SWITCH_BOUND_S,
-                   "the old master to rejoin as a slave")  # fmt: skip
+        wait_for(
+            lambda: c.runtime_info()["broker_role"] == "SLAVE",
+            timeout=SWITCH_BOUND_S,
+            what="the old master to rejoin as a slave",
+        )
     assert shm_entries() <= before

@@ -8,8 +8,9 @@ from __future__ import annotations
 import errno
 import os
 
+from shmq.broker.agents.broker_names import BrokerNames
+from shmq.broker.agents.env import AgentEnv
 from shmq.broker.agents.flush import Flush
-from shmq.broker.agents.runner import AgentEnv, BrokerNames
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg

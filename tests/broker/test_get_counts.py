@@ -12,7 +12,8 @@ import time
 import pytest
 import wire_client as wc
 from click.testing import CliRunner
-from test_remoting_send import max_offset, until
+from test_remoting_send import max_offset
+from waiting import wait_for
 
 from e2e_helpers import shm_entries
 from shmq.broker.stats.get_counts import GetCounts
@@ -88,7 +89,8 @@ def make_topic(broker, topic: str, queues: int, messages: int) -> None:
     broker.create_topic(TopicConfig(topic, queues, queues))
     with Producer("gets-producer", broker.config.namesrv_addr) as producer:
         producer.send_bulk(topic, [f"m{i}".encode() for i in range(messages)])
-    until(lambda: sum(max_offset(broker, topic, q) for q in range(queues)) == messages)
+    wait_for(lambda: sum(max_offset(broker, topic, q) for q in range(queues)) == messages,
+             what=f"{messages} messages of {topic} dispatched")  # fmt: skip
 
 
 def group_get_nums(broker, topic: str, group: str) -> int:
@@ -118,8 +120,10 @@ def test_a_cli_consumers_reads_are_its_groups_gets(shared_broker):
         out = invoke("admin", "consumer-progress", "-g", "gets-cli", "-n", namesrv, "--json")
         return json.loads(out)["consumeTps"]
 
-    until(lambda: consume_tps() > 0, timeout=20)
-    assert until(lambda: group_get_nums(broker, "GetsCli", "gets-cli"), timeout=30) == 600
+    wait_for(lambda: consume_tps() > 0, what="gets-cli's consume TPS")
+    gets = wait_for(lambda: group_get_nums(broker, "GetsCli", "gets-cli"),
+                    what="the GROUP_GET_NUMS snapshot of GetsCli@gets-cli")  # fmt: skip
+    assert gets == 600
 
 
 def test_a_push_consumers_reads_are_its_groups_gets(shared_broker):
@@ -135,12 +139,13 @@ def test_a_push_consumers_reads_are_its_groups_gets(shared_broker):
                       persist_consumer_offset_interval=0.2) as consumer:  # fmt: skip
         consumer.subscribe("GetsPush")
         consumer.start()
-        until(lambda: len(got) == 300, timeout=30)
+        wait_for(lambda: len(got) == 300, what="300 messages consumed")
         # counted while it runs (the broker looks at its row every second)
-        until(lambda: broker.gets.counts().get(("gets-push", "GetsPush")) == 300, timeout=20)
+        wait_for(lambda: broker.gets.counts().get(("gets-push", "GetsPush")) == 300,
+                 what="300 gets of gets-push counted")  # fmt: skip
         with Admin(namesrv) as admin:
-            until(lambda: admin.consumer_progress("gets-push", "GetsPush").consume_tps > 0,
-                  timeout=20)  # fmt: skip
+            wait_for(lambda: admin.consumer_progress("gets-push", "GetsPush").consume_tps > 0,
+                     what="gets-push's consume TPS")  # fmt: skip
     assert broker.gets.counts()[("gets-push", "GetsPush")] == 300
 
 
@@ -184,14 +189,14 @@ def test_status_and_cluster_list_show_reads_while_a_consumer_reads(shared_broker
     thread = threading.Thread(target=read)
     thread.start()
     try:
-        until(lambda: failed or status()["msgs_out_per_s"] > 0, timeout=30)
+        wait_for(lambda: failed or status()["msgs_out_per_s"] > 0, what="msgs_out_per_s")
         assert not failed, failed
 
         def out_tps() -> float:
             [entry] = json.loads(invoke("admin", "cluster-list", "-n", namesrv, "--json"))
             return entry["status"]["get_tps"][0]
 
-        until(lambda: out_tps() > 0, timeout=20)
+        wait_for(lambda: out_tps() > 0, what="cluster-list's get TPS")
     finally:
         stop.set()
         thread.join()

@@ -13,6 +13,7 @@ import struct
 import time
 
 import pytest
+from waiting import wait_for
 
 from e2e_helpers import cluster, free_port, pull_all, shm_entries, shmq
 from shmq import Message, Producer
@@ -32,16 +33,6 @@ def ha_status(c, name: str) -> dict:
     return status
 
 
-def wait_until(check, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def caught_up(c) -> int:
     """Until the slave's whole-record write offset equals the master's and both brokers
     dispatched everything; that offset."""
@@ -52,7 +43,7 @@ def caught_up(c) -> int:
         offsets = (master["dispatched_offset"], slave["write_offset"], slave["dispatched_offset"])
         return end if offsets == (end, end, end) else 0
 
-    return wait_until(same, what="the slave to catch up")
+    return wait_for(same, what="the slave to catch up")
 
 
 def commitlog_bytes(store: str, end: int) -> bytes:
@@ -103,7 +94,7 @@ def test_async_master_slave_replica_is_byte_identical_and_survives_sigkill(tmp_p
     with cluster(tmp_path, brokerRole="ASYNC_MASTER", haListenPort=free_port()) as c:
         c.create_topic(TOPIC, 2)
         c.add_broker("slave", **SLAVE)
-        time.sleep(1.2)
+        connected(c)  # before the sends: a slave that connects later starts at the last file
         with Producer("ha-p", c.namesrv) as producer:
             sent = send_many(producer, 1500, "a")  # ~1.2 MB: the CommitLog rolls a file
             assert {r.send_status for r in sent} == {SendStatus.SEND_OK}
@@ -141,28 +132,30 @@ def test_async_master_slave_replica_is_byte_identical_and_survives_sigkill(tmp_p
 
 
 def agent_pid(c, name: str, kind: str) -> int:
-    return wait_until(lambda: c.runtime_info(name)["agents"][kind]["pid"], what=f"{kind} pid")
+    return wait_for(lambda: c.runtime_info(name)["agents"][kind]["pid"], what=f"{kind} pid")
 
 
 def connected(c) -> None:
-    wait_until(lambda: c.runtime_info()["ha_slaves"] == 1, what="the slave to connect")
+    wait_for(lambda: c.runtime_info()["ha_slaves"] == 1, what="the slave to connect")
 
 
 def reconnected(c, tmp_path, ha_pid: int) -> None:
     """The slave's first report reached the master's HA agent ``ha_pid`` (a restarted one:
     the counters its predecessor published, SIGKILLed, still say a slave is connected and
     in sync until the new agent's first pass) and the slave has acknowledged all."""
-    wait_until(
-        lambda: any(f"shmq.ha[{ha_pid}]" in line and " reports " in line
-                    for line in read_log(tmp_path, "broker.log").splitlines()),
+    wait_for(
+        lambda: any(
+            f"shmq.ha[{ha_pid}]" in line and " reports " in line
+            for line in read_log(tmp_path, "broker.log").splitlines()
+        ),
         what="the slave to report to the restarted HA agent",
-    )  # fmt: skip
+    )
 
     def caught_up() -> bool:
         info = c.runtime_info()
         return info["ha_slaves"] == 1 and info["confirmed_offset"] >= info["write_offset"]
 
-    wait_until(caught_up, what="the slave to catch up")
+    wait_for(caught_up, what="the slave to catch up")
 
 
 @pytest.mark.slow
@@ -171,7 +164,6 @@ def test_sync_master_acks_only_what_the_slave_holds(tmp_path):
     ha = free_port()  # listenPort + 1 may be an ephemeral port in use by the time of a restart
     with cluster(tmp_path, brokerRole="SYNC_MASTER", syncFlushTimeout=1000, haListenPort=ha) as c:
         c.create_topic(TOPIC, 2)
-        time.sleep(1.2)
         with Producer("ha-sync", c.namesrv, send_timeout=10) as producer:
             # no slave: SLAVE_NOT_AVAILABLE at once, never SEND_OK
             started = time.monotonic()
@@ -203,15 +195,17 @@ def test_sync_master_acks_only_what_the_slave_holds(tmp_path):
             os.kill(slave_ha, signal.SIGSTOP)
             try:
                 os.kill(master_ha, signal.SIGKILL)
-                wait_until(lambda: c.runtime_info()["agents"]["ha"]["restarts"] == 1,
-                           what="the supervisor to see the HA agent's death")  # fmt: skip
+                wait_for(
+                    lambda: c.runtime_info()["agents"]["ha"]["restarts"] == 1,
+                    what="the supervisor to see the HA agent's death",
+                )
                 started = time.monotonic()
                 status = producer.send(Message(TOPIC, b"slave gone")).send_status
                 waited = time.monotonic() - started
             finally:
                 os.kill(slave_ha, signal.SIGCONT)
             assert (status, waited < 0.9) == (SendStatus.SLAVE_NOT_AVAILABLE, True)
-            restarted = wait_until(
+            restarted = wait_for(
                 lambda: (pid := agent_pid(c, "broker-a", "ha")) != master_ha and pid,
                 what="a restart",
             )
@@ -263,9 +257,7 @@ def test_a_slave_refuses_a_bad_stream_and_keeps_its_store(tmp_path):
                 conn.sendall(data)
                 if problem:
                     assert conn.recv(100) == b""  # the slave hung up
-                    wait_until(
-                        lambda p=problem: p in read_log(tmp_path, "broker.log"), what=problem
-                    )
+                    wait_for(lambda p=problem: p in read_log(tmp_path, "broker.log"), what=problem)
                 else:
                     assert struct.unpack(">q", conn.recv(8))[0] == 100  # received, reported
         assert c.runtime_info()["write_offset"] == 0

@@ -45,8 +45,13 @@ def service(data: np.ndarray) -> hs.HAService:
 
 
 def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    """Small buffers, so the master's socket fills. And small segments: with loopback's
+    64 KiB ones, a slave that read a few KiB never announces the room (less than a
+    segment), and every send waited for the master's window probe, about 0.1 s each."""
     with socket.create_server(("127.0.0.1", 0)) as server:
-        slave = socket.create_connection(server.getsockname())
+        slave = socket.socket()
+        slave.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1024)
+        slave.connect(server.getsockname())
         master, _ = server.accept()
     master.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     slave.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

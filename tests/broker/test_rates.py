@@ -8,7 +8,8 @@ import datetime
 
 import pytest
 import wire_client as wc
-from test_remoting_send import max_offset, send, until
+from test_remoting_send import dispatched, send
+from waiting import wait_for
 
 from shmq.broker.stats import rates as rt
 
@@ -72,8 +73,8 @@ def test_a_brokers_rates_over_the_wire(shared_broker):
             resp = c.call(GET_BROKER_RUNTIME_INFO, {})
             return wc.fastjson_loads(resp.body)["table"]
 
-        until(lambda: float(table()["putTps"].split(" ")[2]) > 0, timeout=20)
-        until(lambda: max_offset(broker, "AdmRates", 0) == 5)
+        wait_for(lambda: float(table()["putTps"].split(" ")[2]) > 0, what="putTps")
+        dispatched(broker, "AdmRates", 0, 5)
         pulled = c.call(wc.PULL_MESSAGE, wc.pull_header("adm-rates-g", "AdmRates", 0, 0))
         assert len(wc.pulled_records(pulled.body)) == 5  # a consumer reading, then committing
         header = wc.offset_header("adm-rates-g", "AdmRates", 0, 5)
@@ -83,9 +84,10 @@ def test_a_brokers_rates_over_the_wire(shared_broker):
             resp = c.call(GET_CONSUME_STATS, {"consumerGroup": "adm-rates-g"})
             return wc.fastjson_loads(resp.body)["consumeTps"]
 
-        until(lambda: consume_tps() > 0, timeout=20)
+        wait_for(lambda: consume_tps() > 0, what="adm-rates-g's consumeTps")
         assert int(table()["msgGetTotalTodayNow"]) >= 5
-        until(lambda: float(table()["getTransferedTps"].split(" ")[2]) > 0, timeout=20)
+        wait_for(lambda: float(table()["getTransferedTps"].split(" ")[2]) > 0,
+                 what="getTransferedTps")  # fmt: skip
 
 
 def test_what_comes_before_the_first_sample_counts():

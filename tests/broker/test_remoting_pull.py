@@ -7,17 +7,14 @@ from __future__ import annotations
 import json
 import threading
 
-import numpy as np
 import pytest
 import wire_client as wc
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from test_remoting_send import max_offset, send, until
+from test_remoting_send import dispatched, send
+from waiting import wait_for
 
-from shmq.broker.processors.pull import batch_count
 from shmq.client.producer.producer import Producer
 from shmq.client.transport.queue_reader import QueueReader
-from shmq.client.types import MessageQueue
+from shmq.client.types import MessageQueue, PullStatus
 from shmq.message import Message
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
@@ -54,7 +51,7 @@ def test_statuses_and_header_as_4_9(shared_broker, encoding):
     no_wait = wc.SUBSCRIPTION
     for i in range(3):
         assert send(broker, topic, 0, {"TAGS": f"t{i}"}, f"b{i}".encode()).code == wc.SUCCESS
-    until(lambda: max_offset(broker, topic, 0) == 3)
+    dispatched(broker, topic, 0, 3)
     resp = pull(broker, topic, 0, 0, encoding, sys_flag=no_wait)
     assert (resp.code, resp.remark) == (wc.SUCCESS, "FOUND")
     assert header(resp) == (3, 0, 3, 0)
@@ -64,9 +61,9 @@ def test_statuses_and_header_as_4_9(shared_broker, encoding):
     resp = pull(broker, topic, 0, 3, encoding, sys_flag=no_wait)
     assert (resp.code, resp.remark, header(resp)) == (wc.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE",
                                                       (3, 0, 3, 0))  # fmt: skip
-    resp = pull(broker, topic, 0, 9, encoding, sys_flag=no_wait)
-    assert (resp.code, resp.remark, header(resp)[0]) == (wc.PULL_OFFSET_MOVED,
-                                                         "OFFSET_OVERFLOW_BADLY", 3)  # fmt: skip
+    resp = pull(broker, topic, 0, 9, encoding, sys_flag=no_wait)  # far past a queue from 0:
+    assert (resp.code, resp.remark, header(resp)[0]) == (wc.PULL_OFFSET_MOVED,  # from 0 again
+                                                         "OFFSET_OVERFLOW_BADLY", 0)  # fmt: skip
     resp = pull(broker, topic, 1, 0, encoding, sys_flag=no_wait)  # an empty queue
     assert (resp.code, resp.remark, header(resp)) == (wc.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE",
                                                       (0, 0, 0, 0))  # fmt: skip
@@ -85,7 +82,7 @@ def test_at_most_32_messages_of_the_commitlogs_end_per_pull(shared_broker):
         messages = [(0, b"m", {})] * 40
         header_v2 = wc.send_header_v2("pg", "Many", 0, {}, batch=True)
         assert c.call(wc.SEND_BATCH_MESSAGE, header_v2, wc.batch_body(messages)).code == 0
-    until(lambda: max_offset(broker, "Many", 0) == 40)
+    dispatched(broker, "Many", 0, 40)
     resp = pull(broker, "Many", 0, 0, sys_flag=wc.SUBSCRIPTION, max_nums=100)
     assert len(wc.pulled_records(resp.body)) == 32 and header(resp)[0] == 32
 
@@ -95,11 +92,11 @@ def test_long_poll_returns_when_a_shared_memory_send_arrives(shared_broker):
     its timeout (60 s here, longer than the socket's): shared-memory send, TCP pull."""
     broker, namesrv = shared_broker
     create_topic(broker, "Poll")
-    hold = broker.control.data_path[1].hold
+    hold = broker.pull.hold
     missed = hold.parking.missed_wakeups
     with wc.WireClient(broker.address, wc.ROCKETMQ, timeout=30) as c:
         opaque = c.send(wc.PULL_MESSAGE, wc.pull_header("lp", "Poll", 0, 0, suspend_ms=60000))
-        until(lambda: broker.control.data_path[1].hold.held() == 1)
+        wait_for(lambda: broker.pull.hold.held() == 1, what="the pull to be held")
         with Producer("pg", namesrv) as producer:
             producer.send(Message("Poll", "woke", tags="w"), selector=to_queue, arg=0)
         resp = c.receive(opaque)
@@ -118,10 +115,10 @@ def test_long_poll_times_out_and_filters_what_arrives(shared_broker):
         assert (resp.code, header(resp)[0]) == (wc.PULL_NOT_FOUND, 0)
         opaque = c.send(wc.PULL_MESSAGE, wc.pull_header("lp", "Quiet", 0, 0, suspend_ms=60000,
                                                         subscription="want"))  # fmt: skip
-        until(lambda: broker.control.data_path[1].hold.held() == 1)
+        wait_for(lambda: broker.pull.hold.held() == 1, what="the pull to be held")
         assert send(broker, "Quiet", 0, {"TAGS": "other"}).code == wc.SUCCESS
-        until(lambda: max_offset(broker, "Quiet", 0) == 1)
-        assert broker.control.data_path[1].hold.held() == 1  # nothing it takes: still held
+        dispatched(broker, "Quiet", 0, 1)
+        assert broker.pull.hold.held() == 1  # nothing it takes: still held
         assert send(broker, "Quiet", 0, {"TAGS": "want"}, b"yes").code == wc.SUCCESS
         resp = c.receive(opaque)
     assert resp.code == wc.SUCCESS
@@ -131,7 +128,7 @@ def test_long_poll_times_out_and_filters_what_arrives(shared_broker):
 def test_pull_commits_the_offset_it_carries(shared_broker):
     broker, _ = shared_broker
     assert send(broker, "Commit", 0, {}).code == wc.SUCCESS
-    until(lambda: max_offset(broker, "Commit", 0) == 1)
+    dispatched(broker, "Commit", 0, 1)
     flags = wc.COMMIT_OFFSET | wc.SUBSCRIPTION
     assert pull(broker, "Commit", 0, 0, sys_flag=flags, commit_offset=1).code == wc.SUCCESS
     with wc.WireClient(broker.address) as c:
@@ -146,7 +143,7 @@ def test_subscription_from_the_heartbeat(shared_broker):
     broker, _ = shared_broker
     for tag in ("a", "b"):
         assert send(broker, "Beat", 0, {"TAGS": tag}, tag.encode()).code == wc.SUCCESS
-    until(lambda: max_offset(broker, "Beat", 0) == 2)
+    dispatched(broker, "Beat", 0, 2)
     with wc.WireClient(broker.address) as c:
         ext = wc.pull_header("hb", "Beat", 0, 0, sys_flag=0)
         resp = c.call(wc.PULL_MESSAGE, ext)
@@ -206,7 +203,7 @@ def test_shared_memory_sends_pulled_over_tcp_are_the_same_messages(shared_broker
         results = [producer.send(Message("Same", f"s{i}", tags="T", keys=[f"k{i}"],
                                          properties={"p": str(i)}), selector=to_queue, arg=1)
                    for i in range(5)]  # fmt: skip
-    until(lambda: max_offset(broker, "Same", 1) == 5)
+    dispatched(broker, "Same", 1, 5)
     records = wc.pulled_records(pull(broker, "Same", 1, 0, sys_flag=wc.SUBSCRIPTION).body)
     with QueueReader("same", namesrv) as reader:
         messages = reader.pull(mq, 0, 32).messages
@@ -232,7 +229,7 @@ def test_many_held_pulls_are_all_answered(shared_broker):
     threads = [threading.Thread(target=wait, args=(q % 4,)) for q in range(12)]
     for t in threads:
         t.start()
-    until(lambda: broker.control.data_path[1].hold.held() == 12)
+    wait_for(lambda: broker.pull.hold.held() == 12, what="12 pulls held")
     for q in range(4):
         assert send(broker, "Fan", q, {}).code == wc.SUCCESS
     for t in threads:
@@ -246,30 +243,35 @@ def test_earliest_message_store_time(shared_broker):
         resp = c.call(32, {"topic": "Early", "queueId": "0"})  # GET_EARLIEST_MSG_STORETIME
         assert resp.code == wc.SYSTEM_ERROR and "no message" in resp.remark
         assert send(broker, "Early", 0, {}).code == wc.SUCCESS
-        until(lambda: max_offset(broker, "Early", 0) == 1)
+        dispatched(broker, "Early", 0, 1)
         (record,) = wc.pulled_records(pull(broker, "Early", 0, 0, sys_flag=wc.SUBSCRIPTION).body)
         resp = c.call(32, {"topic": "Early", "queueId": "0"})
     assert resp.code == wc.SUCCESS and resp.ext == {"timestamp": str(record["store_timestamp"])}
 
 
-def _batch_full(size, max_nums, total, count, in_disk, in_memory):
-    """4.9's ``isTheBatchFull`` for one more record, as the broker asked it one at a time."""
-    if count >= max_nums:
-        return True
-    limit_count, limit_bytes = (8, 64 * 1024) if in_disk else in_memory
-    return total + size > limit_bytes or count > limit_count - 1
-
-
-@settings(deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 40_000), st.booleans()), min_size=1, max_size=300),
-       st.integers(1, 400), st.integers(1, 64), st.integers(1, 1 << 20))  # fmt: skip
-def test_batch_count_is_4_9s_record_by_record_rule(records, max_nums, mem_count, mem_bytes):
-    sizes = np.array([s for s, _ in records], dtype=np.int64)
-    in_disk = np.array([d for _, d in records], dtype=np.bool_)
-    count = total = 0
-    for size, disk in records:
-        if count and _batch_full(size, max_nums, total, count, disk, (mem_count, mem_bytes)):
-            break
-        count += 1
-        total += size
-    assert batch_count(sizes, in_disk, max_nums, (mem_count, mem_bytes)) == count
+@pytest.mark.parametrize("subscription", ["*", "t1", "nope"])
+def test_tcp_and_shared_memory_pulls_answer_alike(shared_broker, subscription):
+    """One fetch rule: a consumer reading the mapped files gets the status, next offset and
+    messages a TCP consumer gets, wherever it asks from (before, inside, at and far past
+    the queue), with and without a tag filter. A TCP consumer pulls again at once after
+    PULL_RETRY_IMMEDIATELY (NO_MATCHED_MSG), as RocketMQ's does; a local read does that
+    itself."""
+    broker, namesrv = shared_broker
+    topic = "Alike"
+    for i in range(3):
+        assert send(broker, topic, 0, {"TAGS": f"t{i}"}, f"b{i}".encode()).code == wc.SUCCESS
+    dispatched(broker, topic, 0, 3)
+    mq = MessageQueue(topic, broker.config.broker_name, 0)
+    expression = None if subscription == "*" else subscription
+    with (
+        QueueReader("alike-shm", namesrv, transport="shm") as shm,
+        QueueReader("alike-tcp", namesrv, transport="tcp") as tcp,
+    ):
+        for offset in (0, 1, 2, 3, 4, 9, 1000):
+            local = shm.pull(mq, offset, 32, expression)
+            remote = tcp.pull(mq, offset, 32, expression)
+            while remote.pull_status is PullStatus.NO_MATCHED_MSG:
+                remote = tcp.pull(mq, remote.next_begin_offset, 32, expression)
+            assert (local.pull_status, local.next_begin_offset) == (
+                remote.pull_status, remote.next_begin_offset), offset  # fmt: skip
+            assert [m.body for m in local.messages] == [m.body for m in remote.messages]

@@ -3,25 +3,14 @@ wire client (``tests/wire_client.py``) and the spec decoder, in both header enco
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import wire_client as wc
+from waiting import wait_for
 
 from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import MessageQueue
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
-
-
-def until(check, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition never held")
 
 
 def max_offset(broker, topic: str, queue_id: int) -> int:
@@ -32,10 +21,16 @@ def max_offset(broker, topic: str, queue_id: int) -> int:
     return int(resp.ext_fields["offset"])
 
 
+def dispatched(broker, topic: str, queue_id: int, count: int) -> int:
+    """The queue's max offset, once reput (a process of its own) dispatched ``count``."""
+    return wait_for(lambda: (n := max_offset(broker, topic, queue_id)) >= count and n,
+                    what=f"{count} messages dispatched to {topic}:{queue_id}")  # fmt: skip
+
+
 def stored(broker, topic: str, queue_id: int, count: int) -> list[dict]:
     """The queue's first ``count`` records from the CommitLog, via a TCP pull decoded by the
     spec decoder (once reput dispatched them)."""
-    until(lambda: max_offset(broker, topic, queue_id) >= count)
+    dispatched(broker, topic, queue_id, count)
     with wc.WireClient(broker.address) as c:
         resp = c.call(wc.PULL_MESSAGE, wc.pull_header("check", topic, queue_id, 0, sys_flag=4,
                                                        max_nums=count))  # fmt: skip
@@ -93,7 +88,7 @@ def test_batch_of_1000_is_stored_whole_with_the_batch_properties(shared_broker, 
     ids = resp.ext["msgId"].split(",")
     assert len(ids) == 1000 and resp.ext["queueOffset"] == "0" and resp.ext["queueId"] == "2"
     records = []
-    until(lambda: max_offset(broker, topic, 2) == 1000)
+    dispatched(broker, topic, 2, 1000)
     with wc.WireClient(broker.address) as c:
         offset = 0
         while offset < 1000:
@@ -139,7 +134,7 @@ def test_delayed_message_goes_through_the_schedule_topic_as_a_producers(shared_b
     expected = {"UNIQ_KEY": "D" * 32, "CLUSTER": "DefaultCluster", "REAL_TOPIC": "Later",
                 "REAL_QID": "3", "DELAY": "1"}  # fmt: skip
     assert record["properties"] == expected
-    until(lambda: max_offset(broker, "Later", 3) == 1)  # delivered after its level's 1 s
+    dispatched(broker, "Later", 3, 1)  # delivered after its level's 1 s
     with QueueReader("later", namesrv) as reader:
         (msg,) = reader.pull(MessageQueue("Later", broker.config.broker_name, 3), 0).messages
     assert msg.msg_id == "D" * 32 and msg.body == b"x"
@@ -201,7 +196,7 @@ def test_a_sync_master_without_a_slave_answers_slave_not_available(make_broker):
         assert resp.ext["queueOffset"] == "0"  # stored all the same
         no_wait = wc.send_header_v2("pg", "Replicated", 0, {"WAIT": "false"})
         assert c.call(wc.SEND_MESSAGE_V2, no_wait, b"w").code == wc.SUCCESS
-    assert until(lambda: max_offset(broker, "Replicated", 0) == 2)
+    assert dispatched(broker, "Replicated", 0, 2) == 2
 
 
 @pytest.mark.parametrize("encoding", [wc.JSON, wc.ROCKETMQ])
@@ -239,7 +234,7 @@ def test_bad_requests_are_answered_and_the_connection_goes_on(shared_broker, enc
         assert resp.code == wc.REQUEST_CODE_NOT_SUPPORTED and "9999" in resp.remark
         resp = c.call(wc.SEND_BATCH_MESSAGE, batch, wc.batch_body(messages))
         assert resp.code == wc.SUCCESS and resp.ext["queueOffset"] == "0", resp
-    assert until(lambda: max_offset(broker, topic, 0) == 3)  # only the good batch
+    assert dispatched(broker, topic, 0, 3) == 3  # only the good batch
 
 
 def test_numeric_and_boolean_ext_fields_of_data_codes(shared_broker):
@@ -257,7 +252,7 @@ def test_numeric_and_boolean_ext_fields_of_data_codes(shared_broker):
             "defaultTopicQueueNums": 4, "queueId": 0, "sysFlag": 0, "bornTimestamp": 5,
             "flag": 0, "unitMode": False, "batch": False})  # fmt: skip
         assert resp.code == wc.SUCCESS and resp.ext["queueOffset"] == "1", resp
-        until(lambda: max_offset(broker, "Numeric", 0) == 2)
+        dispatched(broker, "Numeric", 0, 2)
         resp = c.call(wc.PULL_MESSAGE, {}, raw_ext={
             "consumerGroup": "ng", "topic": "Numeric", "queueId": 0, "queueOffset": 0,
             "maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,

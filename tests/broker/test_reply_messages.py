@@ -5,7 +5,9 @@ when the requester is unknown, absent or refuses."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 
 import pytest
@@ -47,6 +49,9 @@ class Requester:
             return
 
     def close(self) -> None:
+        # a shutdown wakes the thread's recv; a close alone leaves it blocked until its timeout
+        with contextlib.suppress(OSError):
+            self.client.sock.shutdown(socket.SHUT_RDWR)
         self.client.close()
         self.thread.join(5)
 

@@ -13,11 +13,12 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from waiting import wait_for
 
 import shmq
 from e2e_helpers import cluster, shm_entries
-from shmq.codec.delay_levels import SCHEDULE_TOPIC
 from shmq.config import parse_delay_levels
+from shmq.delay_topics import SCHEDULE_TOPIC
 from shmq.errors import ConfigError
 from spec_decoder import walk_commitlog
 
@@ -40,10 +41,18 @@ def send_delayed(namesrv: str, topic: str, count: int, level: int, prefix: str =
             producer.send(shmq.Message(topic, f"{prefix}{i}".encode(), delay_level=level))
 
 
-def wait_delivered(store_check, expected: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and store_check() < expected:
-        time.sleep(0.1)
+@pytest.fixture(scope="module")
+def c(tmp_path_factory):
+    """One broker for the tests that neither restart nor kill it (each has its topics)."""
+    before = shm_entries()
+    with cluster(tmp_path_factory.mktemp("delays"), messageDelayLevel=LEVELS) as c:
+        c.create_topic("Timed", 4)
+        yield c
+    assert shm_entries() - before == set()
+
+
+def schedule_pid(c) -> int:
+    return c.runtime_info()["agents"]["schedule"]["pid"]
 
 
 def test_parse_delay_levels_as_rocketmq():
@@ -66,7 +75,8 @@ def test_delayed_messages_arrive_after_their_delay_across_a_restart(tmp_path):
             producer.send(shmq.Message("Delayed", b"capped", delay_level=18))
         assert c.stop_broker() == 0  # in the middle: the 1 s ones may be out, not the 3 s
         c.start_broker()
-        time.sleep(4.5)
+        wait_for(lambda: len(deliveries(c.store, "Delayed")) == 41, interval=0.2,
+                 what="the 41 delayed messages delivered")  # fmt: skip
         assert c.stop_broker() == 0
         records = stored(c.store)
         scheduled = [r for r in records if r["topic"] == SCHEDULE_TOPIC]
@@ -95,48 +105,40 @@ def test_delayed_messages_arrive_after_their_delay_across_a_restart(tmp_path):
     assert shm_entries() - before == set()
 
 
-def test_a_delayed_message_is_consumed_after_its_delay(tmp_path):
-    before = shm_entries()
-    with cluster(tmp_path, messageDelayLevel=LEVELS) as c:
-        c.create_topic("DelayedC", 1)
-        got: list[tuple[float, bytes]] = []
-        consumer = shmq.PushConsumer("delay-group", c.namesrv)
-        consumer.subscribe("DelayedC", "*")
+def test_a_delayed_message_is_consumed_after_its_delay(c):
+    c.create_topic("DelayedC", 1)
+    got: list[tuple[float, bytes]] = []
+    consumer = shmq.PushConsumer("delay-group", c.namesrv)
+    consumer.subscribe("DelayedC", "*")
 
-        def listener(msgs, _ctx):
-            got.extend((time.time(), m.body) for m in msgs)
-            return shmq.ConsumeResult.CONSUME_SUCCESS
+    def listener(msgs, _ctx):
+        got.extend((time.time(), m.body) for m in msgs)
+        return shmq.ConsumeResult.CONSUME_SUCCESS
 
-        consumer.register_message_listener(listener)
-        consumer.start()
-        try:
-            sent = time.time()
-            send_delayed(c.namesrv, "DelayedC", 1, level=2)
-            deadline = time.monotonic() + 20
-            while not got and time.monotonic() < deadline:
-                time.sleep(0.02)
-        finally:
-            consumer.shutdown()
-        assert [b for _, b in got] == [b"d0"]
-        lateness_ms = (got[0][0] - sent) * 1000 - 2000
-        assert -50 <= lateness_ms <= PRECISION_MS
-    assert shm_entries() - before == set()
+    consumer.register_message_listener(listener)
+    consumer.start()
+    try:
+        sent = time.time()
+        send_delayed(c.namesrv, "DelayedC", 1, level=2)
+        wait_for(lambda: got, what="the delayed message consumed")
+    finally:
+        consumer.shutdown()
+    assert [b for _, b in got] == [b"d0"]
+    lateness_ms = (got[0][0] - sent) * 1000 - 2000
+    assert -50 <= lateness_ms <= PRECISION_MS
 
 
-def test_a_delayed_send_answers_with_the_queue_it_was_sent_to(tmp_path):
+def test_a_delayed_send_answers_with_the_queue_it_was_sent_to(c):
     """As RocketMQ's broker answers: the real topic and queue, not the schedule queue."""
-    before = shm_entries()
-    with cluster(tmp_path, messageDelayLevel=LEVELS) as c:
-        c.create_topic("DelayedQ", 4)
-        with shmq.Producer("delay-q-p", c.namesrv) as producer:
-            last = lambda queues, _msg, _arg: queues[-1]  # noqa: E731
-            sync = producer.send(shmq.Message("DelayedQ", b"s", delay_level=2), selector=last)
-            later = producer.send_async(shmq.Message("DelayedQ", b"a", delay_level=2),
-                                        selector=last).result(10)  # fmt: skip
-        for result in (sync, later):
-            assert result.send_status is shmq.SendStatus.SEND_OK
-            assert (result.message_queue.topic, result.message_queue.queue_id) == ("DelayedQ", 3)
-    assert shm_entries() - before == set()
+    c.create_topic("DelayedQ", 4)
+    with shmq.Producer("delay-q-p", c.namesrv) as producer:
+        last = lambda queues, _msg, _arg: queues[-1]  # noqa: E731
+        sync = producer.send(shmq.Message("DelayedQ", b"s", delay_level=2), selector=last)
+        later = producer.send_async(shmq.Message("DelayedQ", b"a", delay_level=2),
+                                    selector=last).result(10)  # fmt: skip
+    for result in (sync, later):
+        assert result.send_status is shmq.SendStatus.SEND_OK
+        assert (result.message_queue.topic, result.message_queue.queue_id) == ("DelayedQ", 3)
 
 
 @pytest.mark.slow
@@ -163,18 +165,17 @@ def test_sigkill_during_delivery_delivers_each_delayed_message_once(tmp_path, vi
                 future.result(30)
         time.sleep(max(0.0, started + 3.0 - time.monotonic()))  # in the middle of delivery
         if victim == "schedule":
-            os.kill(c.runtime_info()["agents"]["schedule"]["pid"], signal.SIGKILL)
-            time.sleep(0.3)
-            os.kill(c.runtime_info()["agents"]["schedule"]["pid"], signal.SIGKILL)
+            first = schedule_pid(c)
+            os.kill(first, signal.SIGKILL)
+            restarted = wait_for(lambda: (pid := schedule_pid(c)) != first and pid,
+                                 what="the schedule agent restarted")  # fmt: skip
+            os.kill(restarted, signal.SIGKILL)  # and its successor, as soon as it runs
         else:
-            c.broker_proc.send_signal(signal.SIGKILL)
-            c.broker_proc.wait(30)
-            c.procs.remove(c.broker_proc)
-            c.main.proc = None
-            time.sleep(1.0)  # the agents notice their supervisor is gone
+            c.kill_supervisor()
             c.start_broker()
-        wait_delivered(lambda: sum(deliveries(c.store, "DelayedK").values()), count)
-        time.sleep(1.0)  # anything delivered twice would show by now
+        wait_for(lambda: sum(deliveries(c.store, "DelayedK").values()) >= count, interval=0.2,
+                 what=f"{count} deliveries")  # fmt: skip
+        time.sleep(1.0)  # a test of absence: anything delivered twice would show by now
         if victim == "schedule":
             assert c.runtime_info()["agents"]["schedule"]["restarts"] >= 1
         assert c.stop_broker() == 0
@@ -184,33 +185,23 @@ def test_sigkill_during_delivery_delivers_each_delayed_message_once(tmp_path, vi
     assert shm_entries() - before == set()
 
 
-@pytest.fixture(scope="module")
-def timer_broker(tmp_path_factory):
-    before = shm_entries()
-    with cluster(tmp_path_factory.mktemp("timers")) as c:
-        c.create_topic("Timed", 4)
-        yield c
-    assert shm_entries() - before == set()
-
-
 @settings(
     max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(delays=st.lists(st.integers(0, 2500), min_size=1, max_size=60))
-def test_timer_messages_arrive_in_time_order_within_the_precision(timer_broker, delays):
-    c = timer_broker
+def test_timer_messages_arrive_in_time_order_within_the_precision(c, delays):
     tag = f"x{time.monotonic_ns()}-"
     with shmq.Producer("timer-p", c.namesrv) as producer:
         now = int(time.time() * 1000)
         for i, d in enumerate(delays):
             producer.send(shmq.Message("Timed", f"{tag}{i}".encode(), deliver_time_ms=now + d))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def delivered() -> list[dict]:
         got = [r for r in stored(c.store)
                if r["topic"] == "Timed" and r["body"].startswith(tag.encode())]  # fmt: skip
-        if len(got) >= len(delays):
-            break
-        time.sleep(0.1)
+        return got if len(got) >= len(delays) else []
+
+    got = wait_for(delivered, interval=0.1, what=f"{len(delays)} timer messages")
     assert sorted(r["body"].decode() for r in got) == sorted(
         f"{tag}{i}" for i in range(len(delays))
     )

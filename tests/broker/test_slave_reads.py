@@ -10,7 +10,8 @@ import os
 import threading
 
 import pytest
-from test_ha import caught_up, sigkill_broker, wait_until
+from test_ha import caught_up, sigkill_broker
+from waiting import wait_for
 
 from e2e_helpers import cluster, free_port, shm_entries
 from shmq import Message, Producer, json_file
@@ -61,7 +62,7 @@ def test_pulls_follow_the_suggested_broker(tmp_path):
     with cluster(tmp_path, brokerRole="ASYNC_MASTER", haListenPort=free_port(), **conf) as c:
         c.create_topic(TOPIC, 1)  # on the master only: the slave copies it
         slave = c.add_broker("slave", **SLAVE, slaveReadEnable="false")
-        wait_until(lambda: TOPIC in topics_of(c, "slave"), what="the slave to copy the topic")
+        wait_for(lambda: TOPIC in topics_of(c, "slave"), what="the slave to copy the topic")
         send(c, [f"s-{i}".encode() for i in range(20)])
         caught_up(c)
         mq = MessageQueue(TOPIC, "broker-a", 0)
@@ -122,19 +123,29 @@ def test_a_push_group_moves_to_the_slave_and_back_keeping_its_progress(tmp_path,
                 same = len(master) == 2 and master == copy
                 return same and offsets_on_disk(c, group) == master and master
 
-            committed = wait_until(settled, 60, "the slave to copy the committed offsets")
+            committed = wait_for(
+                settled, timeout=60, what="the slave to copy the committed offsets"
+            )
 
             sigkill_broker(c, "broker-a")
             with lock:
                 killed_at = len(consumed)
             gate.set()
-            wait_until(lambda: {b for _, _, b in consumed} >= set(first), 90,
-                       "every message consumed from the slave")  # fmt: skip
+            wait_for(
+                lambda: {b for _, _, b in consumed} >= set(first),
+                timeout=90,
+                what="every message consumed from the slave",
+            )
             reader = consumer.instance.reader
             # the route without the master reaches the consumer (same-host readers may have
             # read everything from the dead master's files before)
-            wait_until(lambda: {reader.pull_address(mq) for mq in consumer.assignment()}
-                       == {slave.address}, 30, "the queues to be read from the slave")  # fmt: skip
+            wait_for(
+                lambda: (
+                    {reader.pull_address(mq) for mq in consumer.assignment()} == {slave.address}
+                ),
+                timeout=30,
+                what="the queues to be read from the slave",
+            )
             # a slave stores no commits: its table is what it copied from the master
             assert offsets_of(c, "slave", group) == committed
             with lock:
@@ -144,16 +155,25 @@ def test_a_push_group_moves_to_the_slave_and_back_keeping_its_progress(tmp_path,
             c.start_broker("broker-a")
             ends = {qid: sum(1 for q, _, _ in {(q, o, b) for q, o, b in consumed} if q == qid)
                     for qid in (0, 1)}  # fmt: skip
-            wait_until(lambda: offsets_of(c, "broker-a", group) == ends, 60,
-                       "the offsets kept in memory committed to the master")  # fmt: skip
-            wait_until(lambda: offsets_of(c, "slave", group) == ends, 60,
-                       "the slave to copy them again")  # fmt: skip
+            wait_for(
+                lambda: offsets_of(c, "broker-a", group) == ends,
+                timeout=60,
+                what="the offsets kept in memory committed to the master",
+            )
+            wait_for(
+                lambda: offsets_of(c, "slave", group) == ends,
+                timeout=60,
+                what="the slave to copy them again",
+            )
             with lock:
                 back_at = len(consumed)
             second = [f"b-{i}".encode() for i in range(60)]
             send(c, second)
-            wait_until(lambda: {b for _, _, b in consumed} >= set(second), 60,
-                       "the messages sent after the restart")  # fmt: skip
+            wait_for(
+                lambda: {b for _, _, b in consumed} >= set(second),
+                timeout=60,
+                what="the messages sent after the restart",
+            )
             assert {reader.pull_address(mq) for mq in consumer.assignment()} == {c.main.address}
         finally:
             gate.set()

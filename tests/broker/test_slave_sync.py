@@ -5,14 +5,14 @@ a peer that answers garbage. The slave side runs in this process on its own conf
 from __future__ import annotations
 
 import os
-import time
-from types import SimpleNamespace
 
 import pytest
+from waiting import wait_for
 
 from shmq import json_file
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.broker.ha.slave_sync import SlaveSynchronize
+from shmq.broker.live_config import LiveConfig
 from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.subscription.groups import SubscriptionGroupManager
 from shmq.broker.topic.config import TopicConfigManager
@@ -24,21 +24,26 @@ from shmq.remoting.server import RemotingServer
 
 
 class SlaveStandIn:
-    """What SlaveSynchronize uses of a slave broker: its tables on ``root`` and a client."""
+    """What SlaveSynchronize uses of a slave broker: its config and tables on ``root``, its
+    control server (``address``) and its topic table (``publish``, counted)."""
 
-    def __init__(self, root: str, client: RemotingClient, role: str = "SLAVE") -> None:
+    def __init__(self, root: str, role: str = "SLAVE") -> None:
         config_dir = os.path.join(root, "config")
         self.root = root
-        self.config = BrokerConfig().replace(broker_role=role, broker_id=int(role == "SLAVE"))
+        self.settings = LiveConfig(BrokerConfig().replace(
+            storePathRootDir=root, broker_role=role, broker_id=int(role == "SLAVE")))  # fmt: skip
         self.topics = TopicConfigManager(config_dir)
         self.subscription_groups = SubscriptionGroupManager(config_dir)
         self.offsets = ConsumerOffsetManager(config_dir)
-        self.control = SimpleNamespace(client=client)
         self.address = "127.0.0.1:1"
         self.published = 0
 
-    def publish_topics(self) -> None:
+    def publish(self) -> None:
         self.published += 1
+
+    def synchronize(self, client: RemotingClient) -> SlaveSynchronize:
+        return SlaveSynchronize(self.settings, self, client, self.topics, self,
+                                self.subscription_groups, self.offsets)  # fmt: skip
 
 
 def read(path: str) -> str:
@@ -50,13 +55,6 @@ def delivered(path: str) -> int:
     """Level 1's next offset in delayOffset.json (0 before the file is written)."""
     data = json_file.load(path, lambda t: json_file.loads_fastjson(t, int_keys=True)) or {}
     return data.get("offsetTable", {}).get(1, 0)
-
-
-def wait_delivered(path: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while delivered(path) < 1:
-        assert time.monotonic() < deadline, f"{path} does not record the delivery"
-        time.sleep(0.05)
 
 
 @pytest.mark.slow
@@ -74,7 +72,7 @@ def test_a_slave_copies_the_masters_tables_and_persists_them(make_broker, tmp_pa
         with Producer("sync-p", namesrv) as producer:  # a delivered delayed message
             producer.send(Message("SyncT", b"later", delay_level=1))
         delay_file = os.path.join(master.root, "config", "delayOffset.json")
-        wait_delivered(delay_file)
+        wait_for(lambda: delivered(delay_file) >= 1, what=f"{delay_file} to record the delivery")
 
         # RocketMQ's body shapes: consumer offsets with bare queue ids, delay offsets as stored
         answer = client.invoke(master.address, RemotingCommand.request(
@@ -83,8 +81,8 @@ def test_a_slave_copies_the_masters_tables_and_persists_them(make_broker, tmp_pa
         assert json_file.loads_fastjson(answer.body.decode())["offsetTable"]["SyncT@sync-g"] == {
             0: 12, 1: 7}  # fmt: skip
 
-        slave = SlaveStandIn(str(tmp_path / "slave"), client)
-        sync = SlaveSynchronize(slave)
+        slave = SlaveStandIn(str(tmp_path / "slave"))
+        sync = slave.synchronize(client)
         assert not sync.sync_all()  # no master known yet
         sync.set_master(master.address)
         assert sync.sync_all()
@@ -98,7 +96,7 @@ def test_a_slave_copies_the_masters_tables_and_persists_them(make_broker, tmp_pa
     assert slave.published == 1
     assert slave.subscription_groups.get("sync-g").retry_max_times == 3
     assert slave.offsets.offsets("sync-g", "SyncT") == {0: 12, 1: 7}
-    reloaded = SlaveStandIn(slave.root, client)  # persisted in the slave's own files
+    reloaded = SlaveStandIn(slave.root)  # persisted in the slave's own files
     assert reloaded.topics.get("SyncT") is not None
     assert reloaded.subscription_groups.get("sync-g").retry_max_times == 3
     assert reloaded.offsets.offsets("sync-g", "SyncT") == {0: 12, 1: 7}
@@ -107,12 +105,13 @@ def test_a_slave_copies_the_masters_tables_and_persists_them(make_broker, tmp_pa
 
     # an unchanged dataVersion copies nothing; a slave never copies from itself or as a master
     with RemotingClient() as client:
-        slave.control.client = client
+        sync.client = client
         assert sync.sync_all() and slave.published == 1
         slave.address = master.address
         assert not sync.sync_all()
         slave.address = "127.0.0.1:1"
-        slave.config = slave.config.replace(broker_role="ASYNC_MASTER", broker_id=0)
+        slave.settings.current = slave.settings.current.replace(broker_role="ASYNC_MASTER",
+                                                                broker_id=0)  # fmt: skip
         assert not sync.sync_all()
 
 
@@ -129,9 +128,9 @@ def test_garbage_from_the_master_changes_nothing_and_stops_nothing(tmp_path, cap
     server.start()
     try:
         with RemotingClient() as client:
-            slave = SlaveStandIn(str(tmp_path / "slave"), client)
+            slave = SlaveStandIn(str(tmp_path / "slave"))
             before = (slave.topics.data_version, slave.offsets.encode())
-            sync = SlaveSynchronize(slave)
+            sync = slave.synchronize(client)
             sync.set_master(server.address)
             assert not sync.sync_all()
     finally:

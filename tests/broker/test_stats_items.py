@@ -8,7 +8,8 @@ import json
 
 import wire_client as wc
 from click.testing import CliRunner
-from test_remoting_send import max_offset, send, until
+from test_remoting_send import dispatched, send
+from waiting import wait_for
 
 from shmq.broker.stats.items import BrokerStatsItems
 from shmq.client.admin.admin import Admin
@@ -70,7 +71,7 @@ def test_view_broker_stats_data_and_stats_all_over_the_wire(make_broker):
     broker, namesrv = make_broker(broker_cluster_name="StatsCluster")
     for i in range(6):
         assert send(broker, "StatsT", 0, {}, f"m{i}".encode()).code == wc.SUCCESS
-    until(lambda: max_offset(broker, "StatsT", 0) == 6)
+    dispatched(broker, "StatsT", 0, 6)
     with wc.WireClient(broker.address) as c:  # a consumer reads 4, then commits them
         pulled = c.call(wc.PULL_MESSAGE, wc.pull_header("sg", "StatsT", 0, 0, max_nums=4))
         assert len(wc.pulled_records(pulled.body)) == 4
@@ -87,10 +88,13 @@ def test_view_broker_stats_data_and_stats_all_over_the_wire(make_broker):
             assert set(item) == set(ITEM) and all(type(item[k]) is t for k, t in ITEM.items())
         return data["statsMinute"] if data["statsMinute"]["sum"] else None
 
-    puts = until(lambda: minute("TOPIC_PUT_NUMS", "StatsT"), timeout=30)  # the 10 s snapshot
+    def snapshot(name: str, key: str) -> dict:  # the 10 s snapshot
+        return wait_for(lambda: minute(name, key), what=f"a minute of {name} {key}")
+
+    puts = snapshot("TOPIC_PUT_NUMS", "StatsT")
     assert puts["sum"] == 6 and puts["tps"] > 0
-    assert until(lambda: minute("GROUP_GET_NUMS", "StatsT@sg"), timeout=30)["sum"] == 4
-    assert until(lambda: minute("BROKER_PUT_NUMS", "StatsCluster"), timeout=30)["sum"] >= 6
+    assert snapshot("GROUP_GET_NUMS", "StatsT@sg")["sum"] == 4
+    assert snapshot("BROKER_PUT_NUMS", "StatsCluster")["sum"] >= 6
 
     missing = stats_data(broker.address, "TOPIC_PUT_NUMS", "NoSuchTopic")
     assert missing.code == wc.SYSTEM_ERROR

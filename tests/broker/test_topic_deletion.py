@@ -15,6 +15,7 @@ import time
 
 import pytest
 from test_ha import SLAVE, caught_up, sigkill_broker
+from waiting import wait_for
 
 from e2e_helpers import cluster, free_port, pull_all, shm_entries, shmq
 from shmq import Message, Producer, PullConsumer
@@ -41,28 +42,17 @@ def send(producer: Producer, tag: str, count: int) -> dict[bytes, int]:
     return sent
 
 
-def poll_until(consumer: PullConsumer, count: int, timeout: float = 30.0) -> list[bytes]:
+def poll_until(consumer: PullConsumer, count: int) -> list[bytes]:
+    """The bodies ``consumer`` polls until it has ``count`` of them."""
     got: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        got += [m.body for m in consumer.poll(0.5)]
+    wait_for(lambda: got.extend(m.body for m in consumer.poll(0.5)) or len(got) >= count,
+             interval=0, what=f"{count} messages polled")  # fmt: skip
     return got
 
 
 def offsets_file(store: str) -> dict:
     with open(os.path.join(store, "config", "consumerOffset.json")) as f:
         return parse_offsets(f.read())  # RocketMQ's shape: bare integer queue ids
-
-
-def persisted(store: str, key: str, timeout: float = 30.0) -> bool:
-    """Whether ``key`` reached consumerOffset.json (written every 5 s) within ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        path = os.path.join(store, "config", "consumerOffset.json")
-        if os.path.exists(path) and key in offsets_file(store):
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def cq_files(store: str, queue_id: int) -> list[int]:
@@ -83,7 +73,12 @@ def test_a_deleted_topic_comes_back_empty_and_its_offsets_go_on(tmp_path):
                 live.start()
                 assert sorted(poll_until(live, 40)) == sorted(old)
                 live.commit()
-                assert persisted(c.store, f"{TOPIC}@del-live")
+                wait_for(
+                    lambda: f"{TOPIC}@del-live" in offsets_file(c.store),
+                    interval=0.2,
+                    ignore=FileNotFoundError,
+                    what="the commit in consumerOffset.json",
+                )
 
                 assert admin.delete_topic(TOPIC) == ["broker-a"]
                 assert f"{TOPIC}@del-live" not in offsets_file(c.store)
@@ -193,15 +188,10 @@ def test_a_topic_deleted_while_a_producer_sends_to_it(tmp_path):
         sender = threading.Thread(target=produce)
         sender.start()
         try:
-            deadline = time.monotonic() + 30
-            while len(acked) < 200 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for(lambda: len(acked) >= 200, what="200 sends acknowledged")
             admin.delete_topic(TOPIC)
-            deadline = time.monotonic() + 30
-            while not any(qoff >= LIFE for _, qoff in acked.values()):
-                assert time.monotonic() < deadline, "no send reached the topic's next life"
-                time.sleep(0.05)
-            time.sleep(0.5)
+            wait_for(lambda: sum(qoff >= LIFE for _, qoff in list(acked.values())) >= 20,
+                     what="20 sends acknowledged in the topic's next life")  # fmt: skip
         finally:
             stop.set()
             sender.join(30)
@@ -297,10 +287,11 @@ def test_clean_expired_cq_purges_the_expired_queues_no_config_names(tmp_path):
             old = time.time() - 2 * 3600
             for name in files[:2]:
                 os.utime(os.path.join(c.store, "commitlog", name), (old, old))
-            deadline = time.monotonic() + 30
-            while (purged := admin.clean_expired_consume_queue()) == {"broker-a": []}:
-                assert time.monotonic() < deadline, "Expiring's messages did not expire"
-                time.sleep(0.2)
+            purged = wait_for(
+                lambda: (done := admin.clean_expired_consume_queue()) != {"broker-a": []} and done,
+                interval=0.2,
+                what="Expiring's messages to expire",
+            )
             assert purged == {"broker-a": ["Expiring"]}
             assert admin.clean_expired_consume_queue() == {"broker-a": []}  # purged once
             assert admin.clean_unused_topic() == {"broker-a": []}

@@ -10,17 +10,18 @@ import collections
 import json
 import os
 import random
-import signal
 import sys
 import time
 
 import pytest
+from waiting import wait_for
 
 import shmq
 from e2e_helpers import cluster, read_json_lines, shm_entries, spawn, stop
 from e2e_helpers import shmq as shmq_cli
+from shmq import half_messages as hm
 from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
-from shmq.codec import half_messages as hm
+from shmq.errors import ResponseError
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from spec_decoder import walk_commitlog
@@ -52,19 +53,13 @@ def bodies(c, topic: str) -> collections.Counter:
     return collections.Counter(r["body"].decode() for r in records(c) if r["topic"] == topic)
 
 
-def wait_until(check, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"not within {timeout} s"
-        time.sleep(0.05)
-
-
-def kill_broker(c) -> None:
-    c.broker_proc.send_signal(signal.SIGKILL)
-    c.broker_proc.wait(30)
-    c.procs.remove(c.broker_proc)
-    c.main.proc = None
-    time.sleep(1.0)  # the agents notice their supervisor is gone
+def progress(c, topic: str) -> int:
+    """How far the transaction service's scans have read ``topic`` (its group's offset)."""
+    with RemotingClient() as client:
+        resp, _ = client.invoke_json(c.main.address, RequestCode.QUERY_CONSUMER_OFFSET,
+                                     {"consumerGroup": hm.SYS_TRANS_GROUP, "topic": topic,
+                                      "queueId": 0})  # fmt: skip
+    return int(resp.ext_fields["offset"])
 
 
 def answered(path: str) -> int:
@@ -114,9 +109,14 @@ def test_bad_end_requests_answer_an_error_and_write_nothing(tmp_path):
         assert resp.code == ResponseCode.SYSTEM_ERROR and "already finished" in resp.remark
         resp = end(c, **{**good, "commitOrRollback": 12})
         assert resp.code == ResponseCode.SYSTEM_ERROR and "already finished" in resp.remark
-        time.sleep(1.0)
-        assert bodies(c, "TxBad") == {"plain": 1, "half": 1}
-        assert bodies(c, hm.OP_TOPIC) == {str(half.queue_offset): 1}
+        wait_for(lambda: bodies(c, "TxBad") == {"plain": 1, "half": 1}, what="the commit")
+        wait_for(lambda: bodies(c, hm.OP_TOPIC) == {str(half.queue_offset): 1},
+                 what="the commit's op record")  # fmt: skip
+        wait_for(
+            lambda: progress(c, hm.HALF_TOPIC) == progress(c, hm.OP_TOPIC) == 1,
+            ignore=ResponseError,
+            what="the check scan past the half and its op record",
+        )
         assert c.stop_broker() == 0
         offsets = ConsumerOffsetManager(os.path.join(c.store, "config"))  # the progress
         assert offsets.query(hm.SYS_TRANS_GROUP, hm.HALF_TOPIC, 0) == 1
@@ -135,7 +135,7 @@ def test_checks_wait_for_a_producer_and_stop_after_transaction_check_max(tmp_pat
         with shmq.TransactionProducer("tx-wait", c.namesrv, listener=Listener()) as p:
             half = p.send_message_in_transaction(shmq.Message("TxWait", b"w"))
         n = ("-n", c.namesrv)
-        time.sleep(2.5)  # past the timeout, several intervals: nobody to ask
+        time.sleep(2.5)  # a test of absence: past the timeout, several intervals: no check
         status = json.loads(shmq_cli("admin", "trans-status", *n, "--json").stdout)
         assert [(s["producerGroup"], s["pending"], s["maxCheckTimes"], s["producersOnline"])
                 for s in status] == [("tx-wait", 1, 0, 0)]  # fmt: skip
@@ -145,8 +145,9 @@ def test_checks_wait_for_a_producer_and_stop_after_transaction_check_max(tmp_pat
         listener = Listener(check=S.UNKNOW)
         with shmq.TransactionProducer("tx-wait", c.namesrv, listener=listener,
                                       heartbeat_interval=0.5):  # fmt: skip
-            wait_until(lambda: not json.loads(
-                shmq_cli("admin", "trans-status", *n, "--json").stdout), 30)  # fmt: skip
+            wait_for(lambda: not json.loads(
+                shmq_cli("admin", "trans-status", *n, "--json").stdout), interval=0.2,
+                     what="the half discarded after transactionCheckMax checks")  # fmt: skip
         assert listener.asked == ["w", "w"]  # transactionCheckMax checks, then discarded
         assert bodies(c, hm.CHECK_MAX_TIME_TOPIC) == {"w": 1}
         assert bodies(c, "TxWait") == {}
@@ -168,7 +169,7 @@ def test_checks_wait_for_a_producer_and_stop_after_transaction_check_max(tmp_pat
         committer = Listener(check=S.COMMIT_MESSAGE)
         with shmq.TransactionProducer("tx-wait", c.namesrv, listener=committer,
                                       heartbeat_interval=0.5):  # fmt: skip
-            wait_until(lambda: bodies(c, "TxWait") == {"w": 1}, 30)
+            wait_for(lambda: bodies(c, "TxWait") == {"w": 1}, what="the resumed half committed")
         assert committer.asked == ["w"]
         (committed,) = [r for r in records(c) if r["topic"] == "TxWait"]
         with shmq.Admin(c.namesrv) as admin, pytest.raises(shmq.ShmqError, match="no discarded"):
@@ -182,7 +183,7 @@ def test_a_broker_killed_between_half_and_end_checks_back_after_restart(tmp_path
         c.create_topic("TxKill", 1)
 
         def kill_then_commit(_msg):
-            kill_broker(c)  # the end request goes nowhere
+            c.kill_supervisor()  # the end request goes nowhere
             return S.COMMIT_MESSAGE
 
         listener = Listener(kill_then_commit, check=S.COMMIT_MESSAGE)
@@ -191,8 +192,8 @@ def test_a_broker_killed_between_half_and_end_checks_back_after_restart(tmp_path
             p.send_message_in_transaction(shmq.Message("TxKill", b"k"))
             assert bodies(c, "TxKill") == {}
             c.start_broker()
-            wait_until(lambda: bodies(c, "TxKill"))
-            time.sleep(1.5)
+            wait_for(lambda: bodies(c, "TxKill"), what="the check-back's commit")
+            time.sleep(1.5)  # a test of absence: a second check-back would have come by now
         assert listener.asked == ["k"]
         assert bodies(c, "TxKill") == {"k": 1}
     assert shm_entries() - before == set()
@@ -214,12 +215,12 @@ def test_a_broker_killed_between_commit_and_op_record_commits_once(tmp_path):
         with shmq.TransactionProducer("tx-halfway", c.namesrv, listener=listener,
                                       heartbeat_interval=0.5) as p:  # fmt: skip
             p.send_message_in_transaction(shmq.Message("TxHalfway", b"h"))
-            wait_until(lambda: bodies(c, "TxHalfway"))
+            wait_for(lambda: bodies(c, "TxHalfway"), what="the commit")
             assert bodies(c, hm.OP_TOPIC) == {}
-            kill_broker(c)
+            c.kill_supervisor()
             c.start_broker()
-            wait_until(lambda: bodies(c, hm.OP_TOPIC))
-            time.sleep(2.5)  # past the timeout and checks: none commits again
+            wait_for(lambda: bodies(c, hm.OP_TOPIC), what="the op record given after the restart")
+            time.sleep(2.5)  # a test of absence: past the timeout and checks, no commit again
         assert bodies(c, "TxHalfway") == {"h": 1}
         assert bodies(c, hm.OP_TOPIC) == {"0": 1}
         assert listener.asked == []
@@ -248,16 +249,32 @@ def test_sigkills_under_load_deliver_exactly_the_committed_messages(tmp_path):
                           "--db", db, "--out", out], str(tmp_path / "producer.log"))  # fmt: skip
         c.procs.append(producer)
         for reached in (600, 1800):  # in the middle of the stream of transactions
-            wait_until(lambda reached=reached: answered(out) > reached, 120)
-            kill_broker(c)
+            wait_for(
+                lambda reached=reached: answered(out) > reached,
+                timeout=120,
+                what=f"{reached} transactions answered",
+            )
+            c.kill_supervisor()
             c.start_broker()
-        wait_until(lambda: answered(out) == len(plan), 300)
+        wait_for(
+            lambda: answered(out) == len(plan),
+            timeout=300,
+            interval=0.2,
+            what="every transaction answered",
+        )
         with open(db) as f:
             decided = [line.split() for line in f if line.strip()]
         committed = {body for _, body, outcome in decided if outcome == "commit"}
         assert len({body for _, body, _ in decided}) == len(decided) == len(plan)
-        wait_until(lambda: set(bodies(c, "TxLoad")) >= committed, 120)
-        time.sleep(3.0)  # the unknown ones are checked back by now
+        wait_for(
+            lambda: set(bodies(c, "TxLoad")) >= committed,
+            timeout=120,
+            interval=0.2,
+            what="every committed message delivered",
+        )
+        with shmq.Admin(c.namesrv) as admin:  # each half committed or rolled back: final
+            wait_for(lambda: not admin.trans_status("tx-load"), interval=0.2,
+                     what="no half message of tx-load pending")  # fmt: skip
         assert stop(producer) == 0
         c.procs.remove(producer)
         assert c.stop_broker() == 0

@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import time
 
+from waiting import wait_for
+
 from shmq.client.producer.producer import Producer
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.message import Message
 
 TOPIC = "Linger"
+SHARED_BROKER = {"idle_linger_us": 1_000_000}  # a second: far longer than any round trip
 
 
 def waiters(rp) -> int:
     return rp.reg_w[rp.reg_base + rg.ANSWER_WAITERS]
 
 
-def test_a_sync_send_counts_itself_among_the_waiters_until_answered(make_broker):
-    _, namesrv = make_broker()
+def test_a_sync_send_counts_itself_among_the_waiters_until_answered(shared_broker):
+    _, namesrv = shared_broker
     with Producer("linger-count", namesrv) as producer:
         producer.send(Message(TOPIC, b"first"))
         [link] = producer._links.current.values()
@@ -40,45 +43,41 @@ def test_a_sync_send_counts_itself_among_the_waiters_until_answered(make_broker)
         assert waiters(rp) == 0
 
 
-def wait_parks(words, before: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if int(words[cn.WRITER_PARKS]) > before:
-            return True
-        time.sleep(0.005)
-    return False
+def wait_parks(words, timeout: float = 30.0) -> None:
+    """Until the writer parks once more than it had now."""
+    before = int(words[cn.WRITER_PARKS])
+    wait_for(lambda: int(words[cn.WRITER_PARKS]) > before, timeout=timeout,
+             what="the writer to park")  # fmt: skip
 
 
 def answered_oneway(producer: Producer, rp, body: bytes) -> None:
     producer.send_oneway(Message(TOPIC, body))
-    deadline = time.monotonic() + 10
-    while not rp.answered(rp.seq - 1):
-        assert time.monotonic() < deadline, "the writer did not answer"
-        time.sleep(0.001)
+    seq = rp.seq - 1
+    wait_for(lambda: rp.answered(seq), what="the writer to answer")
 
 
-def test_the_writer_lingers_after_answering_a_waiting_producer(make_broker):
-    broker, namesrv = make_broker(idle_linger_us=1_000_000)
+def test_the_writer_lingers_after_answering_a_waiting_producer(shared_broker):
+    broker, namesrv = shared_broker
     words = broker.counters.words
     with Producer("linger-writer", namesrv) as producer:
         producer.send(Message(TOPIC, b"first"))
         [link] = producer._links.current.values()
         rp = link.ring
-        assert wait_parks(words, int(words[cn.WRITER_PARKS]))  # the sync send's linger ends
+        wait_parks(words)  # the sync send's linger ends
         answered_oneway(producer, rp, b"nobody waits")
-        assert wait_parks(words, int(words[cn.WRITER_PARKS]), timeout=0.8)  # parks at once
+        wait_parks(words, timeout=0.8)  # at once: long before the 1 s linger would end
         rp.publish_answer_waiters(1)  # as a sync sender does
         answered_oneway(producer, rp, b"answered to a waiter")
         lingering = int(words[cn.WRITER_PARKS])
-        time.sleep(0.3)  # well inside the 1 s linger
+        time.sleep(0.3)  # a test of absence, well inside the 1 s linger
         assert int(words[cn.WRITER_PARKS]) == lingering and not words[cn.WRITER_PARKED]
         rp.publish_answer_waiters(0)
-        assert wait_parks(words, lingering)  # the linger ends: it parks again
+        wait_parks(words)  # the linger ends: it parks again
 
 
-def test_any_answer_waiters_word_never_stops_the_writer(make_broker):
+def test_any_answer_waiters_word_never_stops_the_writer(shared_broker):
     """The word is the client's: whatever it holds, the writer only stays awake a while."""
-    _, namesrv = make_broker(idle_linger_us=1_000_000)
+    _, namesrv = shared_broker
     with Producer("linger-hostile", namesrv) as bad, Producer("linger-good", namesrv) as good:
         bad.send(Message(TOPIC, b"first"))
         [link] = bad._links.current.values()

@@ -1,11 +1,10 @@
 """One namesrv + broker for the client tests of a module (each test uses its own topics and
-groups), and helpers to create topics and produce."""
+groups), and a helper to read what was produced."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from waiting import wait_for
 
 from e2e_helpers import cluster, shm_entries
 from shmq.client.transport.queue_reader import QueueReader
@@ -23,38 +22,15 @@ def broker(tmp_path_factory):
     assert shm_entries() - before == set()
 
 
-def create_topic(c, topic: str, queues: int = 8, broker_name: str = "broker-a") -> None:
-    """Create ``topic`` and wait until the namesrv routes it."""
-    c.create_topic(topic, queues, broker_name)
-    with QueueReader("probe", c.namesrv) as reader:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                found = {mq.broker_name for mq in reader.queues(topic)}
-                if broker_name in found:
-                    return
-            except Exception:
-                pass
-            reader.routes.invalidate(topic)
-            time.sleep(0.05)
-    raise AssertionError(f"no route for {topic}")
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def read_all(c, topic: str, queue_id: int, count: int) -> list:
     """The first ``count`` messages of a queue, read through shared memory."""
     with QueueReader("tcp-check", c.namesrv) as reader:
         mq = MessageQueue(topic, "broker-a", queue_id)
         out: list = []
-        deadline = time.monotonic() + 10
-        while len(out) < count and time.monotonic() < deadline:
-            out += reader.pull(mq, len(out), count - len(out), timeout=0.5).messages
+
+        def all_read() -> bool:
+            out.extend(reader.pull(mq, len(out), count - len(out), timeout=0.5).messages)
+            return len(out) >= count
+
+        wait_for(all_read, interval=0, what=f"{count} messages of {topic}:{queue_id}")
         return out

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 import wire_client
+from waiting import wait_for
 
 from e2e_helpers import cluster, shm_entries
 from shmq.client.admin.admin import Admin, ConsumerProgress
@@ -36,22 +37,19 @@ from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 Rc = ResponseCode
 
 
-def leaked(before: set[str], pids: list[int]) -> set[str]:
-    """New /dev/shm entries of these broker processes (segment names carry the broker's
-    pid; other test runs on this host may hold theirs meanwhile)."""
-    return {e for e in shm_entries() - before if any(f"shmq-{pid}-" in e for pid in pids)}
-
-
 @pytest.fixture(scope="module")
 def two_brokers(tmp_path_factory):
     before = shm_entries()
     with cluster(tmp_path_factory.mktemp("admin"), defaultTopicQueueNums=2) as c:
         c.add_broker("broker-b")
-        c.pids = [b.proc.pid for b in c.brokers.values()]
         with Admin(c.namesrv) as admin:
-            wait_for(lambda: len(admin.cluster_list()) == 2, what="two brokers registered")
+            wait_for(
+                lambda: len(admin.cluster_list()) == 2,
+                ignore=NOT_YET,
+                what="two brokers registered",
+            )
         yield c
-    assert leaked(before, c.pids) == set()
+    assert shm_entries() - before == set()
 
 
 @pytest.fixture
@@ -60,14 +58,7 @@ def admin(two_brokers) -> Iterator[Admin]:
         yield a
 
 
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ClientError, ResponseError, NoRouteError):
-            if predicate():
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+NOT_YET = (ClientError, ResponseError, NoRouteError)  # asked before a broker or route has it
 
 
 def produce(namesrv: str, topic: str, n: int, prefix: str = "m") -> list:
@@ -77,8 +68,11 @@ def produce(namesrv: str, topic: str, n: int, prefix: str = "m") -> list:
 
 
 def dispatched(admin: Admin, topic: str, n: int) -> None:
-    wait_for(lambda: sum(q.max_offset for q in admin.topic_status(topic)) == n,
-             what=f"{n} messages of {topic} dispatched")  # fmt: skip
+    wait_for(
+        lambda: sum(q.max_offset for q in admin.topic_status(topic)) == n,
+        ignore=NOT_YET,
+        what=f"{n} messages of {topic} dispatched",
+    )
 
 
 def next_frame(sock: socket.socket, code: int, timeout: float = 10.0) -> RemotingCommand:
@@ -190,7 +184,7 @@ def test_topic_create_list_route_status_delete(admin, two_brokers):
     with pytest.raises(ResponseError, match="topic AdmTopic does not exist on cluster") as err:
         admin.delete_topic("AdmTopic", cluster="DefaultCluster")
     assert err.value.code == Rc.TOPIC_NOT_EXIST
-    time.sleep(1.5)  # a broker re-registering must not bring it back
+    time.sleep(1.5)  # a test of absence: a broker re-registering must not bring it back
     assert "AdmTopic" not in admin.topic_list()
 
 
@@ -212,10 +206,9 @@ def test_deleting_a_group_deletes_its_retry_and_dead_letter_topics(admin, two_br
                       consume_from_where="FIRST_OFFSET") as check:  # fmt: skip
         check.subscribe(retry)
         check.start()
-        deadline = time.monotonic() + 20
-        while not got and time.monotonic() < deadline:
-            got += [m.body for m in check.poll(0.5)]
-        got += [m.body for m in check.poll(1.0)]
+        wait_for(lambda: got.extend(m.body for m in check.poll(0.5)) or got, interval=0,
+                 what=f"a message of {retry}")  # fmt: skip
+        got += [m.body for m in check.poll(1.0)]  # and nothing more
     assert got == [b"fresh0"]
     admin.delete_topic(retry)
 
@@ -273,17 +266,16 @@ def test_consumer_connection_of_an_online_group(admin, two_brokers):
         assert list(conn["subscriptionTable"]) == ["AdmConnTopic"]
         assert conn["messageModel"] == "CLUSTERING"
         assert conn["consumeFromWhere"] == "CONSUME_FROM_FIRST_OFFSET"
+
     # the broker forgets the member when its connection closes
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    def forgotten() -> ResponseError | None:
         try:
             admin.consumer_connection("adm-conn")
         except ResponseError as exc:
-            assert exc.code == Rc.CONSUMER_NOT_ONLINE
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError("the closed consumer stayed online")
+            return exc
+        return None
+
+    assert wait_for(forgotten, what="the closed consumer offline").code == Rc.CONSUMER_NOT_ONLINE
 
 
 @contextlib.contextmanager
@@ -304,7 +296,7 @@ def stuck_consumer(namesrv: str, group: str, topic: str) -> Iterator[tuple[PushC
     consumer.subscribe(topic)
     consumer.start()
     try:
-        wait_for(lambda: got, what="a message in the listener")
+        wait_for(lambda: got, ignore=NOT_YET, what="a message in the listener")
         yield consumer, got
     finally:
         gate.set()
@@ -320,7 +312,7 @@ def test_consumer_status_is_asked_of_each_member_through_its_broker(admin, two_b
         for i in range(40):
             producer.send(Message(topic, f"m{i}".encode()))
     with stuck_consumer(two_brokers.namesrv, group, topic) as (consumer, _):
-        wait_for(lambda: consumer.counters["pulled"] == 40, what="all 40 pulled")
+        wait_for(lambda: consumer.counters["pulled"] == 40, ignore=NOT_YET, what="all 40 pulled")
         infos = admin.consumer_status(group)
         assert list(infos) == [consumer.instance.client_id]
         info = infos[consumer.instance.client_id]
@@ -367,8 +359,11 @@ def test_consumer_offsets_are_what_each_member_holds(admin, two_brokers):
         for member in members:
             member.subscribe(topic)
             member.start()
-        wait_for(lambda: sorted(len(m.assignment()) for m in members) == [2, 2],
-                 what="4 queues shared by 2 members")  # fmt: skip
+        wait_for(
+            lambda: sorted(len(m.assignment()) for m in members) == [2, 2],
+            ignore=NOT_YET,
+            what="4 queues shared by 2 members",
+        )
         for n, member in enumerate(members):
             member.commit({mq: 10 * n + mq.queue_id + 1 for mq in member.assignment()})
         held = admin.consumer_offsets(group, topic)
@@ -399,7 +394,7 @@ def test_reset_offset_commits_and_tells_online_consumers(admin, two_brokers):
     topic, group = "AdmReset", "adm-reset"
     admin.update_topic(topic, read_queue_nums=2, write_queue_nums=2)
     first = produce(two_brokers.namesrv, topic, 10, "old")
-    time.sleep(0.05)
+    time.sleep(0.05)  # the clock moves on: ``middle`` lies strictly between the two
     middle = int(time.time() * 1000)
     time.sleep(0.05)
     produce(two_brokers.namesrv, topic, 10, "new")
@@ -460,7 +455,7 @@ def test_query_messages_by_id_key_unique_key_and_time(admin, two_brokers):
     topic = "AdmQuery"
     admin.update_topic(topic, read_queue_nums=2, write_queue_nums=2)
     early = produce(two_brokers.namesrv, topic, 6, "early")
-    time.sleep(0.05)
+    time.sleep(0.05)  # the clock moves on: ``middle`` lies strictly between the two
     middle = int(time.time() * 1000)
     time.sleep(0.05)
     late = produce(two_brokers.namesrv, topic, 6, "late")
@@ -481,7 +476,7 @@ def test_query_messages_by_id_key_unique_key_and_time(admin, two_brokers):
     def by_key():
         return admin.query_msg_by_key(topic, "late-key-3")
 
-    wait_for(lambda: len(by_key()) == 1, what="the index to have late-key-3")
+    wait_for(lambda: len(by_key()) == 1, ignore=NOT_YET, what="the index to have late-key-3")
     [found] = by_key()
     assert found["msgId"] == late[3].msg_id and found["keys"] == ["late-key-3"]
     assert admin.query_msg_by_key(topic, "no-such-key") == []
@@ -562,8 +557,9 @@ def test_sub_groups_update_delete_and_survive_a_restart(admin, two_brokers):
     assert '\t\t"adm-sub":{\n' in text
     assert json.loads(text)["subscriptionGroupTable"]["adm-sub"]["retryQueueNums"] == 2
     two_brokers.start_broker("broker-a")
-    two_brokers.pids.append(two_brokers.main.proc.pid)
-    wait_for(lambda: len(admin.cluster_list()) == 2, what="broker-a registered again")
+    wait_for(
+        lambda: len(admin.cluster_list()) == 2, ignore=NOT_YET, what="broker-a registered again"
+    )
     after = admin.examine_sub_group("adm-sub")
     assert after == {"broker-a": changed["broker-a"]}
     assert admin.delete_sub_group("adm-sub", remove_offset=True) == ["broker-a"]

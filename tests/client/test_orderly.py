@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from conftest import create_topic, wait_for
+from waiting import wait_for
 
 import shmq
 from e2e_helpers import cluster, read_json_lines, shm_entries, stop
@@ -43,7 +43,7 @@ def test_orderly_members_keep_key_order_and_never_share_a_queue(tmp_path):
     before = shm_entries()
     total, keys = 100_000, 100
     with cluster(tmp_path) as c:
-        create_topic(c, "Ordered", 8)
+        c.create_topic("Ordered", 8)
         members = [orderly_member(c, f"o{i}") for i in range(2)]
         outs = [out for _, out in members]
         with shmq.Producer("ordered-p", c.namesrv) as producer:
@@ -55,13 +55,21 @@ def test_orderly_members_keep_key_order_and_never_share_a_queue(tmp_path):
                 if i == total // 3:  # a member joins while messages flow
                     members.append(orderly_member(c, "o2"))
                     outs.append(members[-1][1])
-                    wait_for(lambda: assignment(outs[-1]), 120, "the new member's queues")
+                    wait_for(
+                        lambda: assignment(outs[-1]), timeout=120, what="the new member's queues"
+                    )
             for f in futures:
                 f.result(60)
-        wait_for(lambda: len(consumed(outs)) >= 2 * total // 3, 120, "two thirds consumed")
+        wait_for(
+            lambda: len(consumed(outs)) >= 2 * total // 3, timeout=120, what="two thirds consumed"
+        )
         assert stop(members[0][0]) == 0  # and one leaves
-        wait_for(lambda: len({r["body"] for r in consumed(outs)}) >= total, 180, "all consumed")
-        time.sleep(1.0)
+        wait_for(
+            lambda: len({r["body"] for r in consumed(outs)}) >= total,
+            timeout=180,
+            what="all consumed",
+        )
+        time.sleep(1.0)  # a test of absence: a message twice would come by now
         for proc, _ in members[1:]:
             assert stop(proc) == 0
         rows = consumed(outs)
@@ -86,7 +94,7 @@ def test_orderly_members_keep_key_order_and_never_share_a_queue(tmp_path):
 
 
 def test_a_suspended_message_comes_again_in_place(broker):
-    create_topic(broker, "Suspend", 1)
+    broker.create_topic("Suspend", 1)
     with shmq.Producer("suspend-p", broker.namesrv) as producer:
         for i in range(5):
             producer.send(shmq.Message("Suspend", f"s{i}".encode()))
@@ -107,8 +115,8 @@ def test_a_suspended_message_comes_again_in_place(broker):
     consumer.subscribe("Suspend")
     consumer.start()
     try:
-        wait_for(lambda: len(seen) >= 7, 20, "5 messages, s2 three times")
-        time.sleep(0.5)
+        wait_for(lambda: len(seen) >= 7, timeout=20, what="5 messages, s2 three times")
+        time.sleep(0.5)  # a test of absence: nothing more comes
     finally:
         consumer.shutdown()
     assert [(b, n) for b, n, _ in seen] == [
@@ -123,7 +131,7 @@ def test_only_a_fast_listener_runs_in_the_pull_thread_and_order_holds(broker, pa
     (no hand-off to the pool); a slow one never is. Either way each queue's messages come
     in queue order."""
     topic, group, total = f"Pace{pace}", f"pace-{pace}", 600
-    create_topic(broker, topic, 2)
+    broker.create_topic(topic, 2)
     calls: list[tuple[str, int, int]] = []
 
     def listener(msgs, ctx):
@@ -143,7 +151,9 @@ def test_only_a_fast_listener_runs_in_the_pull_thread_and_order_holds(broker, pa
             for wave in (range(total // 2), range(total // 2, total)):  # the second: pace known
                 for i in wave:
                     queue_of[i] = producer.send(shmq.Message(topic, b"%d" % i)).message_queue
-                wait_for(lambda wave=wave: len(calls) >= wave.stop, 60, "the wave consumed")
+                wait_for(
+                    lambda wave=wave: len(calls) >= wave.stop, timeout=60, what="the wave consumed"
+                )
     finally:
         consumer.shutdown()
     in_pull_thread = sum(1 for name, _, _ in calls if name == f"shmq-pull-{group}")
@@ -154,7 +164,7 @@ def test_only_a_fast_listener_runs_in_the_pull_thread_and_order_holds(broker, pa
 
 
 def test_a_queue_lock_belongs_to_one_client_until_it_lapses(broker):
-    create_topic(broker, "Locked", 2)
+    broker.create_topic("Locked", 2)
     mqs = [{"topic": "Locked", "brokerName": "broker-a", "queueId": q} for q in (0, 1)]
 
     def lock(client_id: str, code=RequestCode.LOCK_BATCH_MQ) -> list[int]:

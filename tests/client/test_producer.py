@@ -14,11 +14,10 @@ import threading
 import time
 
 import pytest
-from conftest import create_topic, wait_for
+from waiting import wait_for
 
 from e2e_helpers import cluster, shm_entries
 from shmq.client.consumer.lite_pull import PullConsumer
-from shmq.client.producer.answers import AttemptError
 from shmq.client.producer.producer import Producer, select_by_hash
 from shmq.client.producer.publish_info import TopicPublishInfo
 from shmq.client.route import BrokerQueues
@@ -26,6 +25,7 @@ from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import MessageQueue, SendResult, SendStatus
 from shmq.codec.jhash import java_hash
 from shmq.errors import (
+    AttemptError,
     ClientError,
     ConfigError,
     InvalidMessageError,
@@ -70,22 +70,21 @@ def pair(tmp_path_factory):
 
 
 def topic_on_both(c, topic: str, queues: int) -> list[MessageQueue]:
-    create_topic(c, topic, queues, "broker-a")
-    create_topic(c, topic, queues, "broker-b")  # waits until the namesrv routes both
+    c.create_topic(topic, queues, "broker-a")
+    c.create_topic(topic, queues, "broker-b")  # waits until the namesrv routes both
     return [MessageQueue(topic, b, q) for b in ("broker-a", "broker-b") for q in range(queues)]
 
 
-def read_back(c, queues: list[MessageQueue], n: int, timeout: float = 20.0) -> list:
-    """Every message of ``queues`` from the start (PullConsumer, assign mode)."""
+def read_back(c, queues: list[MessageQueue], n: int) -> list:
+    """The first ``n`` messages of ``queues`` from the start (PullConsumer, assign mode)."""
     got: list = []
     with PullConsumer("read-back", c.namesrv, pull_batch_size=100, auto_commit=False) as pc:
         pc.assign(queues)
         pc.start()
         for mq in queues:
             pc.seek_to_begin(mq)
-        deadline = time.monotonic() + timeout
-        while len(got) < n and time.monotonic() < deadline:
-            got += pc.poll(0.5)
+        wait_for(lambda: got.extend(pc.poll(0.5)) or len(got) >= n, interval=0,
+                 what=f"{n} messages")  # fmt: skip
     return got
 
 
@@ -212,11 +211,11 @@ def test_send_async_callback_gets_the_send_result_or_the_exception(pair, caplog,
             for i in range(20)
         ]
         results = [f.result(10) for f in futures]
-        wait_for(lambda: len(got) == 20, 10, "callbacks")
+        wait_for(lambda: len(got) == 20, timeout=10, what="callbacks")
         assert all(type(r) is SendResult and r.msg_id for r in got)
         assert {id(r) for r in got} == {id(r) for r in results}  # each its own send's
         failed = producer.send_async(Message(topic, "x"), callback, selector=lambda *_: foreign)
-        wait_for(lambda: len(got) == 21, 10, "the failure's callback")
+        wait_for(lambda: len(got) == 21, timeout=10, what="the failure's callback")
         assert isinstance(got[-1], ClientError) and got[-1] is failed.exception(10)
         assert "broker-z" in str(got[-1])
 
@@ -227,7 +226,7 @@ def test_send_async_callback_gets_the_send_result_or_the_exception(pair, caplog,
                                   selector=lambda *_: foreign, **kw)  # fmt: skip
         only = producer.send_async(Message(topic, "only"), on_exception=failures.append)
         only.result(10)
-        wait_for(lambda: len(successes) == 1 and len(failures) == 1, 10, "callbacks")
+        wait_for(lambda: len(successes) == 1 and len(failures) == 1, timeout=10, what="callbacks")
         assert successes == [ok.result(10)] and successes[0].msg_id
         assert failures == [bad.exception(10)] and isinstance(failures[0], ClientError)
     assert any("callback" in r.getMessage() and r.exc_info for r in caplog.records)
@@ -273,7 +272,7 @@ def test_a_failing_completion_still_settles_every_future(pair, monkeypatch):
 def test_async_rejections_are_retried_on_the_same_queue_then_fail(pair):
     """A topic shrunk after the producer cached its route: queue 3 is rejected
     (queue id not below writeQueueNums, a retryable reason)."""
-    create_topic(pair, "Shrunk", 4, "broker-a")
+    pair.create_topic("Shrunk", 4, "broker-a")
     key = next(k for k in (f"k{i}" for i in range(1000)) if abs(java_hash(k)) % 4 == 3)
     with Producer("p-shrunk", pair.namesrv) as producer:
         assert producer.send(Message("Shrunk", "x"), sharding_key=key).message_queue.queue_id == 3
@@ -291,7 +290,7 @@ def test_async_rejections_are_retried_on_the_same_queue_then_fail(pair):
                 return "writeQueueNums" in str(exc)
             return False
 
-        wait_for(rejected, 10, "the broker to apply the new queue count")
+        wait_for(rejected, timeout=10, what="the broker to apply the new queue count")
         producer._infos.infos["Shrunk"].stale = False  # keep the cached 4-queue route
         retries = producer.stats().get("async_retries", 0)
         future = producer.send_async(Message("Shrunk", "async"), sharding_key=key)
@@ -305,7 +304,7 @@ def test_async_rejections_are_retried_on_the_same_queue_then_fail(pair):
             reader.routes.invalidate("Shrunk")
             return len(reader.queues("Shrunk")) == 1
 
-        wait_for(one_queue_routed, 10, "the new queue count in the namesrv")
+        wait_for(one_queue_routed, timeout=10, what="the new queue count in the namesrv")
     with Producer("p-shrunk2", pair.namesrv) as producer:  # a fresh route: queue 0 only
         assert (
             producer.send(Message("Shrunk", "fine"), sharding_key=key).message_queue.queue_id == 0
@@ -343,7 +342,7 @@ def test_close_right_after_oneway_sends_loses_none_of_them(pair):
     """The writer is stopped (SIGSTOP) while a new producer sends oneway and closes: close()
     must wait until the broker took its ring's records instead of unregistering, which
     would have the broker destroy the ring before the writer ever read it."""
-    create_topic(pair, "OnewayClose", 2, "broker-a")
+    pair.create_topic("OnewayClose", 2, "broker-a")
     writer = pair.runtime_info("broker-a")["agents"]["writer"]["pid"]
     producer = Producer("p-oneway-close", pair.namesrv, send_timeout=20)
     producer.send(Message("OnewayClose", b"registered"))
@@ -373,7 +372,7 @@ def test_oneway_messages_are_delivered(pair):
     got = read_back(pair, queues, 21)
     assert sorted(m.body.decode() for m in got) == sorted([f"o{i}" for i in range(20)] + ["keyed"])
     expected = queues[abs(java_hash("k")) % 4]
-    keyed = read_back(pair, [expected], 1, timeout=5)
+    keyed = read_back(pair, [expected], 1)
     assert "keyed" in {m.body.decode() for m in keyed}
 
 
@@ -429,7 +428,7 @@ def test_a_new_topic_is_created_by_the_brokers_on_first_send(pair):
             except NoRouteError:
                 return False
 
-        wait_for(routed, 10, "the auto-created topic in the namesrv")
+        wait_for(routed, timeout=10, what="the auto-created topic in the namesrv")
         # created with the producer's 2 queues, not the broker's 8: none stays empty
         assert {(mq.broker_name, mq.queue_id) for mq in reader.queues("AutoCreated")} == {
             ("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)
@@ -437,18 +436,18 @@ def test_a_new_topic_is_created_by_the_brokers_on_first_send(pair):
 
 
 def test_routes_are_refreshed_every_poll_interval(pair):
-    create_topic(pair, "Growing", 2, "broker-a")
+    pair.create_topic("Growing", 2, "broker-a")
     with Producer("p-poll", pair.namesrv, poll_name_server_interval=0.3) as producer:
         first = [producer.send(Message("Growing", f"m{i}")) for i in range(4)]
         assert {r.message_queue.broker_name for r in first} == {"broker-a"}
-        create_topic(pair, "Growing", 2, "broker-b")
+        pair.create_topic("Growing", 2, "broker-b")
         brokers = set()
 
         def reaches_b() -> bool:
             brokers.add(producer.send(Message("Growing", "more")).message_queue.broker_name)
             return "broker-b" in brokers
 
-        wait_for(reaches_b, 10, "sends to reach the new broker")
+        wait_for(reaches_b, timeout=10, what="sends to reach the new broker")
         assert "failed_attempts" not in producer.stats()  # learnt by polling, not by failing
         refresher = producer._infos._refresher
         assert refresher is not None and refresher.is_alive()
@@ -503,7 +502,7 @@ def test_sends_fail_over_when_a_broker_stops_and_fail_when_all_are_down(tmp_path
             threads = [threading.Thread(target=loop, args=(p,)) for p in (plain, faulty)]
             for t in threads:
                 t.start()
-            wait_for(lambda: min(len(v) for v in results.values()) >= 30, 20, "sends")
+            wait_for(lambda: min(len(v) for v in results.values()) >= 30, timeout=20, what="sends")
             assert c.stop_broker("broker-b") == 0  # SIGTERM while the loops run
             stopped.set()
             for t in threads:

@@ -6,24 +6,24 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import create_topic
 from test_push_consumer import produce
+from waiting import wait_for
 
 from shmq.client.consumer.lite_pull import PullConsumer
 from shmq.client.types import MessageQueue
 from shmq.errors import ClientError
 
 
-def drain(pc: PullConsumer, n: int, timeout: float = 20.0) -> list:
-    got = []
-    deadline = time.monotonic() + timeout
-    while len(got) < n and time.monotonic() < deadline:
-        got += pc.poll(0.5)
+def drain(pc: PullConsumer, n: int) -> list:
+    """What ``pc`` polls until it has ``n`` messages."""
+    got: list = []
+    wait_for(lambda: got.extend(pc.poll(0.5)) or len(got) >= n, interval=0,
+             what=f"{n} messages polled")  # fmt: skip
     return got
 
 
 def test_subscribe_poll_commit_and_resume_from_committed(broker):
-    create_topic(broker, "LitePoll", 4)
+    broker.create_topic("LitePoll", 4)
     produce(broker, "LitePoll", 50)
     with PullConsumer("lite-g", broker.namesrv, consume_from_where="FIRST_OFFSET",
                       auto_commit=False, pull_batch_size=7) as pc:  # fmt: skip
@@ -41,13 +41,13 @@ def test_subscribe_poll_commit_and_resume_from_committed(broker):
     with PullConsumer("lite-g", broker.namesrv) as pc:
         pc.subscribe("LitePoll")
         pc.start()
-        again = drain(pc, 1, 2)
+        again = drain(pc, 1)
         assert {m.queue_id for m in again} == {mq.queue_id}
         assert min(m.queue_offset for m in again) == 2
 
 
 def test_the_docstring_flow_start_fetch_assign_seek_poll(broker):
-    create_topic(broker, "LiteDoc", 4)
+    broker.create_topic("LiteDoc", 4)
     produce(broker, "LiteDoc", 40)
     with PullConsumer("lite-doc", broker.namesrv, auto_commit=False) as consumer:
         consumer.start()
@@ -63,7 +63,7 @@ def test_the_docstring_flow_start_fetch_assign_seek_poll(broker):
 
 
 def test_assign_seek_pause_resume_and_auto_commit(broker):
-    create_topic(broker, "LiteAssign", 2)
+    broker.create_topic("LiteAssign", 2)
     produce(broker, "LiteAssign", 20)
     q0, q1 = (MessageQueue("LiteAssign", "broker-a", i) for i in range(2))
     with PullConsumer("lite-a", broker.namesrv, pull_batch_size=100,
@@ -85,8 +85,8 @@ def test_assign_seek_pause_resume_and_auto_commit(broker):
         produce(broker, "LiteAssign", 4, prefix="late")
         assert pc.poll(0.2) == []
         pc.resume([q0])
-        assert len(drain(pc, 2, 5)) == 2
-        time.sleep(0.02)
+        assert len(drain(pc, 2)) == 2
+        time.sleep(0.02)  # an auto_commit_interval passes: the next poll commits
         pc.poll(0.01)  # auto-commit of what earlier polls returned
         assert pc.committed(q0) == pc.position(q0)
     with pytest.raises(ClientError, match="cannot be mixed"):
@@ -96,7 +96,7 @@ def test_assign_seek_pause_resume_and_auto_commit(broker):
 
 
 def test_committed_offsets_out_of_range_are_corrected_with_a_log_line(broker, caplog):
-    create_topic(broker, "LiteRange", 1)
+    broker.create_topic("LiteRange", 1)
     produce(broker, "LiteRange", 5)
     mq = MessageQueue("LiteRange", "broker-a", 0)
     with PullConsumer("lite-r", broker.namesrv, auto_commit=False) as pc:

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from conftest import create_topic, wait_for
+from waiting import wait_for
 
 from shmq.client.consumer.push import PushConsumer
 from shmq.client.producer.producer import Producer
@@ -57,14 +57,14 @@ def consumer(c, group: str, topic: str, listener, expression: str = "*", **kw) -
 
 
 def test_every_message_once_and_offsets_committed(broker):
-    create_topic(broker, "PushAll", 8)
+    broker.create_topic("PushAll", 8)
     bodies = produce(broker, "PushAll", 200)
     sink = Sink()
     with consumer(broker, "g-all", "PushAll", sink, consume_message_batch_max_size=4) as pc:
         pc.start()
         assert len(pc.assignment()) == 8
         wait_for(lambda: sum(sink.bodies().values()) >= 200, what="200 messages")
-        time.sleep(0.2)
+        time.sleep(0.2)  # a test of absence: a message twice would come by now
     assert sink.bodies() == collections.Counter(bodies)
     per_queue = collections.defaultdict(list)
     for q, off, _, _ in sink.got:
@@ -77,18 +77,18 @@ def test_every_message_once_and_offsets_committed(broker):
 
 
 def test_tag_filter(broker):
-    create_topic(broker, "PushTags", 4)
+    broker.create_topic("PushTags", 4)
     produce(broker, "PushTags", 60, tags=lambda i: "ABC"[i % 3])
     sink = Sink()
     with consumer(broker, "g-tags", "PushTags", sink, "A || C") as pc:
         pc.start()
         wait_for(lambda: sum(sink.bodies().values()) >= 40, what="40 tagged messages")
-        time.sleep(0.3)
+        time.sleep(0.3)  # a test of absence: a message tagged B would come by now
     assert sorted(int(b[1:]) for b in sink.bodies()) == [i for i in range(60) if i % 3 != 1]
 
 
 def test_listener_that_raises_or_returns_none_is_retried_and_consumer_goes_on(broker, caplog):
-    create_topic(broker, "PushFail", 2)
+    broker.create_topic("PushFail", 2)
     produce(broker, "PushFail", 20)
     failures = {"m3": 2, "m7": 1}
     sink = Sink()
@@ -116,7 +116,7 @@ def test_listener_that_raises_or_returns_none_is_retried_and_consumer_goes_on(br
 def test_ack_index_splits_a_chunk_into_consumed_and_failed(broker):
     """RocketMQ's ackIndex: on CONSUME_SUCCESS the messages after ``ack_index`` are consumed
     again; one below -1 fails the whole chunk (never Python's negative slicing)."""
-    create_topic(broker, "PushAck", 1)
+    broker.create_topic("PushAck", 1)
     produce(broker, "PushAck", 8)
     sink = Sink()
     first_time = {"m0": 1, "m4": -3}  # ack_index the first time the chunk starting here comes
@@ -133,7 +133,7 @@ def test_ack_index_splits_a_chunk_into_consumed_and_failed(broker):
     with pc:
         pc.start()
         wait_for(lambda: len(sink.bodies()) == 8, what="all 8")
-        time.sleep(0.3)
+        time.sleep(0.3)  # a test of absence: a retry too many would come by now
     times = {b: r for _, _, b, r in sink.got}
     assert sink.bodies() == collections.Counter(f"m{i}" for i in range(8))
     # chunks [m0..m3] (acked up to m1: m2, m3 again) and [m4..m7] (all again)
@@ -141,7 +141,7 @@ def test_ack_index_splits_a_chunk_into_consumed_and_failed(broker):
 
 
 def test_listener_that_hangs_hits_consume_timeout(broker, caplog):
-    create_topic(broker, "PushHang", 1)
+    broker.create_topic("PushHang", 1)
     produce(broker, "PushHang", 5)
     release = threading.Event()
     sink = Sink()
@@ -169,7 +169,7 @@ def test_listener_that_hangs_hits_consume_timeout(broker, caplog):
 
 
 def test_flow_control_keeps_process_queue_under_threshold(broker):
-    create_topic(broker, "PushSlow", 1)
+    broker.create_topic("PushSlow", 1)
     produce(broker, "PushSlow", 120)
     sink = Sink(pause=0.005)
     seen = []
@@ -183,9 +183,12 @@ def test_flow_control_keeps_process_queue_under_threshold(broker):
         consume_thread_min=1,
     ) as pc:
         pc.start()
-        while sum(sink.bodies().values()) < 120:
-            seen += [q["msgCount"] for q in pc.stats()["queues"].values()]
-            time.sleep(0.002)
+
+        def sampled_to_the_end() -> bool:  # the process queue's size, every 2 ms
+            seen.extend(q["msgCount"] for q in pc.stats()["queues"].values())
+            return sum(sink.bodies().values()) >= 120
+
+        wait_for(sampled_to_the_end, interval=0.002, what="the 120 messages consumed")
         assert pc.stats()["flowControlled"] > 0
     assert max(seen) <= 10 and max(seen) >= 5
 
@@ -198,14 +201,17 @@ def test_a_drained_queue_pulls_again_while_the_pull_thread_waits_on_another(brok
     from shmq.client.consumer import push as push_consumer
 
     monkeypatch.setattr(push_consumer, "FLOW_CONTROL_DELAY_S", 60.0)
-    create_topic(broker, "PushDrained", 1)
+    broker.create_topic("PushDrained", 1)
     bodies = produce(broker, "PushDrained", 120)
     sink = Sink(pause=0.001)  # slow: the pool consumes, the pull thread runs ahead
     with consumer(broker, "g-drained", "PushDrained", sink, pull_threshold_for_queue=10,
                   consume_thread_max=2, consume_thread_min=1) as pc:  # fmt: skip
         pc.start()
-        wait_for(lambda: sum(sink.bodies().values()) >= 120, timeout=6.0,
-                 what="the backlog, each flow-control hold ended by the drain")  # fmt: skip
+        wait_for(
+            lambda: sum(sink.bodies().values()) >= 120,
+            timeout=6.0,
+            what="the backlog, each flow-control hold ended by the drain",
+        )
         assert pc.stats()["flowControlled"] >= 5
     assert sink.bodies() == collections.Counter(bodies)
 
@@ -224,7 +230,7 @@ def test_a_consumer_that_keeps_up_pulls_once_per_arrival(broker, monkeypatch):
         return real_pull(self, mq, *args, **kwargs)
 
     monkeypatch.setattr(QueueReader, "pull", counted)
-    create_topic(broker, "PushPaced", 1)
+    broker.create_topic("PushPaced", 1)
     sink = Sink()
     n = 40
     with consumer(broker, "g-paced", "PushPaced", sink) as pc:
@@ -245,7 +251,7 @@ def test_a_consumer_that_keeps_up_pulls_once_per_arrival(broker, monkeypatch):
 def test_membership_change_rebalances_at_once(broker):
     """Two members split 8 queues; when one leaves the other takes all of them long before
     the periodic rebalance (60 s here), and nothing is lost across the change."""
-    create_topic(broker, "PushGroup", 8)
+    broker.create_topic("PushGroup", 8)
     produce(broker, "PushGroup", 80, prefix="a")
     a_sink, b_sink = Sink(), Sink()
     a = consumer(broker, "g-group", "PushGroup", a_sink, rebalance_interval=60)
@@ -254,11 +260,18 @@ def test_membership_change_rebalances_at_once(broker):
         a.start()
         assert len(a.assignment()) == 8
         b.start()
-        wait_for(lambda: len(a.assignment()) == 4 and len(b.assignment()) == 4, 10, "a 4/4 split")
+        wait_for(
+            lambda: len(a.assignment()) == 4 and len(b.assignment()) == 4,
+            timeout=10,
+            what="a 4/4 split",
+        )
         assert set(a.assignment()).isdisjoint(b.assignment())
-        wait_for(lambda: sum(a_sink.bodies().values()) + sum(b_sink.bodies().values()) >= 80)
+        wait_for(
+            lambda: sum(a_sink.bodies().values()) + sum(b_sink.bodies().values()) >= 80,
+            what="80 messages consumed by the two members",
+        )
         b.shutdown()
-        wait_for(lambda: len(a.assignment()) == 8, 10, "a to take b's queues")
+        wait_for(lambda: len(a.assignment()) == 8, timeout=10, what="a to take b's queues")
         produce(broker, "PushGroup", 80, prefix="b")
         wait_for(lambda: all(f"b{i}" in a_sink.bodies() for i in range(80)), what="second batch")
     finally:
@@ -269,7 +282,7 @@ def test_membership_change_rebalances_at_once(broker):
 
 
 def test_broadcasting_delivers_everything_to_each_and_keeps_local_offsets(broker, tmp_path):
-    create_topic(broker, "PushBcast", 4)
+    broker.create_topic("PushBcast", 4)
     bodies = produce(broker, "PushBcast", 40)
     sinks = [Sink(), Sink()]
     members = [
@@ -298,7 +311,7 @@ def test_broadcasting_delivers_everything_to_each_and_keeps_local_offsets(broker
 
 
 def test_consume_from_where_for_a_new_group(broker, monkeypatch):
-    create_topic(broker, "PushWhere", 1)
+    broker.create_topic("PushWhere", 1)
     produce(broker, "PushWhere", 10)
     mq = MessageQueue("PushWhere", "broker-a", 0)
     future = time.strftime("%Y%m%d%H%M%S", time.localtime(time.time() + 3600))
@@ -337,7 +350,7 @@ def test_bad_configuration_is_refused(broker):
 
 
 def test_bulk_listener_gets_batches_and_a_failed_batch_comes_again(broker):
-    create_topic(broker, "PushBulk", 2)
+    broker.create_topic("PushBulk", 2)
     with Producer("test-producer", broker.namesrv) as producer:
         for q in range(2):  # send_bulk picks one queue per call, round robin
             producer.send_bulk("PushBulk", [f"q{q}-{i}".encode() for i in range(300)])
@@ -360,7 +373,7 @@ def test_bulk_listener_gets_batches_and_a_failed_batch_comes_again(broker):
                   reconsume_delay=0.05) as pc:  # fmt: skip
         pc.start()
         wait_for(lambda: len(got) >= 600, what="600 messages in batches")
-        time.sleep(0.2)
+        time.sleep(0.2)  # a test of absence: a batch twice would come by now
         assert pc.stats()["failed"] >= 600 // 300
         for mq in pc.assignment():
             wait_for(lambda mq=mq: pc.offsets.read(mq) == 300, what="offsets at the end")
@@ -376,7 +389,7 @@ def test_a_backlog_on_one_queue_does_not_starve_another(broker):
     """Each pull of a queue is followed by the other queues' turns: both queues' messages
     come early, not one backlog after the other (a listener that then blocks, in the pull
     thread when it is fast, has seen both queues)."""
-    create_topic(broker, "PushBurst", 2)
+    broker.create_topic("PushBurst", 2)
     produce(broker, "PushBurst", 4_000)
     sink = Sink()
     with consumer(broker, "g-burst", "PushBurst", sink) as pc:
@@ -392,7 +405,7 @@ def test_a_backlog_for_a_fast_listener_moves_to_the_pull_thread(broker, pace):
     message is fast however many messages a pull brings (the pace is per message), and its
     calls come back to the pull thread. A slow one (it sleeps) never runs there."""
     topic, group, total = f"PushPace{pace}", f"g-pace-{pace}", 8_000
-    create_topic(broker, topic, 1)
+    broker.create_topic(topic, 1)
     with Producer("pace-p", broker.namesrv) as producer:
         producer.send_bulk(topic, [b"%d" % i for i in range(total)])
     names: list[str] = []
@@ -409,7 +422,7 @@ def test_a_backlog_for_a_fast_listener_moves_to_the_pull_thread(broker, pace):
 
     with consumer(broker, group, topic, listener) as pc:
         pc.start()
-        wait_for(lambda: len(names) >= total, 60, "the backlog consumed")
+        wait_for(lambda: len(names) >= total, timeout=60, what="the backlog consumed")
     in_pull_thread = sum(1 for name in names[total // 2 :] if name.startswith("shmq-pull"))
     assert (in_pull_thread > 0) == (pace == "fast"), collections.Counter(names)
 
@@ -423,7 +436,7 @@ def test_a_listener_that_blocks_in_the_pull_thread_does_not_stop_the_other_queue
     from shmq.client.consumer import listener_pace
 
     monkeypatch.setattr(listener_pace, "DIRECT_LISTENER_S", 1.0)  # fast on a loaded machine
-    create_topic(broker, "PushBlock", 2)
+    broker.create_topic("PushBlock", 2)
     bodies = produce(broker, "PushBlock", 400)
     gate, blocked = threading.Event(), threading.Event()
     sink = Sink()
@@ -440,8 +453,11 @@ def test_a_listener_that_blocks_in_the_pull_thread_does_not_stop_the_other_queue
         pc.start()
         wait_for(blocked.is_set, what="a listener call blocking the pull thread")
         stuck = 32  # at most one request's messages wait behind the blocked call
-        wait_for(lambda: sum(sink.bodies().values()) >= 400 - stuck, timeout=30,
-                 what="the other messages, consumed while the call blocks")  # fmt: skip
+        wait_for(
+            lambda: sum(sink.bodies().values()) >= 400 - stuck,
+            timeout=30,
+            what="the other messages, consumed while the call blocks",
+        )
         gate.set()
         wait_for(lambda: set(sink.bodies()) == set(bodies), what="every message")
     assert "a new pull thread takes over" in caplog.text

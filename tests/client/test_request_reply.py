@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import create_topic
+from waiting import wait_for
 
 from shmq.client.consumer.push import PushConsumer
 from shmq.client.producer.producer import Producer
@@ -65,7 +65,7 @@ class Responder:
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_request_gets_its_reply(broker, transport):
     topic = f"Quotes{transport}"
-    create_topic(broker, topic, 4)
+    broker.create_topic(topic, 4)
     with (
         Responder(broker, topic, f"quote-service-{transport}", transport) as responder,
         Producer(f"quote-clients-{transport}", broker.namesrv, transport=transport) as client,
@@ -93,20 +93,22 @@ def test_request_gets_its_reply(broker, transport):
     assert {r.send_status.name for r in responder.results} == {"SEND_OK"}
     ids = {r.offset_msg_id for r in responder.results}
     by_id: dict = {}
-    deadline = time.monotonic() + 10
     with QueueReader("reply-check", broker.namesrv, transport=transport) as reader:
-        while not ids <= set(by_id) and time.monotonic() < deadline:
+
+        def all_stored() -> bool:
             pulled = reader.pull(MessageQueue(REPLY_TOPIC, "broker-a", 0), len(by_id), 64,
                                  timeout=0.2)  # fmt: skip
             by_id.update((m.offset_msg_id, m) for m in pulled.messages)
-    assert ids <= set(by_id)
+            return ids <= set(by_id)
+
+        wait_for(all_stored, interval=0, what="every reply in the reply topic")
     # q0's reply (results come in any order: consume threads answer q0 and q1 concurrently)
     one = by_id[responder.replied[b"q0"].offset_msg_id]
     assert one.properties["CORRELATION_ID"] == request.properties["CORRELATION_ID"]
 
 
 def test_unanswered_request_times_out_and_late_reply_is_dropped(broker):
-    create_topic(broker, "NobodyAnswers", 2)
+    broker.create_topic("NobodyAnswers", 2)
     with Producer("lonely-client", broker.namesrv) as client:
         started = time.monotonic()
         with pytest.raises(RequestTimeoutError, match="wait reply message timeout"):
@@ -124,10 +126,10 @@ def test_unanswered_request_times_out_and_late_reply_is_dropped(broker):
 
 
 def test_reply_to_a_gone_requester_fails_naming_it(broker):
-    create_topic(broker, "GoneRequester", 1)
+    broker.create_topic("GoneRequester", 1)
     with Producer("gone-client", broker.namesrv) as client:
-        client.request_async(Message("GoneRequester", b"ask"), 0.2)
-        time.sleep(0.5)
+        asked = client.request_async(Message("GoneRequester", b"ask"), 0.2)
+        wait_for(asked.done, what="the request to time out")  # nobody waits for a reply now
     with QueueReader("gone", broker.namesrv) as reader:
         (request,) = reader.pull(MessageQueue("GoneRequester", "broker-a", 0), 0, 10).messages
     with (
@@ -142,7 +144,7 @@ def test_bad_uses_fail_clearly(broker):
         create_reply_message(Message("T", b"not a request"), b"x")
     with pytest.raises(InvalidPropertyError, match="reserved"):
         Message("T", b"x", properties={"CORRELATION_ID": "1"}).encoded_properties()
-    create_topic(broker, "BadRequests", 1)
+    broker.create_topic("BadRequests", 1)
     with Producer("bad-client", broker.namesrv) as client:
         with pytest.raises(ClientError, match="delayed"):
             client.request(Message("BadRequests", b"x", delay_level=1), timeout=1.0)

@@ -22,9 +22,9 @@ from shmq.client.producer.records import (
     retried_record,
 )
 from shmq.client.producer.ring import RingProducer
-from shmq.codec.delay_levels import SCHEDULE_TOPIC
-from shmq.codec.half_messages import HALF_TOPIC
+from shmq.delay_topics import SCHEDULE_TOPIC
 from shmq.errors import InvalidMessageError
+from shmq.half_messages import HALF_TOPIC
 from shmq.ipc import counters as cn
 from shmq.ipc import registry as rg
 from shmq.ipc import ring

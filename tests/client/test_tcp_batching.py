@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from bad_peers import closes, sends, silent
-from conftest import create_topic, read_all
+from conftest import read_all
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,7 +56,7 @@ def check_against_store(broker, topic: str, results: list) -> None:
 
 
 def test_async_sends_from_one_thread_are_batched_in_order(broker):
-    create_topic(broker, "TcpBatched", 4)
+    broker.create_topic("TcpBatched", 4)
     with Producer("tcp-batch-1", broker.namesrv, transport="tcp") as producer:
         bodies = [b"m%d" % i for i in range(4000)]
         futures = [producer.send_async(Message("TcpBatched", b)) for b in bodies]
@@ -72,7 +72,7 @@ def test_async_sends_from_one_thread_are_batched_in_order(broker):
 
 
 def test_async_sends_from_several_threads_keep_each_threads_order(broker):
-    create_topic(broker, "TcpBatchedThreads", 2)
+    broker.create_topic("TcpBatchedThreads", 2)
     sent: list[list] = [[] for _ in range(4)]
     with Producer("tcp-batch-2", broker.namesrv, transport="tcp") as producer:
 
@@ -98,7 +98,7 @@ def test_async_sends_from_several_threads_keep_each_threads_order(broker):
 
 
 def test_delayed_messages_go_alone_beside_batched_plain_ones(broker):
-    create_topic(broker, "TcpBatchedDelay", 1)
+    broker.create_topic("TcpBatchedDelay", 1)
     with Producer("tcp-batch-3", broker.namesrv, transport="tcp") as producer:
         msgs = [Message("TcpBatchedDelay", b"d%d" % i, delay_level=1 if i % 5 == 0 else 0)
                 for i in range(500)]  # fmt: skip
@@ -115,7 +115,7 @@ def test_delayed_messages_go_alone_beside_batched_plain_ones(broker):
 
 
 def test_a_dropped_connection_retries_the_batches_in_flight(broker):
-    create_topic(broker, "TcpBatchedDrop", 1)
+    broker.create_topic("TcpBatchedDrop", 1)
     with Producer("tcp-batch-4", broker.namesrv, transport="tcp") as producer:
         futures = [producer.send_async(Message("TcpBatchedDrop", b"x%d" % i)) for i in range(300)]
         (channel,) = producer._tcp._channels.values()
@@ -173,7 +173,7 @@ def test_sends_still_waiting_when_closed_fail_clearly(peer):
 
 
 def test_closing_the_producer_answers_what_it_accumulated(broker):
-    create_topic(broker, "TcpBatchedClose", 1)
+    broker.create_topic("TcpBatchedClose", 1)
     producer = Producer("tcp-batch-5", broker.namesrv, transport="tcp")
     futures = [producer.send_async(Message("TcpBatchedClose", b"c%d" % i)) for i in range(3000)]
     producer.close()

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import create_topic, wait_for
+from waiting import wait_for
 
 from shmq.client.consumer.lite_pull import PullConsumer
 from shmq.client.consumer.push import PushConsumer
@@ -30,7 +30,7 @@ def produce(c, topic: str, n: int, **kw) -> None:
 
 
 def test_tcp_pull_decodes_exactly_as_the_mmap_path(broker):
-    create_topic(broker, "TcpRead", 1)
+    broker.create_topic("TcpRead", 1)
     with Producer("tcp-read-p", broker.namesrv) as producer:
         for i in range(50):
             producer.send(Message("TcpRead", f"r{i}", tags="A" if i % 2 else "B",
@@ -57,8 +57,8 @@ def test_tcp_pull_decodes_exactly_as_the_mmap_path(broker):
         assert bulk.batch.body(0) == b"r0" and list(bulk.batch.queue_offsets[:2]) == [0, 1]
         empty = tcp.pull(mq, 50, 32, timeout=0.2)
         assert empty.pull_status is PullStatus.NO_NEW_MSG and empty.next_begin_offset == 50
-        moved = tcp.pull(mq, 80, 32, timeout=0.0)
-        assert moved.pull_status is PullStatus.OFFSET_ILLEGAL and moved.next_begin_offset == 50
+        moved = tcp.pull(mq, 80, 32, timeout=0.0)  # past a queue that starts at 0: from 0
+        assert moved.pull_status is PullStatus.OFFSET_ILLEGAL and moved.next_begin_offset == 0
         # long polling: a held pull is answered when a message arrives
         threading.Timer(0.3, produce, (broker, "TcpRead", 1)).start()
         late = tcp.pull(mq, 50, 32, timeout=10.0)
@@ -66,7 +66,7 @@ def test_tcp_pull_decodes_exactly_as_the_mmap_path(broker):
 
 
 def test_push_consumer_over_tcp_and_offsets(broker):
-    create_topic(broker, "TcpPush", 4)
+    broker.create_topic("TcpPush", 4)
     produce(broker, "TcpPush", 400)
     got = collections.Counter()
     lock = threading.Lock()
@@ -91,7 +91,7 @@ def test_push_consumer_over_tcp_and_offsets(broker):
 
 
 def test_bulk_push_consumer_over_tcp(broker):
-    create_topic(broker, "TcpBulk", 1)
+    broker.create_topic("TcpBulk", 1)
     with Producer("tcp-bulk-p", broker.namesrv, transport="tcp") as producer:
         producer.send_bulk("TcpBulk", [b"%05d" % i for i in range(3000)])
     seen: list[bytes] = []
@@ -110,7 +110,7 @@ def test_bulk_push_consumer_over_tcp(broker):
 
 
 def test_mixed_transport_group_consumes_exactly_once(broker):
-    create_topic(broker, "TcpMixed", 8)
+    broker.create_topic("TcpMixed", 8)
     got = collections.Counter()
     by = collections.Counter()
     lock = threading.Lock()
@@ -135,7 +135,7 @@ def test_mixed_transport_group_consumes_exactly_once(broker):
         wait_for(lambda: all(len(pc.assignment()) == 4 for pc in consumers), what="rebalance")
         produce(broker, "TcpMixed", 800)
         wait_for(lambda: sum(got.values()) >= 800, what="800 messages")
-        time.sleep(0.3)
+        time.sleep(0.3)  # a test of absence: a message twice would come by now
     finally:
         for pc in consumers:
             pc.shutdown()
@@ -144,16 +144,15 @@ def test_mixed_transport_group_consumes_exactly_once(broker):
 
 
 def test_pull_consumer_over_tcp(broker):
-    create_topic(broker, "TcpLite", 2)
+    broker.create_topic("TcpLite", 2)
     produce(broker, "TcpLite", 60)
     with PullConsumer("tcp-lite", broker.namesrv, transport="tcp",
                       consume_from_where="FIRST_OFFSET") as consumer:  # fmt: skip
         consumer.subscribe("TcpLite")
         consumer.start()
         bodies: list[bytes] = []
-        deadline = time.monotonic() + 20
-        while len(bodies) < 60 and time.monotonic() < deadline:
-            bodies += [m.body for m in consumer.poll(1.0)]
+        wait_for(lambda: bodies.extend(m.body for m in consumer.poll(1.0)) or len(bodies) >= 60,
+                 interval=0, what="60 messages over TCP")  # fmt: skip
     assert sorted(bodies) == sorted(f"m{i}".encode() for i in range(60))
 
 

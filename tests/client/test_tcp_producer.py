@@ -4,7 +4,7 @@ reads back."""
 
 from __future__ import annotations
 
-from conftest import create_topic, read_all
+from conftest import read_all
 
 from shmq import Message
 from shmq.client.producer.producer import Producer
@@ -13,7 +13,7 @@ from shmq.message import parse_offset_msg_id
 
 
 def test_sync_send_over_tcp_gives_the_shm_result_fields(broker):
-    create_topic(broker, "TcpSync", 2)
+    broker.create_topic("TcpSync", 2)
     with Producer("tcp-pg", broker.namesrv, transport="tcp") as producer:
         msg = Message("TcpSync", b"hello", tags="TagA", keys=["k1"], properties={"color": "red"})
         result = producer.send(msg)
@@ -33,7 +33,7 @@ def test_sync_send_over_tcp_gives_the_shm_result_fields(broker):
 
 
 def test_async_oneway_and_selector_over_tcp(broker):
-    create_topic(broker, "TcpAsync", 4)
+    broker.create_topic("TcpAsync", 4)
     with Producer("tcp-pg2", broker.namesrv, transport="tcp") as producer:
         futures = [producer.send_async(Message("TcpAsync", b"m%d" % i)) for i in range(2000)]
         results = [f.result(10) for f in futures]
@@ -52,7 +52,7 @@ def test_async_oneway_and_selector_over_tcp(broker):
 
 
 def test_batch_and_bulk_over_tcp(broker):
-    create_topic(broker, "TcpBatch", 1)
+    broker.create_topic("TcpBatch", 1)
     with Producer("tcp-pg3", broker.namesrv, transport="tcp") as producer:
         msgs = [Message("TcpBatch", b"b%d" % i, tags="T", keys=[f"k{i}"]) for i in range(3000)]
         results = producer.send_batch(msgs)
@@ -69,7 +69,7 @@ def test_batch_and_bulk_over_tcp(broker):
 
 
 def test_delayed_message_over_tcp(broker):
-    create_topic(broker, "TcpDelay", 1)
+    broker.create_topic("TcpDelay", 1)
     with Producer("tcp-pg4", broker.namesrv, transport="tcp") as producer:
         result = producer.send(Message("TcpDelay", b"later", delay_level=1))
     assert result.message_queue == MessageQueue("TcpDelay", "broker-a", 0)

@@ -9,12 +9,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
+from waiting import wait_for
 
-from e2e_helpers import ROOT, shm_entries, start_broker
+from e2e_helpers import ROOT
 from shmq.client.admin.admin import Admin
 from shmq.errors import NoRouteError
 
@@ -34,45 +34,36 @@ def can_unshare() -> str | None:
     return None if probe.returncode == 0 else probe.stderr.strip() or "unshare failed"
 
 
-def run_far_clients(tmp_path, ip: str, prefix: list[str]) -> None:
-    before = shm_entries()
-    broker, ns = start_broker(str(tmp_path / "store"), ip)
-    try:
-        with Admin(ns.address) as admin:
-            admin.update_topic("FarTopic", read_queue_nums=2, write_queue_nums=2)
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    admin.topic_route("FarTopic")
-                    break
-                except NoRouteError:
-                    assert time.monotonic() < deadline, "no route for FarTopic"
-                    time.sleep(0.05)
-        env = {**os.environ, "PYTHONPATH": ROOT}
-        done = subprocess.run([*prefix, *private_shm([sys.executable, CHILD, ns.address,
-                                                      "FarTopic", str(N)])],
-                              capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
-        assert done.returncode == 0, done.stderr[-3000:]
-        seen = json.loads(done.stdout.strip().splitlines()[-1])
-        assert seen["producer_tcp"] == {broker.address: True}
-        assert seen["consumer_tcp"] == {broker.address: True}
-        assert seen["bodies"] == sorted(f"far-{i}" for i in range(N))
-        groups = {slot["group"] for slot in broker.clients.stats()}  # the broker's own agents'
-        assert not groups & {"other-host-producer", "other-host-consumer"}  # no shm slot
-    finally:
-        broker.stop()
-        ns.stop()
-    assert shm_entries() - before == set()
+def run_far_clients(make_broker, ip: str, prefix: list[str]) -> None:
+    broker, namesrv = make_broker(host=ip)
+    with Admin(namesrv) as admin:
+        admin.update_topic("FarTopic", read_queue_nums=2, write_queue_nums=2)
+        wait_for(lambda: admin.topic_route("FarTopic"), ignore=NoRouteError,
+                 what="a route for FarTopic")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    done = subprocess.run([*prefix, *private_shm([sys.executable, CHILD, namesrv,
+                                                  "FarTopic", str(N)])],
+                          capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["producer_tcp"] == {broker.address: True}
+    assert seen["consumer_tcp"] == {broker.address: True}
+    assert seen["bodies"] == sorted(f"far-{i}" for i in range(N))
+    groups = {slot["group"] for slot in broker.clients.stats()}  # the broker's own agents'
+    assert not groups & {"other-host-producer", "other-host-consumer"}  # no shm slot
 
 
-def test_other_host_on_loopback_goes_over_tcp(tmp_path):
+def test_other_host_on_loopback_goes_over_tcp(make_broker):
     problem = can_unshare()
     if problem:
         pytest.skip(f"no private /dev/shm for the other host: {problem}")
-    run_far_clients(tmp_path, "127.0.0.1", [])
+    run_far_clients(make_broker, "127.0.0.1", [])
 
 
-def test_other_host_in_a_network_namespace_goes_over_tcp(tmp_path):
+@pytest.fixture
+def network_namespace():
+    """A network namespace joined to this one by a veth pair: ``(its name, this side's
+    address)``; removed at teardown, after the broker (a fixture asked for later) stopped."""
     if os.geteuid() != 0:
         pytest.skip("a network namespace with a veth pair needs root")
     tag = uuid.uuid4().hex[:6]
@@ -93,7 +84,12 @@ def test_other_host_in_a_network_namespace_goes_over_tcp(tmp_path):
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 pytest.skip(f"no network namespace here: {' '.join(cmd)}: {done.stderr.strip()}")
-        run_far_clients(tmp_path, host_ip, ["ip", "netns", "exec", netns])
+        yield netns, host_ip
     finally:
         subprocess.run(["ip", "link", "del", host_if], capture_output=True)
         subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+
+
+def test_other_host_in_a_network_namespace_goes_over_tcp(network_namespace, make_broker):
+    netns, host_ip = network_namespace
+    run_far_clients(make_broker, host_ip, ["ip", "netns", "exec", netns])

@@ -15,10 +15,11 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from waiting import wait_for
 
 import shmq
 from e2e_helpers import cluster, read_json_lines, shm_entries, spawn
-from shmq.codec import half_messages as hm
+from shmq import half_messages as hm
 from shmq.errors import InvalidMessageError
 from spec_decoder import walk_commitlog
 
@@ -63,12 +64,6 @@ def stored(c, topic: str) -> collections.Counter:
     return collections.Counter(r["body"].decode() for r in records if r["topic"] == topic)
 
 
-def wait_until(check, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not check():
-        time.sleep(0.05)
-
-
 def producer(c, group: str, listener) -> shmq.TransactionProducer:
     return shmq.TransactionProducer(group, c.namesrv, listener=listener, heartbeat_interval=0.5)
 
@@ -87,8 +82,8 @@ def test_commit_is_delivered_once_and_rollback_never(c):
         with producer(c, "tx-pay", listener) as p:
             committed = p.send_message_in_transaction(shmq.Message("TxPay", b"c1", tags="T"), 7)
             rolled = p.send_message_in_transaction(shmq.Message("TxPay", b"r1"))
-        wait_until(lambda: got)
-        time.sleep(2.5)  # past the timeout and a check interval: nothing else comes
+        wait_for(lambda: got, what="the commit delivered")
+        time.sleep(2.5)  # a test of absence: past the timeout and a check interval, no check
     finally:
         consumer.shutdown()
     assert committed.local_transaction_state is S.COMMIT_MESSAGE
@@ -112,10 +107,10 @@ def test_unknow_is_delivered_after_the_check_back_commits(c):
         results = [p.send_message_in_transaction(shmq.Message("TxLater", b))
                    for b in (b"u1", b"u2", b"u3")]  # fmt: skip
         assert [r.local_transaction_state for r in results] == [S.UNKNOW] * 3
-        time.sleep(0.5)
+        time.sleep(0.5)  # a test of absence, before the 1 s transaction timeout
         assert stored(c, "TxLater") == {}  # not before the check-back
-        wait_until(lambda: len(stored(c, "TxLater")) == 2)
-        time.sleep(1.5)  # answered checks are not asked again
+        wait_for(lambda: len(stored(c, "TxLater")) == 2, what="u1 and u2 committed")
+        time.sleep(1.5)  # a test of absence: answered checks are not asked again
     assert stored(c, "TxLater") == {"u1": 1, "u2": 1}
     asked = collections.Counter(m.body.decode() for m in listener.asked)
     assert asked == {"u1": 1, "u2": 1, "u3": 1}
@@ -146,8 +141,8 @@ def test_the_check_back_reaches_another_producer_when_the_first_died(c, tmp_path
     assert stored(c, hm.HALF_TOPIC)["dying-0"] == 1
     listener = Outcomes(checks={"dying-0": S.COMMIT_MESSAGE})
     with producer(c, "tx-orphans", listener):
-        wait_until(lambda: stored(c, "TxOrphan"))
-        time.sleep(1.0)
+        wait_for(lambda: stored(c, "TxOrphan"), what="the check-back's commit")
+        time.sleep(1.0)  # a test of absence: a second check-back would come by now
     assert stored(c, "TxOrphan") == {"dying-0": 1}
     assert [m.body for m in listener.asked] == [b"dying-0"]
 
@@ -195,17 +190,16 @@ def test_random_transactions_and_broker_crashes_deliver_exactly_the_committed(c,
             with contextlib.suppress(shmq.ShmqError):  # the broker may still be coming back
                 p.send_message_in_transaction(shmq.Message(topic, f"m{i}".encode()), op)
         committed = {body for body, outcome in db.items() if outcome == "commit"}
-        wait_until(lambda: set(stored(c, topic)) >= committed, 30)
-        time.sleep(2.0)  # check-backs of the rest are answered by now
+        wait_for(lambda: set(stored(c, topic)) >= committed, interval=0.2,
+                 what="every committed message delivered")  # fmt: skip
+        with shmq.Admin(c.namesrv) as admin:  # each half committed or rolled back: final
+            wait_for(lambda: not admin.trans_status("tx-model"), interval=0.2,
+                     what="no half message of tx-model pending")  # fmt: skip
     delivered = stored(c, topic)
     assert set(delivered) == committed
     assert max(delivered.values(), default=1) == 1
 
 
 def crash_and_restart(c) -> None:
-    c.broker_proc.send_signal(signal.SIGKILL)
-    c.broker_proc.wait(30)
-    c.procs.remove(c.broker_proc)
-    c.main.proc = None
-    time.sleep(1.0)  # the agents notice their supervisor is gone
+    c.kill_supervisor()
     c.start_broker()

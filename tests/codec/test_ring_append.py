@@ -42,27 +42,35 @@ def index_of(*topics: tuple[bytes, int, int, list[int] | None]) -> ra.TopicIndex
 
 
 def params(check_crc: bool = False, refuse: int = 0) -> np.ndarray:
-    p = np.zeros(ra.N_PARAMS, dtype=np.int64)
-    p[ra.P_MAX_BODY] = 1 << 20
-    p[ra.P_STORE_TS] = 1_700_000_000_000
-    p[ra.P_STORE_HOST] = 0x7F00000100002A9F
-    p[ra.P_REFUSE] = refuse
-    p[ra.P_CHECK_CRC] = int(check_crc)
-    p[ra.P_REASON_QUEUE] = ring.REASON_QUEUE_ID
-    p[ra.P_REASON_SIZE] = ring.REASON_TOO_LARGE
-    p[ra.P_REASON_SYSFLAG] = ring.REASON_SYSFLAG
-    p[ra.P_REASON_CORRUPT] = ring.REASON_CORRUPT
+    p = np.zeros(1, dtype=ra.APPEND_PARAMS)
+    p["max_body"] = 1 << 20
+    p["store_ts"] = 1_700_000_000_000
+    p["store_host"] = 0x7F00000100002A9F
+    p["refuse"] = refuse
+    p["check_crc"] = check_crc
+    p["reason_queue"] = ring.REASON_QUEUE_ID
+    p["reason_size"] = ring.REASON_TOO_LARGE
+    p["reason_sysflag"] = ring.REASON_SYSFLAG
+    p["reason_corrupt"] = ring.REASON_CORRUPT
     return p
 
 
 def run(src, end, index, p, dst=None, dst_pos=0, base=4096, next_qoff=None, max_records=99):
+    """One kernel call over ``src[:end]``; returns its result as a dict of the fields."""
     dst = np.zeros(1 << 16, dtype=np.uint8) if dst is None else dst
     next_qoff = np.zeros(8, dtype=np.int64) if next_qoff is None else next_qoff
     comp = np.zeros((16, 4), dtype=np.int64)
-    out = ra.append_from_ring(src, 0, end, 0, max_records, index.names, index.name_offs,
-                              index.table, index.info, index.slots, dst, dst_pos,
-                              dst.shape[0] - dst_pos, base, next_qoff, comp, 0, p)  # fmt: skip
+    p["limit"], p["max_records"] = end, max_records
+    p["dst_pos"], p["dst_room"], p["dst_base"] = dst_pos, dst.shape[0] - dst_pos, base
+    result = np.zeros(1, dtype=ra.APPEND_RESULT)
+    ra.append_from_ring(src, index.names, index.name_offs, index.table, index.info, index.slots,
+                        dst, next_qoff, comp, p, result)  # fmt: skip
+    out = dict(zip(result.dtype.names, result[0].item(), strict=True))
     return out, dst, comp, next_qoff
+
+
+def fields(out: dict, *names: str) -> tuple:
+    return tuple(out[name] for name in names)
 
 
 def test_the_status_values_are_the_rings():
@@ -76,9 +84,9 @@ def test_records_are_stored_with_the_writers_crc_and_answered(claimed):
     index = index_of((TOPIC, 0, 2, [5, 6]))
     qoff = np.zeros(8, dtype=np.int64)
     qoff[6] = 40
-    (n, taken, used, kept, code, stop), dst, comp, qoff = run(src, end, index, params(),
-                                                              next_qoff=qoff)  # fmt: skip
-    assert (n, taken, used, kept, code, stop) == (3, end, end, 3, rec.PARSE_END, end)
+    out, dst, comp, qoff = run(src, end, index, params(), next_qoff=qoff)
+    assert out == {"records": 3, "ring_bytes": end, "file_bytes": end, "kept": 3,
+                   "code": rec.PARSE_END, "stop": end}  # fmt: skip
     assert qoff[6] == 43
     p = 0
     for i, body in enumerate(bodies):
@@ -94,28 +102,29 @@ def test_a_checked_crc_refuses_only_the_record_that_lies():
     good, _ = encode([b"fine"], crc=-1)
     bad, end = encode([b"lies"], crc=7)
     index = index_of((TOPIC, 0, 1, [0]))
-    (n, _, _, kept, code, _), _, comp, _ = run(good, end, index, params(check_crc=True))
-    assert (n, kept, code) == (1, 1, rec.PARSE_END)
-    (n, _, used, kept, code, _), _, comp, _ = run(bad, end, index, params(check_crc=True))
-    assert (n, used, kept, code) == (1, 0, 0, rec.PARSE_END)
+    out, _, comp, _ = run(good, end, index, params(check_crc=True))
+    assert fields(out, "records", "kept", "code") == (1, 1, rec.PARSE_END)
+    out, _, comp, _ = run(bad, end, index, params(check_crc=True))
+    assert fields(out, "records", "file_bytes", "kept", "code") == (1, 0, 0, rec.PARSE_END)
     assert comp[0, 0] == ring.REJECTED | (ring.REASON_CORRUPT << 16)
-    (n, _, _, kept, _, _), _, _, _ = run(bad, end, index, params(check_crc=False))
-    assert (n, kept) == (1, 1)  # unchecked: stored, with the writer's own CRC
+    out, _, _, _ = run(bad, end, index, params(check_crc=False))
+    assert fields(out, "records", "kept") == (1, 1)  # unchecked: stored, with the writer's CRC
 
 
 def test_refusals_answer_with_their_reason_and_store_nothing():
     src, end = encode([b"x", b"y"], queue_id=3)
     index = index_of((TOPIC, 0, 2, [0, 1]))
-    (n, _, used, kept, _, _), _, comp, _ = run(src, end, index, params())
-    assert (n, used, kept) == (2, 0, 0)
+    out, _, comp, _ = run(src, end, index, params())
+    assert fields(out, "records", "file_bytes", "kept") == (2, 0, 0)
     assert (comp[:2, 0] >> 16 & 0xFFFF).tolist() == [ring.REASON_QUEUE_ID] * 2
-    (n, _, used, kept, _, _), _, comp, _ = run(
-        src, end, index_of((TOPIC, ring.REASON_NO_PERMISSION, 4, None)), params()
-    )
-    assert (n, used, comp[0, 0] >> 16 & 0xFFFF) == (2, 0, ring.REASON_NO_PERMISSION)
+    out, _, comp, _ = run(src, end, index_of((TOPIC, ring.REASON_NO_PERMISSION, 4, None)),
+                          params())  # fmt: skip
+    assert fields(out, "records", "file_bytes") == (2, 0)
+    assert comp[0, 0] >> 16 & 0xFFFF == ring.REASON_NO_PERMISSION
     refused = params(refuse=ring.REASON_SERVICE_NOT_AVAILABLE)
-    (n, _, used, _, _, _), _, comp, _ = run(src, end, index_of((TOPIC, 0, 4, [0] * 4)), refused)
-    assert (n, used, comp[1, 0] >> 16 & 0xFFFF) == (2, 0, ring.REASON_SERVICE_NOT_AVAILABLE)
+    out, _, comp, _ = run(src, end, index_of((TOPIC, 0, 4, [0] * 4)), refused)
+    assert fields(out, "records", "file_bytes") == (2, 0)
+    assert comp[1, 0] >> 16 & 0xFFFF == ring.REASON_SERVICE_NOT_AVAILABLE
 
 
 @pytest.mark.parametrize(
@@ -129,36 +138,37 @@ def test_refusals_answer_with_their_reason_and_store_nothing():
 )
 def test_only_plain_and_commit_transaction_types_are_stored(tx_type, stored):
     src, end = encode([b"x"], sysflag=tx_type)
-    (n, _, used, kept, _, _), dst, comp, _ = run(src, end, index_of((TOPIC, 0, 1, [0])), params())
-    assert (n, kept) == (1, int(stored))
+    out, dst, comp, _ = run(src, end, index_of((TOPIC, 0, 1, [0])), params())
+    assert fields(out, "records", "kept") == (1, int(stored))
     if stored:
         assert decode_record(dst.tobytes(), 0, 4096)["sysflag"] == tx_type
     else:
-        assert used == 0 and comp[0, 0] >> 16 & 0xFFFF == ring.REASON_SYSFLAG
+        assert out["file_bytes"] == 0 and comp[0, 0] >> 16 & 0xFFFF == ring.REASON_SYSFLAG
 
 
 def test_it_stops_for_python_at_an_unknown_topic_and_a_full_file():
     src, end = encode([b"x"], topic=b"Other")
-    (n, _, _, _, code, stop), _, _, _ = run(src, end, index_of((TOPIC, 0, 1, [0])), params())
-    assert (n, code, stop) == (0, ra.APPEND_TOPIC, 0)
+    out, _, _, _ = run(src, end, index_of((TOPIC, 0, 1, [0])), params())
+    assert fields(out, "records", "code", "stop") == (0, ra.APPEND_TOPIC, 0)
     unslotted = index_of((b"Other", 0, 1, None))  # known, queue slots not given yet
-    assert run(src, end, unslotted, params())[0][4] == ra.APPEND_TOPIC
+    assert run(src, end, unslotted, params())[0]["code"] == ra.APPEND_TOPIC
     src, end = encode([b"x" * 100, b"y" * 100])
     size = end // 2
     dst = np.zeros(size + size // 2, dtype=np.uint8)
-    (n, taken, used, _, code, stop), _, _, _ = run(src, end, index_of((TOPIC, 0, 1, [0])),
-                                                   params(), dst=dst)  # fmt: skip
-    assert (n, taken, used, code, stop) == (1, size, size, ra.APPEND_FILE_FULL, size)
+    out, _, _, _ = run(src, end, index_of((TOPIC, 0, 1, [0])), params(), dst=dst)
+    assert fields(out, "records", "ring_bytes", "file_bytes", "code", "stop") == (
+        1, size, size, ra.APPEND_FILE_FULL, size
+    )  # fmt: skip
 
 
 def test_it_stops_at_the_record_count_and_at_bytes_that_are_not_records():
     src, end = encode([b"x", b"y", b"z"])
     index = index_of((TOPIC, 0, 1, [0]))
-    (n, _, _, _, code, stop), _, _, _ = run(src, end, index, params(), max_records=2)
-    assert (n, code) == (2, ra.APPEND_DONE) and stop == 2 * (end // 3)
+    out, _, _, _ = run(src, end, index, params(), max_records=2)
+    assert fields(out, "records", "code", "stop") == (2, ra.APPEND_DONE, 2 * (end // 3))
     src[end - 1] = ord("X")  # the last record's properties no longer end in 0x02
-    (n, _, _, _, code, _), _, _, _ = run(src, end, index, params())
-    assert (n, code) == (2, rec.PARSE_CORRUPT)
+    out, _, _, _ = run(src, end, index, params())
+    assert fields(out, "records", "code") == (2, rec.PARSE_CORRUPT)
 
 
 def test_a_lap_closing_blank_is_seen_when_no_record_is_left_to_take():
@@ -166,10 +176,8 @@ def test_a_lap_closing_blank_is_seen_when_no_record_is_left_to_take():
     ring's lap (the writer then moves to the next lap), not a record beyond the count."""
     src = np.zeros(64, dtype=np.uint8)
     rec.write_blank(src, 0, 64)
-    (n, _, _, _, code, stop), _, _, _ = run(src, 64, index_of((TOPIC, 0, 1, [0])), params(),
-                                            max_records=0)  # fmt: skip
-    assert (n, code, stop) == (0, rec.PARSE_BLANK, 0)
+    out, _, _, _ = run(src, 64, index_of((TOPIC, 0, 1, [0])), params(), max_records=0)
+    assert fields(out, "records", "code", "stop") == (0, rec.PARSE_BLANK, 0)
     record, end = encode([b"x"])
-    (n, _, _, _, code, _), _, _, _ = run(record, end, index_of((TOPIC, 0, 1, [0])), params(),
-                                         max_records=0)  # fmt: skip
-    assert (n, code) == (0, ra.APPEND_DONE)  # a record beyond the count: the writer fences
+    out, _, _, _ = run(record, end, index_of((TOPIC, 0, 1, [0])), params(), max_records=0)
+    assert fields(out, "records", "code") == (0, ra.APPEND_DONE)  # beyond the count: fenced

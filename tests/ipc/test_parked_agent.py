@@ -43,7 +43,7 @@ def test_an_agent_is_posted_once_per_park():
 def test_an_appender_wakes_its_followers_once_per_park_each():
     """The writer's followers (reput, flush, HA) park through ``parked_flag`` and are posted
     through ``AgentWakeups``: each once per park, and an HA agent without slaves never."""
-    from shmq.broker.agents.runner import BrokerNames
+    from shmq.broker.agents.broker_names import BrokerNames
     from shmq.broker.agents.wakeups import AgentWakeups, parked_flag
     from shmq.ipc import counters as cn
 

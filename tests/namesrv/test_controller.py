@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shmq.errors import ConfigError, ResponseError
-from shmq.namesrv.controller import Controller, EpochNotReady
+from shmq.errors import ConfigError, EpochNotReadyError, ResponseError
+from shmq.namesrv.controller import Controller
 from shmq.namesrv.server import NameServer
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
@@ -49,7 +49,7 @@ def test_silence_elects_the_slave_with_the_highest_offset_old_master_truncates()
     d = beat(c, S2, broker_id=2, epoch=1, max_offset=9000, now=1600)
     assert (d.role, d.broker_id, d.epoch) == ("MASTER", 0, 2)
     # the old master comes back before the epoch's start is known: it must wait
-    with pytest.raises(EpochNotReady):
+    with pytest.raises(EpochNotReadyError):
         beat(c, M, "ASYNC_MASTER", epoch=1, max_offset=9100, now=1700)
     beat(c, S2, "ASYNC_MASTER", epoch=2, max_offset=9050, epoch_start=9000, now=1800)
     d = beat(c, M, "ASYNC_MASTER", epoch=1, max_offset=9100, now=1900)

@@ -13,6 +13,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from waiting import wait_for
 
 from shmq.errors import ResponseError, ShmqError
 from shmq.namesrv.server import NameServer
@@ -41,13 +42,6 @@ def register(client, ns, addr, name, broker_id=0, topics=(), counter=1, body=Tru
 
 def route(client, ns, topic):
     return client.invoke_json(ns.address, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})[1]
-
-
-def wait_until(predicate, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -157,7 +151,7 @@ def test_connection_close_removes_broker(ns, clients):
     register(broker, ns, "127.0.0.1:10911", "broker-a", topics=["T"])
     assert route(user, ns, "T")["brokerDatas"]
     broker.close()
-    wait_until(lambda: ns.routes.all_topics() == [])
+    wait_for(lambda: ns.routes.all_topics() == [], what="the closed broker's routes to go")
 
 
 def test_silent_broker_expires():
@@ -167,9 +161,10 @@ def test_silent_broker_expires():
         with RemotingClient() as broker:  # stays connected: only expiry can remove it
             register(broker, server, "127.0.0.1:10911", "broker-a", topics=["T"])
             start = time.monotonic()
-            time.sleep(0.15)
+            time.sleep(0.15)  # a test of absence: not expired before broker_expire_ms
             assert server.routes.all_topics() == ["T"]
-            wait_until(lambda: server.routes.all_topics() == [], timeout=2.0)
+            wait_for(lambda: server.routes.all_topics() == [], timeout=2.0,
+                     what="the silent broker to expire")  # fmt: skip
             assert 0.25 < time.monotonic() - start < 1.5
             register(broker, server, "127.0.0.1:10911", "broker-a", topics=["T"])  # comes back
             assert server.routes.all_topics() == ["T"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 
 import pytest
 from bad_peers import closes, garbage, sends, silent
+from waiting import wait_for
 
 from shmq.client.transport.tcp_pull import TcpConsumerLink
 from shmq.client.types import MessageQueue
@@ -54,8 +54,7 @@ def test_a_lost_connection_fails_every_request_in_flight(peer):
     for _ in range(3):
         channel.send(channel.next_opaque(), b"\x00\x00\x00\x04\x00\x00\x00\x00",
                      lambda reply, exc: errors.append(exc), 1e12)  # fmt: skip
-    while not conns:
-        time.sleep(0.001)
+    wait_for(lambda: conns, what="the channel's connection")
     conns[0].shutdown(socket.SHUT_RDWR)  # close() alone leaves the peer's recv holding it
     conns[0].close()
     channel._reader.join(5)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import time
 
 import pytest
+from waiting import wait_for
 
 pytest.importorskip("pyspark", minversion="4.2")
 pytest.importorskip("pyarrow")
@@ -22,6 +22,7 @@ pytest.importorskip("pyarrow")
 from e2e_helpers import ROOT, cluster, shm_entries
 from shmq.client.admin.admin import Admin
 from shmq.client.transport.queue_reader import QueueReader
+from shmq.errors import NoRouteError
 
 
 @pytest.fixture(scope="session")
@@ -73,13 +74,9 @@ def _create_topic(c, topic: str, queues: int) -> None:
     with Admin(c.namesrv) as admin:
         admin.update_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
     with QueueReader("probe", c.namesrv) as reader:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if len(reader.queues(topic)) == queues:
-                    return
-            except Exception:  # no route yet
-                pass
+
+        def routed() -> bool:
             reader.routes.invalidate(topic)
-            time.sleep(0.05)
-    raise AssertionError(f"no route for {topic}")
+            return len(reader.queues(topic)) == queues
+
+        wait_for(routed, ignore=NoRouteError, what=f"{queues} routed queues of {topic}")

@@ -125,7 +125,7 @@ def test_bad_option_fails_the_query_naming_it(spark, broker, produced):
 def test_starting_timestamp(spark, tmp_path):
     with MessageStore.open(tmp_path / "store", **SMALL) as store:
         store.put_batch("Timed", 0, [b"old"] * 50, born_timestamp=1)
-        time.sleep(0.05)
+        time.sleep(0.05)  # the clock moves on: ``cut`` lies strictly between the two
         cut = int(time.time() * 1000)
         time.sleep(0.05)
         store.put_batch("Timed", 0, [b"new"] * 30)

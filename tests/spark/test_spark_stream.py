@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from waiting import wait_for
 
 from shmq.client.producer.producer import Producer
 from shmq.store import MessageStore
@@ -42,6 +43,12 @@ def _start(spark, reader_options: dict, out: str, checkpoint: str, **trigger):
     )
 
 
+def _running(query) -> bool:
+    """True while ``query`` runs; its exception once it failed."""
+    assert query.exception() is None
+    return True
+
+
 def _rows(query) -> int:
     return sum(p["numInputRows"] for p in query.recentProgress)
 
@@ -58,12 +65,12 @@ def test_restart_from_checkpoint_reads_every_message_once(spark, broker, make_to
     expected = _produce(broker.namesrv, topic, 0, 1000)
     query = _start(spark, options, out, ckpt, processingTime="100 milliseconds")
     try:
-        deadline = time.monotonic() + 120
-        while _rows(query) < 1000 and time.monotonic() < deadline:
-            assert query.exception() is None
-            time.sleep(0.2)
+        wait_for(lambda: _running(query) and _rows(query) >= 1000, timeout=120, interval=0.2,
+                 what="the first 1,000 rows")  # fmt: skip
         expected |= _produce(broker.namesrv, topic, 1000, 500)  # while it runs
-        time.sleep(0.5)
+        # stopped once it read some of them (at most 400 a trigger): in the middle
+        wait_for(lambda: _running(query) and _rows(query) > 1000, timeout=120, interval=0.2,
+                 what="rows of the next 500")  # fmt: skip
     finally:
         query.stop()
     assert all(p["numInputRows"] <= 400 for p in query.recentProgress)

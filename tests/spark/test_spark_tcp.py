@@ -4,9 +4,8 @@ a streaming micro-batch; tags filter the same way."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from waiting import wait_for
 
 from shmq.client.admin.admin import Admin
 from shmq.client.producer.producer import Producer
@@ -33,10 +32,8 @@ def topic(broker, make_topic):
             for i in range(20)
         ])  # fmt: skip
     with Admin(broker.namesrv) as admin:
-        deadline = time.monotonic() + 30
-        while sum(q.max_offset for q in admin.topic_status(name)) < 620:  # reput dispatched
-            assert time.monotonic() < deadline, "the messages were never dispatched"
-            time.sleep(0.05)
+        wait_for(lambda: sum(q.max_offset for q in admin.topic_status(name)) >= 620,
+                 what="the 620 messages dispatched")  # fmt: skip
     return name
 
 

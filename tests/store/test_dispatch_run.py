@@ -17,7 +17,7 @@ from shmq.codec import record as rec
 from shmq.codec.record_pack import tail as record_tail
 from shmq.errors import DiskFullError
 from shmq.store.commitlog import SCAN_ROWS, CommitLog
-from shmq.store.dispatch import Dispatcher
+from shmq.store.dispatch.dispatcher import Dispatcher
 from shmq.store.index.service import IndexService
 
 TOPICS = (b"RunA", b"RunB")

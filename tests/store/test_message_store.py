@@ -18,6 +18,8 @@ from shmq.errors import (
     StoreLockedError,
 )
 from shmq.store import GetStatus, MessageStore, PutStatus
+from shmq.store.reader import StoreReader
+from shmq.store.results import parse_tag_filter
 
 
 def test_put_get_round_trip(open_store):
@@ -135,6 +137,25 @@ def test_tag_filter_matches_hashes(open_store):
     assert store.get("F", 0, 0, 32, tag_filter="*").messages[0].tags == "A"
     none = store.get("F", 0, 0, 32, tag_filter="Z")
     assert none.status is GetStatus.NO_MATCHED_MESSAGE and none.next_begin_offset == 40
+
+
+def test_a_tag_filter_looks_at_16000_bytes_of_units_per_read(tmp_path):
+    """4.9's getMessage looks at ``max(16000, maxMsgNums * 20)`` bytes of units per read:
+    800 units, and the next read begins after them (shmq looked at 16,000 units)."""
+    with MessageStore.open(tmp_path / "s", mapped_file_size_commit_log=1 << 20) as store:
+        store.put_batch("F", 0, [b"x"] * 2000, tags="A")
+        store.dispatch()
+        none = store.get("F", 0, 0, 32, tag_filter="B")
+        assert (none.status, none.next_begin_offset) == (GetStatus.NO_MATCHED_MESSAGE, 800)
+        more = store.get("F", 0, 0, 1000, tag_filter="B")  # maxMsgNums units, if more
+        assert more.next_begin_offset == 1000
+        cfg = store.config
+        reader = StoreReader(store.root, cfg.mapped_file_size_commit_log,
+                             cfg.consume_queue_file_size)  # fmt: skip
+        try:  # the consumers' reader, one read at a time
+            assert reader.read_queue("F", 0, 0, 2000, 32, parse_tag_filter("B")) == ([], 800)
+        finally:
+            reader.close()
 
 
 def test_tags_code_is_java_hash_in_consume_queue(open_store):

@@ -139,8 +139,10 @@ def test_readers_of_another_process_skip_the_old_life_and_the_blank_unit(
         high = store.consume_queues[("Gone", 0)].max_offset
         assert high == 2 * UNITS + 4
         time.sleep(VANISHED_CHECK_S)  # a reader drops deleted files within this
-        # the file of an old offset is gone: reading goes on at the next life's file
-        assert reader.read_queue("Gone", 0, 10, high, 10, codes) == ([], 2 * UNITS)
+        # the files of the old life are gone: reading goes on a file at a time (4.9's
+        # OFFSET_FOUND_NULL) to the next life's
+        assert reader.read_queue("Gone", 0, 10, high, 10, codes) == ([], UNITS)
+        assert reader.read_queue("Gone", 0, UNITS, high, 10, codes) == ([], 2 * UNITS)
         batch, _ = reader.read_queue_bulk("Gone", 0, 10, high, 10, codes)
         assert len(batch) == 0
         msgs, next_offset = reader.read_queue("Gone", 0, 2 * UNITS, high, 10, codes)

@@ -11,10 +11,17 @@ import numpy as np
 import pytest
 
 from shmq.codec.consume_queue import CQ_UNIT_DTYPE
-from shmq.store import MessageStore
+from shmq.store import GetStatus, MessageStore
+from shmq.store.fetch import Fetch
 from shmq.store.reader import StoreReader
 
 CQ_FILE = 20 * 64
+
+
+def taken(phys, sizes, queue_offsets) -> Fetch:
+    """A read's answer that took these units (as the fetch rule would hand them over)."""
+    cols = (np.asarray(c, dtype=np.int64) for c in (phys, sizes, queue_offsets))
+    return Fetch(GetStatus.FOUND, 0, 0, 0, *cols)
 
 
 @pytest.mark.parametrize("steal", ["topic", "queue offset"])
@@ -48,9 +55,8 @@ def test_a_unit_pointing_at_another_topics_record_is_not_served(tmp_path, steal)
         assert [m.body for m in msgs] == [b"a" * 50]
         batch, _ = reader.read_queue_bulk("A", 0, 0, 2, 2)
         assert len(batch) == 1
-        body, copied = reader.copy_records("A", 0, units["offset"][:2].astype(np.int64),
-                                           units["size"][:2].astype(np.int64),
-                                           np.arange(2, dtype=np.int64))  # fmt: skip
+        fetch = taken(units["offset"][:2], units["size"][:2], np.arange(2))
+        body, copied = reader.copy_records("A", 0, fetch)
         assert copied == 1 and body.size == int(units["size"][0])
     finally:
         reader.close()
@@ -70,7 +76,7 @@ def test_a_unit_with_a_damaged_size_serves_nothing(tmp_path, size):
         units, _ = reader.units("A", 0, 0, 3)
         sizes = units["size"].astype(np.int64)
         sizes[1] = size
-        body, copied = reader.copy_records("A", 0, phys, sizes, np.arange(3, dtype=np.int64))
+        body, copied = reader.copy_records("A", 0, taken(phys, sizes, np.arange(3)))
         assert copied == 2
         assert body.size == int(sizes[0] + sizes[2])
     finally:

@@ -20,7 +20,7 @@ import logging
 import os
 import time
 
-from shmq.broker.agents.runner import AgentEnv
+from shmq.broker.agents.env import AgentEnv
 from shmq.ipc import counters as cn
 from shmq.ipc.idle import IdleConfig, IdleStrategy
 from shmq.ipc.segment import open_semaphore

@@ -14,8 +14,8 @@ import logging
 import os
 import time
 
+from shmq.broker.agents.env import AgentEnv
 from shmq.broker.agents.producer_wakeups import ProducerWakeups
-from shmq.broker.agents.runner import AgentEnv
 from shmq.broker.agents.wakeups import AgentWakeups
 from shmq.ipc import counters as cn
 from shmq.ipc.idle import IdleConfig, IdleStrategy

@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from shmq.broker.agents.runner import AgentEnv
+from shmq.broker.agents.env import AgentEnv
 from shmq.broker.agents.socket_idle import SocketIdle
 from shmq.broker.agents.wakeups import AgentWakeups, parked_flag
 from shmq.broker.config.broker_config import RECORD_OVERHEAD_MAX

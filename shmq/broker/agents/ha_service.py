@@ -36,8 +36,8 @@ import selectors
 import socket
 import time
 
+from shmq.broker.agents.env import AgentEnv
 from shmq.broker.agents.producer_wakeups import ProducerWakeups
-from shmq.broker.agents.runner import AgentEnv
 from shmq.broker.agents.socket_idle import SocketIdle
 from shmq.broker.agents.wakeups import parked_flag
 from shmq.codec import ha_frames as hf

@@ -15,10 +15,10 @@ import time
 
 import numpy as np
 
-from shmq.broker.agents.runner import AgentEnv
+from shmq.broker.agents.env import AgentEnv
 from shmq.broker.config.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import record as rec
-from shmq.codec.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
+from shmq.delay_topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from shmq.errors import DiskFullError
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
@@ -26,7 +26,7 @@ from shmq.ipc import registry as rg
 from shmq.ipc.parking import post_parked
 from shmq.ipc.segment import Segment, close_gone, fence, open_semaphore, post
 from shmq.store.commitlog import SCAN_ROWS, CommitLog
-from shmq.store.dispatch import Dispatcher
+from shmq.store.dispatch.dispatcher import Dispatcher
 from shmq.store.index.service import IndexService
 from shmq.store.mapped_file_queue import first_file_from
 from shmq.store.warm_up import TOPIC as SCRATCH_TOPIC

@@ -15,62 +15,20 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from typing import Protocol
 
-import numpy as np
-import posix_ipc
-
 from shmq import files
-from shmq.broker.agents.wakeups import parked_flag
+from shmq.broker.agents.broker_names import BrokerNames
+from shmq.broker.agents.env import AgentEnv
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.broker.config.tuning import TuningConfig, apply_runtime
 from shmq.ipc import counters as cn
-from shmq.ipc.idle import IdleConfig, IdleStrategy
 from shmq.ipc.segment import Segment, open_semaphore
 
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
 HEARTBEAT_EVERY_MS = 100
-
-
-@dataclass(frozen=True)
-class BrokerNames:
-    """Names of the broker's shared segments and agent semaphores (derived from a prefix)."""
-
-    prefix: str
-
-    @property
-    def counters(self) -> str:
-        return f"{self.prefix}.counters"
-
-    @property
-    def topics(self) -> str:
-        return f"{self.prefix}.topics"
-
-    @property
-    def queues(self) -> str:
-        return f"{self.prefix}.queues"
-
-    @property
-    def registry(self) -> str:
-        return f"{self.prefix}.registry"
-
-    @property
-    def consumer_gets(self) -> str:
-        return f"{self.prefix}.gets"
-
-    def agent_sem(self, kind: str) -> str:
-        return f"{self.prefix}.{kind}"
-
-    @property
-    def ha_table(self) -> str:
-        return f"{self.prefix}.ha"
-
-    @property
-    def supervisor_sem(self) -> str:
-        return f"{self.prefix}.supervisor"
 
 
 class Agent(Protocol):
@@ -80,43 +38,8 @@ class Agent(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass
-class AgentEnv:
-    """What every agent gets: config, names, the counters and its wake semaphore."""
-
-    kind: str
-    config: BrokerConfig
-    names: BrokerNames
-    counters: Segment
-
-    @property
-    def words(self) -> np.ndarray:
-        return self.counters.words
-
-    def idle_config(self) -> IdleConfig:
-        """The writer backs off as configured (adaptive: it spins only while work keeps
-        coming back sooner than a spin, and sleeps ``idleBatchLingerUs`` after a pass of a
-        few records); with ``busy_spin`` reput spins too. Otherwise the
-        agents park: on a small host a second spinner takes the core that producers and
-        consumers need (see perf-notes)."""
-        c = self.config
-        if self.kind == "writer":
-            return IdleConfig(c.idle_strategy, c.idle_spin_us, c.idle_yield_us, c.idle_park_us,
-                              c.idle_linger_us, c.idle_batch_linger_us,
-                              c.idle_batch_min)  # fmt: skip
-        if self.kind == "reput" and c.idle_strategy == "busy_spin":
-            return IdleConfig(c.idle_strategy, c.idle_spin_us, c.idle_yield_us, c.idle_park_us)
-        return IdleConfig("park", park_us=c.idle_park_us)
-
-    def idle_strategy(self, sem: posix_ipc.Semaphore) -> IdleStrategy:
-        """The agent's idle strategy, parking on ``sem`` with its parked flag."""
-        return IdleStrategy(self.idle_config(), sem, parked_flag(self.words, self.kind))
-
-
 def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> None:
     """Process entry point of one agent (``multiprocessing`` spawn target)."""
-    from shmq.broker.agents import cleaner, flush, ha_client, ha_service, reput, schedule, writer
-
     logging.basicConfig(
         level=log_level,
         stream=sys.stderr,
@@ -132,15 +55,40 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     counters = Segment.attach(names.counters)
     cn.check(counters.words)
     env = AgentEnv(kind, config, names, counters)
-    factories = {
-        "writer": writer.Writer,
-        "reput": reput.Reput,
-        "flush": flush.Flush,
-        "cleaner": cleaner.Cleaner,
-        "schedule": schedule.Schedule,
-        "ha": ha_client.HAClient if config.is_slave else ha_service.HAService,
-    }
-    agent = factories[kind](env)
+    # only the module of the agent this process runs (and so only its kernels): the agent
+    # modules never import the runner, and this is the one place that imports them
+    agent: Agent
+    match kind:
+        case "writer":
+            from shmq.broker.agents.writer import Writer
+
+            agent = Writer(env)
+        case "reput":
+            from shmq.broker.agents.reput import Reput
+
+            agent = Reput(env)
+        case "flush":
+            from shmq.broker.agents.flush import Flush
+
+            agent = Flush(env)
+        case "cleaner":
+            from shmq.broker.agents.cleaner import Cleaner
+
+            agent = Cleaner(env)
+        case "schedule":
+            from shmq.broker.agents.schedule import Schedule
+
+            agent = Schedule(env)
+        case "ha" if config.is_slave:
+            from shmq.broker.agents.ha_client import HAClient
+
+            agent = HAClient(env)
+        case "ha":
+            from shmq.broker.agents.ha_service import HAService
+
+            agent = HAService(env)
+        case _:
+            raise ValueError(f"no agent of kind {kind!r}")
     for line in apply_runtime(TuningConfig.from_mapping(config.tuning), kind, [counters.mm]):
         log.info("tuning: %s", line)
     words = counters.words

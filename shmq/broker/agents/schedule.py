@@ -26,7 +26,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from shmq.broker.agents.runner import AgentEnv
+from shmq.broker.agents.env import AgentEnv
 from shmq.broker.schedule.delay_levels import FILE_NAME, DelayLevels
 from shmq.broker.schedule.timers import Timers
 from shmq.codec import record as rec

@@ -11,14 +11,10 @@ there).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from shmq.broker.agents.broker_names import BrokerNames
 from shmq.ipc import counters as cn
 from shmq.ipc.parking import ParkedAgent
 from shmq.ipc.segment import open_semaphore
-
-if TYPE_CHECKING:  # agent.py runs the agents, which use this module
-    from shmq.broker.agents.runner import BrokerNames
 
 # the words an agent parks with: (parked flag, park count raised before the flag is set)
 PARK_WORDS = {

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from shmq.broker.agents.runner import AgentEnv
+from shmq.broker.agents.env import AgentEnv
 from shmq.broker.agents.wakeups import AgentWakeups
 from shmq.broker.config.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import record as rec
@@ -37,7 +37,7 @@ from shmq.message import pack_host
 from shmq.names import DELETED_TOPIC_LOG, MAX_TOPIC_LENGTH
 from shmq.store.commitlog import CommitLog
 from shmq.store.consume_queue import next_life_offset
-from shmq.store.topic_purge import append_deletion, deleted_topic
+from shmq.store.dispatch.topic_purge import append_deletion, deleted_topic
 
 log = logging.getLogger(__name__)
 
@@ -52,23 +52,25 @@ def warm_up() -> None:
     """Run every kernel of the writer's hot path once on a scratch record, with the argument
     types of the real calls, so the numba compile (seconds when the cache is cold) happens
     before the broker serves producers instead of inside someone's send timeout."""
-    from shmq.client.producer.ring import warm_up as warm_producer
-
     ring_data = np.zeros(4096, dtype=np.uint8)
-    warm_producer(ring_data)
+    rec.warm_up_encode(ring_data)
     ring_data.flags.writeable = False  # as ``RingView.data``
     index = ra.TopicIndex()
     index.set(b"WarmUp", 0, 1, [0])
     index.build()
     comp = np.zeros((16, 4), dtype=np.int64)
-    params = np.zeros(ra.N_PARAMS, dtype=np.int64)
-    params[ra.P_MAX_BODY] = 1 << 20
+    params = np.zeros(1, dtype=ra.APPEND_PARAMS)
+    args = ra.AppendParams.from_buffer(params)
+    args.limit = args.dst_room = 4096
+    args.max_records = 1
+    args.max_body = 1 << 20
+    result = np.zeros(1, dtype=ra.APPEND_RESULT)
     dst = np.zeros(4096, dtype=np.uint8)
-    for check in (0, 1):
-        params[ra.P_CHECK_CRC] = check
-        ra.append_from_ring(ring_data, 0, 4096, 0, 1, index.names, index.name_offs, index.table,
-                            index.info, index.slots, dst, 0, 4096, 0, np.zeros(1, np.int64),
-                            comp, 0, params)  # fmt: skip
+    for check in (False, True):
+        args.check_crc = check
+        ra.append_from_ring(ring_data, index.names, index.name_offs, index.table, index.info,
+                            index.slots, dst, np.zeros(1, np.int64), comp, params,
+                            result)  # fmt: skip
     ra.reject_all(comp, 0, 1, ring.REASON_CORRUPT)
     rec.write_blank(dst, 0, 8)
     rec.parse_one(ring_data, 0, 4096, 0, False, np.zeros((1, rec.N_COLS), np.int64), 0)
@@ -150,21 +152,26 @@ class Writer:
         self._cleaned_to = 0
         self._registry_version = -1
         self.index = ra.TopicIndex()
-        self.params = np.zeros(ra.N_PARAMS, dtype=np.int64)
-        params = self.params
+        # the append kernel's records, kept for every call; ``args`` and ``out`` name their
+        # fields for Python (``ring_append.AppendParams``)
+        self.params = np.zeros(1, dtype=ra.APPEND_PARAMS)
+        self.result = np.zeros(1, dtype=ra.APPEND_RESULT)
+        self.args = args = ra.AppendParams.from_buffer(self.params)
+        self.out = ra.AppendResult.from_buffer(self.result)
         # a record must also fit in one CommitLog file (tests run with small files)
-        params[ra.P_MAX_BODY] = min(
+        args.max_body = min(
             store.max_message_size, store.mapped_file_size_commit_log - RECORD_OVERHEAD_MAX
         )
-        params[ra.P_STORE_HOST] = self.commitlog.store_host
-        params[ra.P_CHECK_CRC] = int(cfg.check_producer_crc)
-        params[ra.P_REASON_QUEUE] = ring.REASON_QUEUE_ID
-        params[ra.P_REASON_SIZE] = ring.REASON_TOO_LARGE
-        params[ra.P_REASON_SYSFLAG] = ring.REASON_SYSFLAG
-        params[ra.P_REASON_CORRUPT] = ring.REASON_CORRUPT
+        args.store_host = self.commitlog.store_host
+        args.check_crc = cfg.check_producer_crc
+        args.reason_queue = ring.REASON_QUEUE_ID
+        args.reason_size = ring.REASON_TOO_LARGE
+        args.reason_sysflag = ring.REASON_SYSFLAG
+        args.reason_corrupt = ring.REASON_CORRUPT
         self._row = np.zeros((1, rec.N_COLS), dtype=np.int64)
         # word access without numpy scalars for what every pass reads or publishes
         self.cw = memoryview(env.counters.mm).cast("q")
+        self.cw[cn.WRITER_RING] = 0  # no ring read yet: a predecessor's blame was taken
         self.rw = memoryview(self.registry.mm).cast("q")
         self.tw = memoryview(self.topics_seg.mm).cast("q")
         self.cq_units = store.consume_queue_file_size // CQ_UNIT_SIZE
@@ -372,32 +379,40 @@ class Writer:
         limit = min(cap, local + (tail - view.head))
         published = seq_tail - view.seq
         todo = min(published, MAX_PASS_RECORDS)
-        params = self.params
+        args, out = self.args, self.out
         now = time.time_ns() // 1_000_000
-        params[ra.P_STORE_TS] = now
+        args.store_ts = now
+        args.limit = limit
+        args.src_base = base
         refuse = self._store_refuses()
         mf = None if refuse else self._file_to_append()
         index = self.index
         p, n, kept = local, 0, 0
         while True:
             if mf is None:  # refuse puts: every record is answered SERVICE_NOT_AVAILABLE
-                params[ra.P_REFUSE] = ring.REASON_SERVICE_NOT_AVAILABLE
-                dst, dst_pos, dst_room, dst_base = _NO_FILE, 0, 0, 0
+                args.refuse = ring.REASON_SERVICE_NOT_AVAILABLE
+                dst, dst_pos = _NO_FILE, 0
+                args.dst_pos = args.dst_room = args.dst_base = 0
             else:
-                params[ra.P_REFUSE] = 0
+                args.refuse = 0
                 dst, dst_pos = mf.buf, mf.wrote_position
-                dst_room, dst_base = mf.size - dst_pos, mf.file_from_offset
-            got, _, used, stored, code, p = ra.append_from_ring(
-                view.data, p, limit, base, todo - n, index.names, index.name_offs, index.table,
-                index.info, index.slots, dst, dst_pos, dst_room, dst_base, self.next_qoff,
-                view.completions, view.seq + n, params,
+                args.dst_pos = dst_pos
+                args.dst_room = mf.size - dst_pos
+                args.dst_base = mf.file_from_offset
+            args.start = p
+            args.max_records = todo - n
+            args.seq = view.seq + n
+            ra.append_from_ring(
+                view.data, index.names, index.name_offs, index.table, index.info, index.slots,
+                dst, self.next_qoff, view.completions, self.params, self.result,
             )  # fmt: skip
-            n += got
-            kept += stored
+            n += out.records
+            kept += out.kept
+            used, code, p = out.file_bytes, out.code, out.stop
             if mf is not None:
                 mf.wrote_position = dst_pos + used
             if code == ra.APPEND_FILE_FULL:
-                if dst_pos == 0 and used == 0:  # cannot happen: P_MAX_BODY fits a file
+                if dst_pos == 0 and used == 0:  # cannot happen: max_body fits a file
                     raise ShmqError(f"a ring record at {base + p} does not fit an empty file")
                 mf = self._file_to_append(mf)
             elif code == ra.APPEND_TOPIC:

@@ -138,10 +138,6 @@ IGNORED_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
          "highSpeedMode"),
     ),
     (
-        "fixed at RocketMQ's defaults: 8 messages and 64 KiB for a pull answer read from disk",
-        ("maxTransferCountOnMessageInDisk", "maxTransferBytesOnMessageInDisk"),
-    ),
-    (
         "fixed at RocketMQ's default: a group's members are told at once when it changes",
         ("notifyConsumerIdsChangedEnable",),
     ),

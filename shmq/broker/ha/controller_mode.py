@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.errors import ShmqError
-from shmq.ipc import counters as cn
 from shmq.json_file import persist
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.codes import RequestCode
@@ -178,25 +177,27 @@ def start_role(cfg: BrokerConfig, store) -> tuple[BrokerConfig, Decision]:  # st
     return config_for(cfg, decision), decision
 
 
-def follow(broker, decision: Decision) -> str:  # broker: supervisor.Broker
-    """A running broker's answer to the controller's decision other than a promotion:
-    why it must stop ("" if not). A master the controller replaced stops; so does a slave
-    holding data past where the new epoch starts (its next start truncates it and rejoins);
-    any other slave adopts the new epoch."""
+def follow(
+    cfg: BrokerConfig, epoch: Epoch, write_offset: int, decision: Decision
+) -> tuple[str, Epoch]:
+    """A running broker's answer to the controller's decision other than a promotion: why
+    it must stop ("" if not), and the epoch it is in then. A master the controller replaced
+    stops; so does a slave holding data past where the new epoch starts (its next start
+    truncates it and rejoins); any other slave adopts the new epoch (saved in its store)."""
     if decision.role != "SLAVE":
-        return ""
-    if not broker.config.is_slave:
+        return "", epoch
+    if not cfg.is_slave:
         return (
             f"the controller made {decision.master_addr} master at epoch {decision.epoch};"
             " restart to rejoin as its slave"
-        )
-    if decision.epoch <= broker.epoch.epoch:
-        return ""
-    if 0 <= decision.truncate_offset < cn.load(broker.counters.words, cn.WRITE_OFFSET):
+        ), epoch
+    if decision.epoch <= epoch.epoch:
+        return "", epoch
+    if 0 <= decision.truncate_offset < write_offset:
         return (
             f"this slave holds data past {decision.truncate_offset}, where epoch "
             f"{decision.epoch} starts; restart to truncate it and rejoin"
-        )
-    broker.epoch = Epoch(decision.epoch)
-    save_epoch(broker.root, broker.epoch)
-    return ""
+        ), epoch
+    adopted = Epoch(decision.epoch)
+    save_epoch(cfg.store.store_path_root_dir, adopted)
+    return "", adopted

@@ -28,28 +28,47 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING
 
 from shmq import json_file
+from shmq.broker.live_config import LiveConfig
 from shmq.broker.offset import consumer_offsets
+from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.schedule.delay_levels import FILE_NAME as DELAY_OFFSET_FILE
-from shmq.broker.subscription.groups import SubscriptionGroupConfig
-from shmq.broker.topic.config import TopicConfig
+from shmq.broker.subscription.groups import SubscriptionGroupConfig, SubscriptionGroupManager
+from shmq.broker.topic.config import TopicConfig, TopicConfigManager
+from shmq.broker.topic.table import TopicTable
 from shmq.errors import ShmqError
+from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, check_response
-
-if TYPE_CHECKING:
-    from shmq.broker.supervisor import Broker
+from shmq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
 
 class SlaveSynchronize:
-    """Copies the master's config tables into ``broker``'s (a slave's); ``run`` is the
-    thread's loop, ``set_master`` the address the namesrv answered."""
+    """Copies the master's config tables into a slave's: ``topics`` (published to the
+    agents through ``topic_table``), ``groups``, ``offsets`` and the delay offsets file,
+    asking with ``client``; ``server`` is the broker's own control server (a broker never
+    copies from itself). ``run`` is the thread's loop, ``set_master`` the address the
+    namesrv answered."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        config: LiveConfig,
+        server: RemotingServer,
+        client: RemotingClient,
+        topics: TopicConfigManager,
+        topic_table: TopicTable,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+    ) -> None:
+        self.config = config
+        self.server = server
+        self.client = client
+        self.topics = topics
+        self.topic_table = topic_table
+        self.groups = groups
+        self.offsets = offsets
         self.master_addr = ""
         self._now = threading.Event()
 
@@ -65,7 +84,7 @@ class SlaveSynchronize:
 
     def run(self, stop: threading.Event) -> None:
         """The thread's loop, until ``stop`` is set (and ``wake`` called)."""
-        interval = self.broker.config.slave_synchronize_interval / 1000
+        interval = self.config.current.slave_synchronize_interval / 1000
         while not stop.is_set():
             self._now.wait(interval)
             self._now.clear()
@@ -80,7 +99,7 @@ class SlaveSynchronize:
         """One round: every table the master answers; False when none was copied (no
         master, this broker is not a slave, or every request failed)."""
         master = self.master_addr
-        if not master or master == self.broker.address or not self.broker.config.is_slave:
+        if not master or master == self.server.address or not self.config.current.is_slave:
             return False
         copied = False
         for name, sync in (
@@ -99,31 +118,32 @@ class SlaveSynchronize:
 
     def _ask(self, master: str, code: int) -> str:
         request = RemotingCommand.request(code)
-        response = check_response(self.broker.control.client.invoke(master, request))
+        response = check_response(self.client.invoke(master, request))
         return (response.body or b"").decode()
 
     def _topics(self, master: str) -> None:
         text = self._ask(master, RequestCode.GET_ALL_TOPIC_CONFIG)
-        if self.broker.topics.replace_all(json_file.loads_fastjson(text), TopicConfig.from_json):
-            self.broker.topics.persist()
-            self.broker.publish_topics()
+        if self.topics.replace_all(json_file.loads_fastjson(text), TopicConfig.from_json):
+            self.topics.persist()
+            self.topic_table.publish()
             log.info("slave synchronize: topic configs copied from %s", master)
 
     def _groups(self, master: str) -> None:
         text = self._ask(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        groups = self.broker.subscription_groups
+        groups = self.groups
         if groups.replace_all(json_file.loads_fastjson(text), SubscriptionGroupConfig.from_json):
             groups.persist()
             log.info("slave synchronize: subscription groups copied from %s", master)
 
     def _offsets(self, master: str) -> None:
         table = consumer_offsets.parse(self._ask(master, RequestCode.GET_ALL_CONSUMER_OFFSET))
-        self.broker.offsets.put_all(table)
-        self.broker.offsets.persist()
+        self.offsets.put_all(table)
+        self.offsets.persist()
 
     def _delay_offsets(self, master: str) -> None:
         text = self._ask(master, RequestCode.GET_ALL_DELAY_OFFSET)
         data = json_file.loads_fastjson(text, int_keys=True)
         if not isinstance(data, dict) or not isinstance(data.get("offsetTable"), dict):
             raise ValueError(f"the delay offsets {text[:80]!r} have no offsetTable object")
-        json_file.persist(os.path.join(self.broker.root, "config", DELAY_OFFSET_FILE), text)
+        root = self.config.current.store.store_path_root_dir
+        json_file.persist(os.path.join(root, "config", DELAY_OFFSET_FILE), text)

@@ -4,24 +4,22 @@ table its HA agent publishes (the control server never talks to the HA agent its
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from shmq.broker.context import BrokerContext
 from shmq.ipc import counters as cn
 from shmq.ipc import ha_table as ht
 
-if TYPE_CHECKING:
-    from shmq.broker.supervisor import Broker
 
-
-def ha_status(broker: Broker) -> dict[str, Any]:
+def ha_status(ctx: BrokerContext) -> dict[str, Any]:
     """A master: each slave's address, acked offset and lag (bytes, and seconds since its
     ack last reached the master's write offset), in sync when the lag is under
     haSlaveFallbehindMax (a SYNC_MASTER in controller mode: whether its connection is in
     the sync state set, whose acks sends wait for), and whether it acknowledges sends
     without a slave (a SYNC_MASTER in controller mode that the controller recorded alone).
     A slave: its write offset and the master it follows."""
-    cfg = broker.config
-    words = broker.counters.words
+    cfg = ctx.config
+    words = ctx.counters.words
     write = cn.load(words, cn.WRITE_OFFSET)
     out: dict[str, Any] = {
         "brokerName": cfg.broker_name,
@@ -35,7 +33,7 @@ def ha_status(broker: Broker) -> dict[str, Any]:
         )
         return out
     now_ms = int(time.time() * 1000)
-    table = broker.ha_table.words
+    table = ctx.ha_table.words
     _, mode, members = ht.read_set(table)
     slaves = []
     for addr, ack, caught_up_ms, connected_ms, conn_id in ht.read_rows(table):

@@ -46,7 +46,7 @@ class ConsumerOffsetManager(json_file.PersistedTable):
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed next offset, or -1 when the group has none for this queue
         (QUERY_CONSUMER_OFFSET then answers as RocketMQ 4.9 does: 0 for a queue starting at
-        0 in memory, QUERY_NOT_FOUND otherwise; see ``ControlHandlers.query_offset``)."""
+        0 in memory, QUERY_NOT_FOUND otherwise; see ``ConsumerManageProcessor.query_offset``)."""
         key = self._key(group, topic)
         with self._lock:
             return self._table.get(key, {}).get(queue_id, -1)

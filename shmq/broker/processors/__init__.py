@@ -1,3 +1,4 @@
-"""The broker's request processors, one per RocketMQ processor (send, pull, reply,
-end transaction, admin, and the control plane's client and consumer management), run by
-the supervisor's servers; each gets a narrow broker context, never the supervisor."""
+"""The broker's request processors, one per RocketMQ processor (send, pull, reply, end
+transaction, client manage, consumer manage, query message, admin) and shmq's own local
+registration, run by the supervisor's servers; each gets the narrow broker context
+(``broker.context``), never the supervisor."""

@@ -7,27 +7,23 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING
 
-from shmq.broker.transaction.service import EndRequest
+from shmq.broker.context import BrokerContext
+from shmq.broker.transaction.service import EndRequest, TransactionService
 from shmq.errors import InvalidMessageIdError
 from shmq.message import parse_offset_msg_id
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection, RemotingServer
 
-if TYPE_CHECKING:
-    from shmq.broker.processors.control import ControlHandlers
-    from shmq.broker.supervisor import Broker
-
 END_ANSWER_TIMEOUT_S = 30.0  # a two-way END_TRANSACTION waits this long for its outcome
 
 
 class TransactionHandlers:
-    """Registered next to the control handlers."""
+    """The three codes; ``transactions`` does the work."""
 
-    def __init__(self, broker: Broker, control: ControlHandlers) -> None:
-        self.broker = broker
-        self.control = control
+    def __init__(self, ctx: BrokerContext, transactions: TransactionService) -> None:
+        self.ctx = ctx
+        self.transactions = transactions
 
     def register(self, server: RemotingServer) -> None:
         server.register(RequestCode.END_TRANSACTION, self.end_transaction)
@@ -35,7 +31,7 @@ class TransactionHandlers:
         server.register(RequestCode.RESUME_CHECK_HALF_MESSAGE, self.resume_check)
 
     def _master_only(self, what: str) -> None:
-        if self.broker.config.broker_role == "SLAVE":
+        if self.ctx.config.broker_role == "SLAVE":
             remark = f"the broker is a slave: {what} goes to the master"
             raise ResponseError(ResponseCode.SLAVE_NOT_AVAILABLE, remark)
 
@@ -48,7 +44,7 @@ class TransactionHandlers:
         fields = request.ext_fields
         oneway = request.is_oneway
         done = None if oneway else Future()
-        self.broker.transactions.end(EndRequest(
+        self.transactions.end(EndRequest(
             request.ext_group("producerGroup"),
             request.ext_int("commitLogOffset"),
             request.ext_int("tranStateTableOffset"),
@@ -75,19 +71,10 @@ class TransactionHandlers:
             _host, offset = parse_offset_msg_id(msg_id)
         except InvalidMessageIdError as exc:
             raise ResponseError(ResponseCode.SYSTEM_ERROR, f"msgId: {exc}") from None
-        self.broker.transactions.resume(offset)
+        self.transactions.resume(offset)
         return RemotingCommand.response_to(request)
 
     def status(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         group = request.ext_fields.get("producerGroup") or None
-        body = self.broker.transactions.status(group)
+        body = self.transactions.status(group)
         return RemotingCommand.response_to(request, body=RemotingCommand.body_json(body))
-
-
-def live_producers(
-    control: ControlHandlers, server: RemotingServer, group: str
-) -> list[Connection]:
-    """The open connections of ``group``'s producers, as their heartbeats registered them."""
-    members = dict(control.producers.get(group) or {})
-    conns = [server.connection(channel.conn.id) for channel in members.values()]
-    return [conn for conn in conns if conn is not None]

@@ -2,12 +2,13 @@
 ``getMessage``, for consumers that are not on the broker's host.
 
 The broker reads the consume queue and the CommitLog through its own read-only mappings,
-as shmq's own consumers do. The response body is the stored records back to back, each a
-slice copied from the CommitLog mapping (never decoded and encoded again), chosen by 4.9's
-rules: at most ``maxMsgNums`` and 4.9's transfer limits (32 messages or 256 KiB of records
-near the CommitLog's end, 8 or 64 KiB of records further back, "in disk"), units whose tag
-hash is not in the subscription's skipped (at most ``max(800, maxMsgNums)`` units scanned),
-and the response codes 4.9 gives each store status (remark: the status's name). A pull
+as shmq's own consumers do, by the store's one rule (``store.fetch``, 4.9's getMessage):
+at most ``maxMsgNums`` and the broker's transfer limits (``maxTransfer*OnMessageInMemory``
+near the CommitLog's end, ``*InDisk`` further back), units whose tag hash is not in the
+subscription's skipped (at most ``max(800, maxMsgNums)`` units looked at), and the response
+code 4.9 gives each store status (remark: the status's name). The response body is the
+stored records back to back, each a slice copied from the CommitLog mapping (never decoded
+and encoded again). A pull
 that finds nothing with the suspend bit set is held (``pull_hold``) and answered once the
 queue grows or its ``suspendTimeoutMillis`` passes; a pull with the commit bit stores its
 ``commitOffset`` for the group first. A pull answered with messages counts them as the
@@ -27,14 +28,9 @@ consumer skips nothing). A slave never stores a pull's ``commitOffset``.
 
 from __future__ import annotations
 
-import os
-import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
-from numba import njit
 
+from shmq.broker.context import BrokerContext
 from shmq.broker.processors.pull_hold import HeldPull, PullHold
 from shmq.codec.record_copy import copy_owned_records
 from shmq.errors import InvalidMessageError
@@ -42,12 +38,9 @@ from shmq.ipc import counters as cn
 from shmq.remoting.custom_header import INT, LONG, STR, Spec, decode_header
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection, RemotingServer
-from shmq.store.reader import StoreReader, topic_bytes
-from shmq.store.results import parse_tag_filter
-
-if TYPE_CHECKING:
-    from shmq.broker.processors.control import ControlHandlers
-    from shmq.broker.supervisor import Broker
+from shmq.store.fetch import Fetch, QueueBounds, pull_response_code, transfer_limits
+from shmq.store.reader import topic_bytes
+from shmq.store.results import GetStatus, parse_tag_filter
 
 Rc = ResponseCode
 
@@ -59,57 +52,18 @@ PULL_HEADER: Spec = {
 }  # fmt: skip
 # PullSysFlag
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
-# 4.9's MessageStoreConfig defaults for records read from far behind the CommitLog's end
-MAX_TRANSFER_BYTES_ON_MESSAGE_IN_DISK = 64 * 1024
-MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK = 8
-MIN_FILTER_SCAN = 800  # 4.9 scans max(16000 bytes of units, maxMsgNums units)
 MIN_OFFSET_FRESH_S = 1.0  # a queue's first offset, listed at most once a second per queue
-# GetMessageStatus -> the response code PullMessageProcessor gives it (on a master)
-STATUS_CODES = {
-    "FOUND": Rc.SUCCESS,
-    "NO_MATCHED_MESSAGE": Rc.PULL_RETRY_IMMEDIATELY,
-    "MESSAGE_WAS_REMOVING": Rc.PULL_RETRY_IMMEDIATELY,
-    "OFFSET_FOUND_NULL": Rc.PULL_NOT_FOUND,
-    "OFFSET_OVERFLOW_ONE": Rc.PULL_NOT_FOUND,
-    "OFFSET_OVERFLOW_BADLY": Rc.PULL_OFFSET_MOVED,
-    "OFFSET_TOO_SMALL": Rc.PULL_OFFSET_MOVED,
-}
-
-
-@dataclass
-class GetResult:
-    """The store's answer to one read (4.9's ``GetMessageResult``)."""
-
-    status: str
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    body: bytes | memoryview = b""
-    count: int = 0  # the messages in ``body``
-    # 4.9's suggestPullingFromSlave: the CommitLog bytes after the last unit read exceed
-    # accessMessageInMemoryMaxRatio % of RAM (the consumer is far behind)
-    suggest_slave: bool = False
 
 
 class RemotingPull:
-    """The pull code, registered next to the control handlers."""
+    """The pull code; reads through the broker's one store view (``ctx.store``)."""
 
-    def __init__(self, broker: Broker, control: ControlHandlers) -> None:
-        self.broker = broker
-        self.control = control
-        store = broker.config.store
-        self.reader = StoreReader(
-            broker.root, store.mapped_file_size_commit_log, store.consume_queue_file_size
-        )
-        self.units_per_file = store.consume_queue_file_size // 20
-        self.lock = threading.Lock()  # the reader
-        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        self.memory = ram * store.access_message_in_memory_max_ratio // 100
-        self.in_memory = (
-            store.max_transfer_count_on_message_in_memory,
-            store.max_transfer_bytes_on_message_in_memory,
-        )
-        self.hold = PullHold(broker, control, self._answer_held)
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        store = ctx.config.store
+        self.file_size = store.mapped_file_size_commit_log
+        self.limits = transfer_limits(store)
+        self.hold = PullHold(ctx, self._answer_held)
         warm_up()
 
     def register(self, server: RemotingServer) -> None:
@@ -117,8 +71,6 @@ class RemotingPull:
 
     def close(self) -> None:
         self.hold.close()
-        with self.lock:
-            self.reader.close()
 
     def handle(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         return self._process(request, conn, allow_suspend=True)
@@ -143,57 +95,56 @@ class RemotingPull:
         group, topic, queue_id = h["consumerGroup"], h["topic"], h["queueId"]
         flags = h["sysFlag"]
         codes = self._check(h)
-        result = self.get_message(topic, queue_id, h["queueOffset"], h["maxMsgNums"], codes)
-        code = STATUS_CODES.get(result.status)
-        if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
-            code = Rc.PULL_OFFSET_MOVED if h["queueOffset"] != 0 else Rc.PULL_NOT_FOUND
-        cfg = self.broker.config
+        fetch, body, count = self.get_message(topic, queue_id, h["queueOffset"], h["maxMsgNums"],
+                                              codes)  # fmt: skip
+        status, next_offset = fetch.status, fetch.next_begin_offset
+        code = pull_response_code(status, h["queueOffset"])
+        cfg = self.ctx.config
         suggest = 0  # MixAll.MASTER_ID
         if cfg.slave_read_enable:
-            group_cfg = self.control.send_back.group_config(group)
-            slow = result.suggest_slave
+            group_cfg = self.ctx.subscription_groups.find(group, cfg.auto_create_subscription_group)
+            slow = fetch.suggest_slave
             suggest = group_cfg.which_broker_when_consume_slowly if slow else group_cfg.broker_id
         elif cfg.is_slave:  # a slave serves no reads: back to the master, skipping nothing
-            code = Rc.PULL_RETRY_IMMEDIATELY
-            result = GetResult(result.status, h["queueOffset"], result.min_offset,
-                               result.max_offset)  # fmt: skip
+            code, next_offset, body = Rc.PULL_RETRY_IMMEDIATELY, h["queueOffset"], b""
         if code == Rc.SUCCESS:
-            self.broker.gets.pulled(group, topic, result.count)
+            self.ctx.gets.pulled(group, topic, count)
         response: RemotingCommand | None = RemotingCommand.response_to(
             request,
             code,
-            result.status,
+            status.value,
             {
                 "suggestWhichBrokerId": suggest,
-                "nextBeginOffset": result.next_begin_offset,
-                "minOffset": result.min_offset,
-                "maxOffset": result.max_offset,
+                "nextBeginOffset": next_offset,
+                "minOffset": fetch.min_offset,
+                "maxOffset": fetch.max_offset,
             },
-            result.body,
+            body,
         )
         if code == Rc.PULL_NOT_FOUND and allow_suspend and flags & FLAG_SUSPEND:
             timeout_ms = h["suspendTimeoutMillis"]
-            if not self.broker.config.long_polling_enable:
-                timeout_ms = self.broker.config.short_polling_time_mills
+            if not self.ctx.config.long_polling_enable:
+                timeout_ms = self.ctx.config.short_polling_time_mills
             held = HeldPull(request, conn, topic, queue_id, h["queueOffset"], timeout_ms)
             if self.hold.suspend(held):
                 response = None
         if allow_suspend and flags & FLAG_COMMIT_OFFSET and not cfg.is_slave:
-            self.broker.offsets.commit(group, topic, queue_id, h["commitOffset"])
+            self.ctx.offsets.commit(group, topic, queue_id, h["commitOffset"])
         return response
 
     def _check(self, h: dict) -> np.ndarray | None:
         """4.9's checks before the read, in its order; the subscription's tag hashes (None:
         every message)."""
-        cfg = self.broker.config
+        cfg = self.ctx.config
         if not cfg.broker_permission & 4:
             raise ResponseError(
                 Rc.NO_PERMISSION, f"the broker[{cfg.broker_ip1}] pulling message is forbidden"
             )
         group, topic = h["consumerGroup"], h["topic"]
-        if not self.control.send_back.group_config(group).consume_enable:
+        group_cfg = self.ctx.subscription_groups.find(group, cfg.auto_create_subscription_group)
+        if not group_cfg.consume_enable:
             raise ResponseError(Rc.NO_PERMISSION, f"subscription group no permission, {group}")
-        topic_cfg = self.broker.topics.get(topic)
+        topic_cfg = self.ctx.topics.get(topic)
         if topic_cfg is None:
             raise ResponseError(
                 Rc.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
@@ -220,7 +171,7 @@ class RemotingPull:
                                 "parse the consumer's subscription failed") from None  # fmt: skip
 
     def _group_subscription(self, group: str, topic: str, version: int) -> tuple[str, str]:
-        info = self.control.consumers.group_info(group)
+        info = self.ctx.consumers.group_info(group)
         if info is None:
             raise ResponseError(Rc.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
         sub = info["subscriptionTable"].get(topic)
@@ -236,65 +187,28 @@ class RemotingPull:
 
     def get_message(
         self, topic: str, queue_id: int, offset: int, max_nums: int, codes: np.ndarray | None
-    ) -> GetResult:
-        """4.9's ``DefaultMessageStore.getMessage`` over the published consume queue."""
-        max_offset = self.control.max_offset_of(topic, queue_id)
-        min_offset = self.control.min_offset_of(topic, queue_id, MIN_OFFSET_FRESH_S)
-        if max_offset == 0:
-            return GetResult("NO_MESSAGE_IN_QUEUE", 0, min_offset, max_offset)
-        if offset < min_offset:
-            return GetResult("OFFSET_TOO_SMALL", min_offset, min_offset, max_offset)
-        if offset == max_offset:
-            return GetResult("OFFSET_OVERFLOW_ONE", offset, min_offset, max_offset)
-        if offset > max_offset:
-            return GetResult("OFFSET_OVERFLOW_BADLY", max_offset, min_offset, max_offset)
-        end = min(max_offset, offset + max(MIN_FILTER_SCAN, max_nums))
-        with self.lock:
-            units, _ = self.reader.units(topic, queue_id, offset, end)
-            if units.size == 0:
-                next_file = offset - offset % self.units_per_file + self.units_per_file
-                return GetResult("OFFSET_FOUND_NULL", next_file, min_offset, max_offset)
-            status, scanned, body, count = self._read(
-                topic, queue_id, offset, units, max_nums, codes
-            )
-            last = int(units["offset"][scanned - 1])  # scanned >= 1: units is not empty
-        behind = cn.load(self.broker.counters.words, cn.WRITE_OFFSET) - last
-        return GetResult(status, offset + scanned, min_offset, max_offset, body, count,
-                         behind > self.memory)  # fmt: skip
-
-    def _read(
-        self, topic: str, queue_id: int, offset: int, units: np.ndarray, max_nums: int,
-        codes: np.ndarray | None,
-    ) -> tuple[str, int, bytes | memoryview, int]:  # fmt: skip
-        """``(status, units scanned, body, messages in it)`` for ``units``, the queue's from
-        ``offset``: the records are checked against their units (topic, queue, queue
-        offset) as every consumer's are, then copied as stored."""
-        # no response takes more than this many: only these (and the one that stops it) count
-        most = min(max_nums, max(self.in_memory[0], MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK))
-        if codes is None:
-            picked = None
-            phys = units["offset"][: most + 1].astype(np.int64)
-            sizes = units["size"][: most + 1].astype(np.int64)
-        else:  # 4.9 compares (int) tagsCode with the subscription's hashes
-            picked = np.flatnonzero(np.isin(units["tags_code"].astype(np.int32), codes))
-            phys = units["offset"][picked[: most + 1]].astype(np.int64)
-            sizes = units["size"][picked[: most + 1]].astype(np.int64)
-        write_end = cn.load(self.broker.counters.words, cn.WRITE_OFFSET)
-        count = batch_count(sizes, write_end - phys > self.memory, max_nums, self.in_memory)
-        if picked is None:  # every unit is taken: the ones before the stop were scanned
-            scanned, chosen = count, np.arange(count, dtype=np.int64)
-        else:
-            scanned = int(picked[count]) if count < picked.size else units.size
-            chosen = picked[:count]
-        if not chosen.size:
-            return "NO_MATCHED_MESSAGE", scanned, b"", 0
-        body, copied = self.reader.copy_records(
-            topic, queue_id, phys[:count], sizes[:count], offset + chosen.astype(np.int64)
+    ) -> tuple[Fetch, memoryview | bytes, int]:
+        """The store's read (``store.fetch``) over the published consume queue, and the
+        records it chose as stored: ``(fetch, body, messages in body)``. A read whose
+        units own no record (cleanup removed them meanwhile) is MESSAGE_WAS_REMOVING."""
+        store, words = self.ctx.store, self.ctx.counters.words
+        bounds = QueueBounds(
+            store.min_offset(topic, queue_id, MIN_OFFSET_FRESH_S),
+            store.max_offset(topic, queue_id),
+            cn.load(words, cn.MIN_PHYSICAL_OFFSET),
+            cn.load(words, cn.WRITE_OFFSET),
+            self.file_size,
         )
+        with store.reading() as reader:
+            fetch = reader.fetch(topic, queue_id, offset, max_nums, codes, bounds,
+                                 self.limits)  # fmt: skip
+            if fetch.status is not GetStatus.FOUND:
+                return fetch, b"", 0
+            body, copied = reader.copy_records(topic, queue_id, fetch)
         if not copied:
-            return "MESSAGE_WAS_REMOVING", scanned, b"", 0
+            return fetch._replace(status=GetStatus.MESSAGE_WAS_REMOVING), b"", 0
         # the frame's encoding copies it once more: hand it over as a view, not a copy
-        return "FOUND", scanned, memoryview(body), copied
+        return fetch, memoryview(body), copied
 
 
 def check_expression_type(kind: str | None) -> None:
@@ -307,34 +221,7 @@ def check_expression_type(kind: str | None) -> None:
 
 
 def warm_up() -> None:
-    """Load the kernels that size a response and copy its records (from a read-only
-    mapping)."""
+    """Load the kernel that copies a response's records (from a read-only mapping)."""
     one = np.ones(1, dtype=np.int64)
-    batch_count(one, one > 1, 1, (1, 1))
     copy_owned_records(np.frombuffer(b"x", dtype=np.uint8), one - 1, one, one, topic_bytes("T"),
                        0, 0, np.empty(1, dtype=np.uint8), 0)  # fmt: skip
-
-
-def batch_count(
-    sizes: np.ndarray, in_disk: np.ndarray, max_nums: int, in_memory: tuple[int, int]
-) -> int:
-    """How many of the records of ``sizes`` (in queue order) one response takes: 4.9's
-    ``isTheBatchFull`` asked for each next record. The first always goes; a record read
-    from far behind the CommitLog's end (``in_disk``) is held to the in-disk limits, any
-    other to ``in_memory`` (count, bytes)."""
-    return _batch_count(sizes, in_disk, max_nums, in_memory[0], in_memory[1])
-
-
-@njit(cache=True, nogil=True)
-def _batch_count(sizes, in_disk, max_nums, memory_count, memory_bytes):
-    total = 0
-    for i in range(sizes.shape[0]):
-        total += sizes[i]  # the response's bytes with record i
-        if i == 0:
-            continue
-        disk = in_disk[i]
-        limit_count = MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK if disk else memory_count
-        limit_bytes = MAX_TRANSFER_BYTES_ON_MESSAGE_IN_DISK if disk else memory_bytes
-        if i >= max_nums or total > limit_bytes or i > limit_count - 1:
-            return i
-    return sizes.shape[0]

@@ -21,18 +21,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from shmq.broker.context import BrokerContext
 from shmq.errors import RemotingError
 from shmq.ipc import registry as rg
 from shmq.ipc.parking import Parking
 from shmq.ipc.segment import open_semaphore, post
 from shmq.remoting.protocol import RemotingCommand
 from shmq.remoting.server import Connection
-
-if TYPE_CHECKING:
-    from shmq.broker.processors.control import ControlHandlers
-    from shmq.broker.supervisor import Broker
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +59,14 @@ Answer = Callable[[HeldPull, bool], RemotingCommand | None]
 class PullHold:
     """The held pulls and the thread that answers them."""
 
-    def __init__(self, broker: Broker, control: ControlHandlers, answer: Answer) -> None:
-        self.broker = broker
-        self.control = control
+    def __init__(self, ctx: BrokerContext, answer: Answer) -> None:
+        self.clients = ctx.clients
+        self.store = ctx.store
         self.answer = answer
-        self.slot = broker.clients.register_consumer(os.getpid(), "shmq-pull-hold")
+        self.slot = ctx.clients.register_consumer(os.getpid(), "shmq-pull-hold")
         self.sem = open_semaphore(self.slot.sem_name)
-        self.reg = broker.registry.words
-        self.base = rg.consumer_base(broker.config.max_producers, self.slot.index)
+        self.reg = ctx.registry.words
+        self.base = rg.consumer_base(ctx.config.max_producers, self.slot.index)
         self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
         self._held: list[HeldPull] = []
         self._lock = threading.Lock()
@@ -99,7 +95,7 @@ class PullHold:
         post(self.sem)
         self._thread.join(5)
         self.sem.close()
-        self.broker.clients.release("consumer", self.slot.index, self.slot.gen)
+        self.clients.release("consumer", self.slot.index, self.slot.gen)
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -120,7 +116,7 @@ class PullHold:
             return
         self._added.clear()
         keys = {(h.topic, h.queue_id) for h in held}
-        slots = [self.control.directory.slot(t.encode(), q) for t, q in keys]
+        slots = [self.store.slot(t, q) for t, q in keys]
         rg.set_watch(self.reg, self.base, None if min(slots) < 0 else slots)
         now = time.monotonic()
         nearest = min(h.deadline for h in held)
@@ -131,7 +127,7 @@ class PullHold:
         self._answer(held)
 
     def _ready(self, held: list[HeldPull]) -> bool:
-        return any(self.control.max_offset_of(h.topic, h.queue_id) > h.seen for h in held) or (
+        return any(self.store.max_offset(h.topic, h.queue_id) > h.seen for h in held) or (
             time.monotonic() >= min(h.deadline for h in held)
         )
 
@@ -142,7 +138,7 @@ class PullHold:
         done: list[tuple[HeldPull, RemotingCommand]] = []
         for h in held:
             final = now >= h.deadline
-            grown = self.control.max_offset_of(h.topic, h.queue_id)
+            grown = self.store.max_offset(h.topic, h.queue_id)
             if not final and grown <= h.seen:
                 continue
             h.seen = grown

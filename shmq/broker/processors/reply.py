@@ -27,17 +27,14 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
+from shmq.broker.context import BrokerContext
 from shmq.broker.processors.send import RemotingSend, pushed_not_stored, send_response
 from shmq.broker.processors.send_header import SendHeader
 from shmq.codec.record_rebuild import edit_properties, property_value
 from shmq.errors import RemotingConnectError, RemotingError
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection, RemotingServer, call_handler
-
-if TYPE_CHECKING:
-    from shmq.broker.processors.control import ControlHandlers
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +49,16 @@ MAX_WAITING_BYTES = 256 << 20
 
 
 class ReplyMessages:
-    def __init__(self, control: ControlHandlers, send: RemotingSend) -> None:
-        self.control = control
+    """The reply codes; a reply is checked and stored as ``send`` does it (RocketMQ's
+    ``ReplyMessageProcessor`` is an ``AbstractSendMessageProcessor`` too), and pushed to
+    the connection its requester heartbeats on (``ctx.producers``)."""
+
+    def __init__(self, ctx: BrokerContext, send: RemotingSend) -> None:
+        self.producers = ctx.producers
         self.send = send
-        config = control.broker.config
+        config = ctx.config
         self.store = config.store_reply_message_enable
         self.store_host = config.store.store_host
-        self.server: RemotingServer | None = None
         self._pool = ThreadPoolExecutor(config.process_reply_message_thread_pool_nums,
                                         thread_name_prefix="shmq-reply")  # fmt: skip
         self._capacity = config.reply_thread_pool_queue_capacity
@@ -67,7 +67,6 @@ class ReplyMessages:
         self._lock = threading.Lock()
 
     def register(self, server: RemotingServer) -> None:
-        self.server = server
         for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
             server.register(code, self.submit)
 
@@ -132,7 +131,7 @@ class ReplyMessages:
         client_id = property_value(props, REPLY_TO_CLIENT.encode())
         if client_id is None:
             return self._failed(f"reply message properties[{REPLY_TO_CLIENT}] is null")
-        target = self._connection(client_id)
+        target = self.producers.find_connection(client_id)
         if target is None:
             return self._failed(f"push reply message fail, channel of <{client_id}> not found.")
         props = edit_properties(props, add={PUSH_REPLY_TIME: str(time.time_ns() // 1_000_000)})
@@ -168,9 +167,3 @@ class ReplyMessages:
     def _failed(self, remark: str) -> str:
         log.info("%s", remark)
         return remark
-
-    def _connection(self, client_id: str) -> Connection | None:
-        conn_id = self.control.producer_connection_id(client_id)
-        if conn_id is None or self.server is None:
-            return None
-        return self.server.connection(conn_id)

@@ -27,23 +27,24 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from shmq import half_messages as hm
+from shmq.broker.context import BrokerContext
 from shmq.broker.processors.send_answers import Appended, SendAnswers
 from shmq.broker.processors.send_back import DLQ_NUMS_PER_GROUP
 from shmq.broker.processors.send_header import SendHeader, asked_delay
 from shmq.broker.ring_puts import broker_ring
 from shmq.broker.topic.config import TopicConfig
 from shmq.codec import batch_body, msg_ids
-from shmq.codec import half_messages as hm
 from shmq.codec import record as rec
 from shmq.codec.batch_body import BatchBody, decode_batch
-from shmq.codec.delay_levels import delayed_placement
 from shmq.codec.msg_ids import joined_offset_msg_ids
 from shmq.codec.record_rebuild import edit_properties, property_value
 from shmq.config import parse_host
+from shmq.delay_topics import delayed_placement
 from shmq.errors import ConfigError, InvalidMessageError, SendError
 from shmq.ipc import ring
 from shmq.ipc.durability import (
@@ -64,10 +65,6 @@ from shmq.names import (
 from shmq.properties import MAX_PROPERTIES_LENGTH
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection, RemotingServer
-
-if TYPE_CHECKING:
-    from shmq.broker.processors.control import ControlHandlers
-    from shmq.broker.supervisor import Broker
 
 Rc = ResponseCode
 log = logging.getLogger(__name__)
@@ -155,15 +152,13 @@ class Prepared:
 
 
 class RemotingSend:
-    """The send codes, registered next to the control handlers; appends through a ring of
-    the broker's own."""
+    """The send codes; appends through a ring of the broker's own."""
 
-    def __init__(self, broker: Broker, control: ControlHandlers) -> None:
-        self.broker = broker
-        self.control = control
-        self.ring = broker_ring(broker, "shmq-tcp-send")
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.ring = broker_ring(ctx, "shmq-tcp-send")
         self.answers = SendAnswers(self.ring, self._respond, self._fail)
-        cfg, store = broker.config, broker.config.store
+        cfg, store = ctx.config, ctx.config.store
         self.max_body = min(
             store.max_message_size,
             cfg.ring_message_limit,
@@ -272,7 +267,7 @@ class RemotingSend:
         return send_response(appended.request, exc.code, {}, exc.remark)
 
     def _check_broker(self) -> None:
-        cfg = self.broker.config
+        cfg = self.ctx.config
         if cfg.broker_role == "SLAVE":
             raise ResponseError(
                 Rc.SERVICE_NOT_AVAILABLE, "message store is slave mode, so putMessage is forbidden"
@@ -293,7 +288,7 @@ class RemotingSend:
             raise ResponseError(
                 Rc.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
             )
-        topics = self.broker.topics
+        topics = self.ctx.topics
         cfg = topics.get(topic)
         if cfg is None:
             try:
@@ -303,9 +298,9 @@ class RemotingSend:
                     raise ResponseError(
                         Rc.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
                     ) from None
-                cfg = self.control.send_back.ensure_topic(topic, 1)
+                cfg = self.ctx.topic_publisher.ensure(topic, 1)
             else:
-                self.broker.create_topic(cfg)
+                self.ctx.topic_publisher.create(cfg)
         if not cfg.is_writable:
             raise ResponseError(
                 Rc.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
@@ -330,13 +325,15 @@ class RemotingSend:
         """A send to ``%RETRY%<group>`` whose reconsume times reached the group's maximum
         (or the request's) goes to ``%DLQ%<group>`` queue 0, undelayed."""
         group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-        group_cfg = self.control.send_back.group_config(group)
+        group_cfg = self.ctx.subscription_groups.find(
+            group, self.ctx.config.auto_create_subscription_group
+        )
         max_times = header.maxReconsumeTimes
         if max_times is None:
             max_times = group_cfg.retry_max_times
         if (header.reconsumeTimes or 0) < max_times:
             return cfg
-        dlq = self.control.send_back.ensure_topic(dlq_topic(group), DLQ_NUMS_PER_GROUP)
+        dlq = self.ctx.topic_publisher.ensure(dlq_topic(group), DLQ_NUMS_PER_GROUP)
         header.topic, header.queueId = dlq.topic_name, 0
         header.properties = edit_properties(
             (header.properties or "").encode(), remove={_DELAY}
@@ -405,11 +402,11 @@ class RemotingSend:
         props = (header.properties or "").encode()
         if any(asked_delay(props)):
             raise ResponseError(Rc.MESSAGE_ILLEGAL, "a batch cannot be delayed")
-        if len(body) > self.broker.config.store.max_message_size:
+        if len(body) > self.ctx.config.store.max_message_size:
             raise ResponseError(
                 Rc.MESSAGE_ILLEGAL,
                 f"batch body of {len(body)} bytes is above "
-                f"maxMessageSize {self.broker.config.store.max_message_size}",
+                f"maxMessageSize {self.ctx.config.store.max_message_size}",
             )
         wait = (property_value(props, _WAIT) or "true").lower() == "true"
         suffix = edit_properties(props, add={"CLUSTER": self.cluster})

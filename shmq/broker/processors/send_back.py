@@ -14,22 +14,18 @@ reconsume. Copies are appended through the control plane's own ring, as a produc
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 
-from shmq.broker.ring_puts import put_records, refusal
-from shmq.broker.subscription.groups import SubscriptionGroupConfig
-from shmq.broker.topic.config import PERM_READ, PERM_WRITE, TopicConfig
+from shmq.broker.context import BrokerContext
+from shmq.broker.ring_puts import broker_ring, put_records, refusal
 from shmq.codec import record as rec
-from shmq.codec.delay_levels import SCHEDULE_TOPIC, schedule_properties
 from shmq.codec.record_rebuild import edit_properties, property_value, rebuild_record
-from shmq.ipc.ring_appender import RingAppender
+from shmq.delay_topics import SCHEDULE_TOPIC, schedule_properties
 from shmq.message import offset_msg_id
 from shmq.names import dlq_topic, retry_topic
-from shmq.remoting.protocol import RemotingCommand, ResponseCode, ResponseError
-
-log = logging.getLogger(__name__)
+from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
+from shmq.remoting.server import Connection, RemotingServer
 
 DLQ_NUMS_PER_GROUP = 1
 _RETRY_TOPIC, _ORIGIN_ID = b"RETRY_TOPIC", b"ORIGIN_MESSAGE_ID"
@@ -38,51 +34,36 @@ _SCHEDULE = SCHEDULE_TOPIC.encode()
 
 
 class SendBack:
-    """The broker side of send-back: looks up, rebuilds, appends, answers."""
+    """The broker side of send-back: looks up, rebuilds, appends (through a ring of the
+    broker's own), answers."""
 
-    def __init__(self, broker, ring_appender: RingAppender) -> None:
-        self.broker = broker
-        self.ring = ring_appender
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.ring = broker_ring(ctx, "shmq-send-back")
         self.lock = threading.Lock()  # one appender per ring
-        self.levels = len(broker.config.store.delay_levels_ms)
+        self.levels = len(ctx.config.store.delay_levels_ms)
 
-    def group_config(self, group: str) -> SubscriptionGroupConfig:
-        """The group's settings, created with the defaults when absent and
-        ``autoCreateSubscriptionGroup`` is on (else SUBSCRIPTION_GROUP_NOT_EXIST)."""
-        groups = self.broker.subscription_groups
-        cfg = groups.get(group)
-        if cfg is None:
-            if not self.broker.config.auto_create_subscription_group:
-                raise ResponseError(
-                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                    f"subscription group {group} does not exist and "
-                    "autoCreateSubscriptionGroup is false",
-                )
-            cfg = SubscriptionGroupConfig(group)
-            groups.update(cfg)
-        return cfg
+    def register(self, server: RemotingServer) -> None:
+        server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.handle)
 
-    def ensure_topic(self, topic: str, queues: int) -> TopicConfig:
-        """A retry or DLQ topic, created readable and writable when absent
-        (``createTopicInSendMessageBackMethod``)."""
-        cfg = self.broker.topics.get(topic)
-        if cfg is None:
-            cfg = TopicConfig(topic, queues, queues, PERM_READ | PERM_WRITE)
-            self.broker.create_topic(cfg)
-            log.info("created %s with %d queue(s)", topic, queues)
-        return cfg
+    def close(self) -> None:
+        self.ring.close()
 
-    def handle(self, request: RemotingCommand, _conn) -> RemotingCommand:
+    def handle(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        ctx = self.ctx
         group = request.ext_group("group")
         offset = request.ext_int("offset")
         delay_level = request.ext_int("delayLevel")
-        group_cfg = self.group_config(group)
+        group_cfg = ctx.subscription_groups.find(group, ctx.config.auto_create_subscription_group)
         max_times = group_cfg.retry_max_times
         if request.ext_fields.get("maxReconsumeTimes") is not None:
             max_times = request.ext_int("maxReconsumeTimes")
         if not group_cfg.retry_queue_nums:
             return RemotingCommand.response_to(request)  # retries are off for the group
-        batch = self.broker.control.store_reader().record_at(offset) if offset >= 0 else None
+        batch = None
+        if offset >= 0:
+            with ctx.store.reading() as reader:
+                batch = reader.record_at(offset)
         if batch is None:
             raise ResponseError(
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}"
@@ -102,10 +83,10 @@ class SendBack:
             add["ORIGIN_MESSAGE_ID"] = offset_msg_id(store_host, offset)
         props = edit_properties(props, remove={_REAL_TOPIC, _REAL_QID, _DELAY}, add=add)
         if reconsume >= max_times or delay_level < 0:
-            target = self.ensure_topic(dlq_topic(group), DLQ_NUMS_PER_GROUP)
+            target = ctx.topic_publisher.ensure(dlq_topic(group), DLQ_NUMS_PER_GROUP)
             target_topic, qid = target.topic_name, 0
         else:
-            target = self.ensure_topic(retry_topic(group), group_cfg.retry_queue_nums)
+            target = ctx.topic_publisher.ensure(retry_topic(group), group_cfg.retry_queue_nums)
             target_topic = target.topic_name
             qid = random.randrange(target.write_queue_nums)
             level = delay_level or 3 + reconsume

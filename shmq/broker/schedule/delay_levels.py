@@ -15,7 +15,7 @@ import numpy as np
 
 from shmq import json_file
 from shmq.codec import record as rec
-from shmq.codec.delay_levels import SCHEDULE_TOPIC
+from shmq.delay_topics import SCHEDULE_TOPIC
 from shmq.ipc import queue_table as qt
 from shmq.store.reader import StoreReader
 

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.delay_levels import TIMER_TOPIC
 from shmq.codec.record_rebuild import property_value
 from shmq.config import MessageStoreConfig
+from shmq.delay_topics import TIMER_TOPIC
 from shmq.ipc import queue_table as qt
 from shmq.store.reader import StoreReader
 from shmq.store.timer.log import ENTRY_DTYPE, TimerLog

@@ -8,35 +8,29 @@ each agent's process and heartbeat, its clients; and the RocketMQ keys of that a
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shmq import __version__
+from shmq.broker.context import BrokerContext
 from shmq.ipc import counters as cn
 
-if TYPE_CHECKING:
-    from shmq.broker.supervisor import Broker
 
-
-def broker_stats(broker: Broker, procs: dict[str, Any]) -> dict[str, Any]:
-    words = broker.counters.words
-    broker.gets.collect()
-    agents = {}
-    for kind in broker.agents:
-        proc = procs.get(kind)
-        agents[kind] = {
-            "pid": proc.pid if proc is not None else None,
-            "alive": bool(proc is not None and proc.is_alive()),
-            "restarts": cn.load(words, cn.agent_word(kind, cn.RESTARTS)),
-            "heartbeat_ms": cn.load(words, cn.agent_word(kind, cn.HEARTBEAT_MS)),
-        }
+def broker_stats(ctx: BrokerContext) -> dict[str, Any]:
+    words = ctx.counters.words
+    ctx.gets.collect()
+    agents = ctx.agents.processes()
+    for kind, row in agents.items():
+        row["restarts"] = cn.load(words, cn.agent_word(kind, cn.RESTARTS))
+        row["heartbeat_ms"] = cn.load(words, cn.agent_word(kind, cn.HEARTBEAT_MS))
+    cfg = ctx.config
     return {
-        "broker": broker.config.broker_name,
-        "address": broker.address,
+        "broker": cfg.broker_name,
+        "address": ctx.address,
         "pid": os.getpid(),
-        "store": broker.root,
-        "flush_disk_type": broker.config.store.flush_disk_type,
-        "broker_role": broker.config.broker_role,
-        "broker_id": broker.config.broker_id,
+        "store": ctx.root,
+        "flush_disk_type": cfg.store.flush_disk_type,
+        "broker_role": cfg.broker_role,
+        "broker_id": cfg.broker_id,
         "confirmed_offset": cn.load(words, cn.CONFIRMED_OFFSET),
         "ha_slaves": cn.load(words, cn.HA_SLAVES),
         "write_offset": cn.load(words, cn.WRITE_OFFSET),
@@ -44,24 +38,24 @@ def broker_stats(broker: Broker, procs: dict[str, Any]) -> dict[str, Any]:
         "flushed_offset": cn.load(words, cn.FLUSHED_OFFSET),
         "msgs_in": cn.load(words, cn.MSGS_IN),
         "msgs_dispatched": cn.load(words, cn.MSGS_DISPATCHED),
-        "msgs_out": broker.gets.total(),
+        "msgs_out": ctx.gets.total(),
         "rejected": cn.load(words, cn.REJECTED),
         "flushes": cn.load(words, cn.FLUSHES),
         "flush_errors": cn.load(words, cn.FLUSH_ERRORS),
         "agents": agents,
-        "clients": broker.clients.stats(),
-        "stop_reason": broker.stop_reason,
+        "clients": ctx.clients.stats(),
+        "stop_reason": ctx.agents.stop_reason,
     }
 
 
-def rocketmq_runtime_table(broker: Broker, stats: dict[str, Any]) -> dict[str, Any]:
+def rocketmq_runtime_table(ctx: BrokerContext, stats: dict[str, Any]) -> dict[str, Any]:
     """RocketMQ 4.9's runtime info keys, from ``stats`` (``broker_stats``'s answer) and the
     broker's ``rates``: ``putTps`` and ``getTransferedTps`` over the last 10 s, minute and 10
-    minutes, the day totals (gets are messages consumers read: ``broker.get_counts``). shmq
+    minutes, the day totals (gets are messages consumers read: ``stats.get_counts``). shmq
     has no send or pull thread-pool queues: their sizes and waits are 0."""
-    started_ms = cn.load(broker.counters.words, cn.STARTED_MS)
-    rates = broker.rates
-    disk = os.statvfs(broker.root)
+    started_ms = cn.load(ctx.counters.words, cn.STARTED_MS)
+    rates = ctx.rates
+    disk = os.statvfs(ctx.root)
     used = 1 - disk.f_bavail / disk.f_blocks if disk.f_blocks else 0.0
     return {
         "bootTimestamp": started_ms,

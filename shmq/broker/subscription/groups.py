@@ -26,7 +26,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from shmq import json_file
-from shmq.errors import ConfigError
+from shmq.errors import ConfigError, ResponseError
+from shmq.remoting.codes import ResponseCode
 
 FILE_NAME = "subscriptionGroup.json"
 MAX_GROUP_LENGTH = 255  # RocketMQ's Validators.CHARACTER_MAX_LENGTH
@@ -152,6 +153,23 @@ class SubscriptionGroupManager(json_file.VersionedTable[SubscriptionGroupConfig]
         super().__init__("subscriptionGroupTable", "group", _group_name)
         self._load(SubscriptionGroupConfig.from_json)
         self._add_missing([SubscriptionGroupConfig(name) for name in SYSTEM_GROUPS])
+
+    def find(self, group: str, auto_create: bool) -> SubscriptionGroupConfig:
+        """The group's settings (RocketMQ's ``findSubscriptionGroupConfig``), created with
+        the defaults when absent and ``auto_create`` (``autoCreateSubscriptionGroup``);
+        ``ResponseError`` SUBSCRIPTION_GROUP_NOT_EXIST, the answer every request naming such
+        a group gets, when absent otherwise."""
+        cfg = self.get(group)
+        if cfg is None:
+            if not auto_create:
+                raise ResponseError(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    f"subscription group {group} does not exist and "
+                    "autoCreateSubscriptionGroup is false",
+                )
+            cfg = SubscriptionGroupConfig(group)
+            self.update(cfg)
+        return cfg
 
 
 def _group_name(cfg: SubscriptionGroupConfig) -> str:

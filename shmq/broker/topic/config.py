@@ -15,7 +15,7 @@ from typing import Any
 from shmq import json_file
 from shmq.errors import ConfigError
 from shmq.message import validate_topic
-from shmq.names import DELETED_TOPIC_LOG, reply_topic
+from shmq.names import DELETED_TOPIC_LOG, SYSTEM_TOPICS, reply_topic
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
 PERM_READ_WRITE = PERM_READ | PERM_WRITE
@@ -167,6 +167,12 @@ class TopicConfigManager(json_file.VersionedTable[TopicConfig]):
             self._entries[topic] = cfg
             self._bump()
             return cfg
+
+
+def system_topics(cluster_name: str, broker_name: str) -> set[str]:
+    """RocketMQ's system topic set, with a broker's cluster and broker names (topics no
+    admin may delete, and GET_SYSTEM_TOPIC_LIST_FROM_BROKER's answer)."""
+    return {*SYSTEM_TOPICS, cluster_name, broker_name}
 
 
 def _topic_name(cfg: TopicConfig) -> str:

@@ -12,36 +12,31 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import ClassVar
 
-from shmq.broker.topic.config import TopicConfig
+from shmq.broker.processors.processor import Processor
+from shmq.broker.topic.config import TopicConfig, system_topics
 from shmq.errors import ResponseError, ShmqError
 from shmq.ipc import counters as cn
-from shmq.ipc import topic_table as tt
 from shmq.names import MAX_TOPIC_LENGTH, is_system_topic, name_problem, system_topic_refusal
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
-from shmq.remoting.server import Connection, RemotingServer
+from shmq.remoting.server import Connection
 from shmq.store.consume_queue import is_blank_unit
-
-if TYPE_CHECKING:
-    from shmq.broker.processors.control import ControlHandlers
 
 Rc = ResponseCode
 # how long a deletion waits for the writer and reput, below mqadmin's and Admin's 5 s timeout
 WRITER_WAIT_S = 3.0
 
 
-class TopicDeletion:
-    """Registered by ``ControlHandlers``, whose offset lookups it uses."""
+class TopicDeletion(Processor):
+    """The three codes above (RocketMQ's ``AdminBrokerProcessor`` answers them)."""
 
-    def __init__(self, control: ControlHandlers) -> None:
-        self.control = control
-        self.broker = control.broker
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
-        server.register(RequestCode.CLEAN_UNUSED_TOPIC, self.clean_unused_topic)
-        server.register(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, self.clean_expired_consume_queue)
+    CODES: ClassVar[Mapping[int, str]] = {
+        RequestCode.DELETE_TOPIC_IN_BROKER: "delete_topic",
+        RequestCode.CLEAN_UNUSED_TOPIC: "clean_unused_topic",
+        RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: "clean_expired_consume_queue",
+    }
 
     def delete_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         topic = request.ext_topic()
@@ -51,7 +46,7 @@ class TopicDeletion:
             raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from exc
         if not deleted:
             raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist")
-        self.control.forget_min_offsets(topic)
+        self.ctx.store.forget_min_offsets(topic)
         return RemotingCommand.response_to(request)
 
     def delete(self, topic: str) -> bool:
@@ -59,21 +54,21 @@ class TopicDeletion:
         when there is no such topic. ``ShmqError`` for a system topic (RocketMQ 5's
         refusal), and when the writer did not record the deletion within
         ``WRITER_WAIT_S``: the topic is then put back, to be deleted again."""
-        broker = self.broker
-        if is_system_topic(topic) or topic in broker.system_topics():
+        ctx = self.ctx
+        if is_system_topic(topic) or topic in self._system_topics():
             raise ShmqError(system_topic_refusal(topic))
-        config = broker.topics.get(topic)
-        if config is None or not broker.topics.delete(topic):
+        config = ctx.topics.get(topic)
+        if config is None or not ctx.topics.delete(topic):
             return False
-        broker.topics.persist()
-        broker.publish_topics()
+        ctx.topics.persist()
+        ctx.topic_table.publish()
         deadline = time.monotonic() + WRITER_WAIT_S
         if not self._writer_took_table(deadline):
             self._put_back(topic, config)
         self._await_reput(deadline)
-        if broker.offsets.remove_topic(topic):
-            broker.offsets.persist()
-        broker.register_now()  # the namesrvs drop its route now, not at the next period
+        if ctx.offsets.remove_topic(topic):
+            ctx.offsets.persist()
+        ctx.namesrv.register_now()  # the namesrvs drop its route now, not at the next period
         return True
 
     def clean_unused_topic(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
@@ -102,7 +97,7 @@ class TopicDeletion:
             except ShmqError as exc:
                 raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from exc
             for topic in topics:
-                self.control.forget_min_offsets(topic)
+                self.ctx.store.forget_min_offsets(topic)
         body = RemotingCommand.body_json({"topics": topics})
         return RemotingCommand.response_to(request, body=body)
 
@@ -111,25 +106,25 @@ class TopicDeletion:
         with a message in a queue (past a deletion's blank unit), or with ``expired`` those
         whose queues all end in a message below the CommitLog's first offset (RocketMQ's
         test), not in the blank unit a purge starts a queue with."""
-        broker, control = self.broker, self.control
-        root = os.path.join(broker.root, "consumequeue")
-        configured = broker.topics.all()
-        floor = cn.load(broker.counters.words, cn.MIN_PHYSICAL_OFFSET)
+        ctx, store = self.ctx, self.ctx.store
+        root = os.path.join(ctx.root, "consumequeue")
+        configured = ctx.topics.all()
+        floor = cn.load(ctx.counters.words, cn.MIN_PHYSICAL_OFFSET)
         found = []
         for topic in sorted(os.listdir(root)) if os.path.isdir(root) else ():
             if (
                 topic in configured
                 or name_problem("topic", topic, MAX_TOPIC_LENGTH)
                 or is_system_topic(topic)
-                or topic in broker.system_topics()
+                or topic in self._system_topics()
             ):
                 continue
             queues = [int(q) for q in os.listdir(os.path.join(root, topic)) if q.isdigit()]
-            maxima = {q: control.max_offset_of(topic, q) for q in queues}
+            maxima = {q: store.max_offset(topic, q) for q in queues}
             if not expired:
-                take = any(control.min_offset_of(topic, q) < end for q, end in maxima.items())
+                take = any(store.min_offset(topic, q) < end for q, end in maxima.items())
             else:
-                lasts = [control.unit_at(topic, q, end - 1) for q, end in maxima.items() if end]
+                lasts = [store.unit_at(topic, q, end - 1) for q, end in maxima.items() if end]
                 take = bool(lasts) and all(
                     u is not None and not is_blank_unit(*u) and u[0] < floor for u in lasts
                 )
@@ -140,12 +135,12 @@ class TopicDeletion:
     def purge_unconfigured(self, topics: list[str]) -> None:
         """Have the writer record the deletion of ``topics``, which it never had in its
         table: they enter it for a moment, unwritable (perm 0), and leave it."""
-        if self.broker.config.is_slave:
+        if self.ctx.config.is_slave:
             raise ShmqError("a slave purges what its master deletes: clean its master")
         deadline = time.monotonic() + WRITER_WAIT_S
-        self.broker.publish_topics({t: (1, 1, 0) for t in topics})
+        self.ctx.topic_table.publish({t: (1, 1, 0) for t in topics})
         took = self._writer_took_table(deadline)
-        self.broker.publish_topics()
+        self.ctx.topic_table.publish()
         if not (took and self._writer_took_table(deadline)):
             raise ShmqError(
                 f"the writer did not record the deletion of {', '.join(topics)} within "
@@ -156,12 +151,12 @@ class TopicDeletion:
     def _writer_took_table(self, deadline: float) -> bool:
         """Wait until the writer works with the topic table published last (its deletion
         records written), until ``deadline`` (``time.monotonic``); at once on a slave."""
-        broker = self.broker
-        if broker.config.is_slave:
+        ctx = self.ctx
+        if ctx.config.is_slave:
             return True
-        version = tt.load_version(broker.topic_seg.words)
-        broker.wake_agent("writer")
-        while cn.load(broker.counters.words, cn.TOPICS_APPLIED) < version:
+        version = ctx.topic_table.version()
+        ctx.agents.wake("writer")
+        while cn.load(ctx.counters.words, cn.TOPICS_APPLIED) < version:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.001)
@@ -171,17 +166,21 @@ class TopicDeletion:
         """Wait until reput dispatched what the writer wrote, the deletion records with it,
         so an answer comes after the purge (as RocketMQ destroys the consume queues before
         it answers); until ``deadline`` at most: reput purges later when it is behind."""
-        words = self.broker.counters.words
+        words = self.ctx.counters.words
         end = cn.load(words, cn.WRITE_OFFSET)
         while cn.load(words, cn.DISPATCHED_OFFSET) < end and time.monotonic() < deadline:
             time.sleep(0.001)
 
     def _put_back(self, topic: str, config: TopicConfig) -> None:
-        self.broker.create_topic(config)
+        self.ctx.topic_publisher.create(config)
         raise ShmqError(
             f"topic {topic} is kept: the writer did not record its deletion within "
             f"{WRITER_WAIT_S:g} s ({self._why_not()}); delete it again"
         )
 
     def _why_not(self) -> str:
-        return cn.refuse_reason(self.broker.counters.words) or "it did not answer"
+        return cn.refuse_reason(self.ctx.counters.words) or "it did not answer"
+
+    def _system_topics(self) -> set[str]:
+        cfg = self.ctx.config
+        return system_topics(cfg.broker_cluster_name, cfg.broker_name)

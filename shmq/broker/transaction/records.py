@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shmq.codec import half_messages as hm
+from shmq import half_messages as hm
 from shmq.codec import record as rec
 from shmq.codec.record_pack import record_struct, tail
 from shmq.codec.record_rebuild import (

@@ -2,31 +2,27 @@
 message stored since the last one, recovery of the open-transaction table at start (op
 records from the persisted op offset, halves from the persisted half offset, and the
 search for commits a crash left without their op record) and the persisting of both
-offsets. A mixin of ``TransactionService`` (``transactions``), whose table, reader and
-put path it uses; the rules of the table are ``half_table``'s."""
+offsets. ``TransactionService`` (``service``) owns one and gives it its table; the rules
+of the table are ``half_table``'s."""
 
 from __future__ import annotations
 
 import logging
 import os
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from shmq import half_messages as hm
+from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.store_view import StoreView
 from shmq.broker.transaction.half_table import HalfTable
 from shmq.broker.transaction.records import half_at, op_identity
-from shmq.codec import half_messages as hm
 from shmq.codec import record as rec
+from shmq.config import MessageStoreConfig
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
-from shmq.ipc import queue_table as qt
 from shmq.store.commitlog import CommitLog, ScanBatch
-from shmq.store.reader import StoreReader
-
-if TYPE_CHECKING:
-    from shmq.broker.supervisor import Broker
 
 log = logging.getLogger(__name__)
 
@@ -34,93 +30,93 @@ OP_READ_BATCH = 4096
 
 
 class HalfQueueScans:
-    """Scans and recovery of the half and op queues (needs ``TransactionService``'s
-    attributes and ``_close``)."""
+    """Reads the half and op queues through ``store`` and keeps their offsets in
+    ``offsets`` (group ``SYS_TRANS_GROUP``); ``counters``: the shared counters (the
+    CommitLog's write offset), ``stop``: set when the broker stops (a long search ends)."""
 
-    broker: Broker
-    words: np.ndarray
-    reader: StoreReader
-    directory: qt.QueueDirectory
-    maxima: np.ndarray
-    table: HalfTable
-    _stop: threading.Event
-    _close: Callable[[list[int], str], None]  # op records for transactions found finished
+    def __init__(
+        self,
+        store: StoreView,
+        offsets: ConsumerOffsetManager,
+        config: MessageStoreConfig,
+        counters: np.ndarray,
+        stop: threading.Event,
+    ) -> None:
+        self.store = store
+        self.offsets = offsets
+        self.config = config
+        self.words = counters
+        self.stop = stop
 
-    def _max(self, topic: str) -> int:
-        slot = self.directory.slot(topic.encode(), hm.HALF_QUEUE_ID)
-        if slot < 0:
-            self.directory.refresh()
-            slot = self.directory.slot(topic.encode(), hm.HALF_QUEUE_ID)
-        return int(self.maxima[slot]) if slot >= 0 else 0
-
-    def _scan_halves(self) -> None:
-        """Note every half message stored since the last scan (closed ones unread)."""
-        table, start, end = self.table, self.table.scanned, self._max(hm.HALF_TOPIC)
-        per_file = self.broker.config.store.consume_queue_file_size // 20
+    def scan_halves(self, table: HalfTable) -> None:
+        """Note in ``table`` every half message stored since its last scan (closed ones
+        unread)."""
+        start, end = table.scanned, self.store.max_offset(hm.HALF_TOPIC, hm.HALF_QUEUE_ID)
+        per_file = self.config.consume_queue_file_size // 20
         while start < end:
-            units, _ = self.reader.units(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, start, end)
-            if units.size == 0:  # that file was removed: nothing left to note in it
-                start = (start // per_file + 1) * per_file
-                continue
-            qoffs = np.arange(start, start + units.size, dtype=np.int64)
-            need = np.fromiter((not table.skips(q) for q in qoffs.tolist()), np.bool_, qoffs.size)
-            if need.any():
-                phys = units["offset"][need].astype(np.int64)
-                sizes = units["size"][need].astype(np.int64)
-                for mf, rows, ok in self.reader.records(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, phys,
-                                                        sizes, qoffs[need]):  # fmt: skip
-                    batch = ScanBatch(mf, rows)
-                    for i in ok.tolist():
-                        half = half_at(batch, i)
-                        if half is not None:
-                            table.seen_half(half)
+            with self.store.reading() as reader:
+                units, _ = reader.units(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, start, end)
+                if units.size == 0:  # that file was removed: nothing left to note in it
+                    start = (start // per_file + 1) * per_file
+                    continue
+                qoffs = np.arange(start, start + units.size, dtype=np.int64)
+                need = np.fromiter((not table.skips(q) for q in qoffs.tolist()), np.bool_,
+                                   qoffs.size)  # fmt: skip
+                if need.any():
+                    phys = units["offset"][need].astype(np.int64)
+                    sizes = units["size"][need].astype(np.int64)
+                    for mf, rows, ok in reader.records(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, phys,
+                                                       sizes, qoffs[need]):  # fmt: skip
+                        batch = ScanBatch(mf, rows)
+                        for i in ok.tolist():
+                            half = half_at(batch, i)
+                            if half is not None:
+                                table.seen_half(half)
             start += units.size
         table.scanned_to(max(start, table.scanned))
 
-    def _recover(self) -> None:
-        """Rebuild the table from the persisted offsets, then give op records to commits
-        a crash left without one."""
-        offsets, group = self.broker.offsets, hm.SYS_TRANS_GROUP
+    def recover(self) -> tuple[HalfTable, list[int]]:
+        """The table rebuilt from the persisted offsets, and the open transactions a crash
+        left with their commit written and their op record not (``find_commits``): the
+        caller closes those."""
+        offsets, group = self.offsets, hm.SYS_TRANS_GROUP
         half_offset = max(0, offsets.query(group, hm.HALF_TOPIC, hm.HALF_QUEUE_ID))
         op_offset = max(0, offsets.query(group, hm.OP_TOPIC, hm.HALF_QUEUE_ID))
-        self.table = table = HalfTable(half_offset, op_offset)
-        op_end = self._max(hm.OP_TOPIC)
+        table = HalfTable(half_offset, op_offset)
+        op_end = self.store.max_offset(hm.OP_TOPIC, hm.HALF_QUEUE_ID)
         offset = op_offset
         while offset < op_end:
-            msgs, offset_next = self.reader.read_queue(hm.OP_TOPIC, hm.HALF_QUEUE_ID, offset,
-                                                       op_end, OP_READ_BATCH)  # fmt: skip
+            with self.store.reading() as reader:
+                msgs, offset_next = reader.read_queue(hm.OP_TOPIC, hm.HALF_QUEUE_ID, offset,
+                                                      op_end, OP_READ_BATCH)  # fmt: skip
             for msg in msgs:
                 identity = op_identity(msg.body)
                 if identity is not None:
                     table.seen_op(identity, msg.queue_offset)
             offset = max(offset_next, offset + 1)
         table.ops_end = max(table.ops_end, op_end)
-        self._scan_halves()
-        repaired = self._repair()
-        log.info("transactions recovered: %d open, %d commit(s) given their op record; half "
-                 "queue from %d, op queue from %d", len(table.open), repaired, half_offset,
-                 op_offset)  # fmt: skip
-        self._persist()
+        self.scan_halves(table)
+        return table, self.find_commits(table)
 
-    def _repair(self) -> int:
-        """Find COMMIT records of open transactions (written just before a crash, their op
-        record not) and close those transactions."""
+    def find_commits(self, table: HalfTable) -> list[int]:
+        """The open transactions of ``table`` whose COMMIT record is in the CommitLog
+        (written just before a crash, their op record not)."""
         firsts: dict[int, int] = {}
-        for h in self.table.open.values():
-            units, _ = self.reader.units(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, h.identity,
-                                         h.identity + 1)  # fmt: skip
+        for h in table.open.values():
+            with self.store.reading() as reader:
+                units, _ = reader.units(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, h.identity,
+                                        h.identity + 1)  # fmt: skip
             firsts[int(units["offset"][0]) if units.size else h.commit_log_offset] = h.identity
         if not firsts:
-            return 0
+            return []
         wanted = np.fromiter(firsts, np.int64, len(firsts))
-        store = self.broker.config.store
-        commitlog = CommitLog(os.path.join(self.broker.root, "commitlog"),
-                              store.mapped_file_size_commit_log, readonly=True)  # fmt: skip
+        commitlog = CommitLog(os.path.join(self.config.store_path_root_dir, "commitlog"),
+                              self.config.mapped_file_size_commit_log, readonly=True)  # fmt: skip
         found: list[int] = []
         try:
             start = max(int(wanted.min()), commitlog.min_offset)
             for batch in commitlog.scan(start, cn.load(self.words, cn.WRITE_OFFSET)):
-                if self._stop.is_set():
+                if self.stop.is_set():
                     raise ShmqError("the broker is stopping")
                 rows = batch.rows
                 commits = (rows[:, rec.R_SYSFLAG] & rec.SYSFLAG_TRANSACTION_MASK) == (
@@ -130,12 +126,11 @@ class HalfQueueScans:
                 found += prepared[np.isin(prepared, wanted)].tolist()
         finally:
             commitlog.close()
-        repaired = [firsts[first] for first in dict.fromkeys(found)]
-        self._close(repaired, "a commit written before a crash")
-        return len(repaired)
+        return [firsts[first] for first in dict.fromkeys(found)]
 
-    def _persist(self) -> None:
-        half, op = self.table.advance()
-        offsets, group = self.broker.offsets, hm.SYS_TRANS_GROUP
+    def persist(self, table: HalfTable) -> None:
+        """Commit the half and op queue offsets ``table`` has advanced to."""
+        half, op = table.advance()
+        offsets, group = self.offsets, hm.SYS_TRANS_GROUP
         offsets.commit(group, hm.HALF_TOPIC, hm.HALF_QUEUE_ID, half)  # half first: see
         offsets.commit(group, hm.OP_TOPIC, hm.HALF_QUEUE_ID, op)  # half_table

@@ -25,7 +25,8 @@ broker runs; a commit is written before its op record, and at start, before any 
 served, the CommitLog after the oldest open transaction is searched for COMMIT records
 whose PREPARED_TRANSACTION_OFFSET is the first half of an open transaction: a crash between
 a commit and its op record left those, and they get their op record instead of a second
-commit. The scans of the half and op queues and that recovery are ``transaction_scans``'.
+commit. The scans of the half and op queues and that recovery are an object of their own
+that the service owns (``scans.HalfQueueScans``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from shmq import half_messages as hm
+from shmq.broker.context import BrokerContext
 from shmq.broker.ring_puts import broker_ring, refusal
 from shmq.broker.transaction.half_table import HalfTable, OpenHalf
 from shmq.broker.transaction.records import (
@@ -52,17 +55,14 @@ from shmq.broker.transaction.records import (
     resumed_record,
 )
 from shmq.broker.transaction.scans import HalfQueueScans
-from shmq.codec import half_messages as hm
 from shmq.config import parse_host
 from shmq.errors import RemotingError, SendTimeoutError, ShmqError
 from shmq.ipc import counters as cn
-from shmq.ipc import queue_table as qt
 from shmq.ipc import ring
 from shmq.ipc.ring_appender import Answer
 from shmq.message import pack_host
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection
-from shmq.store.reader import StoreReader
 
 log = logging.getLogger(__name__)
 
@@ -98,33 +98,29 @@ class EndRequest:
             self.done.set_exception(error)
 
 
-class TransactionService(HalfQueueScans):
-    """The broker's transactions: ``end`` for the control handlers, a checker thread,
-    ``status`` for the admin."""
+class TransactionService:
+    """The broker's transactions: ``end`` for END_TRANSACTION, a checker thread, ``status``
+    for the admin."""
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        cfg = broker.config
+    def __init__(self, ctx: BrokerContext) -> None:
+        cfg = ctx.config
         self.timeout_ms = cfg.transaction_time_out
         self.interval_ms = cfg.transaction_check_interval
         self.check_max = cfg.transaction_check_max
         self.reserved_ms = cfg.store.file_reserved_time * 3_600_000
-        self.words = broker.counters.words
+        self.words = ctx.counters.words
+        self.topics = ctx.topics
+        self.store = ctx.store
         # parks at once on an answer: a spinning thread here takes the CPU the writer needs
-        self.ring = broker_ring(broker, "shmq-transactions", spin_us=0)
-        store = cfg.store
-        self.reader = StoreReader(
-            broker.root, store.mapped_file_size_commit_log, store.consume_queue_file_size
-        )
-        self.directory = qt.QueueDirectory(broker.queue_seg.buf, broker.queue_seg.words)
-        self.maxima = qt.max_offsets(broker.queue_seg.buf)
-        self.born_host = pack_host(*parse_host(store.store_host))
+        self.ring = broker_ring(ctx, "shmq-transactions", spin_us=0)
+        self.born_host = pack_host(*parse_host(cfg.store.store_host))
         self.table = HalfTable()
-        self.lock = threading.Lock()  # the table, the reader and the ring
+        self.lock = threading.Lock()  # the table and the ring
         self.ready = threading.Event()  # recovered: outcomes may be taken
         self.producers: Producers = lambda _group: []
         self._ends: queue.SimpleQueue[EndRequest] = queue.SimpleQueue()
         self._stop = threading.Event()
+        self.scans = HalfQueueScans(ctx.store, ctx.offsets, cfg.store, self.words, self._stop)
         self._threads: list[threading.Thread] = []
         self._turn = itertools.count()
         self.checks_sent = 0
@@ -143,10 +139,19 @@ class TransactionService(HalfQueueScans):
             self._threads.append(t)
 
     def stop(self) -> None:
-        """Stop both threads (before the writer stops: they append through it)."""
+        """Stop both threads (before the writer stops: they append through it), and commit
+        the half and op queue offsets as far as the table has them (the broker persists the
+        offsets after this): a clean stop leaves nothing for the next start to scan again."""
         self._stop.set()
         for t in self._threads:
             t.join(PUT_WAIT_S * 3)
+        if self.ready.is_set() and not any(t.is_alive() for t in self._threads):
+            try:
+                with self.lock:
+                    self.scans.scan_halves(self.table)
+                    self.scans.persist(self.table)
+            except ShmqError as exc:
+                log.warning("the transaction offsets were not committed at stop: %s", exc)
         while True:
             try:
                 request = self._ends.get_nowait()
@@ -155,11 +160,10 @@ class TransactionService(HalfQueueScans):
             request.fail(ResponseError(Rc.SYSTEM_ERROR, "the broker is stopping"))
 
     def close(self) -> None:
-        if any(t.is_alive() for t in self._threads):  # still reading: leave the mappings
+        if any(t.is_alive() for t in self._threads):  # still appending: leave the ring
             log.warning("the transaction service's threads did not stop")
             return
         self.ring.close()
-        self.reader.close()
 
     # -- end transaction ------------------------------------------------------------------------
 
@@ -279,7 +283,7 @@ class TransactionService(HalfQueueScans):
     def _takes_commit(self, half: HalfRecord) -> bool:
         """Whether the writer takes ``half``'s commit as surely as an op record: its real
         topic exists, is writable and has its queue."""
-        cfg = self.broker.topics.get(half.real_topic)
+        cfg = self.topics.get(half.real_topic)
         return cfg is not None and cfg.is_writable and 0 <= half.real_qid < cfg.write_queue_nums
 
     def _half_for(self, request: EndRequest) -> HalfRecord:
@@ -291,7 +295,8 @@ class TransactionService(HalfQueueScans):
         offset = request.commit_log_offset
         half = None
         if 0 <= offset < cn.load(self.words, cn.WRITE_OFFSET):
-            batch = self.reader.record_at(offset)
+            with self.store.reading() as reader:
+                batch = reader.record_at(offset)
             half = half_at(batch, 0) if batch is not None else None
         if half is None:
             raise ResponseError(Rc.SYSTEM_ERROR, "Find prepared transaction message failed: "
@@ -309,9 +314,10 @@ class TransactionService(HalfQueueScans):
         """The CommitLog offset of the first half message of ``half``'s transaction."""
         if half.identity == half.queue_offset:
             return half.commit_log_offset
-        units, _ = self.reader.units(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, half.identity,
-                                     half.identity + 1)  # fmt: skip
-        return int(units["offset"][0]) if units.size else half.commit_log_offset
+        with self.store.reading() as reader:
+            units, _ = reader.units(hm.HALF_TOPIC, hm.HALF_QUEUE_ID, half.identity,
+                                    half.identity + 1)  # fmt: skip
+            return int(units["offset"][0]) if units.size else half.commit_log_offset
 
     def _close(self, identities: list[int], why: str) -> None:
         """Note ``identities`` done (before anything else can fail: their outcome is
@@ -377,16 +383,27 @@ class TransactionService(HalfQueueScans):
         while not self._stop.wait(min(SCAN_EVERY_S, self.interval_ms / 1000)):
             try:
                 with self.lock:
-                    self._scan_halves()
+                    self.scans.scan_halves(self.table)
                     if (time.monotonic() - last_check) * 1000 >= self.interval_ms:
                         last_check = time.monotonic()
                         self._check_pass()
-                    self._persist()
+                    self.scans.persist(self.table)
             except ShmqError as exc:
                 if not self._stop.is_set():
                     log.warning("transaction check failed: %s", exc)
             except Exception:
                 log.exception("transaction check failed")
+
+    def _recover(self) -> None:
+        """Rebuild the table (``HalfQueueScans.recover``), then give op records to the
+        commits a crash left without one."""
+        self.table, committed = self.scans.recover()
+        self._close(committed, "a commit written before a crash")
+        table = self.table
+        log.info("transactions recovered: %d open, %d commit(s) given their op record; half "
+                 "queue from %d, op queue from %d", len(table.open), len(committed),
+                 table.half_offset, table.op_offset)  # fmt: skip
+        self.scans.persist(table)
 
     def _check_pass(self) -> None:
         now = int(time.time() * 1000)
@@ -409,7 +426,8 @@ class TransactionService(HalfQueueScans):
                 self._ask(half, answer.physical_offset)
 
     def _reread(self, h: OpenHalf) -> HalfRecord | None:
-        batch = self.reader.record_at(h.commit_log_offset)
+        with self.store.reading() as reader:
+            batch = reader.record_at(h.commit_log_offset)
         half = half_at(batch, 0) if batch is not None else None
         if half is None:  # its CommitLog file was removed (fileReservedTime)
             self._close([h.identity], "half message gone")
@@ -418,7 +436,8 @@ class TransactionService(HalfQueueScans):
     def _ask(self, half: HalfRecord, copy_offset: int) -> None:
         """Note the copy at ``copy_offset`` as ``half``'s newest and send the check-back
         to one live producer of its group (the next one in turn)."""
-        batch = self.reader.record_at(copy_offset)
+        with self.store.reading() as reader:
+            batch = reader.record_at(copy_offset)
         copy = half_at(batch, 0) if batch is not None else None
         if copy is None:
             log.warning("the check-back copy at %d cannot be read back", copy_offset)
@@ -462,7 +481,8 @@ class TransactionService(HalfQueueScans):
         if not self.ready.is_set() or not self.lock.acquire(timeout=STATUS_WAIT_S):
             raise ResponseError(Rc.SYSTEM_BUSY, "the transaction service is busy (recovering?)")
         try:
-            batch = self.reader.record_at(physical_offset)
+            with self.store.reading() as reader:
+                batch = reader.record_at(physical_offset)
             discarded = half_at(batch, 0, _DISCARDED) if batch is not None else None
             if discarded is None:
                 raise ResponseError(Rc.SYSTEM_ERROR, "no discarded half message (of "
@@ -477,7 +497,8 @@ class TransactionService(HalfQueueScans):
             error = refusal(answer, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC")
             if error is not None:
                 raise error
-            back = self.reader.record_at(answer.physical_offset)
+            with self.store.reading() as reader:
+                back = reader.record_at(answer.physical_offset)
             half = half_at(back, 0) if back is not None else None
             if half is not None:  # open at once: a second resume sees it
                 self.table.seen_half(half)

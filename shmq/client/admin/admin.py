@@ -1,11 +1,17 @@
 """Cluster administration (RocketMQ's ``DefaultMQAdminExt``): what ``shmq admin`` runs.
 
 Topics, routes, queue and consume statistics, consumer connections, message queries,
-offset resets, subscription groups and broker status, over the control plane: the namesrv
-for routes and cluster membership, each broker for its own part. Results are plain lists and
-dicts (messages in ``message_to_json``'s shape, the body base64-encoded) or the small frozen
-dataclasses of ``admin_types``, each with ``to_json()`` giving RocketMQ's field names.
-Dead-letter queues: ``client.dlq``; pending transactions: ``client.transaction_status``.
+offset resets, subscription groups, dead-letter queues, pending transactions and broker
+status, over the control plane: the namesrv for routes and cluster membership, each broker
+for its own part. Results are plain lists and dicts (messages in ``message_to_json``'s
+shape, the body base64-encoded) or the small frozen dataclasses of ``admin.types``, each
+with ``to_json()`` giving RocketMQ's field names.
+
+``Admin`` is the one entry point, flat as RocketMQ's ``DefaultMQAdminExt`` is: each call
+delegates to the part that does it (``topics``, ``brokers``, ``offsets``, ``connections``,
+``sub_groups``, ``messages``, ``dlq``, ``transactions``, ``queues``, ``stats``,
+``namesrv``), objects ``Admin`` creates and owns that share one ``Remote`` (where requests
+go and how they are sent). The calls are documented here.
 """
 
 from __future__ import annotations
@@ -13,48 +19,23 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from shmq.client.admin.config import BrokerConfigs
+from shmq.client.admin.brokers import Brokers
+from shmq.client.admin.connections import GroupConnections
+from shmq.client.admin.dlq import DeadLetterQueues
 from shmq.client.admin.messages import DEFAULT_QUERY_NUM, MessageQueries
 from shmq.client.admin.namesrv import NamesrvAdmin
 from shmq.client.admin.offsets import GroupOffsets
 from shmq.client.admin.queues import QueueQueries
+from shmq.client.admin.remote import Remote
 from shmq.client.admin.stats import BrokerStats
-from shmq.client.admin.types import ConsumerProgress, QueueProgress, QueueStatus
-from shmq.client.consumer import dlq
-from shmq.client.route import split_addrs
-from shmq.client.transaction import status as transaction_status
-from shmq.errors import (
-    ClientError,
-    ConfigError,
-    NoRouteError,
-    RemotingConnectError,
-    RemotingError,
-    ResponseError,
-)
-from shmq.names import dlq_topic, is_system_topic, retry_topic, system_topic_refusal
-from shmq.remoting.admin_bodies import queue_entries, runtime_stats
-from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import RequestCode, ResponseCode
-
-Rc = ResponseCode
-
-MASTER_ID = "0"
-RUNNING_INFO_TIMEOUT_S = 8.0  # the broker gives a consumer 5 s to answer, then says so
-
-# update_sub_group's settings → RocketMQ's SubscriptionGroupConfig JSON keys.
-SUB_GROUP_SETTINGS = {
-    "consume_enable": "consumeEnable",
-    "consume_from_min_enable": "consumeFromMinEnable",
-    "consume_broadcast_enable": "consumeBroadcastEnable",
-    "retry_queue_nums": "retryQueueNums",
-    "retry_max_times": "retryMaxTimes",
-    "broker_id": "brokerId",
-    "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
-    "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable",
-}
+from shmq.client.admin.sub_groups import SubscriptionGroups
+from shmq.client.admin.topics import Topics
+from shmq.client.admin.transactions import Transactions
+from shmq.client.admin.types import ConsumerProgress, QueueStatus
+from shmq.client.types import MessageQueue
 
 
-class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerStats, QueueQueries):
+class Admin:
     """Administers the brokers registered with the namesrv(s) ``namesrv`` (``;``-separated).
 
     Calls that touch several brokers go to the master of every broker name involved: the
@@ -76,12 +57,21 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
     """
 
     def __init__(self, namesrv: str = "127.0.0.1:9876", *, timeout: float = 5.0) -> None:
-        self.namesrv_addrs = split_addrs(namesrv)
-        self.client = RemotingClient(connect_timeout=min(3.0, timeout), default_timeout=timeout)
-        self._store_hosts: dict[str, str] = {}  # broker address → its storeHost
+        self._remote = remote = Remote(namesrv, timeout)
+        self._topics = Topics(remote)
+        self._brokers = Brokers(remote)
+        self._offsets = GroupOffsets(remote, self._topics)
+        self._connections = GroupConnections(remote)
+        self._sub_groups = SubscriptionGroups(remote, self._topics)
+        self._messages = MessageQueries(remote)
+        self._dlq = DeadLetterQueues(remote, self._messages)
+        self._transactions = Transactions(remote, self._messages)
+        self._queues = QueueQueries(remote)
+        self._stats = BrokerStats(remote, self._topics, self._offsets)
+        self._namesrv = NamesrvAdmin(remote)
 
     def close(self) -> None:
-        self.client.close()
+        self._remote.close()
 
     def __enter__(self) -> Admin:
         return self
@@ -94,160 +84,47 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
     ) -> None:
         self.close()
 
-    # -- requests -------------------------------------------------------------------------------
-
-    def _namesrv(self, code: int, ext_fields: dict[str, Any] | None = None) -> Any:
-        """The first namesrv's JSON answer (the next one is asked when one cannot be
-        reached)."""
-        return self._first_namesrv(code, ext_fields or {}).json_body()
-
-    def _call(
-        self,
-        broker: tuple[str, str],
-        code: int,
-        ext_fields: dict[str, Any] | None = None,
-        body: Any = None,
-        timeout: float | None = None,
-    ) -> tuple[Any, Any]:
-        """A request to ``(broker name, address)``: (response, JSON body); a
-        ``ResponseError`` names the broker."""
-        name, addr = broker
-        try:
-            return self.client.invoke_json(addr, code, ext_fields, body, timeout)
-        except ResponseError as exc:
-            if name in exc.remark:
-                raise
-            raise ResponseError(exc.code, f"broker {name} ({addr}): {exc.remark}") from None
-
-    # -- brokers --------------------------------------------------------------------------------
+    # -- brokers ----------------------------------------------------------------------------------
 
     def cluster_info(self) -> dict[str, Any]:
         """The namesrv's ``ClusterInfo``: ``{"brokerAddrTable": {name: {"cluster",
         "brokerName", "brokerAddrs": {id: addr}}}, "clusterAddrTable": {cluster: [names]}}``."""
-        return self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO) or {}
-
-    def _masters(self, cluster: str | None = None) -> list[tuple[str, str]]:
-        """``(broker name, master address)`` of ``cluster``'s brokers (every cluster's when
-        None), sorted by name."""
-        info = self.cluster_info()
-        clusters = info.get("clusterAddrTable", {})
-        if cluster is not None and cluster not in clusters:
-            known = ", ".join(sorted(clusters)) or "none"
-            raise ClientError(
-                f"cluster {cluster} is not registered with namesrv"
-                f" {';'.join(self.namesrv_addrs)} (clusters: {known})"
-            )
-        names = clusters[cluster] if cluster is not None else info.get("brokerAddrTable", {})
-        out = []
-        for name in sorted(names):
-            addr = info.get("brokerAddrTable", {}).get(name, {}).get("brokerAddrs", {})
-            if MASTER_ID in addr:
-                out.append((name, addr[MASTER_ID]))
-        return out
-
-    def _broker(self, broker: str) -> tuple[str, str]:
-        """``(name, address)`` of a broker given by name or by ``host:port``."""
-        info = self.cluster_info().get("brokerAddrTable", {})
-        for name, data in info.items():
-            addrs = data.get("brokerAddrs", {})
-            if broker == name and MASTER_ID in addrs:
-                return name, addrs[MASTER_ID]
-            if broker in addrs.values():
-                return name, broker
-        if ":" in broker:
-            return broker, broker  # not registered, but an address: ask it directly
-        raise ClientError(
-            f"broker {broker} is not registered with namesrv {';'.join(self.namesrv_addrs)}"
-        )
-
-    def _targets(self, broker: str | None, cluster: str | None) -> list[tuple[str, str]]:
-        if broker is not None:
-            return [self._broker(broker)]
-        if cluster is None:
-            clusters = sorted(self.cluster_info().get("clusterAddrTable", {}))
-            if len(clusters) > 1:
-                raise ClientError(
-                    f"namesrv {';'.join(self.namesrv_addrs)} knows several clusters"
-                    f" ({', '.join(clusters)}): give a cluster or a broker"
-                )
-        masters = self._masters(cluster)
-        if not masters:
-            raise ClientError(
-                f"no broker is registered with namesrv {';'.join(self.namesrv_addrs)}"
-                + (f" in cluster {cluster}" if cluster else "")
-            )
-        return masters
-
-    def _topic_brokers(self, topic: str) -> list[tuple[str, str]]:
-        """``(name, master address)`` of the brokers serving ``topic``."""
-        route = self.topic_route(topic)
-        masters = {
-            b["brokerName"]: b["brokerAddrs"][MASTER_ID]
-            for b in route.get("brokerDatas", [])
-            if MASTER_ID in b.get("brokerAddrs", {})
-        }
-        out = [
-            (q["brokerName"], masters[q["brokerName"]])
-            for q in route.get("queueDatas", [])
-            if q["brokerName"] in masters
-        ]
-        if not out:
-            raise NoRouteError(f"No route info of this topic: {topic} (no master serves it)")
-        return sorted(out)
+        return self._remote.cluster_info()
 
     def cluster_list(self) -> list[dict[str, Any]]:
         """Every registered broker address: ``cluster``, ``brokerName``, ``brokerId``,
         ``address`` and ``status`` (its runtime info), or ``error`` when it does not
         answer."""
-        info = self.cluster_info()
-        cluster_of = {
-            name: cluster
-            for cluster, names in info.get("clusterAddrTable", {}).items()
-            for name in names
-        }
-        out = []
-        for name, data in sorted(info.get("brokerAddrTable", {}).items()):
-            for broker_id, addr in sorted(data.get("brokerAddrs", {}).items(), key=_id_order):
-                entry: dict[str, Any] = {
-                    "cluster": cluster_of.get(name, data.get("cluster", "")),
-                    "brokerName": name,
-                    "brokerId": int(broker_id),
-                    "address": addr,
-                }
-                try:
-                    entry["status"] = self._runtime_stats((name, addr))
-                except RemotingError as exc:
-                    entry["status"], entry["error"] = None, str(exc)
-                out.append(entry)
-        return out
+        return self._brokers.cluster_list()
 
     def ha_status(self) -> list[dict[str, Any]]:
         """Every registered broker's replication state (``GET_BROKER_HA_STATUS``): a
         master's slaves with their acked offset and lag, a slave's master; ``error`` for a
         broker that does not answer."""
-        out = []
-        for entry in self.cluster_list():
-            name, addr = entry["brokerName"], entry["address"]
-            try:
-                status = self._call((name, addr), RequestCode.GET_BROKER_HA_STATUS)[1]
-            except RemotingError as exc:
-                status = {"brokerName": name, "brokerId": entry["brokerId"], "error": str(exc)}
-            out.append({"address": addr, **status})
-        return out
+        return self._brokers.ha_status()
 
     def broker_status(self, broker: str) -> dict[str, Any]:
         """A broker's runtime info (``shmq status``'s numbers), by name or address."""
-        return self._runtime_stats(self._broker(broker))
+        return self._brokers.broker_status(broker)
 
-    def _runtime_stats(self, broker: tuple[str, str]) -> dict[str, Any]:
-        """shmq's numbers from the broker's runtime info ``KVTable``."""
-        body = self._call(broker, RequestCode.GET_BROKER_RUNTIME_INFO)[1]
-        try:
-            return runtime_stats(body)
-        except ValueError as exc:
-            raise ClientError(f"broker {broker[0]} ({broker[1]}): {exc}") from None
+    def broker_config(
+        self, broker: str | None = None, cluster: str | None = None
+    ) -> dict[str, dict[str, str]]:
+        """Each master's config by broker name: every broker and store key, RocketMQ's
+        names (mqadmin ``getBrokerConfig``); ``broker``: one, by name or address."""
+        return self._brokers.broker_config(broker, cluster)
 
-    # -- topics ---------------------------------------------------------------------------------
+    def update_broker_config(
+        self, key: str, value: str, broker: str | None = None, cluster: str | None = None
+    ) -> dict[str, str | None]:
+        """Set ``key`` to ``value`` on each master (mqadmin ``updateBrokerConfig -k -v``):
+        a key the control plane reads acts at once, any other is written to the broker's
+        config file for its next start; by broker name, the broker's remark saying which
+        (None: it acted at once). Raises ``ResponseError`` naming the broker and the
+        problem (an unknown or black-listed key, a bad value)."""
+        return self._brokers.update_broker_config(key, value, broker, cluster)
+
+    # -- topics -----------------------------------------------------------------------------------
 
     def update_topic(
         self,
@@ -262,196 +139,98 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
         """Create or change ``topic`` on ``broker``, or on every broker of ``cluster``;
         the names of the brokers changed. Each broker registers the change with the
         namesrv before it answers."""
-        fields_ = {
-            "topic": topic,
-            "readQueueNums": read_queue_nums,
-            "writeQueueNums": write_queue_nums,
-            "perm": perm,
-        }
-        targets = self._targets(broker, cluster)
-        for target in targets:
-            self._call(target, RequestCode.UPDATE_AND_CREATE_TOPIC, fields_)
-        return [name for name, _ in targets]
+        return self._topics.update_topic(
+            topic,
+            read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums,
+            perm=perm,
+            broker=broker,
+            cluster=cluster,
+        )
 
     def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from the brokers of ``cluster`` (default: those serving it),
         with its stored messages and its groups' offsets there, and from every namesrv;
         the names of the brokers that had it. Created again, the topic starts empty, its
-        queue offsets past every old one (see the README).
-
-        The namesrvs go first: a broker that creates the topic again meanwhile (a
-        producer's auto-create) registers it after that, and its new route stays."""
-        if is_system_topic(topic):
-            raise ResponseError(Rc.SYSTEM_ERROR, system_topic_refusal(topic))
-        targets = self._masters(cluster) if cluster is not None else self._topic_brokers(topic)
-        failed = []
-        for addr in self.namesrv_addrs:
-            try:
-                self.client.invoke_json(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
-            except RemotingError as exc:
-                failed.append(exc)
-        if len(failed) == len(self.namesrv_addrs):
-            raise RemotingConnectError(
-                f"no namesrv of {';'.join(self.namesrv_addrs)} took the deletion of topic "
-                f"{topic}, so no broker was asked: {failed[-1]}"
-            )
-        deleted = []
-        for target in targets:
-            try:
-                self._call(target, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
-                deleted.append(target[0])
-            except ResponseError as exc:
-                if exc.code != Rc.TOPIC_NOT_EXIST:
-                    raise
-        if not deleted:
-            where = f"cluster {cluster}" if cluster is not None else "its brokers"
-            raise ResponseError(Rc.TOPIC_NOT_EXIST, f"topic {topic} does not exist on {where}")
-        return deleted
+        queue offsets past every old one (see the README)."""
+        return self._topics.delete_topic(topic, cluster)
 
     def topic_list(self) -> list[str]:
         """Every topic the namesrv routes (system topics included), sorted."""
-        body = self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) or {}
-        return sorted(body.get("topicList", []))
+        return self._topics.topic_list()
 
     def topic_route(self, topic: str) -> dict[str, Any]:
         """The namesrv's ``TopicRouteData``: ``queueDatas`` (per broker: queue counts,
         perm) and ``brokerDatas`` (per broker: cluster and addresses by id)."""
-        try:
-            return self._namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-        except ResponseError as exc:
-            if exc.code == Rc.TOPIC_NOT_EXIST:
-                raise NoRouteError(
-                    f"No route info of this topic: {topic} (namesrv {';'.join(self.namesrv_addrs)})"
-                ) from None
-            raise
+        return self._remote.topic_route(topic)
 
     def topic_status(self, topic: str) -> list[QueueStatus]:
         """Min and max offset and last store time of every queue of ``topic``, sorted by
         broker and queue."""
-        out = []
-        for target in self._topic_brokers(topic):
-            body = self._call(target, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})[1]
-            out += [
-                QueueStatus(
-                    e["topic"],
-                    e["brokerName"],
-                    e["queueId"],
-                    e["minOffset"],
-                    e["maxOffset"],
-                    e["lastUpdateTimestamp"],
-                )
-                for e in queue_entries(body["offsetTable"])
-            ]
-        return sorted(out, key=lambda q: (q.broker_name, q.queue_id))
+        return self._topics.topic_status(topic)
 
     def topic_consume_by_who(self, topic: str) -> list[str]:
         """The groups that have offsets on ``topic`` or online members subscribing it."""
-        groups: set[str] = set()
-        for target in self._topic_brokers(topic):
-            body = self._call(target, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})[1]
-            groups |= set(body.get("groupList", []))
-        return sorted(groups)
+        return self._topics.topic_consume_by_who(topic)
 
-    # -- consumers ------------------------------------------------------------------------------
+    # -- groups' offsets --------------------------------------------------------------------------
 
     def consumer_progress(self, group: str, topic: str | None = None) -> ConsumerProgress:
         """Per queue: broker offset, committed offset and lag, over every broker (of
         ``topic``'s route when given). ``ClientError`` when the group has no offsets."""
-        targets = self._topic_brokers(topic) if topic is not None else self._masters()
-        fields_ = {"consumerGroup": group, "topic": topic}
-        queues = []
-        tps = 0.0
-        for target in targets:
-            body = self._call(target, RequestCode.GET_CONSUME_STATS, fields_)[1]
-            tps += float(body.get("consumeTps", 0.0))
-            queues += [QueueProgress.from_entry(e) for e in queue_entries(body["offsetTable"])]
-        if not queues:
-            on = f" on topic {topic}" if topic is not None else ""
-            raise ClientError(
-                f"no consume stats of group {group}{on}: it has committed no offset"
-                " (maybe it consumed nothing yet)"
-            )
-        queues.sort(key=lambda q: (q.topic, q.broker_name, q.queue_id))
-        return ConsumerProgress(group, tuple(queues), tps, self._dlq_messages(group))
+        return self._offsets.consumer_progress(group, topic)
 
-    def _dlq_messages(self, group: str) -> int:
-        """Messages in the group's dead-letter queue (0 without one)."""
-        try:
-            return sum(q.max_offset - q.min_offset for q in self.topic_status(dlq_topic(group)))
-        except NoRouteError:
-            return 0
+    def reset_offset(
+        self, group: str, topic: str, timestamp_ms: int, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        """Move ``group``'s offsets on ``topic`` to the first message stored at or after
+        ``timestamp_ms`` (-1: the end of each queue); without ``force`` only queues whose
+        committed offset is beyond that move. The brokers commit the offsets and tell the
+        group's online consumers. Returns the resulting offset of every queue (of the
+        brokers where the group has offsets or members; ``ResponseError``
+        CONSUMER_NOT_ONLINE when it has them nowhere)."""
+        return self._offsets.reset_offset(group, topic, timestamp_ms, force)
 
-    def query_dlq(self, group: str, max_num: int = DEFAULT_QUERY_NUM) -> list[dict[str, Any]]:
-        """What is in the group's dead-letter queue, and why (``dlq.query_dlq``)."""
-        return dlq.query_dlq(self, group, max_num)
+    def consumer_offsets(
+        self, group: str, topic: str, client_id: str | None = None
+    ) -> dict[str, dict[MessageQueue, int]]:
+        """What each online member of ``group`` (only ``client_id`` when given) holds as
+        its offsets on ``topic``, by client id (mqadmin ``getConsumerStatus``): asked
+        through every broker of the topic's route, merged. ``ResponseError`` SYSTEM_ERROR
+        when no member is online."""
+        return self._offsets.consumer_offsets(group, topic, client_id)
 
-    def resend_dlq(self, group: str, msg_id: str | None = None) -> list[dict[str, Any]]:
-        """Send DLQ messages (one, or all) back to their original topic
-        (``dlq.resend_dlq``)."""
-        return dlq.resend_dlq(self, group, msg_id)
+    def clone_group_offset(
+        self, src_group: str, dest_group: str, topic: str, offline: bool = False
+    ) -> list[str]:
+        """Give ``dest_group`` a copy of ``src_group``'s committed offsets on ``topic`` on
+        every broker of its route (mqadmin ``cloneGroupOffset``); unless ``offline``, a
+        broker where ``src_group`` is online but does not subscribe to ``topic`` keeps
+        ``dest_group``'s. Returns the broker names asked."""
+        return self._offsets.clone_group_offset(src_group, dest_group, topic, offline)
 
-    def trans_status(
-        self, group: str | None = None, broker: str | None = None, cluster: str | None = None
-    ) -> list[dict[str, Any]]:
-        """Half messages pending per producer group (``transaction_status.trans_status``)."""
-        return transaction_status.trans_status(self._call, self._targets(broker, cluster), group)
+    def broker_consume_stats(
+        self, broker: str | None = None, cluster: str | None = None, order_only: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """Every subscription group's progress on each master (mqadmin
+        ``brokerConsumeStats``): by broker name, ``{"brokerAddr", "totalDiff", "groups":
+        {group: [QueueProgress]}}`` (a group with no offsets there has none); with
+        ``order_only``, ordered topics only."""
+        return self._offsets.broker_consume_stats(broker, cluster, order_only)
 
-    def resume_check_half_message(self, msg_id: str) -> str:
-        """Check a discarded half message again (``transaction_status``); its offset id."""
-        return transaction_status.resume_check_half_message(self, msg_id)
-
-    def _connections(self, group: str) -> list[tuple[tuple[str, str], dict[str, Any]]]:
-        """``(broker, ConsumerConnection)`` of each master where ``group`` has members."""
-        found = []
-        for target in self._masters():
-            try:
-                body = self._call(
-                    target, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
-                )[1]
-            except ResponseError as exc:
-                if exc.code == Rc.CONSUMER_NOT_ONLINE:
-                    continue
-                raise
-            found.append((target, body))
-        return found
+    # -- online members ---------------------------------------------------------------------------
 
     def consumer_connection(self, group: str) -> dict[str, Any]:
         """The group's online members over every broker (RocketMQ's
         ``ConsumerConnection``: ``connectionSet``, ``subscriptionTable``, ``consumeType``,
         ``messageModel``, ``consumeFromWhere``). ``ResponseError`` CONSUMER_NOT_ONLINE when
         none is online."""
-        merged: dict[str, Any] | None = None
-        clients: dict[str, dict[str, Any]] = {}
-        for _, body in self._connections(group):
-            if merged is None:
-                merged = {**body, "subscriptionTable": {}}
-            merged["subscriptionTable"].update(body.get("subscriptionTable", {}))
-            for conn in body.get("connectionSet", []):
-                clients.setdefault(conn["clientId"], conn)
-        if merged is None:
-            raise ResponseError(
-                Rc.CONSUMER_NOT_ONLINE, f"the consumer group {group} is not online on any broker"
-            )
-        merged["connectionSet"] = [clients[c] for c in sorted(clients)]
-        return merged
+        return self._connections.consumer_connection(group)
 
     def producer_connection(self, group: str) -> dict[str, Any]:
         """The group's producers over every master (RocketMQ's ``ProducerConnection``:
         ``connectionSet``, one per client id); ``ResponseError`` when no broker has one."""
-        clients: dict[str, dict[str, Any]] = {}
-        for target in self._masters():
-            try:
-                body = self._call(target, RequestCode.GET_PRODUCER_CONNECTION_LIST,
-                                  {"producerGroup": group})[1]  # fmt: skip
-            except ResponseError as exc:
-                if exc.code == Rc.SYSTEM_ERROR:  # the group is not on this broker
-                    continue
-                raise
-            for conn in body.get("connectionSet", []):
-                clients.setdefault(conn["clientId"], conn)
-        if not clients:
-            raise ResponseError(Rc.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        return {"connectionSet": [clients[c] for c in sorted(clients)]}
+        return self._connections.producer_connection(group)
 
     def consumer_status(
         self, group: str, client_id: str | None = None, jstack: bool = False
@@ -463,73 +242,25 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
         fields), ``statusTable``, ``userConsumerInfo`` and, with ``jstack``, a thread dump.
         ``ResponseError`` CONSUMER_NOT_ONLINE when the group (or that member) is not
         online; CONSUME_MSG_TIMEOUT when a member does not answer in time."""
-        where: dict[str, tuple[str, str]] = {}
-        for target, body in self._connections(group):
-            for conn in body.get("connectionSet", []):
-                where.setdefault(conn["clientId"], target)
-        if client_id is not None:
-            where = {c: t for c, t in where.items() if c == client_id}
-        if not where:
-            who = f"consumer {client_id} of group {group}" if client_id else f"group {group}"
-            raise ResponseError(Rc.CONSUMER_NOT_ONLINE, f"the {who} is not online on any broker")
-        out = {}
-        for cid, target in sorted(where.items()):
-            fields = {"consumerGroup": group, "clientId": cid, "jstackEnable": jstack}
-            info = self._call(target, RequestCode.GET_CONSUMER_RUNNING_INFO, fields,
-                              timeout=RUNNING_INFO_TIMEOUT_S)[1]  # fmt: skip
-            out[cid] = {**info, "mqTable": queue_entries(info.get("mqTable", {}))}
-        return out
+        return self._connections.consumer_status(group, client_id, jstack)
 
-    # -- subscription groups --------------------------------------------------------------------
-
-    def _sub_groups(self, target: tuple[str, str]) -> dict[str, dict[str, Any]]:
-        body = self._call(target, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)[1]
-        return body.get("subscriptionGroupTable", {})
+    # -- subscription groups ----------------------------------------------------------------------
 
     def update_sub_group(
-        self,
-        group: str,
-        *,
-        broker: str | None = None,
-        cluster: str | None = None,
-        **settings: Any,
+        self, group: str, *, broker: str | None = None, cluster: str | None = None, **settings: Any
     ) -> dict[str, dict[str, Any]]:
         """Create ``group``'s subscription group, or change the given ``settings``
         (``consume_enable``, ``consume_from_min_enable``, ``consume_broadcast_enable``,
         ``retry_queue_nums``, ``retry_max_times``, ``broker_id``,
         ``which_broker_when_consume_slowly``, ``notify_consumer_ids_changed_enable``) on
         ``broker`` or every broker of ``cluster``. Returns broker name → the config."""
-        unknown = sorted(set(settings) - set(SUB_GROUP_SETTINGS))
-        if unknown:
-            raise ConfigError(
-                f"unknown subscription group setting(s) {', '.join(unknown)};"
-                f" known: {', '.join(SUB_GROUP_SETTINGS)}"
-            )
-        changes = {SUB_GROUP_SETTINGS[k]: v for k, v in settings.items() if v is not None}
-        out = {}
-        for target in self._targets(broker, cluster):
-            config = {
-                **self._sub_groups(target).get(group, {"groupName": group}),
-                **changes,
-            }
-            self._call(target, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config)
-            out[target[0]] = self._sub_groups(target).get(group, config)
-        return out
+        return self._sub_groups.update_sub_group(group, broker=broker, cluster=cluster, **settings)
 
     def examine_sub_group(
         self, group: str, *, broker: str | None = None, cluster: str | None = None
     ) -> dict[str, dict[str, Any]]:
         """Broker name → ``group``'s subscription group config, where it exists."""
-        out = {}
-        for target in self._targets(broker, cluster):
-            config = self._sub_groups(target).get(group)
-            if config is not None:
-                out[target[0]] = config
-        if not out:
-            raise ResponseError(
-                Rc.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group {group} does not exist"
-            )
-        return out
+        return self._sub_groups.examine_sub_group(group, broker=broker, cluster=cluster)
 
     def delete_sub_group(
         self,
@@ -543,30 +274,224 @@ class Admin(MessageQueries, BrokerConfigs, NamesrvAdmin, GroupOffsets, BrokerSta
         offsets) on ``broker`` or every broker of ``cluster``; the brokers that had it.
         Without ``broker``, the group's retry and dead-letter topics are deleted as well,
         with their messages, as mqadmin's ``deleteSubGroup -c`` does."""
-        deleted = []
-        fields_ = {"groupName": group, "removeOffset": remove_offset}
-        for target in self._targets(broker, cluster):
-            try:
-                self._call(target, RequestCode.DELETE_SUBSCRIPTIONGROUP, fields_)
-                deleted.append(target[0])
-            except ResponseError as exc:
-                if exc.code != Rc.SUBSCRIPTION_GROUP_NOT_EXIST:
-                    raise
-        if not deleted:
-            raise ResponseError(
-                Rc.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group {group} does not exist"
-            )
-        if broker is None:
-            for topic in (retry_topic(group), dlq_topic(group)):
-                try:
-                    self.delete_topic(topic, cluster)
-                except NoRouteError:
-                    continue  # no broker has it
-                except ResponseError as exc:
-                    if exc.code != Rc.TOPIC_NOT_EXIST:
-                        raise
-        return deleted
+        return self._sub_groups.delete_sub_group(
+            group, broker=broker, cluster=cluster, remove_offset=remove_offset
+        )
 
+    # -- messages ---------------------------------------------------------------------------------
 
-def _id_order(item: tuple[str, str]) -> int:
-    return int(item[0])
+    def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> dict[str, Any]:
+        """The message with offset message id ``msg_id`` (store host + CommitLog offset),
+        read from the broker at that store host. When ``msg_id`` is a unique key (the
+        client's msg id) instead, give ``topic``: it is then looked up as one, as mqadmin
+        does."""
+        return self._messages.query_msg_by_id(msg_id, topic)
+
+    def consume_message_directly(
+        self, group: str, client_id: str, msg_id: str, topic: str | None = None
+    ) -> dict[str, Any]:
+        """Have member ``client_id`` of ``group`` consume the message ``msg_id`` (as
+        ``query_msg_by_id`` finds it) with its listener now (``mqadmin queryMsgById -g -d``,
+        RocketMQ's ``consumeMessageDirectly``): its ``ConsumeMessageDirectlyResult``
+        (``order``, ``autoCommit``, ``consumeResult``, ``remark``, ``spentTimeMills``).
+        Offsets do not move. ``ResponseError``: SYSTEM_ERROR when the member is not online
+        at the message's broker or not a push consumer of the group, CONSUME_MSG_TIMEOUT
+        when its listener takes longer than the broker waits."""
+        return self._messages.consume_message_directly(group, client_id, msg_id, topic)
+
+    def query_msg_by_key(
+        self,
+        topic: str,
+        key: str,
+        max_num: int = DEFAULT_QUERY_NUM,
+        begin: int = 0,
+        end: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest ``max_num`` messages of ``topic`` with ``key`` among their keys,
+        stored in ``[begin, end]`` ms (end: now), oldest first; [] when none."""
+        return self._messages.query_msg_by_key(topic, key, max_num, begin, end)
+
+    def query_msg_by_unique_key(self, topic: str, msg_id: str) -> dict[str, Any]:
+        """The message of ``topic`` whose unique key (``UNIQ_KEY``, the msg id a producer's
+        ``send`` returns) is ``msg_id``; the first stored when it was stored again."""
+        return self._messages.query_msg_by_unique_key(topic, msg_id)
+
+    def query_msg_by_time(
+        self, topic: str, begin: int, end: int | None = None, max_num: int = DEFAULT_QUERY_NUM
+    ) -> list[dict[str, Any]]:
+        """The first ``max_num`` messages of ``topic`` stored in ``[begin, end]`` ms (end:
+        now), by store time."""
+        return self._messages.query_msg_by_time(topic, begin, end, max_num)
+
+    # -- dead-letter queues -----------------------------------------------------------------------
+
+    def query_dlq(self, group: str, max_num: int = DEFAULT_QUERY_NUM) -> list[dict[str, Any]]:
+        """The first ``max_num`` messages in the group's DLQ (``message_to_json``'s shape plus
+        ``originTopic``, ``attempts`` and ``originMsgId``), oldest first; [] when the group has
+        no DLQ yet."""
+        return self._dlq.query_dlq(group, max_num)
+
+    def resend_dlq(self, group: str, msg_id: str | None = None) -> list[dict[str, Any]]:
+        """Send DLQ messages back to their original topic: the one whose msg id, offset msg id
+        or origin msg id is ``msg_id``, or all of them (``msg_id`` None). Returns one row per
+        message: ``msgId``, ``originTopic`` and the new ``sendMsgId`` (or ``error``).
+        ``ClientError`` when ``msg_id`` is not in the DLQ."""
+        return self._dlq.resend_dlq(group, msg_id)
+
+    # -- transactions -----------------------------------------------------------------------------
+
+    def trans_status(
+        self, group: str | None = None, broker: str | None = None, cluster: str | None = None
+    ) -> list[dict[str, Any]]:
+        """One row per (broker, producer group) with half messages pending, ``group``'s only
+        when given: ``brokerName``, ``producerGroup``, ``pending``, ``oldestAgeMs``,
+        ``maxCheckTimes``, ``producersOnline``, ``transactionIds`` (the first few).
+        Asks ``broker``, or every master of ``cluster`` (of the only cluster by default)."""
+        return self._transactions.trans_status(group, broker, cluster)
+
+    def resume_check_half_message(self, msg_id: str) -> str:
+        """Put the discarded half message ``msg_id`` back in its broker's half queue with no
+        check counted, so its producer group is asked about it again; returns its offset
+        message id. ``msg_id`` is its offset message id or, as mqadmin tries next, its unique
+        key (the transaction id), looked up in ``TRANS_CHECK_MAX_TIME_TOPIC``: both are 32 hex
+        digits."""
+        return self._transactions.resume_check_half_message(msg_id)
+
+    # -- consume queues and clean-ups -------------------------------------------------------------
+
+    def query_consume_queue(
+        self,
+        topic: str,
+        queue_id: int,
+        index: int,
+        count: int = 10,
+        group: str | None = None,
+        broker: str | None = None,
+    ) -> dict[str, Any]:
+        """Up to ``count`` consume-queue units of ``topic``'s queue ``queue_id`` from queue
+        offset ``index``: RocketMQ's ``QueryConsumeQueueResponseBody``, ``{"minQueueIndex",
+        "maxQueueIndex", "queueData": [{"physicOffset", "physicSize", "tagsCode", "eval",
+        …}]}``, with ``subscriptionData`` and ``filterData`` when ``group`` is given
+        (``eval``: the group's tag filter takes the unit), and ``remark`` when ``index``
+        lies outside the queue (no units then). ``broker`` (a name or an address) may be
+        left out when a single broker serves the topic."""
+        return self._queues.query_consume_queue(topic, queue_id, index, count, group, broker)
+
+    def consume_time_span(self, topic: str, group: str) -> list[dict[str, Any]]:
+        """Per queue of ``topic`` on every broker serving it, sorted: ``message_queue``,
+        the store times (ms) of its first and last message (``min_timestamp``,
+        ``max_timestamp``) and of the last one ``group`` consumed (``consume_timestamp``),
+        and ``delay_ms``, how long ago the next one to consume was stored (0 when the
+        group is at the end). -1: no such message."""
+        return self._queues.consume_time_span(topic, group)
+
+    def system_topics(self, broker: str | None = None, cluster: str | None = None) -> list[str]:
+        """The system topics of ``broker`` (default: every master of ``cluster``, or of the
+        only cluster): RocketMQ's set plus each broker's cluster and broker names."""
+        return self._queues.system_topics(broker, cluster)
+
+    def clean_unused_topic(
+        self, broker: str | None = None, cluster: str | None = None
+    ) -> dict[str, list[str]]:
+        """Purge, on ``broker`` (default: every master of ``cluster``, or of the only
+        cluster), the stored messages of topics that have no topic config there (mqadmin
+        ``cleanUnusedTopic``): broker name → the topics purged."""
+        return self._queues.clean_unused_topic(broker, cluster)
+
+    def clean_expired_consume_queue(
+        self, broker: str | None = None, cluster: str | None = None
+    ) -> dict[str, list[str]]:
+        """Purge, on ``broker`` (as ``clean_unused_topic``), the consume queues of topics
+        without a topic config there whose messages all expired (mqadmin
+        ``cleanExpiredCQ``): broker name → the topics purged."""
+        return self._queues.clean_expired_consume_queue(broker, cluster)
+
+    def delete_expired_commitlog(
+        self, broker: str | None = None, cluster: str | None = None
+    ) -> list[str]:
+        """Have ``broker`` (as ``clean_unused_topic``) delete its expired CommitLog files now
+        and for its next cleanup rounds, whatever ``deleteWhen`` says (RocketMQ 5's mqadmin
+        ``deleteExpiredCommitLog``): the brokers asked. Files newer than
+        ``fileReservedTime`` stay."""
+        return self._queues.delete_expired_commitlog(broker, cluster)
+
+    # -- statistics -------------------------------------------------------------------------------
+
+    def broker_stats_data(self, broker: str, stats_name: str, stats_key: str) -> dict[str, Any]:
+        """One statistic of ``broker`` (a name or an address), RocketMQ's
+        ``BrokerStatsData``: ``{"statsMinute" | "statsHour" | "statsDay": {"sum", "tps",
+        "avgpt"}}``. ``stats_name``: ``TOPIC_PUT_NUMS`` (key: a topic), ``GROUP_GET_NUMS``
+        (key: ``topic@group``), ``BROKER_PUT_NUMS`` or ``BROKER_GET_NUMS`` (key: the
+        cluster). A ``ResponseError`` when the broker has not counted it since it started."""
+        return self._stats.broker_stats_data(broker, stats_name, stats_key)
+
+    def stats_all(self, topic: str | None = None, active_only: bool = False) -> list[dict]:
+        """mqadmin ``statsAll``: per topic (``topic`` alone when given) and group consuming
+        it, the lag, the topic's put and the group's get rates over the last minute
+        (``in_tps``, ``out_tps``), summed over the topic's brokers, and their counts over
+        the last day (``in_msgs_24h``, ``out_msgs_24h``; the last hour's or minute's while
+        the broker has run shorter). A topic nobody consumes has one row with
+        ``group`` None. ``active_only``: rows with messages put or got that day only."""
+        return self._stats.stats_all(topic, active_only)
+
+    # -- namesrvs ---------------------------------------------------------------------------------
+
+    def update_kv_config(self, namespace: str, key: str, value: str) -> None:
+        """Create or replace ``key`` of ``namespace`` on every namesrv (mqadmin
+        ``updateKvConfig -s -k -v``)."""
+        self._namesrv.update_kv_config(namespace, key, value)
+
+    def delete_kv_config(self, namespace: str, key: str) -> None:
+        """Remove ``key`` of ``namespace`` from every namesrv (mqadmin ``deleteKvConfig``);
+        a key that is not there is no error."""
+        self._namesrv.delete_kv_config(namespace, key)
+
+    def get_kv_config(self, namespace: str, key: str) -> str | None:
+        """The value of ``key`` in ``namespace``, None when the namesrv has none."""
+        return self._namesrv.get_kv_config(namespace, key)
+
+    def kv_list(self, namespace: str) -> dict[str, str]:
+        """Every key and value of ``namespace`` (empty when the namesrv has none)."""
+        return self._namesrv.kv_list(namespace)
+
+    def update_order_conf(self, topic: str, conf: str) -> None:
+        """Make ``topic`` ordered with ``conf``'s queues, ``"brokerA:4;brokerB:4"``
+        (mqadmin ``updateOrderConf -m put``): its ``ORDER_TOPIC_CONFIG`` entry on every
+        namesrv. A malformed ``conf`` is a ``ConfigError`` before any namesrv is asked.
+        Namesrvs hand it out in routes only with ``orderMessageEnable``."""
+        self._namesrv.update_order_conf(topic, conf)
+
+    def delete_order_conf(self, topic: str) -> None:
+        """Make ``topic`` unordered again (mqadmin ``updateOrderConf -m delete``)."""
+        self._namesrv.delete_order_conf(topic)
+
+    def order_conf(self, topic: str) -> str | None:
+        """``topic``'s order conf, None when it has none (``updateOrderConf -m get``)."""
+        return self._namesrv.order_conf(topic)
+
+    def topics_by_cluster(self, cluster: str) -> list[str]:
+        """The topics the brokers of ``cluster`` serve, sorted (none for an unknown one)."""
+        return self._namesrv.topics_by_cluster(cluster)
+
+    def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Take ``broker_name`` out of producers' routes on every namesrv (mqadmin
+        ``wipeWritePerm -b``): its queues become read-only in every topic's route (the
+        broker itself still takes writes). By namesrv address, the number of topics it
+        changed. The broker's next registration with a new dataVersion (a topic change,
+        a restart) gives the perm back; ``add_write_perm`` does it at once."""
+        return self._namesrv.wipe_write_perm(broker_name)
+
+    def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Make ``broker_name``'s queues read-write again in every topic's route, on every
+        namesrv (mqadmin ``addWritePerm -b``); by namesrv address, the topics changed."""
+        return self._namesrv.add_write_perm(broker_name)
+
+    def namesrv_config(self) -> dict[str, dict[str, str]]:
+        """Each namesrv's settings by address (mqadmin ``getNamesrvConfig``)."""
+        return self._namesrv.namesrv_config()
+
+    def update_namesrv_config(self, key: str, value: str) -> None:
+        """Set ``key`` on every namesrv (mqadmin ``updateNamesrvConfig -k -v``): only
+        ``orderMessageEnable`` changes at run time, on the running namesrvs; anything else
+        is refused by name (``namesrv.namesrv_config``)."""
+        self._namesrv.update_namesrv_config(key, value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shmq.client.types import MessageQueue, SendResult, SendStatus
-from shmq.errors import RemotingError, SendError, SendTimeoutError, ShmqError
+from shmq.errors import AttemptError, RemotingError, SendError, SendTimeoutError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import ring
 from shmq.ipc.durability import durability
@@ -30,15 +30,6 @@ RETRYABLE_REASONS = frozenset(
     }
 )
 STATUS_MASK = 0xFFFF
-
-
-class AttemptError(SendError):
-    """One attempt failed at a broker; ``retryable`` says whether another may succeed."""
-
-    def __init__(self, message: str, *, retryable: bool, reason: int = ring.REASON_NONE) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.reason = reason
 
 
 def retryable(exc: BaseException) -> bool:

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shmq.client.producer.answers import AttemptError
 from shmq.client.producer.records import ONE_MSG_ID, ONE_SIZE, placed
 from shmq.client.producer.ring import RingProducer
 from shmq.client.route import BrokerQueues
 from shmq.client.transport.broker_link import BrokerLink
 from shmq.client.types import MessageQueue
-from shmq.errors import ClientError, SendTimeoutError, ShmqError
+from shmq.errors import AttemptError, ClientError, SendTimeoutError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.ipc import ring
 from shmq.ipc.procs import pid_alive
@@ -38,8 +37,10 @@ log = logging.getLogger(__name__)
 LIVENESS_CHECK_S = 0.2
 
 
-class Retired(Exception):
-    """The link was retired between looking it up and appending: look it up again."""
+class _Retired(ShmqError):
+    """The link was retired between looking it up and appending: look it up again. Raised
+    by ``ProducerLink.check_open`` and caught by the appends of this module; it never
+    escapes it."""
 
 
 class ProducerLink:
@@ -107,7 +108,7 @@ class ProducerLink:
     def check_open(self, mq: MessageQueue) -> None:
         """Call with ``lock`` held before an append."""
         if self.retired:
-            raise Retired
+            raise _Retired
         if self.ring.stopped():
             gone = self.gone_reason(False)
             if gone:
@@ -277,7 +278,7 @@ class ProducerLinks:
                         link.pending.append((seq, size, future, mq, one[ONE_MSG_ID], one, started))
                 finally:
                     lock.release()  # also the barrier that orders the record before the wake
-            except Retired:
+            except _Retired:
                 continue
             except SendTimeoutError:
                 raise self._ring_full(link, mq) from None
@@ -341,7 +342,7 @@ class ProducerLinks:
             try:
                 first, sizes = self._append_more(link, mq, batch, pos, n, hold=True)
                 return link, first, sizes
-            except Retired:
+            except _Retired:
                 continue
         raise _replaced(broker)
 

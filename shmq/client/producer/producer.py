@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from shmq.client.producer import answers
-from shmq.client.producer.answers import AttemptError
 from shmq.client.producer.async_completion import AsyncCompletion, SendFuture
 from shmq.client.producer.checks import (
     check_batch,
@@ -68,6 +67,7 @@ from shmq.client.transport.chooser import TransportChooser
 from shmq.client.transport.tcp_send import TcpSends
 from shmq.client.types import BulkSendResult, MessageQueue, SendResult, SendStatus
 from shmq.errors import (
+    AttemptError,
     ClientError,
     ConfigError,
     RemotingError,

@@ -20,15 +20,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.delay_levels import (
+from shmq.codec.record_pack import record_struct, topic_head
+from shmq.delay_topics import (
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
     delayed_placement,
     schedule_properties,
 )
-from shmq.codec.half_messages import HALF_QUEUE_ID, HALF_TOPIC, half_properties
-from shmq.codec.record_pack import record_struct, topic_head
 from shmq.errors import InvalidPropertyError
+from shmq.half_messages import HALF_QUEUE_ID, HALF_TOPIC, half_properties
 from shmq.message import Message, MessageExt
 from shmq.names import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from shmq.properties import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, build_properties

@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shmq.client.producer.answers import AttemptError, retryable
+from shmq.client.producer.answers import retryable
 from shmq.client.producer.fault import LatencyFaultTolerance, select_one_message_queue
 from shmq.client.producer.publish_info import PublishInfoTable, TopicPublishInfo
 from shmq.client.route import BrokerQueues
 from shmq.client.types import MessageQueue, SendStatus
-from shmq.errors import RemotingError, SendError, SendTimeoutError, ShmqError
+from shmq.errors import AttemptError, RemotingError, SendError, SendTimeoutError, ShmqError
 
 log = logging.getLogger(__name__)
 

@@ -20,27 +20,9 @@ from shmq.errors import SendError
 from shmq.ipc import registry as rg
 from shmq.ipc import ring
 from shmq.ipc.counters import WRITER_PARKED
-from shmq.ipc.ring_appender import DEFAULT_SPIN_US, RingAppender, scratch_offsets
+from shmq.ipc.ring_appender import DEFAULT_SPIN_US, RingAppender
 from shmq.ipc.segment import Segment
 from shmq.properties import MAX_DELAY_LEVEL
-
-
-def warm_up(data: np.ndarray | None = None) -> None:
-    """Compile (or load from numba's cache) the encode kernels with the argument types a
-    send uses, encoding one record at the start of ``data`` (a scratch buffer)."""
-    data = np.zeros(4096, dtype=np.uint8) if data is None else data
-    topic = np.frombuffer(b"WarmUp", dtype=np.uint8)
-    bodies = np.frombuffer(b"x", dtype=np.uint8)
-    body_offs = np.array([0, 1], dtype=np.int64)
-    props = np.frombuffer(b"TAGS\x01a\x02", dtype=np.uint8)
-    props_offs = np.array([0, props.shape[0]], dtype=np.int64)
-    fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)
-    fields[:, rec.F_BODY_CRC] = -1
-    sizes = np.empty(1, dtype=np.int64)
-    rec.batch_sizes(body_offs, topic.shape[0], props_offs, 1 << 20, sizes)
-    rec.place_batch(sizes[:1], 0, data.shape[0], 0, scratch_offsets(1))
-    rec.encode_batch(data, 0, 0, topic, bodies, body_offs[0:2], props, props_offs, fields[0:1])
-    rec.write_blank(np.zeros(16, dtype=np.uint8), 0, 8)
 
 
 class RingProducer(RingAppender):
@@ -64,7 +46,7 @@ class RingProducer(RingAppender):
         self.check_crc = bool(info.get("checkProducerCrc", True))
         self.delay_levels = int(info.get("delayLevels", MAX_DELAY_LEVEL))
         self.max_delay_ms = int(info.get("timerMaxDelaySec", 3 * 86_400)) * 1000
-        warm_up()
+        rec.warm_up_encode(np.zeros(4096, dtype=np.uint8))
         freeze_startup_objects()
 
     # -- sending ----------------------------------------------------------------------------
@@ -92,9 +74,7 @@ class RingProducer(RingAppender):
         seq = self.seq
         self.seq = seq + 1
         self.tail = t + size
-        w = self.w
-        w[ring.SEQ_TAIL] = seq + 1
-        w[ring.TAIL] = t + size
+        ring.publish_tail(self.w, t + size, seq + 1)
         return seq
 
     def wake_writer(self) -> None:

@@ -37,6 +37,7 @@ import queue
 import threading
 from typing import Any
 
+from shmq import half_messages as hm
 from shmq.client.producer.producer import Producer
 from shmq.client.producer.records import half_record
 from shmq.client.route import BrokerQueues
@@ -47,7 +48,6 @@ from shmq.client.transaction.types import (
     TransactionSendResult,
 )
 from shmq.client.types import MessageQueue, SendResult, SendStatus
-from shmq.codec import half_messages as hm
 from shmq.codec.record_message import record_message
 from shmq.errors import ConfigError, InvalidMessageError, RemotingError
 from shmq.message import Message, parse_offset_msg_id

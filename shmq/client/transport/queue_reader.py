@@ -42,7 +42,7 @@ from shmq.client.gc_freeze import freeze_startup_objects
 from shmq.client.route import PERM_READ, BrokerQueues, RouteTable
 from shmq.client.transport.broker_link import BrokerLink
 from shmq.client.transport.chooser import TransportChooser
-from shmq.client.transport.tcp_pull import TcpConsumerLink
+from shmq.client.transport.tcp_pull import PULL_STATUSES, TcpConsumerLink
 from shmq.client.types import MessageQueue, PullResult, PullStatus
 from shmq.errors import ClientError, NoRouteError, ResponseError, ShmqError
 from shmq.ipc import consumer_gets as cg
@@ -54,8 +54,9 @@ from shmq.ipc.procs import pid_alive
 from shmq.ipc.segment import Segment, open_semaphore, post
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
+from shmq.store.fetch import LOCAL, QueueBounds, pull_response_code
 from shmq.store.reader import StoreReader
-from shmq.store.results import parse_tag_filter
+from shmq.store.results import GetStatus, parse_tag_filter
 from shmq.store.warm_up import warm_up_reads
 
 MAX_PULL = 1024
@@ -81,8 +82,9 @@ class _ConsumerLink:
         self.queues = Segment.attach(info["queues"], readonly=True)
         self.directory = qt.QueueDirectory(self.queues.buf, self.queues.words)
         self.maxima = qt.max_offsets(self.queues.buf)
+        self.commitlog_file_size = info["mappedFileSizeCommitLog"]
         self.reader = StoreReader(
-            info["storePathRootDir"], info["mappedFileSizeCommitLog"], info["consumeQueueFileSize"]
+            info["storePathRootDir"], self.commitlog_file_size, info["consumeQueueFileSize"]
         )
         self.sem = open_semaphore(info["sem"])
         self.reg = self.link.registry.words
@@ -135,39 +137,43 @@ class _ConsumerLink:
         self, mq: MessageQueue, offset: int, max_nums: int, codes, tags: frozenset[str] | None,
         timeout: float, bulk: bool, spin_s: float,
     ) -> PullResult:  # fmt: skip
-        """Read ``mq`` from the mapped files, parking on the semaphore until ``timeout``."""
+        """Read ``mq`` from the mapped files by the store's rule (``store.fetch``, bounded
+        by ``max_nums`` only), parking on the semaphore until ``timeout``. Units the tag
+        filter skips, or whose records cleanup removed, are read past at once, as a TCP
+        consumer pulls again at once on PULL_RETRY_IMMEDIATELY."""
         now = time.monotonic()
         deadline = now + timeout
         reader = self.reader
+        words = self.link.counters.words
         while True:
             slot, max_offset = self.slot_max(mq.topic, mq.queue_id)
             low = self.min_offset(mq, max_offset, now)
-            if offset > max_offset or offset < 0:
-                return PullResult(PullStatus.OFFSET_ILLEGAL, max(0, min(offset, max_offset)),
-                                  low, max_offset)  # fmt: skip
-            if offset < low:  # cleaned away: the broker's OFFSET_TOO_SMALL, from its minimum
-                return PullResult(PullStatus.OFFSET_ILLEGAL, low, low, max_offset)
-            if offset < max_offset:
+            cleaned, end = cn.load(words, cn.MIN_PHYSICAL_OFFSET), cn.load(words, cn.WRITE_OFFSET)
+            bounds = QueueBounds(low, max_offset, cleaned, end, self.commitlog_file_size)
+            fetch = reader.fetch(mq.topic, mq.queue_id, offset, max_nums, codes, bounds, LOCAL)
+            if fetch.status is GetStatus.FOUND:
                 if bulk:
-                    batch, next_offset = reader.read_queue_bulk(
-                        mq.topic, mq.queue_id, offset, max_offset, max_nums, codes, tags
-                    )
+                    batch = reader.message_batch(mq.topic, mq.queue_id, fetch, tags)
                     if len(batch):
                         self._got(slot, len(batch))
-                        return PullResult(PullStatus.FOUND, next_offset, low, max_offset,
-                                          batch=batch)  # fmt: skip
+                        return PullResult(PullStatus.FOUND, fetch.next_begin_offset, low,
+                                          max_offset, batch=batch)  # fmt: skip
                 else:
-                    msgs, next_offset = reader.read_queue(
-                        mq.topic, mq.queue_id, offset, max_offset, max_nums, codes
-                    )
+                    msgs = reader.messages(mq.topic, mq.queue_id, fetch)
                     if tags is not None:
                         msgs = [m for m in msgs if m.tags in tags]
                     if msgs:
                         self._got(slot, len(msgs))
-                        return PullResult(PullStatus.FOUND, next_offset, low, max_offset, msgs)
-                if next_offset > offset:
-                    offset = next_offset
-                    continue
+                        return PullResult(PullStatus.FOUND, fetch.next_begin_offset, low,
+                                          max_offset, msgs)  # fmt: skip
+            elif (
+                PULL_STATUSES[pull_response_code(fetch.status, offset)] is PullStatus.OFFSET_ILLEGAL
+            ):
+                return PullResult(PullStatus.OFFSET_ILLEGAL, fetch.next_begin_offset, low,
+                                  max_offset)  # fmt: skip
+            if fetch.next_begin_offset > offset:
+                offset = fetch.next_begin_offset
+                continue
             now = time.monotonic()
             if now >= deadline:
                 status = (

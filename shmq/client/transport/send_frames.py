@@ -18,14 +18,20 @@ import struct
 
 import numpy as np
 
-from shmq.client.producer.answers import AttemptError
 from shmq.client.producer.records import Delayed, Half, Retried
 from shmq.client.route import BrokerQueues
 from shmq.client.types import MessageQueue, SendResult, SendStatus
 from shmq.codec import record as rec
 from shmq.codec.msg_ids import split_offset_ids
 from shmq.codec.record_pack import topic_head
-from shmq.errors import RemotingError, RemotingTimeoutError, SendError, SendTimeoutError, ShmqError
+from shmq.errors import (
+    AttemptError,
+    RemotingError,
+    RemotingTimeoutError,
+    SendError,
+    SendTimeoutError,
+    ShmqError,
+)
 from shmq.remoting.codes import response_name
 from shmq.remoting.protocol import FLAG_ONEWAY, LanguageCode, RequestCode, ResponseCode
 

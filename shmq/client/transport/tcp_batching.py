@@ -39,7 +39,8 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -65,11 +66,8 @@ from shmq.client.transport.send_frames import (
 from shmq.client.types import MessageQueue
 from shmq.codec import record as rec
 from shmq.codec.batch_body import ENTRY_FIXED, encode_batch_body
-from shmq.errors import ClientError, SendError, SendTimeoutError
+from shmq.errors import ClientError, SendError, SendTimeoutError, ShmqError
 from shmq.remoting.pipeline import PipelinedChannel, Reply
-
-if TYPE_CHECKING:
-    from shmq.client.transport.tcp_send import TcpSends
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +128,31 @@ class _Request:
         self.done = False
 
 
-class AsyncBatches:
-    """The accumulators of one producer's TCP async sends (``TcpSends`` gives the
-    connections, templates, limits and the failure path)."""
+class SendPath(Protocol):
+    """What the accumulators need of the producer's TCP sends (``tcp_send.TcpSends``, which
+    owns them): its connections, templates and limits, and the path a failed single async
+    send takes, so a batched send fails exactly as a single one would."""
 
-    def __init__(self, sends: TcpSends, max_outstanding: int) -> None:
+    group: str
+    send_timeout: float
+    max_batch_body: int
+    stats: Any  # counters by name
+    fault: Callable[[str, float, bool], None]  # (broker name, started, isolation)
+
+    def channel(self, broker: BrokerQueues) -> PipelinedChannel: ...
+
+    def template(self, topic: str) -> SendTemplate: ...
+
+    def failed(
+        self, mq: MessageQueue, one: tuple, future: SendFuture, started: float, exc: ShmqError
+    ) -> None: ...
+
+
+class AsyncBatches:
+    """The accumulators of one producer's TCP async sends (``sends`` gives the connections,
+    templates, limits and the failure path)."""
+
+    def __init__(self, sends: SendPath, max_outstanding: int) -> None:
         self.sends = sends
         self.max_outstanding = max_outstanding
         self._brokers: dict[str, _Broker] = {}

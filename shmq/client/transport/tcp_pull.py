@@ -45,7 +45,7 @@ SUSPEND_SLACK_S = 5.0  # the client waits this much longer than the broker holds
 PULL_TIMEOUT_S = 10.0  # consumerPullTimeoutMillis, for a pull that is not held
 # PullSysFlag: commit offset, suspend, subscription
 FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x2, 0x4
-STATUSES = {
+PULL_STATUSES = {  # how a consumer reads the broker's answer to a pull (4.9's PullAPIWrapper)
     Rc.SUCCESS: PullStatus.FOUND,
     Rc.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     Rc.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
@@ -228,7 +228,7 @@ class TcpConsumerLink:
                 return PullResult(PullStatus.NO_NEW_MSG, p.offset, 0, p.offset)
             raise p.error
         reply = p.reply
-        status = STATUSES.get(reply.code)
+        status = PULL_STATUSES.get(reply.code)
         if status is None:
             raise ResponseError(reply.code, f"pull of {mq} from {self.address}: {reply.remark}")
         ext = reply.ext

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from shmq.client.producer.answers import AttemptError, retryable, settle_failed
+from shmq.client.producer.answers import retryable, settle_failed
 from shmq.client.producer.async_completion import SendFuture
 from shmq.client.route import BrokerQueues
 from shmq.client.transport.send_frames import (
@@ -48,6 +48,7 @@ from shmq.codec import batch_body, msg_ids
 from shmq.codec.batch_body import ENTRY_FIXED, batch_body_size, write_entries
 from shmq.codec.msg_ids import split_offset_ids
 from shmq.errors import (
+    AttemptError,
     ClientError,
     RemotingError,
     SendError,

@@ -1,5 +1,5 @@
 """A script that starts a broker without ``if __name__ == "__main__":`` gets one line saying
-so before any process starts (``shmq.ipc.main_guard``)."""
+so before any process starts (``shmq.main_guard``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-CHECK = "from shmq.ipc.main_guard import check_main_guard\n"
+CHECK = "from shmq.main_guard import check_main_guard\n"
 
 
 def _run(tmp_path, body: str) -> subprocess.CompletedProcess:

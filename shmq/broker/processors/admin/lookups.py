@@ -10,46 +10,42 @@ config plus a ``mappingDetail`` that shmq, without static topics, never has) and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import ClassVar
 
-from shmq.broker.processors.control import _json
+from shmq.broker.processors.processor import Processor
+from shmq.broker.processors.responses import json_response
 from shmq.errors import ResponseError
 from shmq.names import MAX_GROUP_LENGTH, name_problem
 from shmq.remoting import fastjson
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
-from shmq.remoting.server import Connection, RemotingServer
-
-if TYPE_CHECKING:
-    from shmq.broker.processors.admin import AdminHandlers
+from shmq.remoting.server import Connection
 
 Rc = ResponseCode
 NO_CORRECTION = 2**63 - 1  # RocketMQ's Long.MAX_VALUE: the compared group needs none
 
 
-class AdminLookups:
-    """Registered by ``AdminHandlers``, whose store lookups it uses."""
+class AdminLookups(Processor):
+    """The three codes above; min offsets from the store view (``ctx.store``)."""
 
-    def __init__(self, admin: AdminHandlers) -> None:
-        self.admin = admin
-        self.broker = admin.broker
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.GET_TOPIC_CONFIG, self.topic_config)
-        server.register(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, self.group_config)
-        server.register(RequestCode.QUERY_CORRECTION_OFFSET, self.correction_offset)
+    CODES: ClassVar[Mapping[int, str]] = {
+        RequestCode.GET_TOPIC_CONFIG: "topic_config",
+        RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: "group_config",
+        RequestCode.QUERY_CORRECTION_OFFSET: "correction_offset",
+    }
 
     def topic_config(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         topic = request.ext_topic()
-        config = self.broker.topics.get(topic)
+        config = self.ctx.topics.get(topic)
         if config is None:
             raise ResponseError(Rc.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
-        return _json(request, config.to_json())
+        return json_response(request, config.to_json())
 
     def group_config(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        config = self.broker.subscription_groups.get(request.ext_group("group"))
+        config = self.ctx.subscription_groups.get(request.ext_group("group"))
         if config is None:
             raise ResponseError(Rc.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
-        return _json(request, config.to_json())
+        return json_response(request, config.to_json())
 
     def correction_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Per queue of ``topic``, the lowest offset committed by any group but
@@ -71,13 +67,13 @@ class AdminLookups:
             if problem:
                 raise ResponseError(Rc.SYSTEM_ERROR, f"filterGroups: {problem}")
             filtered.add(group)
-        offsets = self.broker.offsets
+        offsets = self.ctx.offsets
         lowest: dict[int, int] = {}
         for group in offsets.groups_of_topic(topic):
             if group in filtered:
                 continue
             for queue_id, offset in offsets.offsets(group, topic).items():
-                if offset >= self.admin._min(topic, queue_id):
+                if offset >= self.ctx.store.min_offset(topic, queue_id):
                     lowest[queue_id] = min(offset, lowest.get(queue_id, offset))
         for queue_id, offset in offsets.offsets(compare, topic).items():
             if queue_id in lowest and lowest[queue_id] > offset:

@@ -6,39 +6,37 @@ and how long the next one has waited) and the system topics
 
 RocketMQ's ``AdminBrokerProcessor`` answers these; the bodies are its
 ``QueryConsumeQueueResponseBody``, ``QueryConsumeTimeSpanBody`` and ``TopicList``. Store
-lookups go through ``AdminHandlers`` (queue maxima, min offsets, store times), so they
-answer as ``topicStatus`` does.
+lookups go through the store view (queue maxima, min offsets, store times), so they answer
+as ``topicStatus`` does.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from shmq.broker.processors.control import _json
+from shmq.broker.processors.admin.topics import existing_topic
+from shmq.broker.processors.processor import Processor
+from shmq.broker.processors.responses import json_response
+from shmq.broker.topic.config import system_topics
 from shmq.errors import ResponseError
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
-from shmq.remoting.server import Connection, RemotingServer
-
-if TYPE_CHECKING:
-    from shmq.broker.processors.admin import AdminHandlers
+from shmq.remoting.server import Connection
 
 Rc = ResponseCode
 
 MAX_QUERY_UNITS = 10_000  # consume-queue units one QUERY_CONSUME_QUEUE answers at most
 
 
-class QueueInspection:
-    """Registered by ``AdminHandlers``, whose store lookups it uses."""
+class QueueInspection(Processor):
+    """The three codes above; store lookups from the store view (``ctx.store``)."""
 
-    def __init__(self, admin: AdminHandlers) -> None:
-        self.admin = admin
-        self.broker = admin.broker
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.QUERY_CONSUME_QUEUE, self.query_consume_queue)
-        server.register(RequestCode.QUERY_CONSUME_TIME_SPAN, self.consume_time_span)
-        server.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, self.system_topics)
+    CODES: ClassVar[Mapping[int, str]] = {
+        RequestCode.QUERY_CONSUME_QUEUE: "query_consume_queue",
+        RequestCode.QUERY_CONSUME_TIME_SPAN: "consume_time_span",
+        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: "system_topics",
+    }
 
     def query_consume_queue(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """mqadmin ``queryCq``: up to ``count`` units from queue offset ``index``, each its
@@ -55,15 +53,15 @@ class QueueInspection:
             raise ResponseError(
                 Rc.SYSTEM_ERROR, f"count {count} is not within 1..{MAX_QUERY_UNITS}"
             )
-        control = self.admin.control
-        if control.directory.slot(topic.encode(), queue_id) < 0:
+        store = self.ctx.store
+        if store.slot(topic, queue_id) < 0:
             raise ResponseError(Rc.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
-        low, high = self.admin._min(topic, queue_id), self.admin._max(topic, queue_id)
+        low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
         body: dict[str, Any] = {"maxQueueIndex": high, "minQueueIndex": low}
         codes: frozenset[int] | None = frozenset()  # no group: no unit is evaluated
         group = request.ext_fields.get("consumerGroup")
         if group is not None:
-            info = self.admin.consumers.group_info(group) or {}
+            info = self.ctx.consumers.group_info(group) or {}
             subscription = info.get("subscriptionTable", {}).get(topic)
             body["subscriptionData"] = subscription
             if subscription is None:
@@ -78,8 +76,7 @@ class QueueInspection:
             return RemotingCommand.response_to(
                 request, remark=remark, body=RemotingCommand.body_json(body)
             )
-        with control._lock:
-            reader = control.store_reader()
+        with store.reading() as reader:
             offset, end = index, min(index + count, high)
             while offset < end:
                 found, _ = reader.units(topic, queue_id, offset, end)
@@ -88,7 +85,7 @@ class QueueInspection:
                 units += found.tolist()
                 offset += found.size
         body["queueData"] = [_unit(phys, size, tags, codes) for phys, size, tags in units]
-        return _json(request, body)
+        return json_response(request, body)
 
     def consume_time_span(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Per write queue of ``topic``: the store times of its first and last messages,
@@ -96,14 +93,14 @@ class QueueInspection:
         none) and, while it lags, how long ago its next message was stored (ms). A time
         the store lacks is -1, as RocketMQ's."""
         topic, group = request.ext_topic(), request.ext_group("group")
-        cfg = self.admin._topic(topic)
-        name = self.broker.config.broker_name
+        cfg = existing_topic(self.ctx, topic)
+        name = self.ctx.config.broker_name
         now_ms = int(time.time() * 1000)
         spans = []
         for qid in range(cfg.write_queue_nums):
-            high = self.admin._max(topic, qid)
-            first = self._stamp(topic, qid, self.admin._min(topic, qid), high)
-            consumed = self.broker.offsets.query(group, topic, qid)
+            high = self.ctx.store.max_offset(topic, qid)
+            first = self._stamp(topic, qid, self.ctx.store.min_offset(topic, qid), high)
+            consumed = self.ctx.offsets.query(group, topic, qid)
             span = {
                 "messageQueue": {"topic": topic, "brokerName": name, "queueId": qid},
                 "minTimeStamp": first,
@@ -116,17 +113,18 @@ class QueueInspection:
             if max(consumed, 0) < high:
                 span["delayTime"] = now_ms - self._stamp(topic, qid, max(consumed, 0), high)
             spans.append(span)
-        return _json(request, {"consumeTimeSpanSet": spans})
+        return json_response(request, {"consumeTimeSpanSet": spans})
 
     def _stamp(self, topic: str, queue_id: int, offset: int, high: int) -> int:
         if not 0 <= offset < high:
             return -1
-        return self.admin._store_timestamp(topic, queue_id, offset) or -1
+        return self.ctx.store.store_timestamp(topic, queue_id, offset) or -1
 
     def system_topics(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """RocketMQ's system topic set, with this broker's cluster and broker names."""
-        topics = sorted(self.broker.system_topics())
-        return _json(request, {"topicList": topics, "brokerAddr": None})
+        cfg = self.ctx.config
+        topics = sorted(system_topics(cfg.broker_cluster_name, cfg.broker_name))
+        return json_response(request, {"topicList": topics, "brokerAddr": None})
 
 
 def _tag_codes(subscription: dict[str, Any]) -> frozenset[int] | None:

@@ -11,18 +11,18 @@ import os
 import numpy as np
 
 from shmq.codec import record as rec
-from shmq.codec.delay_levels import SCHEDULE_TOPIC
 from shmq.codec.dispatch_plan import plan_dispatch
 from shmq.config import MessageStoreConfig
+from shmq.delay_topics import SCHEDULE_TOPIC
 from shmq.errors import InvalidMessageError
 from shmq.message import validate_topic
 from shmq.names import DELETED_TOPIC_LOG
 from shmq.store.commitlog import CommitLog, ScanBatch
 from shmq.store.consume_queue import ConsumeQueue
-from shmq.store.dispatch_run import NOT_A_RUN, dispatch_run
+from shmq.store.dispatch import run as dr
+from shmq.store.dispatch.topic_purge import deleted_topic
 from shmq.store.index.file import KEYS_DONE
 from shmq.store.index.service import IndexService
-from shmq.store.topic_purge import deleted_topic
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,12 @@ class Dispatcher:
         # the queue the last pass wrote, when it wrote only that one: (topic as uint8, queue
         # id, its consume queue), the run ``dispatch_run`` expects the next pass to continue
         self._run: tuple[np.ndarray, int, ConsumeQueue] | None = None
+        # ``dispatch_run``'s records, kept for every pass; ``_args`` and ``_out`` name their
+        # fields for Python (``dispatch_run.RunParams``)
+        self._params = np.zeros(1, dtype=dr.RUN_PARAMS)
+        self._result = np.zeros(1, dtype=dr.RUN_RESULT)
+        self._args = dr.RunParams.from_buffer(self._params)
+        self._out = dr.RunResult.from_buffer(self._result)
 
     def load(self) -> None:
         """Map every consume queue found on disk (their ends are found by ``recover``)."""
@@ -113,29 +119,41 @@ class Dispatcher:
         target = cq.run_target(rows.shape[0]) if mf is not None else None
         if target is None:
             return None
-        index, slots, entries, limit = _NO_INDEX, 0, 0, 0
+        args, out = self._args, self._out
+        index = _NO_INDEX
         if self.index is not None:
             f = self.index.run_file()
             if f is None:  # the general path creates the first
                 return None
-            index, slots, entries, limit = f.buf, f.hash_slot_num, f.index_num, f.entry_limit()
+            index = f.buf
+            args.slot_num, args.index_num = f.hash_slot_num, f.index_num
+            args.entry_limit = f.entry_limit()
         units, unit_at, room, next_unit = target
         base = mf.file_from_offset
         picks = self._scratch(room).picks
-        n, pos, code, indexed, k, skip, keys = dispatch_run(
-            mf.read_view, start - base, min(mf.size, end - base), base, rows, room, raw, queue_id,
-            units.buf, unit_at, next_unit, cq.max_physic_offset, index, slots, entries, limit,
-            picks,
-        )  # fmt: skip
-        if n == NOT_A_RUN:
+        args.start = start - base
+        args.limit = min(mf.size, end - base)
+        args.base = base
+        args.cap = room
+        args.queue_id = queue_id
+        args.unit_at = unit_at
+        args.next_unit = next_unit
+        args.max_physic = cq.max_physic_offset
+        dr.dispatch_run(mf.read_view, rows, raw, units.buf, index, picks, self._params,
+                        self._result)  # fmt: skip
+        n = out.records
+        if n == dr.NOT_A_RUN:
             self._run = None
             return None
         if n:
             last = rows[n - 1]
             cq.ran(units, unit_at + n, base + int(last[rec.R_POS] + last[rec.R_SIZE]))
-        if keys != KEYS_DONE:  # a full index file, or its reserved entries used up
-            self.index.build_index_batch(mf.read_view, rows, picks[:indexed], base, k, skip)
-        offset = mf.file_end_offset if code == rec.PARSE_BLANK else base + pos
+        code = out.parse_code
+        if out.keys_code != KEYS_DONE:  # a full index file, or its reserved entries used up
+            self.index.build_index_batch(
+                mf.read_view, rows, picks[: out.indexed], base, out.keys_next, out.keys_skip
+            )
+        offset = mf.file_end_offset if code == rec.PARSE_BLANK else base + out.position
         return n, offset, code, cq if n else None
 
     def dispatch_batch(self, batch: ScanBatch) -> tuple[int, dict[tuple[str, int], ConsumeQueue]]:

@@ -9,8 +9,8 @@ What ``mqadmin topicStatus``, ``consumerProgress``, ``consumerConnection``,
 message's record) are passed on to the consumer itself, over the connection it heartbeats
 on, and ``getConsumerStatus`` (INVOKE_BROKER_TO_GET_CONSUMER_STATUS) asks every member
 for its offsets (GET_CONSUMER_STATUS_FROM_CLIENT). Offsets and store lookups go through the
-control handlers (``ControlHandlers``: queue maxima, min offset, search by time, the store
-reader), so both answer from the same code.
+broker's one store view (``store_view``: queue maxima, min offset, search by time, store
+times), so every request answers them from the same code.
 
 Bodies are RocketMQ's: ``TopicStatsTable``, ``ConsumeStats`` and ``ResetOffsetBody``
 (INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET) are maps keyed by
@@ -29,29 +29,24 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shmq import json_file
 from shmq.broker.config.broker_config import to_properties
 from shmq.broker.config.updates import BLACK_LIST_REMARK, ConfigUpdate
 from shmq.broker.config.updates import persist as persist_config
-from shmq.broker.processors.admin_lookups import AdminLookups
-from shmq.broker.processors.admin_queues import QueueInspection
-from shmq.broker.processors.control import _json
+from shmq.broker.context import BrokerContext
+from shmq.broker.processors.admin.topics import existing_topic
+from shmq.broker.processors.responses import fastjson_response, json_response
 from shmq.broker.schedule.delay_levels import FILE_NAME as DELAY_OFFSET_FILE
 from shmq.broker.subscription.groups import SubscriptionGroupConfig
-from shmq.broker.topic.config import TopicConfig
 from shmq.errors import ConfigError, RemotingError, RemotingTimeoutError, ResponseError
 from shmq.ipc import counters as cn
 from shmq.message import MessageExt, message_to_json, parse_offset_msg_id
 from shmq.remoting import fastjson
 from shmq.remoting.admin_bodies import queue_table
-from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
-
-if TYPE_CHECKING:
-    from shmq.broker.processors.control import ControlHandlers
-    from shmq.broker.supervisor import Broker
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +54,17 @@ Rc = ResponseCode
 
 DEFAULT_QUERY_NUM = 64
 MAX_QUERY_NUM = 1024  # messages one QUERY_MESSAGE_BY_TIME answers at most
+SHM_CLIENT_ADDR = "shared memory"  # a ring producer's clientAddr in connection lists
 CALL_CLIENT_TIMEOUT_S = 5.0  # a consumer asked for its running info, or to consume, answers within
 
 
-class AdminHandlers:
-    """Registered next to the control handlers; ``control`` answers the store lookups."""
+class AdminBrokerProcessor:
+    """The codes ``register`` lists; the other admin codes are its parts' (``admin``)."""
 
-    def __init__(self, broker: Broker, control: ControlHandlers) -> None:
-        self.broker = broker
-        self.control = control
-        self.consumers = broker.consumers
-        self.groups = broker.subscription_groups
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.consumers = ctx.consumers
+        self.groups = ctx.subscription_groups
         # the config's DataVersion (4.9's fields): counts UPDATE_BROKER_CONFIG's changes
         self._config_version = {"counter": 0, "timestamp": int(time.time() * 1000)}
         self._config_lock = threading.Lock()  # one update at a time (RocketMQ: synchronized)
@@ -100,74 +95,39 @@ class AdminHandlers:
         }
         for code, handler in handlers.items():
             server.register(code, handler)
-        QueueInspection(self).register(server)
-        AdminLookups(self).register(server)
 
-    # -- store lookups (through the control handlers) ------------------------------------------
-
-    def _topic(self, topic: str) -> TopicConfig:
-        cfg = self.broker.topics.get(topic)
-        if cfg is None:
-            raise ResponseError(
-                Rc.TOPIC_NOT_EXIST,
-                f"topic {topic} does not exist on broker {self.broker.config.broker_name}",
-            )
-        return cfg
-
-    def _max(self, topic: str, queue_id: int) -> int:
-        return self.control.max_offset_of(topic, queue_id)
-
-    def _min(self, topic: str, queue_id: int) -> int:
-        return self.control.min_offset_of(topic, queue_id)
+    # -- store lookups --------------------------------------------------------------------------
 
     def _offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (the max offset when none;
         never below the min offset)."""
-        request = RemotingCommand.request(
-            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-            {"topic": topic, "queueId": queue_id, "timestamp": timestamp_ms},
-        )
-        found = int(self.control.search_offset(request, None).ext_fields["offset"])
-        return max(found, self._min(topic, queue_id))
+        store = self.ctx.store
+        return max(store.offset_by_time(topic, queue_id, timestamp_ms),
+                   store.min_offset(topic, queue_id))  # fmt: skip
 
     def _store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
         """The store time of the message at ``offset``; 0 when there is none."""
         if offset < 0:
             return 0
-        with self.control._lock:
-            stored = self.control.store_reader().store_timestamp(topic, queue_id, offset)
-        return stored or 0
-
-    def _read(self, topic: str, queue_id: int, offset: int, end: int) -> list[MessageExt]:
-        """The messages at queue offsets ``[offset, end)`` (end below the max offset)."""
-        out: list[MessageExt] = []
-        with self.control._lock:
-            reader = self.control.store_reader()
-            while offset < end:
-                msgs, next_offset = reader.read_queue(topic, queue_id, offset, end, end - offset)
-                out += msgs
-                if next_offset <= offset:
-                    break
-                offset = next_offset
-        return out
+        return self.ctx.store.store_timestamp(topic, queue_id, offset) or 0
 
     # -- statistics -----------------------------------------------------------------------------
 
     def topic_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Per queue: min and max offset, and the store time of the last message."""
         topic = request.ext_topic()
-        cfg = self._topic(topic)
-        name = self.broker.config.broker_name
+        cfg = existing_topic(self.ctx, topic)
+        name = self.ctx.config.broker_name
         rows = []
         for qid in range(cfg.write_queue_nums):
-            max_offset = self._max(topic, qid)
+            max_offset = self.ctx.store.max_offset(topic, qid)
             stats = {
                 "lastUpdateTimestamp": self._store_timestamp(topic, qid, max_offset - 1),
                 "maxOffset": max_offset,
-                "minOffset": min(self._min(topic, qid), max_offset),
+                "minOffset": min(self.ctx.store.min_offset(topic, qid), max_offset),
             }
             rows.append((topic, name, qid, stats))
-        return _fastjson(request, {"offsetTable": queue_table(rows)})
+        return fastjson_response(request, {"offsetTable": queue_table(rows)})
 
     def consume_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Per queue of the group's topics (or of ``topic``): the broker's max offset, the
@@ -178,18 +138,18 @@ class AdminHandlers:
         group = request.ext_group("consumerGroup")
         topic = request.ext_fields.get("topic")
         rows = self._consume_rows(group, [topic] if topic else None)
-        tps = sum(self.broker.rates.consume_tps(group, t) for t in {row[0] for row in rows})
-        return _fastjson(request, {"consumeTps": tps, "offsetTable": queue_table(rows)})
+        tps = sum(self.ctx.rates.consume_tps(group, t) for t in {row[0] for row in rows})
+        return fastjson_response(request, {"consumeTps": tps, "offsetTable": queue_table(rows)})
 
     def broker_stats_data(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """mqadmin ``viewBrokerStatsData`` and ``statsAll``: one statistic's minute, hour
         and day (``stats_items``); one not counted since the broker started answers
         SYSTEM_ERROR with RocketMQ's remark."""
         name, key = request.ext("statsName"), request.ext("statsKey")
-        data = self.broker.stats_items.stats_data(name, key)
+        data = self.ctx.stats_items.stats_data(name, key)
         if data is None:
             raise ResponseError(Rc.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
-        return _fastjson(request, data)
+        return fastjson_response(request, data)
 
     def broker_consume_stats(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """mqadmin brokerConsumeStats: ``ConsumeStatsList``, the consume stats of every
@@ -198,9 +158,9 @@ class AdminHandlers:
         (RocketMQ lists its subscription groups, which every consumer's heartbeat creates;
         a shmq ``QueueReader`` commits without one)."""
         order_only = _bool(request.ext_fields.get("isOrder"))
-        rates = self.broker.rates
+        rates = self.ctx.rates
         stats, total = [], 0
-        for group in sorted(self.groups.all().keys() | self.broker.offsets.groups()):
+        for group in sorted(self.groups.all().keys() | self.ctx.offsets.groups()):
             rows = self._consume_rows(group, None, order_only)
             by_topic: dict[str, list] = {}
             for row in rows:
@@ -209,8 +169,8 @@ class AdminHandlers:
             stats.append({group: [{"consumeTps": rates.consume_tps(group, topic),
                                    "offsetTable": queue_table(t)}
                                   for topic, t in by_topic.items()]})  # fmt: skip
-        return _fastjson(request, {"brokerAddr": self.broker.address, "consumeStatsList": stats,
-                                   "totalDiff": total})  # fmt: skip
+        body = {"brokerAddr": self.ctx.address, "consumeStatsList": stats, "totalDiff": total}
+        return fastjson_response(request, body)
 
     def _consume_rows(
         self, group: str, topics: list[str] | None, order_only: bool = False
@@ -221,19 +181,19 @@ class AdminHandlers:
         info = self.consumers.group_info(group)
         subscribed = set(info["subscriptionTable"]) if info else set()
         rows = []
-        for name in self.broker.offsets.topics_of_group(group) if topics is None else topics:
-            cfg = self.broker.topics.get(name)
+        for name in self.ctx.offsets.topics_of_group(group) if topics is None else topics:
+            cfg = self.ctx.topics.get(name)
             if cfg is None or (subscribed and name not in subscribed) or (
                     order_only and not cfg.order):  # fmt: skip
                 continue
             for qid in range(cfg.read_queue_nums):
-                consumer_offset = max(self.broker.offsets.query(group, name, qid), 0)
+                consumer_offset = max(self.ctx.offsets.query(group, name, qid), 0)
                 wrapper = {
-                    "brokerOffset": self._max(name, qid),
+                    "brokerOffset": self.ctx.store.max_offset(name, qid),
                     "consumerOffset": consumer_offset,
                     "lastTimestamp": self._store_timestamp(name, qid, consumer_offset - 1),
                 }
-                rows.append((name, self.broker.config.broker_name, qid, wrapper))
+                rows.append((name, self.ctx.config.broker_name, qid, wrapper))
         return rows
 
     def consumer_connection(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
@@ -243,22 +203,36 @@ class AdminHandlers:
             raise ResponseError(
                 Rc.CONSUMER_NOT_ONLINE,
                 f"the consumer group [{group}] is not online on broker"
-                f" {self.broker.config.broker_name}",
+                f" {self.ctx.config.broker_name}",
             )
-        return _json(request, info)
+        return json_response(request, info)
 
     def producer_connection(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """RocketMQ's ``ProducerConnection`` of a group (mqadmin producerConnection)."""
         group = request.ext_group("producerGroup")
-        members = self.control.producer_connections(group)
+        members = self._producer_connections(group)
         if not members:
             raise ResponseError(Rc.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        return _json(request, {"connectionSet": members})
+        return json_response(request, {"connectionSet": members})
+
+    def _producer_connections(self, group: str) -> list[dict[str, Any]]:
+        """RocketMQ's ``Connection`` of each producer of ``group``: those that heartbeat
+        over TCP, then this host's processes that hold a producer ring and do not
+        (``clientId`` ``ip@pid``, as RocketMQ's default instance name, ``clientAddr``
+        naming the shared-memory transport)."""
+        members = self.ctx.producers.channels(group)
+        beating = {m["clientId"].partition("@")[2].partition("#")[0] for m in members}
+        host = self.ctx.config.broker_ip1
+        for pid in self.ctx.clients.producer_pids(group):
+            if str(pid) not in beating:
+                members.append({"clientId": f"{host}@{pid}", "clientAddr": SHM_CLIENT_ADDR,
+                                "language": LanguageCode.PYTHON.name, "version": 0})  # fmt: skip
+        return members
 
     def broker_config(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """Every broker and store key with its value, as properties text (mqadmin
         getBrokerConfig); ``version`` in the header."""
-        body = to_properties(self.broker.config, changed_only=False).encode()
+        body = to_properties(self.ctx.config, changed_only=False).encode()
         version = fastjson.dumps(self._config_version)
         return RemotingCommand.response_to(request, ext_fields={"version": version}, body=body)
 
@@ -274,13 +248,13 @@ class AdminHandlers:
                                 "UTF-8 properties text") from None  # fmt: skip
         with self._config_lock:
             try:
-                update = ConfigUpdate(self.broker.config, text)
+                update = ConfigUpdate(self.ctx.config, text)
             except ConfigError as exc:
                 raise ResponseError(Rc.SYSTEM_ERROR, str(exc)) from None
             if update.black_listed:
                 raise ResponseError(Rc.NO_PERMISSION, f"{BLACK_LIST_REMARK} "
                                     f"({', '.join(update.black_listed)})")  # fmt: skip
-            path = self.broker.config.broker_config_path
+            path = self.ctx.config.broker_config_path
             if update.later:
                 if not path:
                     raise ResponseError(Rc.SYSTEM_ERROR, f"{', '.join(sorted(update.later))} "
@@ -290,14 +264,14 @@ class AdminHandlers:
                     persist_config(path, update.later)
                 except (OSError, ConfigError) as exc:  # ConfigError: the file no longer reads
                     raise ResponseError(Rc.SYSTEM_ERROR, f"cannot write {path}: {exc}") from None
-            permission = self.broker.config.broker_permission
-            self.broker.config = update.config
+            permission = self.ctx.config.broker_permission
+            self.ctx.config = update.config
             self._config_version = {"counter": self._config_version["counter"] + 1,
                                     "timestamp": int(time.time() * 1000)}  # fmt: skip
         log.info("broker config updated: %s", text.strip().replace("\n", ", "))
         if update.config.broker_permission != permission:
-            self.broker.topics.next_version()
-            self.broker.register_now()
+            self.ctx.topics.next_version()
+            self.ctx.namesrv.register_now()
         return RemotingCommand.response_to(request, remark=update.remark(path))
 
     def consumer_running_info(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
@@ -329,7 +303,7 @@ class AdminHandlers:
                     table[client_id] = answer.json_body()["messageQueueTable"]
             except (RemotingError, KeyError, TypeError) as exc:
                 log.warning("consumer status of %s in group %s: %s", client_id, group, exc)
-        return _fastjson(request, {"consumerTable": table, "messageQueueTable": {}})
+        return fastjson_response(request, {"consumerTable": table, "messageQueueTable": {}})
 
     def consume_message_directly(
         self, request: RemotingCommand, _conn: Connection
@@ -338,10 +312,10 @@ class AdminHandlers:
         offset message id) now, and answer its ``ConsumeMessageDirectlyResult``."""
         request.ext_group("consumerGroup")  # the header's required field, checked first
         _, offset = parse_offset_msg_id(request.ext("msgId"))
-        record = self.control.record_bytes(offset)
+        record = self.ctx.store.record_bytes(offset)
         if record is None:
             raise ResponseError(Rc.SYSTEM_ERROR, f"no message at CommitLog offset {offset}")
-        fields = {**request.ext_fields, "brokerName": self.broker.config.broker_name}
+        fields = {**request.ext_fields, "brokerName": self.ctx.config.broker_name}
         return self._call_consumer(request, fields, record)
 
     def _call_consumer(
@@ -373,8 +347,8 @@ class AdminHandlers:
         """The groups with offsets on the topic or online members subscribing it."""
         topic = request.ext_topic()
         groups = set(self.consumers.groups_of_topic(topic))
-        groups |= set(self.broker.offsets.groups_of_topic(topic))
-        return _json(request, {"groupList": sorted(groups)})
+        groups |= set(self.ctx.offsets.groups_of_topic(topic))
+        return json_response(request, {"groupList": sorted(groups)})
 
     # -- subscription groups --------------------------------------------------------------------
 
@@ -392,7 +366,7 @@ class AdminHandlers:
         return RemotingCommand.response_to(request)
 
     def all_sub_groups(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        return _json(request, self.groups.to_wrapper_json())
+        return json_response(request, self.groups.to_wrapper_json())
 
     def delete_sub_group(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         group = request.ext_group("groupName")
@@ -400,13 +374,11 @@ class AdminHandlers:
             raise ResponseError(
                 Rc.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group {group} does not exist on broker"
-                f" {self.broker.config.broker_name}",
+                f" {self.ctx.config.broker_name}",
             )
         self.groups.persist()
-        if _bool(request.ext_fields.get("removeOffset")) and self.broker.offsets.remove_group(
-            group
-        ):
-            self.broker.offsets.persist()
+        if _bool(request.ext_fields.get("removeOffset")) and self.ctx.offsets.remove_group(group):
+            self.ctx.offsets.persist()
         log.info("subscription group %s deleted", group)
         return RemotingCommand.response_to(request)
 
@@ -417,9 +389,9 @@ class AdminHandlers:
         cleaner deletes expired CommitLog files at once and in its next rounds whatever
         ``deleteWhen`` says (``fileReservedTime`` still decides which are expired);
         answered at once, as RocketMQ answers."""
-        words = self.broker.counters.words
+        words = self.ctx.counters.words
         cn.publish(words, cn.MANUAL_DELETES, cn.load(words, cn.MANUAL_DELETES) + 1)
-        self.broker.wake_agent("cleaner")
+        self.ctx.agents.wake("cleaner")
         return RemotingCommand.response_to(request)
 
     # -- what a slave copies (slave_sync) --------------------------------------------------------
@@ -427,13 +399,13 @@ class AdminHandlers:
     def all_consumer_offsets(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """consumerOffset.json's text: ``{"offsetTable":{"T@G":{0:12}}}`` (fastjson, bare
         queue ids, as RocketMQ's ``ConsumerOffsetManager.encode``)."""
-        return RemotingCommand.response_to(request, body=self.broker.offsets.encode().encode())
+        return RemotingCommand.response_to(request, body=self.ctx.offsets.encode().encode())
 
     def all_delay_offsets(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """delayOffset.json's text as the schedule agent last persisted it (shortly after
         its deliveries): ``{"offsetTable":{1:0,3:17}}`` and shmq's resume fields; an empty
         table when it has persisted none yet."""
-        path = os.path.join(self.broker.root, "config", DELAY_OFFSET_FILE)
+        path = os.path.join(self.ctx.root, "config", DELAY_OFFSET_FILE)
         text = json_file.load(path, str) or '{"offsetTable":{}}'
         return RemotingCommand.response_to(request, body=text.encode())
 
@@ -449,12 +421,12 @@ class AdminHandlers:
         src, dest = request.ext_group("srcGroup"), request.ext_group("destGroup")
         topic = request.ext_fields.get("topic") or ""
         offline = _bool(request.ext_fields.get("offline"))
-        offsets = self.broker.offsets
+        offsets = self.ctx.offsets
         online = None if offline else self.consumers.group_info(src)
         subscribed = set(online["subscriptionTable"]) if online else set()
         cloned = []
         for t in [topic] if topic else offsets.topics_of_group(src):
-            if self.broker.topics.get(t) is None:
+            if self.ctx.topics.get(t) is None:
                 log.warning("clone of %s offsets to %s: topic %s does not exist", src, dest, t)
             elif subscribed and t not in subscribed:
                 log.warning("clone of %s offsets to %s: the group does not subscribe to %s",
@@ -476,20 +448,20 @@ class AdminHandlers:
         topic, group = request.ext_topic(), request.ext_group("group")
         timestamp = request.ext_int("timestamp")
         force = _bool(request.ext_fields.get("isForce"))
-        cfg = self._topic(topic)
-        offsets = self.broker.offsets
+        cfg = existing_topic(self.ctx, topic)
+        offsets = self.ctx.offsets
         committed = offsets.offsets(group, topic)
         if not committed and self.consumers.group_info(group) is None:
             raise ResponseError(
                 Rc.CONSUMER_NOT_ONLINE,
                 f"the consumer group {group} has no offsets on topic {topic} and no consumer"
-                f" online on broker {self.broker.config.broker_name}: nothing to reset",
+                f" online on broker {self.ctx.config.broker_name}: nothing to reset",
             )
-        name = self.broker.config.broker_name
+        name = self.ctx.config.broker_name
         table = []
         for qid in range(cfg.read_queue_nums):
             target = (
-                self._max(topic, qid)
+                self.ctx.store.max_offset(topic, qid)
                 if timestamp == -1
                 else self._offset_by_time(topic, qid, timestamp)
             )
@@ -524,22 +496,17 @@ class AdminHandlers:
         begin = _int_field(request, "beginTimestamp", 0)
         end = _int_field(request, "endTimestamp", int(time.time() * 1000) + 1000)
         max_num = max(1, min(_int_field(request, "maxNum", DEFAULT_QUERY_NUM), MAX_QUERY_NUM))
-        cfg = self._topic(topic)
+        cfg = existing_topic(self.ctx, topic)
         found: list[MessageExt] = []
         for qid in range(cfg.read_queue_nums):
             low = self._offset_by_time(topic, qid, begin)
             high = self._offset_by_time(topic, qid, end + 1)
-            found += self._read(topic, qid, low, min(high, low + max_num))
+            found += self.ctx.store.read(topic, qid, low, min(high, low + max_num))
         found = sorted(
             (m for m in found if begin <= m.store_timestamp <= end),
             key=lambda m: (m.store_timestamp, m.physical_offset),
         )[:max_num]
-        return _json(request, {"messages": [message_to_json(m) for m in found]})
-
-
-def _fastjson(request: RemotingCommand, obj: Any) -> RemotingCommand:
-    """A response whose body has fastjson's object map keys."""
-    return RemotingCommand.response_to(request, body=fastjson.dumps(obj).encode())
+        return json_response(request, {"messages": [message_to_json(m) for m in found]})
 
 
 def _bool(text: str | None) -> bool:

@@ -1,0 +1,18 @@
+"""The broker's config as it is now, one object every part of the supervisor process shares.
+
+``BrokerConfig`` is frozen: UPDATE_BROKER_CONFIG (``processors.admin``) and a controller's
+promotion (``supervisor``) replace it instead of editing it. Whoever must see such a change
+(the processors, the namesrv registration, the slave's synchronisation, the supervisor when
+it restarts an agent) holds this object, not a config, and reads ``current`` at use.
+"""
+
+from __future__ import annotations
+
+from shmq.broker.config.broker_config import BrokerConfig
+
+
+class LiveConfig:
+    """``current``: the broker's config now; assigned, never edited."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.current = config
