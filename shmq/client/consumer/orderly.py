@@ -63,6 +63,7 @@ class OrderlyConsumption:
         self._suspended: dict[MessageQueue, float] = {}  # queue -> until (monotonic)
         self._state = threading.Lock()
         self.wanted: set[MessageQueue] = set()  # allocated here, locked by another member
+        self._releasing: set[MessageQueue] = set()  # dropped, offset not yet persisted
         self._next_lock_all = time.monotonic() + 1.0
 
     # -- broker locks ---------------------------------------------------------------------
@@ -119,7 +120,15 @@ class OrderlyConsumption:
                             self.c.group, len(mqs), broker_name, exc)  # fmt: skip
 
     def acquire(self, queues: set[MessageQueue]) -> set[MessageQueue]:
-        """The rebalance's new queues that could be locked (the rest are tried again)."""
+        """The rebalance's new queues that could be locked (the rest are tried again). A
+        queue this member dropped and has not yet released is not taken back until it is:
+        its committed offset is behind what was consumed, and the release would unlock it
+        under the new owner (RocketMQ keeps such a queue in its table until released)."""
+        with self._state:
+            pending = queues & self._releasing
+        if pending:
+            self.wanted.update(pending)
+            queues = queues - pending
         return self.lock(queues) if queues else set()
 
     def lock_all(self) -> None:
@@ -155,14 +164,20 @@ class OrderlyConsumption:
     def release(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         """A rebalance took ``mq`` away (``pq`` is marked dropped): once its batch in flight
         is done, persist its offset and unlock it, so the next owner starts there."""
+        with self._state:
+            self._releasing.add(mq)
         threading.Thread(
             target=self._release, args=(mq, pq), name=f"shmq-unlock-{mq.queue_id}", daemon=True
         ).start()
 
     def _release(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        with pq.consume_lock:
-            self.c.persist_released(mq)
-            self.unlock([mq])
+        try:
+            with pq.consume_lock:
+                self.c.persist_released(mq)
+                self.unlock([mq])
+        finally:
+            with self._state:
+                self._releasing.discard(mq)
 
     # -- consuming --------------------------------------------------------------------------
 

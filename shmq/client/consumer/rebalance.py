@@ -84,8 +84,8 @@ class Rebalance:
 
         With LAST_OFFSET a new group still sees a young queue from its beginning: the
         broker answers the offset query with 0 while the queue's first message is in
-        memory (RocketMQ 4.9's quirk, ``control.query_offset``); a group's retry queue is
-        always read from its beginning.
+        memory (RocketMQ 4.9's quirk, ``ConsumerManageProcessor.query_offset``); a group's
+        retry queue is always read from its beginning.
         """
         stored = self.offsets.read(mq, from_store=True)
         if stored >= 0:
