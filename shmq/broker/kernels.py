@@ -17,8 +17,7 @@ import os
 
 from shmq import kernel_cache
 from shmq.broker.agents import reput, schedule, writer
-from shmq.broker.processors import pull as remoting_pull
-from shmq.broker.processors import send as remoting_send
+from shmq.broker.processors import pull, send
 from shmq.codec import pull_body
 from shmq.store.warm_up import warm_up_reads
 
@@ -26,7 +25,7 @@ from shmq.store.warm_up import warm_up_reads
 def warm_write_side() -> None:
     """The writer's, the TCP send path's, the schedule agent's and a producer's kernels."""
     writer.warm_up()
-    remoting_send.warm_up()
+    send.warm_up()
     schedule.warm_up()
 
 
@@ -35,7 +34,7 @@ def warm_read_side() -> None:
     client's kernels."""
     reput.warm_up()
     warm_up_reads()
-    remoting_pull.warm_up()
+    pull.warm_up()
     pull_body.warm_up()
 
 

@@ -101,7 +101,6 @@ SLAVE_AGENTS = ("ha", "reput", "flush", "cleaner")
 # bytes before it stops
 STOP_ORDER = ("schedule", "writer", "ha", "reput", "flush", "cleaner")
 RING_AGENTS = ("schedule",)  # agents with a producer ring of their own
-MAX_TOPICS = 4096
 AGENT_STOP_TIMEOUT_S = 30.0
 AGENT_START_TIMEOUT_S = 300.0
 HOUSEKEEPING_S = 0.1
@@ -263,8 +262,8 @@ class Broker:
         cn.publish(words, cn.MIN_PHYSICAL_OFFSET, min_offset)
         for field in (cn.WRITE_TIMESTAMP, cn.FLUSHED_TIMESTAMP, cn.LOGICS_TIMESTAMP):
             cn.publish(words, field, last_ts)
-        self.topic_seg = self._segment(names.topics, tt.segment_size(MAX_TOPICS))
-        tt.init(self.topic_seg.words, MAX_TOPICS)
+        self.topic_seg = self._segment(names.topics, tt.segment_size(self.config.max_topics))
+        tt.init(self.topic_seg.words, self.config.max_topics)
         capacity = cfg.max_queue_slots
         if len(queue_maxima) > capacity:
             raise ShmqError(

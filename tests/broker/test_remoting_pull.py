@@ -237,6 +237,20 @@ def test_many_held_pulls_are_all_answered(shared_broker):
     assert answers == [wc.SUCCESS] * 12
 
 
+def test_pulls_past_max_held_pulls_are_answered_at_once(make_broker):
+    """maxHeldPulls bounds long polling: with one pull held, the next that finds nothing is
+    answered PULL_NOT_FOUND at once instead of waiting its 60 s."""
+    broker, _ = make_broker(max_held_pulls=1)
+    create_topic(broker, "Held")
+    with wc.WireClient(broker.address, timeout=30) as held, wc.WireClient(broker.address) as c:
+        opaque = held.send(wc.PULL_MESSAGE, wc.pull_header("mh", "Held", 0, 0, suspend_ms=60000))
+        wait_for(lambda: broker.pull.hold.held() == 1, what="the first pull to be held")
+        resp = c.call(wc.PULL_MESSAGE, wc.pull_header("mh", "Held", 1, 0, suspend_ms=60000))
+        assert resp.code == wc.PULL_NOT_FOUND and broker.pull.hold.held() == 1
+        assert send(broker, "Held", 0, {}).code == wc.SUCCESS
+        assert held.receive(opaque).code == wc.SUCCESS
+
+
 def test_earliest_message_store_time(shared_broker):
     broker, _ = shared_broker
     with wc.WireClient(broker.address) as c:

@@ -216,16 +216,15 @@ def test_a_push_waiting_for_its_requester_holds_back_no_other_request(shared_bro
 
 
 @pytest.mark.parametrize("bound", ["count", "bytes"])
-def test_replies_past_the_pool_and_its_queue_are_system_busy(make_broker, monkeypatch, bound):
+def test_replies_past_the_pool_and_its_queue_are_system_busy(make_broker, bound):
     """One reply thread and room for one waiting reply (RocketMQ's executor and queue
-    capacity), or for 10 bytes of waiting bodies (shmq's bound): with a reply held on its
-    push and one waiting, the next is refused at once with RocketMQ's [OVERLOAD] remark;
-    the two taken succeed once the requester answers."""
-    if bound == "bytes":
-        monkeypatch.setattr("shmq.broker.processors.reply.MAX_WAITING_BYTES", 10)
-    capacity = 1 if bound == "count" else 100  # the broker runs in this process
+    capacity), or for 10 bytes of waiting bodies (shmq's maxReplyWaitingBytes): with a
+    reply held on its push and one waiting, the next is refused at once with RocketMQ's
+    [OVERLOAD] remark; the two taken succeed once the requester answers."""
+    capacity, waiting_bytes = (1, 256 << 20) if bound == "count" else (100, 10)
     broker, _ = make_broker(process_reply_message_thread_pool_nums=1,
-                            reply_thread_pool_queue_capacity=capacity)  # fmt: skip
+                            reply_thread_pool_queue_capacity=capacity,
+                            max_reply_waiting_bytes=waiting_bytes)  # fmt: skip
     with wc.WireClient(broker.address) as requester, wc.WireClient(broker.address) as replier:
         announce_producer(requester, "slow-requester", "slow")
         header = wc.send_header_v2("responders", REPLY_TOPIC, 0, reply_props("slow-requester"))

@@ -139,6 +139,14 @@ class BrokerConfig:
     max_queue_slots: int = setting(
         4096, "shmq's own: queues (topic and queue id) the shared queue table holds."
     )
+    max_topics: int = setting(
+        4096, "shmq's own: topics the shared topic table holds (clients look topics up there)."
+    )
+    max_held_pulls: int = setting(
+        65536,
+        "shmq's own: pulls held by long polling at once; past it a pull that finds nothing "
+        "is answered at once.",
+    )
     idle_strategy: str = setting(
         "backoff",
         "shmq's own: how the writer waits for work: `backoff` (spin, yield, then park), "
@@ -191,6 +199,12 @@ class BrokerConfig:
     )
     reply_thread_pool_queue_capacity: int = setting(
         10_000, "Replies waiting for those threads; past it a reply is answered SYSTEM_BUSY."
+    )
+    max_reply_waiting_bytes: int = setting(
+        256 << 20,
+        "shmq's own: bytes of reply bodies waiting for those threads; past it a reply is "
+        "answered SYSTEM_BUSY.",
+        shown="`268435456` (256 MiB)",
     )
     transaction_time_out: int = setting(
         6_000, "A half message without an outcome is checked back once this old."
@@ -279,6 +293,9 @@ class BrokerConfig:
             "max_producers",
             "max_consumers",
             "max_queue_slots",
+            "max_topics",
+            "max_held_pulls",
+            "max_reply_waiting_bytes",
             "agent_restart_max",
             "transaction_check_interval",
             "transaction_check_max",

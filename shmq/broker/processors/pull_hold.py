@@ -33,7 +33,6 @@ from shmq.remoting.server import Connection
 log = logging.getLogger(__name__)
 
 FALLBACK_S = 1.0
-MAX_HELD = 65536  # held pulls at once; beyond, a pull is answered at once (PULL_NOT_FOUND)
 
 
 @dataclass
@@ -69,6 +68,7 @@ class PullHold:
         self.base = rg.consumer_base(ctx.config.max_producers, self.slot.index)
         self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
         self._held: list[HeldPull] = []
+        self._max_held = ctx.config.max_held_pulls  # beyond, a pull is answered at once
         self._lock = threading.Lock()
         self._added = threading.Event()  # a pull was held since the thread last looked
         self._stop = threading.Event()
@@ -78,7 +78,7 @@ class PullHold:
     def suspend(self, held: HeldPull) -> bool:
         """Hold ``held``; False when too many are held (answer it now)."""
         with self._lock:
-            if len(self._held) >= MAX_HELD:
+            if len(self._held) >= self._max_held:
                 return False
             self._held.append(held)
         self._added.set()

@@ -16,7 +16,7 @@ up to ``PUSH_TIMEOUT_S`` for a requester that is connected but does not answer, 
 wait must not hold back the replier's other requests. The reader thread also reads the
 push's answer when the requester is the replier itself (a RocketMQ client uses one
 connection per broker). Past ``replyThreadPoolQueueCapacity`` waiting replies (or
-``MAX_WAITING_BYTES`` of their bodies), a reply is answered SYSTEM_BUSY, as RocketMQ's
+``maxReplyWaitingBytes`` of their bodies), a reply is answered SYSTEM_BUSY, as RocketMQ's
 executor rejects it.
 """
 
@@ -45,7 +45,6 @@ OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
 # bodies of replies waiting for a pool thread, at most (shmq's own bound: a client must not
 # make the broker hold its replies' bodies without limit, where the reader thread used to
 # stop reading it)
-MAX_WAITING_BYTES = 256 << 20
 
 
 class ReplyMessages:
@@ -62,6 +61,7 @@ class ReplyMessages:
         self._pool = ThreadPoolExecutor(config.process_reply_message_thread_pool_nums,
                                         thread_name_prefix="shmq-reply")  # fmt: skip
         self._capacity = config.reply_thread_pool_queue_capacity
+        self._max_waiting_bytes = config.max_reply_waiting_bytes
         self._waiting = 0  # replies submitted and not yet started
         self._waiting_bytes = 0  # and their bodies
         self._lock = threading.Lock()
@@ -75,10 +75,13 @@ class ReplyMessages:
 
     def submit(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         """Hand the reply to the pool (its answer is sent from there), or SYSTEM_BUSY when
-        ``replyThreadPoolQueueCapacity`` replies or ``MAX_WAITING_BYTES`` of bodies wait."""
+        ``replyThreadPoolQueueCapacity`` replies or ``maxReplyWaitingBytes`` of bodies wait."""
         size = len(request.body)
         with self._lock:
-            if self._waiting >= self._capacity or self._waiting_bytes + size > MAX_WAITING_BYTES:
+            if (
+                self._waiting >= self._capacity
+                or self._waiting_bytes + size > self._max_waiting_bytes
+            ):
                 return RemotingCommand.response_to(request, ResponseCode.SYSTEM_BUSY, OVERLOAD)
             self._waiting += 1
             self._waiting_bytes += size

@@ -14,6 +14,8 @@ import logging
 from shmq.broker.registration import NamesrvRegistration
 from shmq.broker.topic.config import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from shmq.broker.topic.table import TopicTable
+from shmq.errors import ResponseError
+from shmq.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,15 @@ class TopicPublisher:
         self.namesrv = namesrv
 
     def create(self, cfg: TopicConfig) -> None:
-        """Create or update a topic (see the module docstring for the order)."""
+        """Create or update a topic (see the module docstring for the order). A new topic
+        past the shared table's ``maxTopics`` slots is refused before anything changes."""
+        capacity = self.table.capacity()
+        if self.topics.get(cfg.topic_name) is None and len(self.topics.all()) >= capacity:
+            raise ResponseError(
+                ResponseCode.SYSTEM_ERROR,
+                f"cannot create topic {cfg.topic_name}: the broker holds {capacity} topics, "
+                "its maxTopics",
+            )
         self.topics.update(cfg)
         self.topics.persist()
         self.namesrv.register_all()

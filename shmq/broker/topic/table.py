@@ -24,6 +24,10 @@ class TopicTable:
         }
         tt.publish_topics(self.segment.buf, self.segment.words, {**(extra or {}), **table})
 
+    def capacity(self) -> int:
+        """Topics the table holds at most (the broker's ``maxTopics``)."""
+        return int(self.segment.words[tt.CAPACITY])
+
     def version(self) -> int:
         """The version of the table published last (the writer says which it applied)."""
         return tt.load_version(self.segment.words)
