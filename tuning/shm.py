@@ -12,6 +12,7 @@ import mmap
 import os
 
 from shmq.broker.config.broker_config import BrokerConfig
+from shmq.ipc import counters, queue_table, registry, ring, topic_table
 from shmq_tuning.host import Host
 from shmq_tuning.model import Setting, status
 from shmq_tuning.profile import Profile
@@ -25,12 +26,9 @@ def _pages(size: int) -> int:
 
 def required_bytes(cfg: BrokerConfig) -> int:
     """Bytes of ``/dev/shm`` one broker with ``cfg`` uses with every producer slot taken."""
-    from shmq.broker.supervisor import MAX_TOPICS
-    from shmq.ipc import counters, queue_table, registry, ring, topic_table
-
     tables = (
         counters.SIZE,
-        topic_table.segment_size(MAX_TOPICS),
+        topic_table.segment_size(cfg.max_topics),
         queue_table.segment_size(cfg.max_queue_slots),
         registry.segment_size(cfg.max_producers, cfg.max_consumers),
     )

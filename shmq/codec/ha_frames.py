@@ -22,11 +22,6 @@ REPORT = struct.Struct(">q")
 REPORT_SIZE = REPORT.size  # 8
 
 
-# The HA agents' (broker/agents/ha_service.py, ha_client.py) name for it, until they import
-# ``HAFrameError`` from ``shmq.errors``.
-FrameError = HAFrameError
-
-
 def pack_header(phy_offset: int, body_size: int) -> bytes:
     return HEADER.pack(phy_offset, body_size)
 

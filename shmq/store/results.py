@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from shmq.codec import java_hash
 from shmq.errors import InvalidMessageError
 from shmq.message import MessageExt, offset_msg_id
 
@@ -100,8 +101,6 @@ def parse_tag_filter(expression: str | None) -> np.ndarray | None:
     """``"A || B"`` → sorted Java hashes of the tags; ``None`` / ``"*"`` / ``""`` → no filter."""
     if expression is None or expression == "*" or expression.strip() in ("", "*"):
         return None
-    from shmq.codec import java_hash
-
     tags = {t.strip() for t in expression.split("||") if t.strip()}
     if not tags:
         raise InvalidMessageError(f"tag expression {expression!r} names no tag")

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shmq.codec import ha_frames as hf
+from shmq.errors import HAFrameError
 
 
 def test_layout_is_rocketmq_big_endian():
@@ -31,12 +32,12 @@ def test_the_last_complete_report_counts_and_a_partial_one_is_kept():
     [((-1, 0), "negative offset"), ((0, -5), "body of -5"), ((0, 32769), "at most 32768")],
 )
 def test_bad_headers_are_refused_naming_the_problem(header, problem):
-    with pytest.raises(hf.FrameError, match=problem):
+    with pytest.raises(HAFrameError, match=problem):
         hf.parse_header(struct.pack(">qi", *header), 0, 32768)
 
 
 def test_a_negative_report_is_refused():
-    with pytest.raises(hf.FrameError, match="negative offset"):
+    with pytest.raises(HAFrameError, match="negative offset"):
         hf.last_report(struct.pack(">q", -8), 8)
 
 
@@ -45,7 +46,7 @@ def test_a_negative_report_is_refused():
 def test_any_header_bytes_parse_within_limits_or_fail_cleanly(data, max_body):
     try:
         offset, size = hf.parse_header(data, 0, max_body)
-    except hf.FrameError:
+    except HAFrameError:
         return
     assert offset >= 0 and 0 <= size <= max_body
     assert hf.pack_header(offset, size) == data[:12]
@@ -56,7 +57,7 @@ def test_any_header_bytes_parse_within_limits_or_fail_cleanly(data, max_body):
 def test_any_report_bytes_parse_within_limits_or_fail_cleanly(data):
     try:
         offset, used = hf.last_report(data, len(data))
-    except hf.FrameError:
+    except HAFrameError:
         return
     assert used % 8 == 0 and len(data) - used < 8
     assert (offset == -1) == (used == 0)

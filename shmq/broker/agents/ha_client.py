@@ -38,7 +38,7 @@ from shmq.broker.config.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import ha_frames as hf
 from shmq.codec import record as rec
 from shmq.config import parse_host
-from shmq.errors import DiskFullError
+from shmq.errors import DiskFullError, HAFrameError
 from shmq.ipc import counters as cn
 from shmq.ipc.segment import fence, open_semaphore
 from shmq.message import pack_host
@@ -190,7 +190,7 @@ class HAClient:
         self._rlen += n
         try:
             used = self._apply_frames(mv)
-        except (hf.FrameError, DiskFullError) as exc:
+        except (HAFrameError, DiskFullError) as exc:
             self._disconnect(str(exc))
             return 1
         except OSError as exc:  # a write to the CommitLog failed: what it received is dropped
@@ -240,18 +240,18 @@ class HAClient:
         (for an empty batch, a heartbeat, only the offset is checked)."""
         if self.received == 0 and offset:  # an empty slave starts where the master says
             if offset % self.file_size:
-                raise hf.FrameError(f"the master starts an empty slave at {offset}, "
+                raise HAFrameError(f"the master starts an empty slave at {offset}, "
                                     "not at a CommitLog file's start")  # fmt: skip
             self.commitlog.queue.delete_all()  # empty files below it: a gap is not allowed
             self.received = self.whole = offset
         if offset != self.received:
-            raise hf.FrameError(f"the master sent offset {offset}; the slave's CommitLog "
+            raise HAFrameError(f"the master sent offset {offset}; the slave's CommitLog "
                                 f"ends at {self.received}")  # fmt: skip
         if not size:
             return None, 0
         local = offset % self.file_size
         if local + size > self.file_size:
-            raise hf.FrameError(f"a batch of {size} bytes at {offset} crosses the end of a "
+            raise HAFrameError(f"a batch of {size} bytes at {offset} crosses the end of a "
                                 f"CommitLog file of {self.file_size} bytes")  # fmt: skip
         mf = self.commitlog.queue.find_file(offset)
         if mf is None:

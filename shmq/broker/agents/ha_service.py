@@ -41,6 +41,7 @@ from shmq.broker.agents.producer_wakeups import ProducerWakeups
 from shmq.broker.agents.socket_idle import SocketIdle
 from shmq.broker.agents.wakeups import parked_flag
 from shmq.codec import ha_frames as hf
+from shmq.errors import HAFrameError
 from shmq.ipc import counters as cn
 from shmq.ipc import ha_table as ht
 from shmq.ipc.segment import Segment, fence, open_semaphore
@@ -209,7 +210,7 @@ class HAService:
         data = conn.partial + bytes(memoryview(self._rbuf)[:n])
         try:
             offset, used = hf.last_report(data, len(data))
-        except hf.FrameError as exc:
+        except HAFrameError as exc:
             self._close(conn, str(exc))
             return 1
         conn.partial = data[used:]

@@ -76,7 +76,7 @@ def warm_up() -> None:
     rec.parse_one(ring_data, 0, 4096, 0, False, np.zeros((1, rec.N_COLS), np.int64), 0)
 
 
-class RingFenced(ShmqError):
+class _RingFenced(ShmqError):
     """A ring's words break the ring's rules; ``code`` is the ``ring.FENCE_*`` value."""
 
     def __init__(self, code: int) -> None:
@@ -97,7 +97,7 @@ class RingView:
         except ShmqError:
             ring.publish_fence(self.words, ring.FENCE_GEOMETRY)
             self.segment.close()
-            raise RingFenced(ring.FENCE_GEOMETRY) from None
+            raise _RingFenced(ring.FENCE_GEOMETRY) from None
         # read-only: the writer only reads a producer's records, and its kernels are
         # compiled for read-only buffers (see ``MappedFile.read_view``)
         self.data = ring.data(self.segment.buf, self.capacity)
@@ -235,7 +235,7 @@ class Writer:
                 continue
             try:
                 self.rings[slot] = RingView(slot, gen, self.env.names.prefix, self.write_offset)
-            except RingFenced as exc:
+            except _RingFenced as exc:
                 self._log_fence(slot, gen, exc.code)
                 self.fenced.add((slot, gen))
             except Exception as exc:  # the producer went away while we attached

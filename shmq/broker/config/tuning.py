@@ -33,6 +33,7 @@ chosen to be safe on any machine. This module belongs to the broker (which needs
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import gc
 import logging
@@ -272,8 +273,6 @@ def _set_malloc(mmap_threshold: int, trim_threshold: int) -> str:
     if not mmap_threshold and not trim_threshold:
         return "malloc thresholds: glibc's"
     try:
-        import ctypes
-
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError) as exc:
         return f"malloc thresholds not set: no mallopt ({exc})"
