@@ -22,7 +22,6 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from shmq.codec import record as rec
 from shmq.config import MessageStoreConfig
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
@@ -135,7 +134,7 @@ class StoreView:
             batch = self._reader.record_at(offset)
             if batch is None:
                 return None
-            pos, size = int(batch.rows[0, rec.R_POS]), int(batch.rows[0, rec.R_SIZE])
+            pos, size = int(batch.rows["pos"][0]), int(batch.rows["size"][0])
             return batch.buf[pos : pos + size].tobytes()
 
     def read(self, topic: str, queue_id: int, offset: int, end: int) -> list[MessageExt]:

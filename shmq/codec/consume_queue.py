@@ -9,10 +9,6 @@ from numba import njit
 
 from shmq.codec.record import (
     PARSE_OK,
-    R_POS,
-    R_QUEUE_OFFSET,
-    R_SIZE,
-    R_TAGS_CODE,
     get_i32,
     get_i64,
     parse_one,
@@ -166,7 +162,7 @@ def own_records(buf, positions, sizes, queue_offsets, topic, queue_id, base, row
         if parse_one(buf, local, limit, base, np.bool_(False), rows, i) == PARSE_OK and unit_owns(
             buf, rows, i, sizes[i], queue_offsets[i], topic, queue_id
         ):
-            size = rows[i, R_SIZE]
+            size = rows[i].size
             cols[k, 0] = local
             cols[k, 1] = queue_id
             cols[k, 2] = queue_offsets[i]
@@ -211,13 +207,13 @@ def put_unit_rows(units, start, rows, picks, a, b, base, max_offset, max_physic)
     n = 0
     for k in range(a, b):
         r = picks[k]
-        phys = base + rows[r, R_POS]
-        size = rows[r, R_SIZE]
-        if rows[r, R_QUEUE_OFFSET] != max_offset + n or phys + size <= max_physic:
+        phys = base + rows[r].pos
+        size = rows[r].size
+        if rows[r].queue_offset != max_offset + n or phys + size <= max_physic:
             break
         p = (start + n) * CQ_UNIT_SIZE
         put_i64(units, p, phys)
         put_i32(units, p + 8, size)
-        put_i64(units, p + 12, rows[r, R_TAGS_CODE])
+        put_i64(units, p + 12, rows[r].tags_code)
         n += 1
     return n

@@ -36,11 +36,11 @@ def plan_dispatch(buf, rows, max_queue_id, ids, first, picks, starts, keys, inde
     last_group = -1
     span = max_queue_id + 1
     for i in range(n):
-        tx = rows[i, rec.R_SYSFLAG] & _TX_MASK
+        tx = rows[i].sysflag & _TX_MASK
         if tx != 0 and tx != _TX_COMMIT:
             group[i] = -1
             continue
-        q = rows[i, rec.R_QUEUE_ID]
+        q = rows[i].queue_id
         if q < 0 or q > max_queue_id:
             group[i] = -1
             bad += 1
@@ -73,7 +73,7 @@ def plan_dispatch(buf, rows, max_queue_id, ids, first, picks, starts, keys, inde
             continue
         picks[counts[g + 1]] = i
         counts[g + 1] += 1
-        if rows[i, rec.R_INDEX_FLAGS] != 0:
+        if rows[i].index_flags != 0:
             indexed[n_indexed] = i
             n_indexed += 1
     return groups, topics, n_indexed, bad

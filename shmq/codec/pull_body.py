@@ -35,18 +35,18 @@ def parse_records_anywhere(buf, out):
         code = rec.parse_one(buf, p, limit, base, np.bool_(False), out, n)
         if code != rec.PARSE_OK:
             return n, code
-        p += out[n, rec.R_SIZE]
+        p += out[n].size
         n += 1
     return n, rec.PARSE_OK
 
 
 def parse_pull_body(body: bytes, topic: str, queue_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(buf, rows)``: the body as uint8 and its records' ``R_*`` rows, checked to be of
+    """``(buf, rows)``: the body as uint8 and its records' ``RECORD_ROW`` rows, checked to be of
     ``topic`` and ``queue_id`` in increasing queue offsets; ``RemotingFrameError`` names
     the first record that breaks a rule."""
     buf = np.frombuffer(body, dtype=np.uint8)
     buf.flags.writeable = False  # one compiled parser for bytes and bytearray bodies alike
-    rows = np.zeros((buf.shape[0] // rec.RECORD_OVERHEAD + 1, rec.N_COLS), dtype=np.int64)
+    rows = np.zeros(buf.shape[0] // rec.RECORD_OVERHEAD + 1, dtype=rec.RECORD_ROW)
     n, code = parse_records_anywhere(buf, rows)
     if code != rec.PARSE_OK:
         raise RemotingFrameError(
@@ -57,11 +57,11 @@ def parse_pull_body(body: bytes, topic: str, queue_id: int) -> tuple[np.ndarray,
     ok = np.empty(n, dtype=np.bool_)
     # contiguous columns: a strided one is another type to numba (but not with one row,
     # which numpy calls contiguous), and so another compiled copy of the kernel
-    sizes = np.ascontiguousarray(rows[:, rec.R_SIZE])
-    qoffs = np.ascontiguousarray(rows[:, rec.R_QUEUE_OFFSET])
+    sizes = np.ascontiguousarray(rows["size"])
+    qoffs = np.ascontiguousarray(rows["queue_offset"])
     topic_raw = np.frombuffer(topic.encode(), dtype=np.uint8)
     good = rec.units_match(buf, rows, sizes, qoffs, topic_raw, queue_id, ok)
-    if good != n or (n > 1 and not np.all(np.diff(rows[:, rec.R_QUEUE_OFFSET]) > 0)):
+    if good != n or (n > 1 and not np.all(np.diff(rows["queue_offset"]) > 0)):
         bad = int(np.flatnonzero(~ok)[0]) if good != n else -1
         raise RemotingFrameError(
             f"pull body of {topic}:{queue_id}: "
@@ -79,7 +79,7 @@ def warm_up() -> None:
     body_offs = np.array([0, 1], dtype=np.int64)
     props_offs = np.zeros(2, dtype=np.int64)
     out = np.zeros(rec.record_size(1, topic.shape[0], 0), dtype=np.uint8)
-    fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)
+    fields = np.zeros(1, dtype=rec.ENCODE_ROW)
     rec.encode_batch(out, 0, 0, topic, np.ones(1, dtype=np.uint8), body_offs,
                      np.zeros(0, dtype=np.uint8), props_offs, fields)  # fmt: skip
     buf, rows = parse_pull_body(out.tobytes(), "WarmUp", 0)

@@ -14,8 +14,8 @@ file is preceded by a BLANK record (TOTALSIZE = bytes left, magic ``0xCBD43194``
 
 The kernels are pure functions: ``encode_batch`` writes a whole batch in one call,
 ``parse_records`` walks and validates records (recovery, reput, the writer's check of client
-records) and ``parse_at`` decodes records at known positions (reads). Both fill rows of an
-int64 table whose columns are the ``R_*`` constants below.
+records) and ``parse_at`` decodes records at known positions (reads). Both fill a table
+of ``RECORD_ROW`` rows, one per record.
 """
 
 from __future__ import annotations
@@ -42,45 +42,61 @@ SYSFLAG_TRANSACTION_ROLLBACK = 0xC
 SYSFLAG_BORNHOST_V6 = 0x10
 SYSFLAG_STOREHOST_V6 = 0x20
 
-# Columns of an encode-input row (one row per record of a batch).
-F_QUEUE_ID = 0
-F_FLAG = 1
-F_QUEUE_OFFSET = 2
-F_SYSFLAG = 3
-F_BORN_TS = 4
-F_BORN_HOST = 5  # the 8 host bytes (ipv4 4 + port 4) as a signed big-endian int64
-F_STORE_TS = 6
-F_STORE_HOST = 7
-F_RECONSUME = 8
-F_PREP_TX = 9
-F_BODY_CRC = 10  # -1: compute it here
-N_FIELDS = 11
+# An encode-input row: the header fields of one record of a batch that the caller chooses
+# (``encode_batch`` computes the rest: sizes, offsets, magic). Tables of these rows are
+# ``np.zeros(n, dtype=ENCODE_ROW)``; kernels read ``fields[i].queue_id``, Python writes
+# ``fields["queue_id"] = ...``.
+ENCODE_ROW = np.dtype(
+    [
+        ("queue_id", np.int64),
+        ("flag", np.int64),
+        ("queue_offset", np.int64),
+        ("sysflag", np.int64),
+        ("born_ts", np.int64),
+        ("born_host", np.int64),  # the 8 host bytes (ipv4 4 + port 4) as a signed big-endian int64
+        ("store_ts", np.int64),
+        ("store_host", np.int64),  # the same for the store host
+        ("reconsume_times", np.int64),
+        ("prepared_offset", np.int64),  # PREPARED_TRANSACTION_OFFSET
+        ("body_crc", np.int64),  # -1: compute it here
+    ],
+    align=True,
+)
 
-# Columns of a decoded row.
-R_POS = 0  # position of the record in the buffer that was parsed
-R_SIZE = 1
-R_MAGIC = 2
-R_BODY_CRC = 3
-R_QUEUE_ID = 4
-R_FLAG = 5
-R_QUEUE_OFFSET = 6
-R_PHYS_OFFSET = 7
-R_SYSFLAG = 8
-R_BORN_TS = 9
-R_BORN_HOST = 10  # position of the born host bytes
-R_STORE_TS = 11
-R_STORE_HOST = 12  # position of the store host bytes
-R_RECONSUME = 13
-R_PREP_TX = 14
-R_BODY_START = 15
-R_BODY_LEN = 16
-R_TOPIC_START = 17
-R_TOPIC_LEN = 18
-R_PROPS_START = 19
-R_PROPS_LEN = 20
-R_TAGS_CODE = 21  # Java hash of the TAGS property, 0 without tags
-R_INDEX_FLAGS = 22  # bit 0: has KEYS, bit 1: has UNIQ_KEY
-N_COLS = 23
+# A decoded row: what ``parse_one`` reads from one record, as values or as positions in the
+# buffer that was parsed. Tables of these rows are ``np.zeros(n, dtype=RECORD_ROW)``;
+# kernels read and write ``rows[i].size``, Python reads a field of all rows as
+# ``rows["size"][:n]`` (a strided view: ``np.ascontiguousarray`` it for a kernel or a
+# buffer that needs contiguous data). Every field is an int64, so a row is 23 consecutive
+# words and ``rows[i].size`` compiles to the one load a column index of a 2-D table would.
+RECORD_ROW = np.dtype(
+    [
+        ("pos", np.int64),  # position of the record in the buffer that was parsed
+        ("size", np.int64),  # TOTALSIZE
+        ("magic", np.int64),
+        ("body_crc", np.int64),
+        ("queue_id", np.int64),
+        ("flag", np.int64),
+        ("queue_offset", np.int64),
+        ("phys_offset", np.int64),  # PHYSICALOFFSET as stored
+        ("sysflag", np.int64),
+        ("born_ts", np.int64),
+        ("born_host", np.int64),  # position of the born host bytes (8, or 20 for IPv6)
+        ("store_ts", np.int64),
+        ("store_host", np.int64),  # position of the store host bytes (8, or 20 for IPv6)
+        ("reconsume_times", np.int64),
+        ("prepared_offset", np.int64),  # PREPARED_TRANSACTION_OFFSET
+        ("body_start", np.int64),  # position of the body
+        ("body_len", np.int64),
+        ("topic_start", np.int64),  # position of the topic name
+        ("topic_len", np.int64),
+        ("props_start", np.int64),  # position of the properties string
+        ("props_len", np.int64),
+        ("tags_code", np.int64),  # Java hash of the TAGS property, 0 without tags
+        ("index_flags", np.int64),  # INDEX_HAS_KEYS | INDEX_HAS_UNIQ_KEY
+    ],
+    align=True,
+)
 
 INDEX_HAS_KEYS = 1
 INDEX_HAS_UNIQ_KEY = 2
@@ -193,8 +209,9 @@ def _scan_properties(buf, start, end, out, row):
             elif bytes_equal(buf, s, sep, PROP_UNIQ_KEY):
                 flags |= INDEX_HAS_UNIQ_KEY
         s = stop + 1
-    out[row, R_TAGS_CODE] = tags_code
-    out[row, R_INDEX_FLAGS] = flags
+    decoded = out[row]
+    decoded.tags_code = tags_code
+    decoded.index_flags = flags
 
 
 @njit(cache=True, nogil=True)
@@ -214,9 +231,10 @@ def parse_one(buf, p, limit, base, check_crc, out, row):
     magic = get_u32(buf, p + 4)
     if magic == MAGIC_BLANK:
         if total >= MIN_BLANK and p + total <= limit:
-            out[row, R_POS] = p
-            out[row, R_SIZE] = total
-            out[row, R_MAGIC] = magic
+            blank = out[row]
+            blank.pos = p
+            blank.size = total
+            blank.magic = magic
             return PARSE_BLANK
         return PARSE_CORRUPT
     if total == 0 and magic == 0:
@@ -279,27 +297,28 @@ def parse_one(buf, p, limit, base, check_crc, out, row):
     body_crc = get_i32(buf, p + 8)
     if check_crc and (crc32_range(buf, body_start, body_start + body_len) & 0x7FFFFFFF) != body_crc:
         return PARSE_CORRUPT
-    out[row, R_POS] = p
-    out[row, R_SIZE] = total
-    out[row, R_MAGIC] = magic
-    out[row, R_BODY_CRC] = body_crc
-    out[row, R_QUEUE_ID] = get_i32(buf, p + 12)
-    out[row, R_FLAG] = get_i32(buf, p + 16)
-    out[row, R_QUEUE_OFFSET] = get_i64(buf, p + 20)
-    out[row, R_PHYS_OFFSET] = phys
-    out[row, R_SYSFLAG] = sysflag
-    out[row, R_BORN_TS] = get_i64(buf, p + 40)
-    out[row, R_BORN_HOST] = p + 48
-    out[row, R_STORE_TS] = get_i64(buf, store_ts_pos)
-    out[row, R_STORE_HOST] = store_host_pos
-    out[row, R_RECONSUME] = get_i32(buf, reconsume_pos)
-    out[row, R_PREP_TX] = get_i64(buf, reconsume_pos + 4)
-    out[row, R_BODY_START] = body_start
-    out[row, R_BODY_LEN] = body_len
-    out[row, R_TOPIC_START] = topic_start
-    out[row, R_TOPIC_LEN] = topic_len
-    out[row, R_PROPS_START] = props_start
-    out[row, R_PROPS_LEN] = props_len
+    decoded = out[row]
+    decoded.pos = p
+    decoded.size = total
+    decoded.magic = magic
+    decoded.body_crc = body_crc
+    decoded.queue_id = get_i32(buf, p + 12)
+    decoded.flag = get_i32(buf, p + 16)
+    decoded.queue_offset = get_i64(buf, p + 20)
+    decoded.phys_offset = phys
+    decoded.sysflag = sysflag
+    decoded.born_ts = get_i64(buf, p + 40)
+    decoded.born_host = p + 48
+    decoded.store_ts = get_i64(buf, store_ts_pos)
+    decoded.store_host = store_host_pos
+    decoded.reconsume_times = get_i32(buf, reconsume_pos)
+    decoded.prepared_offset = get_i64(buf, reconsume_pos + 4)
+    decoded.body_start = body_start
+    decoded.body_len = body_len
+    decoded.topic_start = topic_start
+    decoded.topic_len = topic_len
+    decoded.props_start = props_start
+    decoded.props_len = props_len
     _scan_properties(buf, props_start, end, out, row)
     return PARSE_OK
 
@@ -319,7 +338,7 @@ def parse_records(buf, start, limit, base, check_crc, out):
         code = parse_one(buf, p, limit, base, check_crc, out, n)
         if code != PARSE_OK:
             return n, p, code
-        p += out[n, R_SIZE]
+        p += out[n].size
         n += 1
 
 
@@ -341,9 +360,9 @@ def units_match(buf, rows, sizes, queue_offsets, topic, queue_id, ok):
 @njit(cache=True, nogil=True, inline="always")
 def unit_owns(buf, rows, i, size, queue_offset, topic, queue_id):
     """``units_match``'s rule for parsed row ``i``."""
-    start = rows[i, R_TOPIC_START]
-    return owns(size, queue_offset, topic, queue_id, rows[i, R_SIZE], rows[i, R_QUEUE_ID],
-                rows[i, R_QUEUE_OFFSET], buf, start, rows[i, R_TOPIC_LEN])  # fmt: skip
+    start = rows[i].topic_start
+    return owns(size, queue_offset, topic, queue_id, rows[i].size, rows[i].queue_id,
+                rows[i].queue_offset, buf, start, rows[i].topic_len)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -382,11 +401,17 @@ def copy_bytes(dst, d, src, s, n):
 @njit(cache=True, nogil=True, inline="always")
 def _same_constant_fields(fields, i):
     """Whether record ``i`` shares all batch-constant header fields with record ``i - 1``."""
-    for c in (F_QUEUE_ID, F_FLAG, F_SYSFLAG, F_BORN_TS, F_BORN_HOST, F_STORE_TS, F_STORE_HOST):
-        if fields[i, c] != fields[i - 1, c]:
-            return False
-    return fields[i, F_RECONSUME] == fields[i - 1, F_RECONSUME] and (
-        fields[i, F_PREP_TX] == fields[i - 1, F_PREP_TX]
+    a, b = fields[i], fields[i - 1]
+    return (
+        a.queue_id == b.queue_id
+        and a.flag == b.flag
+        and a.sysflag == b.sysflag
+        and a.born_ts == b.born_ts
+        and a.born_host == b.born_host
+        and a.store_ts == b.store_ts
+        and a.store_host == b.store_host
+        and a.reconsume_times == b.reconsume_times
+        and a.prepared_offset == b.prepared_offset
     )
 
 
@@ -414,26 +439,26 @@ def encode_batch(buf, pos, base, topic, bodies, body_offs, props, props_offs, fi
         s0 = np.uint64(props_offs[j])
         props_len = np.uint64(props_offs[j + 1]) - s0
         total = RECORD_OVERHEAD + body_len + topic_len + props_len + (1 if long_topic else 0)
-        crc = fields[i, F_BODY_CRC]
+        crc = fields[i].body_crc
         if crc < 0:
             crc = crc32_range(bodies, b0, b0 + body_len) & 0x7FFFFFFF
         if i > 0 and _same_constant_fields(fields, i):
             copy_bytes(buf, p, buf, prev, np.uint64(HEADER_BODY_START))
         else:
             put_i32(buf, p + np.uint64(4), MAGIC_V2 if long_topic else MAGIC_V1)
-            put_i32(buf, p + np.uint64(12), fields[i, F_QUEUE_ID])
-            put_i32(buf, p + np.uint64(16), fields[i, F_FLAG])
-            sysflag = fields[i, F_SYSFLAG] & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
+            put_i32(buf, p + np.uint64(12), fields[i].queue_id)
+            put_i32(buf, p + np.uint64(16), fields[i].flag)
+            sysflag = fields[i].sysflag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
             put_i32(buf, p + np.uint64(36), sysflag)
-            put_i64(buf, p + np.uint64(40), fields[i, F_BORN_TS])
-            put_i64(buf, p + np.uint64(48), fields[i, F_BORN_HOST])
-            put_i64(buf, p + np.uint64(56), fields[i, F_STORE_TS])
-            put_i64(buf, p + np.uint64(64), fields[i, F_STORE_HOST])
-            put_i32(buf, p + np.uint64(72), fields[i, F_RECONSUME])
-            put_i64(buf, p + np.uint64(76), fields[i, F_PREP_TX])
+            put_i64(buf, p + np.uint64(40), fields[i].born_ts)
+            put_i64(buf, p + np.uint64(48), fields[i].born_host)
+            put_i64(buf, p + np.uint64(56), fields[i].store_ts)
+            put_i64(buf, p + np.uint64(64), fields[i].store_host)
+            put_i32(buf, p + np.uint64(72), fields[i].reconsume_times)
+            put_i64(buf, p + np.uint64(76), fields[i].prepared_offset)
         put_i32(buf, p, np.int64(total))
         put_i32(buf, p + np.uint64(8), crc)
-        put_i64(buf, p + np.uint64(20), fields[i, F_QUEUE_OFFSET])
+        put_i64(buf, p + np.uint64(20), fields[i].queue_offset)
         put_i64(buf, p + np.uint64(28), np.int64(base) + np.int64(p))
         put_i32(buf, p + np.uint64(84), np.int64(body_len))
         q = p + np.uint64(HEADER_BODY_START)
@@ -507,9 +532,9 @@ def dirty_end(buf, start, gap):
 
 @njit(cache=True, nogil=True, inline="always")
 def _same_topic(buf, rows, i, j):
-    start, other = rows[i, R_TOPIC_START], rows[j, R_TOPIC_START]
-    length = rows[i, R_TOPIC_LEN]
-    if rows[j, R_TOPIC_LEN] != length:
+    start, other = rows[i].topic_start, rows[j].topic_start
+    length = rows[i].topic_len
+    if rows[j].topic_len != length:
         return False
     for k in range(length):  # noqa: SIM110 (an explicit loop compiles to tight code in numba)
         if buf[start + k] != buf[other + k]:
@@ -567,8 +592,8 @@ def gather_bodies(buf, rows, picked, out, out_offs, k):
     d = out_offs[k]
     for i in range(picked.shape[0]):
         r = picked[i]
-        n = rows[r, R_BODY_LEN]
-        copy_bytes(out, d, buf, rows[r, R_BODY_START], n)
+        n = rows[r].body_len
+        copy_bytes(out, d, buf, rows[r].body_start, n)
         d += n
         k += 1
         out_offs[k] = d
@@ -585,8 +610,8 @@ def warm_up_encode(data: np.ndarray) -> None:
     body_offs = np.array([0, 1], dtype=np.int64)
     props = np.frombuffer(b"TAGS\x01a\x02", dtype=np.uint8)
     props_offs = np.array([0, props.shape[0]], dtype=np.int64)
-    fields = np.zeros((1, N_FIELDS), dtype=np.int64)
-    fields[:, F_BODY_CRC] = -1
+    fields = np.zeros(1, dtype=ENCODE_ROW)
+    fields["body_crc"] = -1
     sizes = np.empty(1, dtype=np.int64)
     batch_sizes(body_offs, topic.shape[0], props_offs, 1 << 20, sizes)
     place_batch(sizes[:1], 0, data.shape[0], 0, np.empty(1, dtype=np.int64))

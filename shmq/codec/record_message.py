@@ -16,14 +16,14 @@ def record_message(raw: bytes) -> MessageExt | None:
     if len(raw) < rec.RECORD_OVERHEAD:
         return None
     buf = np.frombuffer(raw, dtype=np.uint8)
-    rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
+    rows = np.zeros(1, dtype=rec.RECORD_ROW)
     phys = int.from_bytes(raw[28:36], "big", signed=True)
     if rec.parse_at(buf, np.zeros(1, np.int64), len(raw), phys, True, rows) != 1:
         return None
-    row = rows[0].tolist()
-    if row[rec.R_SIZE] != len(raw):
+    row = rows[0]
+    if int(row["size"]) != len(raw):
         return None
-    start, size = row[rec.R_TOPIC_START], row[rec.R_TOPIC_LEN]
+    start, size = int(row["topic_start"]), int(row["topic_len"])
     topic = raw[start : start + size].decode("utf-8", "replace")
-    return stored_message(raw, 0, topic, row[rec.R_QUEUE_ID], row[rec.R_QUEUE_OFFSET], phys,
+    return stored_message(raw, 0, topic, int(row["queue_id"]), int(row["queue_offset"]), phys,
                           len(raw))  # fmt: skip

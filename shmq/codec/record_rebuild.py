@@ -31,7 +31,7 @@ _PREPARED_BEFORE_BODY = 12
 
 def rebuild_record(
     buf: np.ndarray,
-    row: np.ndarray,
+    row: np.void,
     topic: bytes,
     queue_id: int,
     props: bytes,
@@ -40,11 +40,11 @@ def rebuild_record(
     sysflag: int | None = None,
     prepared_offset: int | None = None,
 ) -> bytearray:
-    """Record ``row`` of ``buf`` (decoded ``R_*`` columns) under ``topic`` / ``queue_id``
+    """Record ``row`` of ``buf`` (a decoded ``RECORD_ROW``) under ``topic`` / ``queue_id``
     with properties ``props``; ``reconsume_times``, ``sysflag`` and ``prepared_offset``
     (PREPARED_TRANSACTION_OFFSET) replace the stored fields when given."""
-    pos = int(row[rec.R_POS])
-    body_end = int(row[rec.R_BODY_START]) + int(row[rec.R_BODY_LEN])
+    pos = int(row["pos"])
+    body_end = int(row["body_start"]) + int(row["body_len"])
     topic_part, magic = tail(topic, props)
     out = bytearray(buf[pos:body_end].tobytes())
     out += topic_part
@@ -52,7 +52,7 @@ def rebuild_record(
     _U32.pack_into(out, MAGIC_POS, magic)
     _I32.pack_into(out, QUEUE_ID_POS, queue_id)
     out[QUEUE_OFFSET_POS : QUEUE_OFFSET_POS + 16] = _ZERO_OFFSETS
-    before_body = int(row[rec.R_BODY_START]) - pos
+    before_body = int(row["body_start"]) - pos
     if reconsume_times is not None:
         _I32.pack_into(out, before_body - _RECONSUME_BEFORE_BODY, reconsume_times)
     if sysflag is not None:
@@ -116,10 +116,10 @@ def rebuild_deliveries(buf, rows, picks, remove, out, out_offs, problems):
     d = out_offs[0]
     for k in range(picks.shape[0]):
         i = picks[k]
-        pos = rows[i, rec.R_POS]
-        body_end = rows[i, rec.R_BODY_START] + rows[i, rec.R_BODY_LEN]
-        s = rows[i, rec.R_PROPS_START]
-        end = s + rows[i, rec.R_PROPS_LEN]
+        pos = rows[i].pos
+        body_end = rows[i].body_start + rows[i].body_len
+        s = rows[i].props_start
+        end = s + rows[i].props_len
         t_start, t_end, q_value = -1, -1, np.int64(-1)
         kept = np.int64(0)
         p = s

@@ -149,7 +149,8 @@ def append_from_ring(src, names, name_offs, table, info, slots, dst, next_qoff, 
     every record with that reason (the store cannot take puts now); ``check_crc`` rejects a
     record whose BODYCRC is not its body's (``reason_corrupt``).
     """
-    row = np.empty((1, rec.N_COLS), dtype=np.int64)
+    row = np.empty(1, dtype=rec.RECORD_ROW)
+    parsed = row[0]  # a view: each ``parse_one`` below refills it with the record at ``p``
     prm = params[0]
     start = prm.start
     limit = prm.limit
@@ -181,9 +182,9 @@ def append_from_ring(src, names, name_offs, table, info, slots, dst, next_qoff, 
         if n >= max_records:
             _stopped(result, n, p - start, used, kept, APPEND_DONE, p)
             return
-        size = row[0, rec.R_SIZE]
-        t_start = row[0, rec.R_TOPIC_START]
-        t_len = row[0, rec.R_TOPIC_LEN]
+        size = parsed.size
+        t_start = parsed.topic_start
+        t_len = parsed.topic_len
         t = -1
         if last_t >= 0 and t_len == last_len:
             t = last_t
@@ -197,20 +198,20 @@ def append_from_ring(src, names, name_offs, table, info, slots, dst, next_qoff, 
                 _stopped(result, n, p - start, used, kept, APPEND_TOPIC, p)
                 return
             last_t, last_start, last_len = t, t_start, t_len
-        q = row[0, rec.R_QUEUE_ID]
+        q = parsed.queue_id
         reason = refuse
         if reason == 0:
             reason = info[t, TI_REASON]
         if reason == 0 and (q < 0 or q >= info[t, TI_WRITE_Q]):
             reason = prm.reason_queue
-        if reason == 0 and row[0, rec.R_BODY_LEN] > max_body:
+        if reason == 0 and parsed.body_len > max_body:
             reason = prm.reason_size
-        if reason == 0 and (row[0, rec.R_SYSFLAG] & _BAD_SYSFLAG) != 0:
+        if reason == 0 and (parsed.sysflag & _BAD_SYSFLAG) != 0:
             reason = prm.reason_sysflag
         if reason == 0 and check_crc:
-            body = row[0, rec.R_BODY_START]
-            crc = crc32_range(src, body, body + row[0, rec.R_BODY_LEN]) & 0x7FFFFFFF
-            if crc != row[0, rec.R_BODY_CRC]:
+            body = parsed.body_start
+            crc = crc32_range(src, body, body + parsed.body_len) & 0x7FFFFFFF
+            if crc != parsed.body_crc:
                 reason = prm.reason_corrupt
         j = (seq + n) & mask
         if reason == 0:
@@ -222,14 +223,14 @@ def append_from_ring(src, names, name_offs, table, info, slots, dst, next_qoff, 
             slot = slots[info[t, TI_SLOT0] + q]
             qo = next_qoff[slot]
             next_qoff[slot] = qo + 1
-            host_at = d + (row[0, rec.R_STORE_HOST] - p)
+            host_at = d + (parsed.store_host - p)
             rec.put_i64(dst, d + 20, qo)
             rec.put_i64(dst, d + 28, dst_base + d)
             rec.put_i64(dst, host_at - 8, store_ts)
             rec.put_i64(dst, host_at, store_host)
             if not check_crc:  # a verified producer CRC is already the right one
-                body = d + (row[0, rec.R_BODY_START] - p)
-                crc = crc32_range(dst, body, body + row[0, rec.R_BODY_LEN]) & 0x7FFFFFFF
+                body = d + (parsed.body_start - p)
+                crc = crc32_range(dst, body, body + parsed.body_len) & 0x7FFFFFFF
                 rec.put_i32(dst, d + 8, crc)
             comp[j, 0] = _SEND_OK | (q << 32)
             comp[j, 1] = qo

@@ -1,7 +1,7 @@
 """Decode CommitLog records straight into Arrow columns, a batch at a time.
 
-``rec.parse_at`` (the codec's kernel) decodes the headers of a whole run of records into an
-int64 table; the kernels here then pull the property values (tags, keys, unique key, all
+``rec.parse_at`` (the codec's kernel) decodes the headers of a whole run of records into a
+``RECORD_ROW`` table; the kernels here then pull the property values (tags, keys, unique key, all
 pairs) and copy bodies and strings into contiguous buffers, from which Arrow arrays are made
 without a Python call per row. Spark takes the resulting ``RecordBatch``\\ es as they are,
 so their types must equal the Arrow form of the source's schema exactly (``int32`` for INT,
@@ -59,8 +59,8 @@ def scan_properties(buf, rows, tags_name, keys_name, uniq_name, out):
         for c in range(0, N_PROPS, 2):
             out[i, c] = 0
             out[i, c + 1] = -1
-        s = rows[i, rec.R_PROPS_START]
-        end = s + rows[i, rec.R_PROPS_LEN]
+        s = rows[i].props_start
+        end = s + rows[i].props_len
         while s < end:
             stop, sep = rec.property_pair(buf, s, end)
             if s < sep < stop - 1:
@@ -108,7 +108,7 @@ def message_ids(buf, rows, props, hexdigits):
     for i in range(n):
         if props[i, P_UNIQ + 1] > 0:
             total += props[i, P_UNIQ + 1]
-        elif rows[i, rec.R_SYSFLAG] & rec.SYSFLAG_STOREHOST_V6:
+        elif rows[i].sysflag & rec.SYSFLAG_STOREHOST_V6:
             total += 56
         else:
             total += 32
@@ -122,14 +122,14 @@ def message_ids(buf, rows, props, hexdigits):
             for k in range(length):
                 data[d + k] = buf[s + k]
             continue
-        host = rows[i, rec.R_STORE_HOST]
+        host = rows[i].store_host
         nhost = (offsets[i + 1] - offsets[i]) // 2 - 8
         for k in range(nhost):
             b = buf[host + k]
             data[d] = hexdigits[b >> 4]
             data[d + 1] = hexdigits[b & 15]
             d += 2
-        phys = rows[i, rec.R_PHYS_OFFSET]
+        phys = rows[i].phys_offset
         for k in range(15, -1, -1):
             data[d + k] = hexdigits[phys & 15]
             phys >>= 4
@@ -192,8 +192,8 @@ def property_pairs(buf, rows):
     map_offsets[0] = 0
     count = 0
     for i in range(n):
-        s = rows[i, rec.R_PROPS_START]
-        end = s + rows[i, rec.R_PROPS_LEN]
+        s = rows[i].props_start
+        end = s + rows[i].props_len
         while s < end:
             stop, sep = rec.property_pair(buf, s, end)
             if s < sep < stop - 1:
@@ -203,8 +203,8 @@ def property_pairs(buf, rows):
     spans = np.empty((count, 4), dtype=np.int64)
     j = 0
     for i in range(n):
-        s = rows[i, rec.R_PROPS_START]
-        end = s + rows[i, rec.R_PROPS_LEN]
+        s = rows[i].props_start
+        end = s + rows[i].props_len
         while s < end:
             stop, sep = rec.property_pair(buf, s, end)
             if s < sep < stop - 1:
@@ -252,19 +252,19 @@ def record_batch(
         pa.array(list_offsets), _strings(key_data, key_offsets), type=KEYS_TYPE
     )
     tags_data, tags_offsets = gather(buf, props[:, P_TAGS], props[:, P_TAGS + 1])
-    body_data, body_offsets = gather(buf, rows[:, rec.R_BODY_START], rows[:, rec.R_BODY_LEN])
+    body_data, body_offsets = gather(buf, rows["body_start"], rows["body_len"])
     columns = [
         _strings(topic_data, topic_offsets),
-        _fixed(rows[:, rec.R_QUEUE_ID].astype(np.int32), pa.int32()),
-        _fixed(np.ascontiguousarray(rows[:, rec.R_QUEUE_OFFSET]), pa.int64()),
-        _fixed(np.ascontiguousarray(rows[:, rec.R_PHYS_OFFSET]), pa.int64()),
+        _fixed(rows["queue_id"].astype(np.int32), pa.int32()),
+        _fixed(np.ascontiguousarray(rows["queue_offset"]), pa.int64()),
+        _fixed(np.ascontiguousarray(rows["phys_offset"]), pa.int64()),
         _strings(ids_data, ids_offsets),
         keys,
         _strings(tags_data, tags_offsets, props[:, P_TAGS + 1] >= 0),
         _binary(body_data, body_offsets),
-        _fixed(rows[:, rec.R_BORN_TS] * 1000, TIMESTAMP_TYPE),
-        _fixed(rows[:, rec.R_STORE_TS] * 1000, TIMESTAMP_TYPE),
-        _fixed(rows[:, rec.R_RECONSUME].astype(np.int32), pa.int32()),
+        _fixed(rows["born_ts"] * 1000, TIMESTAMP_TYPE),
+        _fixed(rows["store_ts"] * 1000, TIMESTAMP_TYPE),
+        _fixed(rows["reconsume_times"].astype(np.int32), pa.int32()),
     ]
     if len(schema) > len(columns):
         map_offsets, spans = property_pairs(buf, rows)

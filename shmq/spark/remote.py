@@ -21,7 +21,6 @@ import pyarrow.compute as pc
 
 from shmq.client.transport.tcp_pull import PULL_STATUSES, PULL_TIMEOUT_S, pull_request
 from shmq.client.types import MessageQueue, PullStatus
-from shmq.codec import record as rec
 from shmq.codec.pull_body import parse_pull_body
 from shmq.errors import ResponseError, StoreError
 from shmq.remoting.client import RemotingClient
@@ -137,7 +136,7 @@ def _batch(
     body: bytes, topic: str, queue_id: int, end: int, schema: pa.Schema, wanted: pa.Array | None
 ) -> Iterator[pa.RecordBatch]:
     buf, rows = parse_pull_body(body, topic, queue_id)
-    rows = np.ascontiguousarray(rows[rows[:, rec.R_QUEUE_OFFSET] < end])
+    rows = np.ascontiguousarray(rows[rows["queue_offset"] < end])
     if not rows.shape[0]:
         return
     batch = record_batch(buf, rows, topic, schema)

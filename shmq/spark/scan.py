@@ -94,7 +94,7 @@ def _decode(
         cut = i + max(1, int(np.searchsorted(cum, BATCH_BYTES, side="right")))
         run_end = min(run_end, cut)
         local = phys[i:run_end] - file_start
-        rows = np.empty((run_end - i, rec.N_COLS), dtype=np.int64)
+        rows = np.empty(run_end - i, dtype=rec.RECORD_ROW)
         got = rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows)
         ok = np.empty(got, dtype=np.bool_)
         rec.units_match(mf.buf, rows[:got], sizes[i:], qoffs[i:], topic_bytes(topic), queue_id,

@@ -30,7 +30,7 @@ _MIN_BLANK = rec.MIN_BLANK
 
 @dataclass
 class ScanBatch:
-    """Records decoded by one kernel call: ``rows`` (``R_*`` columns, positions local to
+    """Records decoded by one kernel call: ``rows`` (a ``RECORD_ROW`` table, positions local to
     ``file``), all within one mapped file."""
 
     file: MappedFile
@@ -41,12 +41,12 @@ class ScanBatch:
         return self.file.read_view
 
     def physical_offsets(self) -> np.ndarray:
-        return self.rows[:, rec.R_POS] + self.file.file_from_offset
+        return self.rows["pos"] + self.file.file_from_offset
 
     def topic(self, i: int) -> str:
         row = self.rows[i]
-        start = int(row[rec.R_TOPIC_START])
-        raw = self.buf[start : start + int(row[rec.R_TOPIC_LEN])].tobytes()
+        start = int(row["topic_start"])
+        raw = self.buf[start : start + int(row["topic_len"])].tobytes()
         return raw.decode("utf-8", "replace")  # a damaged name must not raise; it fails validation
 
     def message(self, i: int, topic: str | None = None) -> MessageExt:
@@ -58,8 +58,8 @@ class ScanBatch:
         rows = self.rows[picked]
         if not rows.shape[0]:
             return []
-        pos, size = rows[:, rec.R_POS], rows[:, rec.R_SIZE]
-        return stored_messages(self.buf, rows[:, _MESSAGE_COLS].tolist(), int(pos.min()),
+        pos, size = rows["pos"], rows["size"]
+        return stored_messages(self.buf, _message_cols(rows), int(pos.min()),
                                int((pos + size).max()), int(size.sum()), topic)  # fmt: skip
 
 
@@ -79,10 +79,13 @@ def stored_messages(
             for p, qid, qoff, phys, n in cols]  # fmt: skip
 
 
-# MESSAGE_COLS, as read_units writes them
-_MESSAGE_COLS = np.array(
-    [rec.R_POS, rec.R_QUEUE_ID, rec.R_QUEUE_OFFSET, rec.R_PHYS_OFFSET, rec.R_SIZE]
-)
+def _message_cols(rows: np.ndarray) -> list[list[int]]:
+    """``rows`` as ``MESSAGE_COLS`` lists (what ``read_units`` writes), for
+    ``stored_messages``."""
+    fields = ("pos", "queue_id", "queue_offset", "phys_offset", "size")
+    return np.column_stack([rows[name] for name in fields]).tolist()
+
+
 _SPAN_SLACK = 64 * 1024
 
 
@@ -135,7 +138,7 @@ class CommitLog:
         fields: np.ndarray,
         sizes: np.ndarray,
     ) -> np.ndarray:
-        """Append records (``fields`` rows, see ``F_*``); returns their physical offsets."""
+        """Append records (``fields``: ``rec.ENCODE_ROW`` rows); returns their physical offsets."""
         n = fields.shape[0]
         limit = self.file_size - rec.MIN_BLANK
         if n and int(sizes.max()) > limit:
@@ -244,7 +247,7 @@ class CommitLog:
         mf = self.queue.find_file(int(positions[0]))
         if mf is None:
             return None
-        rows = np.zeros((positions.shape[0], rec.N_COLS), dtype=np.int64)
+        rows = np.zeros(positions.shape[0], dtype=rec.RECORD_ROW)
         local = positions - mf.file_from_offset
         limit = mf.size if mf.is_full else mf.wrote_position
         n = rec.parse_at(mf.read_view, local, limit, mf.file_from_offset, check_crc, rows)
@@ -270,7 +273,7 @@ class CommitLog:
 
         Stops at the first record that does not validate; ``last_scan`` then tells where and
         why, which is what recovery needs. A caller that scans often passes its own
-        ``rows`` (int64, ``rec.N_COLS`` columns, kept between calls): records are decoded
+        ``rows`` (a ``rec.RECORD_ROW`` table, kept between calls): records are decoded
         into it and each batch's rows are a view of it, valid until the next batch, so a
         scan allocates and copies nothing.
         """
@@ -278,7 +281,7 @@ class CommitLog:
         offset = start
         own = rows is None
         if own:  # not zeroed: only the rows a parse fills are read
-            rows = np.empty((max_rows, rec.N_COLS), dtype=np.int64)
+            rows = np.empty(max_rows, dtype=rec.RECORD_ROW)
         self.last_scan = (offset, rec.PARSE_END)
         while offset < end:
             mf = self.queue.find_file(offset)

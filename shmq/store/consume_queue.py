@@ -11,7 +11,6 @@ import os
 
 import numpy as np
 
-from shmq.codec import record as rec
 from shmq.codec.consume_queue import (
     BLANK_UNIT_SIZE,
     CQ_UNIT_DTYPE,
@@ -200,15 +199,15 @@ class ConsumeQueue:
                 break
             mf.wrote_position = (local + n) * CQ_UNIT_SIZE
             last = picks[done + n - 1]
-            self.max_physic_offset = base + int(rows[last, rec.R_POS] + rows[last, rec.R_SIZE])
+            self.max_physic_offset = base + int(rows["pos"][last] + rows["size"][last])
             done += n
             if n < count:
                 break
         written = done - a
         if done < b:
             idx = picks[done:b]
-            written += self.put(rows[idx, rec.R_QUEUE_OFFSET], base + rows[idx, rec.R_POS],
-                                rows[idx, rec.R_SIZE], rows[idx, rec.R_TAGS_CODE])  # fmt: skip
+            written += self.put(rows["queue_offset"][idx], base + rows["pos"][idx],
+                                rows["size"][idx], rows["tags_code"][idx])  # fmt: skip
         return written
 
     def run_target(self, count: int) -> tuple[MappedFile, int, int, int] | None:

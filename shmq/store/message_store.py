@@ -85,7 +85,7 @@ class MessageStore:
         self.root = root
         self._lock = threading.Lock()
         self._closed = False
-        self._rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)  # kept for each dispatch
+        self._rows = np.empty(SCAN_ROWS, dtype=rec.RECORD_ROW)  # kept for each dispatch
         files.set_file_mode(config.file_mode)
         files.makedirs(root)
         self._store_lock = StoreLock(root)
@@ -352,20 +352,19 @@ class MessageStore:
                 f"body; bodies must be 1..{max_body} bytes (maxMessageSize)"
             )
         now = int(time.time() * 1000)
-        template = np.zeros(rec.N_FIELDS, dtype=np.int64)
-        template[rec.F_QUEUE_ID] = queue_id
-        template[rec.F_FLAG] = flag
-        template[rec.F_BORN_TS] = now if born_timestamp is None else born_timestamp
-        template[rec.F_BORN_HOST] = template[rec.F_STORE_HOST] = self._store_host
-        template[rec.F_STORE_TS] = now
-        fields = np.empty((n, rec.N_FIELDS), dtype=np.int64)
-        fields[:] = template
+        # field by field: numpy copies a structured template into each row ~4x slower
+        fields = np.zeros(n, dtype=rec.ENCODE_ROW)
+        fields["queue_id"] = queue_id
+        fields["flag"] = flag
+        fields["born_ts"] = now if born_timestamp is None else born_timestamp
+        fields["born_host"] = fields["store_host"] = self._store_host
+        fields["store_ts"] = now
         if body_crcs is not None:
             if body_crcs.shape != (n,):
                 raise InvalidMessageError(f"body_crcs has shape {body_crcs.shape}, not ({n},)")
-            fields[:, rec.F_BODY_CRC] = body_crcs
+            fields["body_crc"] = body_crcs
         else:
-            body_crc_batch(data, offsets, fields[:, rec.F_BODY_CRC])
+            body_crc_batch(data, offsets, fields["body_crc"])
         with self._lock:
             if self._disk_full_now(now):
                 empty = np.empty(0, dtype=np.int64)
@@ -373,7 +372,7 @@ class MessageStore:
             key = (topic, queue_id)
             first = self._queue_offsets.get(key, 0)
             queue_offsets = np.arange(first, first + n, dtype=np.int64)
-            fields[:, rec.F_QUEUE_OFFSET] = queue_offsets
+            fields["queue_offset"] = queue_offsets
             phys = self.commitlog.append(topic_raw, data, offsets, props, props_offs, fields, sizes)
             self._queue_offsets[key] = first + n
             self._put_count += n

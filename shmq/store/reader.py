@@ -225,7 +225,7 @@ class StoreReader:
         copy of their records per CommitLog file."""
         phys, sizes, qoffs = fetch.phys, fetch.sizes, fetch.queue_offsets
         n = phys.shape[0]
-        rows = np.empty((n, rec.N_COLS), dtype=np.int64)
+        rows = np.empty(n, dtype=rec.RECORD_ROW)
         cols = np.empty((n, 5), dtype=np.int64)
         name = topic_bytes(topic)
         messages: list[MessageExt] = []
@@ -273,7 +273,7 @@ class StoreReader:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The units whose record's tag is one of ``tags``."""
         keep = [
-            int(rows[r, rec.R_QUEUE_OFFSET])
+            int(rows["queue_offset"][r])
             for mf, rows, ok in self.records(topic, queue_id, phys, sizes, qoffs)
             for r in ok.tolist()
             if record_tags(mf.buf, rows[r]) in tags
@@ -307,7 +307,7 @@ class StoreReader:
         name = topic_bytes(topic)
         for mf, i, j in self._file_runs(phys):
             while i < j:
-                rows = np.zeros((j - i, rec.N_COLS), dtype=np.int64)
+                rows = np.zeros(j - i, dtype=rec.RECORD_ROW)
                 local = phys[i:j] - mf.file_from_offset
                 n = rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, False, rows)
                 ok = np.empty(n, dtype=np.bool_)
@@ -336,7 +336,7 @@ class StoreReader:
         mf = self.commitlog.file_at(physical_offset)
         if mf is None:
             return None
-        rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
+        rows = np.zeros(1, dtype=rec.RECORD_ROW)
         local = np.array([physical_offset - mf.file_from_offset], dtype=np.int64)
         if rec.parse_at(mf.buf, local, mf.size, mf.file_from_offset, True, rows) != 1:
             return None
@@ -376,10 +376,10 @@ class StoreReader:
         self._queues.clear()
 
 
-def record_tags(buf: np.ndarray, row: np.ndarray) -> str | None:
-    """The TAGS of a parsed record (``R_*`` columns of ``row`` locate it in ``buf``)."""
-    start = int(row[rec.R_PROPS_START])
-    return decode_properties(buf[start : start + int(row[rec.R_PROPS_LEN])].tobytes()).get(
+def record_tags(buf: np.ndarray, row: np.void) -> str | None:
+    """The TAGS of a parsed record (the positions in ``row`` locate it in ``buf``)."""
+    start = int(row["props_start"])
+    return decode_properties(buf[start : start + int(row["props_len"])].tobytes()).get(
         PROPERTY_TAGS
     )
 

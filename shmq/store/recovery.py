@@ -93,10 +93,10 @@ def _abnormal_start(commitlog: CommitLog, checkpoint: Checkpoint, message_index:
     (RocketMQ 4.9 ``recoverAbnormally``)."""
     files = commitlog.queue.files
     limit = checkpoint.min_timestamp_index() if message_index else checkpoint.min_timestamp()
-    row = np.zeros((1, rec.N_COLS), dtype=np.int64)
+    row = np.zeros(1, dtype=rec.RECORD_ROW)
     for mf in reversed(files):
         code = rec.parse_one(mf.read_view, 0, mf.size, mf.file_from_offset, False, row, 0)
-        store_ts = int(row[0, rec.R_STORE_TS])
+        store_ts = int(row["store_ts"][0])
         if code == rec.PARSE_OK and store_ts != 0 and store_ts <= limit:
             return mf.file_from_offset
     return files[0].file_from_offset

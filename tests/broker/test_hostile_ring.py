@@ -195,8 +195,8 @@ def inject(rp, body: bytes, *, crc: int = -1, break_framing: bool = False,
     props = np.frombuffer(b"TAGS\x01t\x02", dtype=np.uint8)
     data = np.frombuffer(body, dtype=np.uint8)
     topic = np.frombuffer(topic_name, dtype=np.uint8)
-    fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)
-    fields[0, rec.F_BODY_CRC] = crc
+    fields = np.zeros(1, dtype=rec.ENCODE_ROW)
+    fields["body_crc"][0] = crc
     local = rp.tail & (rp.capacity - 1)
     end = rec.encode_batch(rp.data, local, rp.tail - local, topic, data,
                            np.array([0, len(body)], dtype=np.int64), props,

@@ -107,7 +107,7 @@ def test_the_single_message_encoder_writes_what_the_bulk_encoder_writes(rp, msg,
 
     batch = RecordBatch(msg.topic, msg.topic.encode(), [msg], [one[-1].decode()])
     fields = batch.fields(queue_id, born_host)
-    fields[:, 4] = one[4]  # the same born time
+    fields["born_ts"] = one[4]  # the same born time
     free(rp)
     _, sizes = rp.append(batch.topic_raw, batch.bodies, batch.body_offs, batch.props,
                          batch.props_offs, fields, time.monotonic() + 5)  # fmt: skip

@@ -23,14 +23,14 @@ def encode(records: list[tuple[int, int, int, bool]]) -> tuple[np.ndarray, np.nd
     pos = 0
     for topic, qid, tx, keyed in records:
         props = np.frombuffer(b"KEYS\x01k\x02" if keyed else b"", dtype=np.uint8)
-        fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)
-        fields[0, rec.F_QUEUE_ID] = qid
-        fields[0, rec.F_SYSFLAG] = tx
-        fields[0, rec.F_BODY_CRC] = -1
+        fields = np.zeros(1, dtype=rec.ENCODE_ROW)
+        fields["queue_id"][0] = qid
+        fields["sysflag"][0] = tx
+        fields["body_crc"][0] = -1
         pos = int(rec.encode_batch(buf, pos, 0, np.frombuffer(f"T{topic}".encode(), np.uint8),
                                    np.ones(1, np.uint8), np.array([0, 1], np.int64), props,
                                    np.array([0, len(props)], np.int64), fields))  # fmt: skip
-    rows = np.zeros((len(records), rec.N_COLS), dtype=np.int64)
+    rows = np.zeros(len(records), dtype=rec.RECORD_ROW)
     n, _, _ = rec.parse_records(buf, 0, pos, 0, True, rows)
     assert n == len(records)
     return buf, rows
@@ -58,7 +58,7 @@ def test_groups_hold_exactly_the_dispatchable_records_in_log_order(records):
     groups, topics, n_indexed, bad = plan_dispatch(buf, rows, MAX_QID, out[0], out[1], out[2],
                                                    starts, keys, indexed)  # fmt: skip
     _, first, picks = out
-    names = [buf[rows[int(first[t]), rec.R_TOPIC_START] :][:2].tobytes() for t in range(topics)]
+    names = [buf[rows["topic_start"][first[t]] :][:2].tobytes() for t in range(topics)]
     assert sorted(names) == sorted({f"T{t}".encode() for t, *_ in records})
     wanted: dict[tuple[bytes, int], list[int]] = {}
     for i, (topic, qid, tx, _) in enumerate(records):

@@ -25,10 +25,10 @@ def host(ip: str, port: int) -> int:
 
 
 def fields_for(n: int, **values: int) -> np.ndarray:
-    fields = np.zeros((n, rec.N_FIELDS), dtype=np.int64)
-    fields[:, rec.F_BODY_CRC] = -1
+    fields = np.zeros(n, dtype=rec.ENCODE_ROW)
+    fields["body_crc"] = -1
     for name, value in values.items():
-        fields[:, getattr(rec, f"F_{name.upper()}")] = value
+        fields[name] = value
     return fields
 
 
@@ -64,10 +64,10 @@ def test_worked_example_is_byte_exact():
     )
     buf, end = encode(b"TopicTest", [b"Hello"], [b"TAGS\x01TagA\x02"], fields)
     assert end == 115 and bytes(buf[:end]) == EXAMPLE
-    out = np.zeros((2, rec.N_COLS), dtype=np.int64)
+    out = np.zeros(2, dtype=rec.RECORD_ROW)
     assert rec.parse_records(buf, 0, end, 0, True, out) == (1, 115, rec.PARSE_END)
-    assert out[0, rec.R_TAGS_CODE] == 2598919
-    assert out[0, rec.R_BODY_CRC] == 0x77D18982
+    assert out["tags_code"][0] == 2598919
+    assert out["body_crc"][0] == 0x77D18982
 
 
 topics = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|_-", min_size=1)
@@ -101,10 +101,10 @@ def test_round_trip_against_the_spec_decoder(topic, msgs, base, pos):
     bodies = [m[0] for m in msgs]
     props = ["".join(f"{k}\x01{v}\x02" for k, v in m[1].items()).encode() for m in msgs]
     fields = fields_for(len(msgs), queue_id=7, store_ts=123456789, born_ts=42)
-    fields[:, rec.F_FLAG] = [m[2] for m in msgs]
-    fields[:, rec.F_QUEUE_OFFSET] = [m[3] for m in msgs]
+    fields["flag"] = [m[2] for m in msgs]
+    fields["queue_offset"] = [m[3] for m in msgs]
     buf, end = encode(raw_topic, bodies, props, fields, base=base, pos=pos)
-    out = np.zeros((len(msgs) + 1, rec.N_COLS), dtype=np.int64)
+    out = np.zeros(len(msgs) + 1, dtype=rec.RECORD_ROW)
     n, stop, code = rec.parse_records(buf, pos, end, base, True, out)
     assert (n, stop, code) == (len(msgs), end, rec.PARSE_END)
     data = buf.tobytes()
@@ -118,16 +118,12 @@ def test_round_trip_against_the_spec_decoder(topic, msgs, base, pos):
         assert (spec["flag"], spec["queue_offset"], spec["phys"]) == (flag, qoff, base + p)
         row = out[i]
         assert (
-            row[rec.R_SIZE]
-            == spec["size"]
-            == rec.record_size(len(body), len(raw_topic), len(props[i]))
+            row["size"] == spec["size"] == rec.record_size(len(body), len(raw_topic), len(props[i]))
         )
-        assert (
-            bytes(buf[row[rec.R_BODY_START] : row[rec.R_BODY_START] + row[rec.R_BODY_LEN]]) == body
-        )
-        assert row[rec.R_FLAG] == flag and row[rec.R_QUEUE_OFFSET] == qoff
+        assert bytes(buf[row["body_start"] : row["body_start"] + row["body_len"]]) == body
+        assert row["flag"] == flag and row["queue_offset"] == qoff
         tags = spec["properties"].get("TAGS")
-        assert row[rec.R_TAGS_CODE] == (java_hash(tags) if tags else 0)
+        assert row["tags_code"] == (java_hash(tags) if tags else 0)
         p += spec["size"]
 
 
@@ -157,7 +153,7 @@ def valid_buffer(n: int = 5):
 
 def test_detects_each_kind_of_damage():
     buf, end = valid_buffer(1)
-    out = np.zeros((2, rec.N_COLS), dtype=np.int64)
+    out = np.zeros(2, dtype=rec.RECORD_ROW)
     damages = {
         "magic": (5, 0x01),
         "size": (3, 0x04),
@@ -182,7 +178,7 @@ def test_detects_each_kind_of_damage():
 def test_blank_record_and_fit():
     buf = np.zeros(64, dtype=np.uint8)
     rec.write_blank(buf, 16, 48)
-    out = np.zeros((1, rec.N_COLS), dtype=np.int64)
+    out = np.zeros(1, dtype=rec.RECORD_ROW)
     assert rec.parse_records(buf, 16, 64, 0, True, out) == (0, 16, rec.PARSE_BLANK)
     sizes = np.array([30, 30, 30], dtype=np.int64)
     placed = np.full(3, -1, dtype=np.int64)
@@ -195,9 +191,9 @@ def test_blank_record_and_fit():
 
 def test_prefix_truncation_parses_exactly_the_complete_records():
     buf, end = valid_buffer(6)
-    out = np.zeros((8, rec.N_COLS), dtype=np.int64)
+    out = np.zeros(8, dtype=rec.RECORD_ROW)
     n_all, _, _ = rec.parse_records(buf, 0, end, 0, True, out)
-    ends = np.cumsum(out[:n_all, rec.R_SIZE])
+    ends = np.cumsum(out["size"][:n_all])
     for cut in range(end + 1):
         torn = buf.copy()
         torn[cut:] = 0
@@ -214,12 +210,12 @@ def test_fuzzed_bytes_never_read_out_of_bounds(data, start, check):
     buf = np.frombuffer(data, np.uint8).copy()
     limit = len(data)
     start = min(start, limit)
-    out = np.zeros((16, rec.N_COLS), dtype=np.int64)
+    out = np.zeros(16, dtype=rec.RECORD_ROW)
     n, stop, _ = rec.parse_records(buf, start, limit, 0, check, out)
     assert start <= stop <= limit and 0 <= n <= 16
     for row in out[:n]:
-        for s, ln in ((rec.R_BODY_START, rec.R_BODY_LEN), (rec.R_TOPIC_START, rec.R_TOPIC_LEN),
-                      (rec.R_PROPS_START, rec.R_PROPS_LEN)):  # fmt: skip
+        for s, ln in (("body_start", "body_len"), ("topic_start", "topic_len"),
+                      ("props_start", "props_len")):  # fmt: skip
             assert row[s] >= 0 and row[s] + row[ln] <= limit
 
 
@@ -229,13 +225,13 @@ def test_fuzzed_damage_to_valid_records(where, flip):
     buf, end = valid_buffer(4)
     where %= end
     buf[where] ^= flip
-    out = np.zeros((8, rec.N_COLS), dtype=np.int64)
+    out = np.zeros(8, dtype=rec.RECORD_ROW)
     n, stop, _ = rec.parse_records(buf, 0, end, 0, True, out)
     data = buf.tobytes()
     p = 0
     for i in range(n):  # whatever parses also validates under the independent decoder
         spec = decode_record(data, p)
-        assert spec is not None and spec["size"] == out[i, rec.R_SIZE]
+        assert spec is not None and spec["size"] == out["size"][i]
         p += spec["size"]
     assert stop == p
 
@@ -277,7 +273,7 @@ def test_topic_ids_number_distinct_topics_exactly():
         record[28:36] = np.frombuffer(base.to_bytes(8, "big"), np.uint8)  # its own position
         buf[base : base + size] = record
         base += size
-    out = np.zeros((len(topics), rec.N_COLS), dtype=np.int64)
+    out = np.zeros(len(topics), dtype=rec.RECORD_ROW)
     assert rec.parse_records(buf, 0, base, 0, False, out)[0] == len(topics)
     ids = np.empty(len(topics), dtype=np.int64)
     first = np.empty(len(topics), dtype=np.int64)
@@ -313,18 +309,18 @@ def test_tag_code_and_index_flags_follow_decode_properties(props):
     from shmq.properties import decode_properties
 
     buf = np.zeros(4096, dtype=np.uint8)
-    fields = np.zeros((1, rec.N_FIELDS), dtype=np.int64)
-    fields[0, rec.F_BODY_CRC] = -1
+    fields = np.zeros(1, dtype=rec.ENCODE_ROW)
+    fields["body_crc"][0] = -1
     raw = np.frombuffer(props, dtype=np.uint8)
     rec.encode_batch(buf, 0, 0, np.frombuffer(b"T", np.uint8), np.ones(1, np.uint8),
                      np.array([0, 1], np.int64), raw, np.array([0, len(props)], np.int64),
                      fields)  # fmt: skip
-    rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
+    rows = np.zeros(1, dtype=rec.RECORD_ROW)
     assert rec.parse_records(buf, 0, 4096, 0, True, rows)[0] == 1
     decoded = decode_properties(props)
     tags = decoded.get("TAGS")
-    assert rows[0, rec.R_TAGS_CODE] == (java_hash(tags) if tags else 0)
+    assert rows["tags_code"][0] == (java_hash(tags) if tags else 0)
     flags = (rec.INDEX_HAS_KEYS if "KEYS" in decoded else 0) | (
         rec.INDEX_HAS_UNIQ_KEY if "UNIQ_KEY" in decoded else 0
     )
-    assert rows[0, rec.R_INDEX_FLAGS] == flags
+    assert rows["index_flags"][0] == flags

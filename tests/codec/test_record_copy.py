@@ -49,7 +49,7 @@ def owned_rows(buf, positions, sizes, qoffs, queue_id) -> list[np.ndarray]:
     """The rows of the records ``parse_at`` decodes and ``units_match`` gives the units."""
     out = []
     for p, size, qoff in zip(positions, sizes, qoffs, strict=True):
-        rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
+        rows = np.zeros(1, dtype=rec.RECORD_ROW)
         if not 0 <= p < buf.shape[0]:
             continue
         if rec.parse_at(buf, np.array([p]), buf.shape[0], BASE, False, rows) != 1:
@@ -64,15 +64,14 @@ def owned_rows(buf, positions, sizes, qoffs, queue_id) -> list[np.ndarray]:
 def by_the_rule(buf, positions, sizes, qoffs, queue_id) -> bytes:
     """The records the rule gives the units, back to back."""
     rows = owned_rows(buf, positions, sizes, qoffs, queue_id)
-    return b"".join(buf[r[rec.R_POS] : r[rec.R_POS] + r[rec.R_SIZE]].tobytes() for r in rows)
+    return b"".join(buf[r["pos"] : r["pos"] + r["size"]].tobytes() for r in rows)
 
 
 def bodies_by_the_rule(buf, positions, sizes, qoffs, queue_id):
     """The bodies, queue offsets and store timestamps of the records the rule gives."""
     rows = owned_rows(buf, positions, sizes, qoffs, queue_id)
-    start, length = rec.R_BODY_START, rec.R_BODY_LEN
-    bodies = [buf[r[start] : r[start] + r[length]].tobytes() for r in rows]
-    return bodies, [r[rec.R_QUEUE_OFFSET] for r in rows], [r[rec.R_STORE_TS] for r in rows]
+    bodies = [buf[r["body_start"] : r["body_start"] + r["body_len"]].tobytes() for r in rows]
+    return bodies, [r["queue_offset"] for r in rows], [r["store_ts"] for r in rows]
 
 
 def copied(buf, positions, sizes, qoffs, queue_id) -> tuple[bytes, int]:

@@ -38,7 +38,7 @@ def stored(topic: bytes, body: bytes, props: bytes, queue_id: int = 3) -> tuple[
         5678, 42, 2, 0, len(body), body, rest,
     )  # fmt: skip
     buf = np.frombuffer(bytes(raw), dtype=np.uint8)
-    rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
+    rows = np.zeros(1, dtype=rec.RECORD_ROW)
     assert rec.parse_at(buf, np.zeros(1, np.int64), size, 0, True, rows) == 1
     return bytes(raw), rows
 

@@ -24,10 +24,10 @@ def encode(bodies: list[bytes], topic: bytes = TOPIC, queue_id: int = 0, crc: in
     offs = np.zeros(len(bodies) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in bodies], out=offs[1:])
     props = np.frombuffer(b"TAGS\x01t\x02", dtype=np.uint8)
-    fields = np.zeros((len(bodies), rec.N_FIELDS), dtype=np.int64)
-    fields[:, rec.F_QUEUE_ID] = queue_id
-    fields[:, rec.F_BODY_CRC] = crc
-    fields[:, rec.F_SYSFLAG] = sysflag
+    fields = np.zeros(len(bodies), dtype=rec.ENCODE_ROW)
+    fields["queue_id"] = queue_id
+    fields["body_crc"] = crc
+    fields["sysflag"] = sysflag
     end = rec.encode_batch(data, 0, 0, np.frombuffer(topic, dtype=np.uint8), flat, offs, props,
                            np.array([0, len(props)], dtype=np.int64), fields)  # fmt: skip
     return data, int(end)

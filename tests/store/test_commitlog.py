@@ -23,13 +23,13 @@ def tail(props: bytes) -> tuple[bytes, int]:
 
 def batch_args(bodies: list[bytes], props: bytes, first_queue_offset: int, now: int):
     n = len(bodies)
-    fields = np.zeros((n, rec.N_FIELDS), dtype=np.int64)
-    fields[:, rec.F_QUEUE_ID] = 2
-    fields[:, rec.F_FLAG] = 5
-    fields[:, rec.F_QUEUE_OFFSET] = np.arange(first_queue_offset, first_queue_offset + n)
-    fields[:, rec.F_BORN_TS] = fields[:, rec.F_STORE_TS] = now
-    fields[:, rec.F_BORN_HOST] = fields[:, rec.F_STORE_HOST] = HOST
-    fields[:, rec.F_BODY_CRC] = -1
+    fields = np.zeros(n, dtype=rec.ENCODE_ROW)
+    fields["queue_id"] = 2
+    fields["flag"] = 5
+    fields["queue_offset"] = np.arange(first_queue_offset, first_queue_offset + n)
+    fields["born_ts"] = fields["store_ts"] = now
+    fields["born_host"] = fields["store_host"] = HOST
+    fields["body_crc"] = -1
     offsets = np.cumsum([0] + [len(b) for b in bodies]).astype(np.int64)
     sizes = np.array([rec.record_size(len(b), len(TOPIC), len(props)) for b in bodies])
     return (

@@ -94,7 +94,7 @@ def test_dispatch_run_writes_what_dispatch_batch_writes(tmp_path_factory, record
         records = [(0, 0, *rest) for _, _, *rest in records] + records[-3:]
     commitlog = CommitLog(os.path.join(root, "commitlog"), COMMITLOG_FILE_SIZE)
     fast, general = _dispatcher(os.path.join(root, "fast")), _dispatcher(os.path.join(root, "gen"))
-    rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)
+    rows = np.empty(SCAN_ROWS, dtype=rec.RECORD_ROW)
     counters: dict = {}
     done = fast_done = began = 0
     try:
@@ -127,7 +127,7 @@ def test_a_pass_that_continues_the_queue_takes_one_kernel_call(tmp_path):
     with a record of another queue is not, and is dispatched the general way."""
     commitlog = CommitLog(str(tmp_path / "commitlog"), 1 << 16)
     d = _dispatcher(str(tmp_path))
-    rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)
+    rows = np.empty(SCAN_ROWS, dtype=rec.RECORD_ROW)
     counters: dict = {}
     try:
         _append(commitlog, counters, 0, (0, 0, True, 0, False))
@@ -157,7 +157,7 @@ def test_a_full_disk_stops_a_run_and_the_redone_pass_writes_it_whole(tmp_path):
     again, redoing the pass leaves what the general path writes."""
     commitlog = CommitLog(str(tmp_path / "commitlog"), 1 << 16)
     reference = _dispatcher(str(tmp_path / "gen"))
-    rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)
+    rows = np.empty(SCAN_ROWS, dtype=rec.RECORD_ROW)
     counters: dict = {}
     with small_tmpfs(tmp_path, "1m") as mnt:
         d = _dispatcher(mnt)

@@ -202,24 +202,24 @@ def test_the_batch_index_kernel_writes_what_one_record_at_a_time_writes(
     buf = np.zeros(1 << 16, dtype=np.uint8)
     props_offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum([len(p) for p in props], out=props_offs[1:])
-    fields = np.zeros((n, rec.N_FIELDS), dtype=np.int64)
-    fields[:, rec.F_STORE_TS] = [1_700_000_000_000 + r[3] for r in records]
-    fields[:, rec.F_BODY_CRC] = -1
+    fields = np.zeros(n, dtype=rec.ENCODE_ROW)
+    fields["store_ts"] = [1_700_000_000_000 + r[3] for r in records]
+    fields["body_crc"] = -1
     rec.encode_batch(buf, 0, 1 << 30, np.frombuffer(topic.encode(), np.uint8),
                      np.full(n, 7, dtype=np.uint8), np.arange(n + 1, dtype=np.int64),
                      np.frombuffer(b"".join(props), np.uint8), props_offs, fields)  # fmt: skip
-    rows = np.zeros((n, rec.N_COLS), dtype=np.int64)
+    rows = np.zeros(n, dtype=rec.RECORD_ROW)
     count, _, _ = rec.parse_records(buf, 0, buf.shape[0], 1 << 30, True, rows)
     assert count == n
     root = tmp_path_factory.mktemp("batch")
     one_by_one = IndexService(str(root / "python"), 16, 12)
     batch = IndexService(str(root / "kernel"), 16, 12)
-    for i in np.flatnonzero(rows[:, rec.R_INDEX_FLAGS] != 0).tolist():  # as dispatch did
+    for i in np.flatnonzero(rows["index_flags"] != 0).tolist():  # as dispatch did
         values = decode_properties(props[i])
         keys = [k for k in values.get("KEYS", "").split(" ") if k]
-        phy = (1 << 30) + int(rows[i, rec.R_POS])
-        one_by_one.build_index(topic, keys, values.get("UNIQ_KEY"), phy, int(fields[i, 6]))
-    batch.build_index_batch(buf, rows, np.flatnonzero(rows[:, rec.R_INDEX_FLAGS] != 0), 1 << 30)
+        phy = (1 << 30) + int(rows["pos"][i])
+        one_by_one.build_index(topic, keys, values.get("UNIQ_KEY"), phy, int(fields["store_ts"][i]))
+    batch.build_index_batch(buf, rows, np.flatnonzero(rows["index_flags"] != 0), 1 << 30)
     assert len(batch.files) == len(one_by_one.files)
     for a, b in zip(one_by_one.files, batch.files, strict=True):
         assert a.buf.tobytes() == b.buf.tobytes()

@@ -93,7 +93,7 @@ class HAClient:
         self.sock: socket.socket | None = None
         self.master = ""
         self._rbuf = bytearray(READ_BUFFER)
-        self._rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)  # scan table, reused
+        self._rows = np.empty(SCAN_ROWS, dtype=rec.RECORD_ROW)  # scan table, reused
         warm_up(self._rows)
         self._rlen = 0
         self._retry_at = 0.0
@@ -265,7 +265,7 @@ class HAClient:
         count, last_ts = 0, 0
         for batch in self.commitlog.scan(self.whole, self.received, rows=self._rows):
             count += batch.rows.shape[0]
-            last_ts = int(batch.rows[-1, rec.R_STORE_TS])
+            last_ts = int(batch.rows["store_ts"][-1])
         position, _ = self.commitlog.last_scan
         if self.received - position > self.max_partial:
             self.whole = position

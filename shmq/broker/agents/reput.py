@@ -51,7 +51,7 @@ def warm_up() -> None:
         commitlog = CommitLog(os.path.join(tmp, "commitlog"), 64 * 1024, readonly=True)
         index = IndexService(os.path.join(tmp, "index2"), 16, 32, 64)
         dispatcher = Dispatcher(os.path.join(tmp, "cq2"), cfg.consume_queue_file_size, index)
-        rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)
+        rows = np.empty(SCAN_ROWS, dtype=rec.RECORD_ROW)
         try:  # the general path, then the run that continues its queue
             dispatcher.dispatch_range(commitlog, 0, second, rows)
             dispatcher.dispatch_range(commitlog, second, end, rows)
@@ -93,7 +93,7 @@ class Reput:
         self.directory = qt.QueueDirectory(self.queues_seg.buf, self.queues_seg.words)
         self.maxima = qt.max_offsets(self.queues_seg.buf)
         self._slots: dict[tuple[str, int], int] = {}  # (topic, queue id) -> queue-table slot
-        self._rows = np.empty((SCAN_ROWS, rec.N_COLS), dtype=np.int64)  # kept for each scan
+        self._rows = np.empty(SCAN_ROWS, dtype=rec.RECORD_ROW)  # kept for each scan
         self.registry = Segment.attach(env.names.registry)
         # word access without numpy scalars for what every pass reads or publishes
         self.cw = memoryview(env.counters.mm).cast("q")

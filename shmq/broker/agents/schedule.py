@@ -75,7 +75,7 @@ def warm_up() -> None:
     """Run the delivery kernels once on scratch data, so they are compiled (or loaded from
     numba's cache) before the first message is due rather than when it is."""
     record = np.zeros(256, dtype=np.uint8)
-    rows = np.zeros((1, rec.N_COLS), dtype=np.int64)
+    rows = np.zeros(1, dtype=rec.RECORD_ROW)
     ends = np.zeros(2, dtype=np.int64)
     picks = np.zeros(1, dtype=np.int64)
     rebuild_deliveries(record, rows, picks, np.zeros(0, np.uint8), record, ends, picks)
@@ -170,9 +170,9 @@ class Schedule:
             start = max(start, commitlog.min_offset)
             for batch in commitlog.scan(start, end):
                 rows, buf = batch.rows, batch.buf
-                for i in np.flatnonzero(np.isin(rows[:, rec.R_BORN_TS], born)).tolist():
-                    pos = int(rows[i, rec.R_POS])
-                    record = buf[pos : pos + int(rows[i, rec.R_SIZE])]
+                for i in np.flatnonzero(np.isin(rows["born_ts"], born)).tolist():
+                    pos = int(rows["pos"][i])
+                    record = buf[pos : pos + int(rows["size"][i])]
                     waiting = pending.get(_identity(record, rows[i]))
                     if waiting:
                         part, entry_id = waiting.pop(0)
@@ -191,7 +191,7 @@ class Schedule:
         """The deliveries of records ``rows[picks]`` (``rebuild_deliveries``): ``(bytes,
         ends, indices of the records delivered)``; the others are logged."""
         n = picks.shape[0]
-        sizes = rows[picks, rec.R_SIZE]
+        sizes = rows["size"][picks]
         out = np.empty(int(sizes.sum()) + n * MAX_TOPIC_LENGTH, dtype=np.uint8)
         ends = np.zeros(n + 1, dtype=np.int64)
         problems = np.zeros(n, dtype=np.int64)
@@ -200,7 +200,7 @@ class Schedule:
             problem = int(problems[k])
             if problem != HALF_MESSAGE:
                 log.error("delayed record at CommitLog offset %d is not delivered: %s",
-                          int(rows[picks[k], rec.R_PHYS_OFFSET]), PROBLEMS[problem])  # fmt: skip
+                          int(rows["phys_offset"][picks[k]]), PROBLEMS[problem])  # fmt: skip
         return out, ends, np.flatnonzero(problems == 0)
 
     def has_work(self) -> bool:
@@ -334,10 +334,10 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _identity(record: np.ndarray, row: np.ndarray) -> tuple:
+def _identity(record: np.ndarray, row: np.void) -> tuple:
     """What a delivery and its delayed record's rebuilt copy share: born time and body CRC
     (``row``, either's), queue id, and every byte from the topic on (``record``: the
     delivery's bytes, or the rebuilt copy's)."""
-    tail = int(row[rec.R_BODY_START]) - int(row[rec.R_POS]) + int(row[rec.R_BODY_LEN])
+    tail = int(row["body_start"]) - int(row["pos"]) + int(row["body_len"])
     queue_id = int.from_bytes(record[12:16].tobytes(), "big", signed=True)
-    return int(row[rec.R_BORN_TS]), int(row[rec.R_BODY_CRC]), queue_id, record[tail:].tobytes()
+    return int(row["born_ts"]), int(row["body_crc"]), queue_id, record[tail:].tobytes()

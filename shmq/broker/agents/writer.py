@@ -73,7 +73,7 @@ def warm_up() -> None:
                             result)  # fmt: skip
     ra.reject_all(comp, 0, 1, ring.REASON_CORRUPT)
     rec.write_blank(dst, 0, 8)
-    rec.parse_one(ring_data, 0, 4096, 0, False, np.zeros((1, rec.N_COLS), np.int64), 0)
+    rec.parse_one(ring_data, 0, 4096, 0, False, np.zeros(1, dtype=rec.RECORD_ROW), 0)
 
 
 class _RingFenced(ShmqError):
@@ -168,7 +168,7 @@ class Writer:
         args.reason_size = ring.REASON_TOO_LARGE
         args.reason_sysflag = ring.REASON_SYSFLAG
         args.reason_corrupt = ring.REASON_CORRUPT
-        self._row = np.zeros((1, rec.N_COLS), dtype=np.int64)
+        self._row = np.zeros(1, dtype=rec.RECORD_ROW)
         # word access without numpy scalars for what every pass reads or publishes
         self.cw = memoryview(env.counters.mm).cast("q")
         self.cw[cn.WRITER_RING] = 0  # no ring read yet: a predecessor's blame was taken
@@ -196,8 +196,8 @@ class Writer:
         for batch in self.commitlog.scan(dispatched, self.write_offset):
             for i in range(batch.rows.shape[0]):
                 topic = batch.topic(i)
-                slot = self._queue_slot(topic.encode(), int(batch.rows[i, rec.R_QUEUE_ID]))
-                qoff = int(batch.rows[i, rec.R_QUEUE_OFFSET]) + 1
+                slot = self._queue_slot(topic.encode(), int(batch.rows["queue_id"][i]))
+                qoff = int(batch.rows["queue_offset"][i]) + 1
                 self.next_qoff[slot] = max(self.next_qoff[slot], qoff)
                 if topic == DELETED_TOPIC_LOG and (deleted := deleted_topic(batch, i)):
                     self._start_next_life(deleted.encode())
@@ -487,8 +487,8 @@ class Writer:
         (RocketMQ's 127-byte limit) is refused, never asked for."""
         row = self._row
         rec.parse_one(view.data, p, view.capacity, base, False, row, 0)
-        start = int(row[0, rec.R_TOPIC_START])
-        name = view.data[start : start + int(row[0, rec.R_TOPIC_LEN])].tobytes()
+        start = int(row["topic_start"][0])
+        name = view.data[start : start + int(row["topic_len"][0])].tobytes()
         cfg = self.topics.get(name)
         if (
             cfg is None

@@ -221,15 +221,15 @@ class RemotingSend:
     def _fields(self, header: SendHeader, records: Records, conn: Connection) -> np.ndarray:
         """The per-record fields ``encode_batch`` takes, from the header and the peer."""
         n = records.body_offs.shape[0] - 1
-        fields = np.zeros((n, rec.N_FIELDS), dtype=np.int64)
-        fields[:, rec.F_QUEUE_ID] = records.queue_id
-        fields[:, rec.F_FLAG] = records.flags
-        fields[:, rec.F_SYSFLAG] = records.sysflag
-        fields[:, rec.F_BORN_TS] = header.bornTimestamp
+        fields = np.zeros(n, dtype=rec.ENCODE_ROW)
+        fields["queue_id"] = records.queue_id
+        fields["flag"] = records.flags
+        fields["sysflag"] = records.sysflag
+        fields["born_ts"] = header.bornTimestamp
         host, _, port = conn.peer.rpartition(":")
-        fields[:, rec.F_BORN_HOST] = pack_host(host, int(port))
-        fields[:, rec.F_RECONSUME] = header.reconsumeTimes or 0
-        fields[:, rec.F_BODY_CRC] = self.body_crc
+        fields["born_host"] = pack_host(host, int(port))
+        fields["reconsume_times"] = header.reconsumeTimes or 0
+        fields["body_crc"] = self.body_crc
         return fields
 
     def _respond(self, appended: Appended, rows: np.ndarray) -> RemotingCommand:
@@ -480,4 +480,4 @@ def warm_up() -> None:
     batch = decode_batch(batch_body.warm_up(), b"CLUSTER\x01c\x02")
     records = Records("WarmUp", 0, 0, batch.bodies, batch.body_offs, batch.props,
                       batch.props_offs, batch.flags, True)  # fmt: skip
-    encode_records(records, np.zeros((1, rec.N_FIELDS), dtype=np.int64), 1 << 20)
+    encode_records(records, np.zeros(1, dtype=rec.ENCODE_ROW), 1 << 20)

@@ -69,16 +69,16 @@ class SendBack:
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}"
             )
         buf, row = batch.buf, batch.rows[0]
-        s, n = int(row[rec.R_PROPS_START]), int(row[rec.R_PROPS_LEN])
+        s, n = int(row["props_start"]), int(row["props_len"])
         props = buf[s : s + n].tobytes()
         topic = batch.topic(0)
-        reconsume = int(row[rec.R_RECONSUME])
+        reconsume = int(row["reconsume_times"])
         add = {}
         if property_value(props, _RETRY_TOPIC) is None:
             add["RETRY_TOPIC"] = topic
         if property_value(props, _ORIGIN_ID) is None:
-            host_at = int(row[rec.R_STORE_HOST])
-            host_len = 20 if int(row[rec.R_SYSFLAG]) & rec.SYSFLAG_STOREHOST_V6 else 8
+            host_at = int(row["store_host"])
+            host_len = 20 if int(row["sysflag"]) & rec.SYSFLAG_STOREHOST_V6 else 8
             store_host = buf[host_at : host_at + host_len].tobytes()
             add["ORIGIN_MESSAGE_ID"] = offset_msg_id(store_host, offset)
         props = edit_properties(props, remove={_REAL_TOPIC, _REAL_QID, _DELAY}, add=add)

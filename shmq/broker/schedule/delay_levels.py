@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import numpy as np
 
 from shmq import json_file
-from shmq.codec import record as rec
 from shmq.delay_topics import SCHEDULE_TOPIC
 from shmq.ipc import queue_table as qt
 from shmq.store.reader import StoreReader
@@ -95,7 +94,7 @@ class DelayLevels:
         qoffs = offset + np.arange(n, dtype=np.int64)
         runs, found, done = [], set(), self.done[qid]
         for mf, rows, ok in self.reader.records(SCHEDULE_TOPIC, qid, phys, sizes, qoffs):
-            offsets = rows[ok, rec.R_QUEUE_OFFSET].tolist()
+            offsets = rows["queue_offset"][ok].tolist()
             found.update(offsets)
             fresh = [k for k, o in enumerate(offsets) if o not in done]
             if fresh:

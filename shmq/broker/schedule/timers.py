@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from shmq.codec import record as rec
 from shmq.codec.record_rebuild import property_value
 from shmq.config import MessageStoreConfig
 from shmq.delay_topics import TIMER_TOPIC
@@ -143,10 +142,10 @@ class Timers:
         for mf, rows, ok in self.reader.records(TIMER_TOPIC, 0, phys, sizes, qoffs):
             for i in ok.tolist():
                 row = rows[i]
-                s = int(row[rec.R_PROPS_START])
-                props = mf.buf[s : s + int(row[rec.R_PROPS_LEN])].tobytes()
+                s = int(row["props_start"])
+                props = mf.buf[s : s + int(row["props_len"])].tobytes()
                 out = property_value(props, _OUT_MS)
-                at = int(row[rec.R_QUEUE_OFFSET]) - offset
+                at = int(row["queue_offset"]) - offset
                 deliver[at] = int(out) if out is not None and out.isdigit() else now
         kept = deliver >= 0  # units whose record is gone are skipped
         # due already: the current slot delivers it at once; beyond the wheel: its last slot
@@ -203,7 +202,7 @@ class Timers:
             by_phys["size"].astype(np.int64), qoffs,
         ):  # fmt: skip
             if ok.size:
-                at = np.searchsorted(qoffs, rows[ok, rec.R_QUEUE_OFFSET])
+                at = np.searchsorted(qoffs, rows["queue_offset"][ok])
                 ids = by_phys["pos"][at].tolist()
                 found += ids
                 runs.append((mf.buf, rows, ok, ids))

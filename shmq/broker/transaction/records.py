@@ -56,17 +56,17 @@ class HalfRecord:
     store_ms: int
     msg_id: str
     buf: np.ndarray
-    row: np.ndarray
+    row: np.void  # a RECORD_ROW of ``buf``
 
     @property
     def props(self) -> bytes:
-        s, n = int(self.row[rec.R_PROPS_START]), int(self.row[rec.R_PROPS_LEN])
+        s, n = int(self.row["props_start"]), int(self.row["props_len"])
         return self.buf[s : s + n].tobytes()
 
     @property
     def offset_msg_id(self) -> str:
-        at = int(self.row[rec.R_STORE_HOST])
-        size = 20 if int(self.row[rec.R_SYSFLAG]) & rec.SYSFLAG_STOREHOST_V6 else 8
+        at = int(self.row["store_host"])
+        size = 20 if int(self.row["sysflag"]) & rec.SYSFLAG_STOREHOST_V6 else 8
         return offset_msg_id(self.buf[at : at + size].tobytes(), self.commit_log_offset)
 
 
@@ -75,24 +75,24 @@ def half_at(batch: ScanBatch, i: int, topic: bytes = _HALF_TOPIC) -> HalfRecord 
     ``TRANS_CHECK_MAX_TIME_TOPIC`` for a discarded one), or None when it is not one (another
     topic, no ``TRAN_MSG=true``, or no valid real topic and queue)."""
     buf, row = batch.buf, batch.rows[i]
-    s, n = int(row[rec.R_TOPIC_START]), int(row[rec.R_TOPIC_LEN])
+    s, n = int(row["topic_start"]), int(row["topic_len"])
     if buf[s : s + n].tobytes() != topic:
         return None
-    s, n = int(row[rec.R_PROPS_START]), int(row[rec.R_PROPS_LEN])
+    s, n = int(row["props_start"]), int(row["props_len"])
     props = decode_properties(buf[s : s + n].tobytes())
     if props.get(hm.TRAN_MSG) != "true" or not props.get(hm.REAL_TOPIC):
         return None
     try:
         real_qid = int(props.get(hm.REAL_QID, ""))
         check_times = int(props.get(hm.CHECK_TIMES, "0"))
-        queue_offset = int(row[rec.R_QUEUE_OFFSET])
+        queue_offset = int(row["queue_offset"])
         identity = int(props.get(hm.PREPARED_QUEUE_OFFSET, queue_offset))
     except ValueError:
         return None
-    phys = int(row[rec.R_PHYS_OFFSET])
+    phys = int(row["phys_offset"])
     return HalfRecord(
         phys, queue_offset, identity, props.get(hm.PGROUP, ""), props[hm.REAL_TOPIC],
-        real_qid, check_times, int(row[rec.R_BORN_TS]), int(row[rec.R_STORE_TS]),
+        real_qid, check_times, int(row["born_ts"]), int(row["store_ts"]),
         props.get(PROPERTY_UNIQ_KEY, ""), buf, row,
     )  # fmt: skip
 
@@ -100,7 +100,7 @@ def half_at(batch: ScanBatch, i: int, topic: bytes = _HALF_TOPIC) -> HalfRecord 
 def commit_record(half: HalfRecord, first_offset: int) -> bytearray:
     """The committed message: ``half`` under its real topic and queue, sysflag COMMIT and
     PREPARED_TRANSACTION_OFFSET ``first_offset`` (the transaction's first half)."""
-    sysflag = int(half.row[rec.R_SYSFLAG]) & ~rec.SYSFLAG_TRANSACTION_MASK
+    sysflag = int(half.row["sysflag"]) & ~rec.SYSFLAG_TRANSACTION_MASK
     return rebuild_record(
         half.buf, half.row, half.real_topic.encode(), half.real_qid, half.props,
         sysflag=sysflag | rec.SYSFLAG_TRANSACTION_COMMIT, prepared_offset=first_offset,

@@ -119,10 +119,10 @@ class HalfQueueScans:
                 if self.stop.is_set():
                     raise ShmqError("the broker is stopping")
                 rows = batch.rows
-                commits = (rows[:, rec.R_SYSFLAG] & rec.SYSFLAG_TRANSACTION_MASK) == (
+                commits = (rows["sysflag"] & rec.SYSFLAG_TRANSACTION_MASK) == (
                     rec.SYSFLAG_TRANSACTION_COMMIT
                 )
-                prepared = rows[commits, rec.R_PREP_TX]
+                prepared = rows["prepared_offset"][commits]
                 found += prepared[np.isin(prepared, wanted)].tolist()
         finally:
             commitlog.close()

@@ -272,9 +272,9 @@ class RecordBatch:
     def fields(self, queue_id: int, born_host: int, start: int = 0, end: int = -1) -> np.ndarray:
         """The per-attempt header fields of records ``start .. end - 1`` (all by default)."""
         end = self.n if end < 0 else end
-        fields = np.zeros((end - start, rec.N_FIELDS), dtype=np.int64)
-        fields[:, rec.F_QUEUE_ID] = queue_id
-        fields[:, rec.F_FLAG] = self.flags if np.isscalar(self.flags) else self.flags[start:end]
-        fields[:, rec.F_BORN_TS] = time.time_ns() // 1_000_000
-        fields[:, rec.F_BORN_HOST] = born_host
+        fields = np.zeros(end - start, dtype=rec.ENCODE_ROW)
+        fields["queue_id"] = queue_id
+        fields["flag"] = self.flags if np.isscalar(self.flags) else self.flags[start:end]
+        fields["born_ts"] = time.time_ns() // 1_000_000
+        fields["born_host"] = born_host
         return fields

@@ -109,7 +109,7 @@ class RingProducer(RingAppender):
                 f"a record of {int(sizes.max())} bytes does not fit the producer ring of "
                 f"{self.capacity} bytes (ringSize)"
             )
-        fields[:, rec.F_BODY_CRC] = -1 if self.check_crc else 0
+        fields["body_crc"] = -1 if self.check_crc else 0
         shared = props_offs.shape[0] == 2
 
         def encode(i: int, count: int, local: int) -> None:

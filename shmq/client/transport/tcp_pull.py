@@ -248,16 +248,18 @@ class TcpConsumerLink:
             if not keep.shape[0]:
                 return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, low, high,
                                   suggest_which_broker_id=suggest)  # fmt: skip
-            bodies = np.empty(int(rows[keep, rec.R_BODY_LEN].sum()), dtype=np.uint8)
+            bodies = np.empty(int(rows["body_len"][keep].sum()), dtype=np.uint8)
             body_offs = np.zeros(keep.shape[0] + 1, dtype=np.int64)
             rec.gather_bodies(buf, rows, keep, bodies, body_offs, 0)
             batch = MessageBatch(mq.topic, mq.queue_id, bodies, body_offs,
-                                 rows[keep, rec.R_QUEUE_OFFSET].copy(),
-                                 rows[keep, rec.R_STORE_TS].copy())  # fmt: skip
+                                 rows["queue_offset"][keep].copy(),
+                                 rows["store_ts"][keep].copy())  # fmt: skip
             return PullResult(PullStatus.FOUND, next_offset, low, high, batch=batch,
                               suggest_which_broker_id=suggest)  # fmt: skip
         raw = reply.body
-        cols = rows[keep][:, [rec.R_POS, rec.R_QUEUE_OFFSET, rec.R_PHYS_OFFSET, rec.R_SIZE]]
+        kept = rows[keep]
+        names = ("pos", "queue_offset", "phys_offset", "size")
+        cols = np.column_stack([kept[name] for name in names])
         msgs = [stored_message(raw, pos, mq.topic, mq.queue_id, qoff, phys, n)
                 for pos, qoff, phys, n in cols.tolist()]  # fmt: skip
         status = PullStatus.FOUND if msgs else PullStatus.NO_MATCHED_MSG

@@ -80,7 +80,7 @@ class Dispatcher:
         self, commitlog: CommitLog, start: int, end: int, rows: np.ndarray
     ) -> tuple[int, dict[tuple[str, int], ConsumeQueue], int, int, int]:
         """Dispatch the valid records from ``start`` up to ``end``, parsed into ``rows``
-        (int64, ``rec.N_COLS`` columns, kept by the caller): ``dispatch_run`` when they
+        (a ``rec.RECORD_ROW`` table, kept by the caller): ``dispatch_run`` when they
         continue the last pass's queue, ``dispatch_batch`` of each scanned batch otherwise.
         Returns ``(records, queues written, last store timestamp or 0, position, parse
         code)``; position and code say where and why it stopped, as ``CommitLog.last_scan``."""
@@ -91,14 +91,14 @@ class Dispatcher:
             total, start, code, cq = run
             if cq is not None:
                 touched[(cq.topic, cq.queue_id)] = cq
-                last_ts = int(rows[total - 1, rec.R_STORE_TS])
+                last_ts = int(rows["store_ts"][total - 1])
             if start >= end or code not in (rec.PARSE_FULL, rec.PARSE_BLANK):
                 return total, touched, last_ts, start, code
         for batch in commitlog.scan(start, end, rows=rows):
             n, written = self.dispatch_batch(batch)
             total += n
             touched.update(written)
-            last_ts = int(batch.rows[-1, rec.R_STORE_TS])
+            last_ts = int(batch.rows["store_ts"][-1])
         position, code = commitlog.last_scan
         return total, touched, last_ts, position, code
 
@@ -147,7 +147,7 @@ class Dispatcher:
             return None
         if n:
             last = rows[n - 1]
-            cq.ran(units, unit_at + n, base + int(last[rec.R_POS] + last[rec.R_SIZE]))
+            cq.ran(units, unit_at + n, base + int(last["pos"] + last["size"]))
         code = out.parse_code
         if out.keys_code != KEYS_DONE:  # a full index file, or its reserved entries used up
             self.index.build_index_batch(
@@ -188,7 +188,7 @@ class Dispatcher:
             if topic == SCHEDULE_TOPIC:  # the tag slot holds the delivery time
                 picked = s.picks[a:b]
                 delay = self.delays[min(qid, len(self.delays) - 1)]
-                rows[picked, rec.R_TAGS_CODE] = rows[picked, rec.R_STORE_TS] + delay
+                rows["tags_code"][picked] = rows["store_ts"][picked] + delay
             cq = self.consume_queue(topic, qid)
             cq.put_rows(rows, s.picks, a, b, base)
             touched[(topic, qid)] = cq
@@ -220,7 +220,7 @@ class Dispatcher:
 
     def _purge(self, batch: ScanBatch, row: int, touched: dict[tuple[str, int], ConsumeQueue]):
         """Record ``row`` deleted a topic: purge its queues of everything stored before."""
-        phys = batch.file.file_from_offset + int(batch.rows[row, rec.R_POS])
+        phys = batch.file.file_from_offset + int(batch.rows["pos"][row])
         topic = deleted_topic(batch, row)
         if topic is None:
             log.error("record at %d in %s names no topic: nothing purged", phys, DELETED_TOPIC_LOG)
@@ -243,8 +243,8 @@ class Dispatcher:
         """The topic of ``row`` and whether records of it may enter a queue: it becomes a
         directory name, so a damaged one must never reach the filesystem (cached by
         bytes; at most ``MAX_CACHED_TOPICS`` names)."""
-        start = int(batch.rows[row, rec.R_TOPIC_START])
-        raw = batch.buf[start : start + int(batch.rows[row, rec.R_TOPIC_LEN])].tobytes()
+        start = int(batch.rows["topic_start"][row])
+        raw = batch.buf[start : start + int(batch.rows["topic_len"][row])].tobytes()
         known = self._topics.get(raw)
         if known is None:
             topic = raw.decode("utf-8", "replace")
@@ -256,17 +256,17 @@ class Dispatcher:
     def _refuse(self, batch: ScanBatch, picked: np.ndarray, topic: str) -> None:
         for i in picked.tolist():
             log.error("record at %d has topic %r, which no queue may have: not dispatched",
-                      batch.file.file_from_offset + int(batch.rows[i, rec.R_POS]),
+                      batch.file.file_from_offset + int(batch.rows["pos"][i]),
                       topic[:140])  # fmt: skip
 
     def _refuse_queue_ids(self, batch: ScanBatch, topics: list, ids: np.ndarray) -> None:
         rows = batch.rows
-        qids = rows[:, rec.R_QUEUE_ID]
-        tx = rows[:, rec.R_SYSFLAG] & rec.SYSFLAG_TRANSACTION_MASK
+        qids = rows["queue_id"]
+        tx = rows["sysflag"] & rec.SYSFLAG_TRANSACTION_MASK
         wrong = np.isin(tx, _DISPATCHED_TX_TYPES) & ((qids < 0) | (qids > MAX_QUEUE_ID))
         for i in np.flatnonzero(wrong).tolist():
             log.error("record at %d has topic %r queue %d, which no queue may have: not "
-                      "dispatched", batch.file.file_from_offset + int(rows[i, rec.R_POS]),
+                      "dispatched", batch.file.file_from_offset + int(rows["pos"][i]),
                       topics[int(ids[i])][0][:140], int(qids[i]))  # fmt: skip
 
     def flush(self, least_pages: int = 0) -> None:

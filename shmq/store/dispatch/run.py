@@ -106,17 +106,17 @@ def dispatch_run(src, rows, topic, units, index, picks, params, result):
     if n == 0:
         _outcome(result, 0, pos, code, 0, 0, 0, KEYS_DONE)
         return
-    if base + rows[0, rec.R_POS] + rows[0, rec.R_SIZE] <= max_physic:
+    if base + rows[0].pos + rows[0].size <= max_physic:
         _outcome(result, NOT_A_RUN, pos, code, 0, 0, 0, KEYS_DONE)
         return
     for i in range(n):
-        tx = rows[i, rec.R_SYSFLAG] & _TX_MASK
-        t = rows[i, rec.R_TOPIC_START]
+        tx = rows[i].sysflag & _TX_MASK
+        t = rows[i].topic_start
         if (
             (tx != 0 and tx != _TX_COMMIT)
-            or rows[i, rec.R_QUEUE_ID] != queue_id
-            or rows[i, rec.R_QUEUE_OFFSET] != next_unit + i
-            or not rec.bytes_equal(src, t, t + rows[i, rec.R_TOPIC_LEN], topic)
+            or rows[i].queue_id != queue_id
+            or rows[i].queue_offset != next_unit + i
+            or not rec.bytes_equal(src, t, t + rows[i].topic_len, topic)
         ):
             _outcome(result, NOT_A_RUN, pos, code, 0, 0, 0, KEYS_DONE)
             return
@@ -124,7 +124,7 @@ def dispatch_run(src, rows, topic, units, index, picks, params, result):
     put_unit_rows(units, prm.unit_at, rows, picks, np.int64(0), n, base, next_unit, max_physic)
     indexed = 0
     for i in range(n):
-        if rows[i, rec.R_INDEX_FLAGS] != 0:
+        if rows[i].index_flags != 0:
             picks[indexed] = i
             indexed += 1
     if indexed == 0 or index.shape[0] == 0:

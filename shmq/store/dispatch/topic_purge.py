@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import zlib
 
-from shmq.codec import record as rec
 from shmq.codec.record_pack import tail as record_tail
 from shmq.message import validate_topic
 from shmq.names import DELETED_TOPIC_LOG
@@ -35,8 +34,8 @@ def append_deletion(commitlog: CommitLog, topic: str, queue_offset: int, now_ms:
 
 def deleted_topic(batch: ScanBatch, row: int) -> str | None:
     """The topic a deletion record names, or None when its body is not a topic name."""
-    start = int(batch.rows[row, rec.R_BODY_START])
-    raw = batch.buf[start : start + int(batch.rows[row, rec.R_BODY_LEN])].tobytes()
+    start = int(batch.rows["body_start"][row])
+    raw = batch.buf[start : start + int(batch.rows["body_len"][row])].tobytes()
     try:
         topic = raw.decode()
         validate_topic(topic)

@@ -104,14 +104,14 @@ def put_record_keys(buf, slot_num, index_num, entry_limit, src, rows, picks, sta
     uniq_name, keys_name = rec.PROP_UNIQ_KEY, rec.PROP_KEYS
     for k in range(start, picks.shape[0]):
         r = picks[k]
-        phy = base + rows[r, rec.R_POS]
+        phy = base + rows[r].pos
         if phy < get_i64(buf, 24):
             skip = 0
             continue
         # the last UNIQ_KEY and KEYS pairs with a name and a value, as decode_properties keeps
         us = ue = ks = ke = 0
-        p = rows[r, rec.R_PROPS_START]
-        end = p + rows[r, rec.R_PROPS_LEN]
+        p = rows[r].props_start
+        end = p + rows[r].props_len
         while p < end:
             stop, sep = rec.property_pair(src, p, end)
             if p < sep < stop - 1:
@@ -120,10 +120,10 @@ def put_record_keys(buf, slot_num, index_num, entry_limit, src, rows, picks, sta
                 elif rec.bytes_equal(src, p, sep, keys_name):
                     ks, ke = sep + 1, stop
             p = stop + 1
-        topic = rows[r, rec.R_TOPIC_START]
-        h = java_hash_continue(np.int64(0), src, topic, topic + rows[r, rec.R_TOPIC_LEN])
+        topic = rows[r].topic_start
+        h = java_hash_continue(np.int64(0), src, topic, topic + rows[r].topic_len)
         h = (h * 31 + 35) & 0xFFFFFFFF  # '#'
-        store_ts = rows[r, rec.R_STORE_TS]
+        store_ts = rows[r].store_ts
         j = 0  # keys of this record seen: UNIQ_KEY first, then KEYS split at spaces
         q = ks
         while True:
