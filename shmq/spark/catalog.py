@@ -110,7 +110,7 @@ class _QueueTable:
 
 def broker_store_info(namesrv: str, broker: str | None) -> dict:
     """Ask the name server for the master brokers and the chosen one for its store."""
-    with Remote(namesrv) as remote:
+    with contextlib.closing(Remote(namesrv)) as remote:
         masters = dict(remote.masters())
         if broker is not None:
             if broker not in masters:

@@ -12,7 +12,6 @@ the failure then names which took the change. Reads ask the first namesrv that a
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 from shmq.client.route import split_addrs
@@ -48,17 +47,6 @@ class Remote:
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> Remote:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- namesrvs -------------------------------------------------------------------------------
 
