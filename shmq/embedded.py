@@ -30,6 +30,9 @@ class EmbeddedBroker:
 
     ``topics`` maps topic names to queue counts created before ``start()`` returns; any other
     keyword is a ``BrokerConfig`` field (``flush_disk_type="SYNC_FLUSH"``, ``ring_size=…``).
+    Without a ``base`` config, RocketMQ 5's gRPC proxy runs only when asked for
+    (``proxy_enable=True``), on any free port unless ``grpc_server_port`` is given;
+    ``grpc_address`` is where it listens.
 
     The agents are processes started with multiprocessing's ``spawn``, which runs the main
     script again in each: a script starts the broker under ``if __name__ == "__main__":``
@@ -77,6 +80,7 @@ class EmbeddedBroker:
         self.config = config
         self.namesrv = namesrv or ""
         self.broker_address = ""
+        self.grpc_address = ""  # the gRPC proxy's ``ip:port`` (empty: not serving one)
         self._join_namesrv = namesrv is not None
         self._namesrv: Any = None
         self._broker: Any = None
@@ -100,6 +104,8 @@ class EmbeddedBroker:
                 self._namesrv.start()
                 self.namesrv = self._namesrv.address
             settings: dict[str, Any] = {"listen_port": 0}
+            if self.base is None:  # gRPC only when asked for, on any free port by default
+                settings.update(proxy_enable=False, grpc_server_port=0)
             if self._own_store:
                 settings["mapped_file_size_commit_log"] = DEMO_COMMITLOG_FILE_SIZE
             settings.update(self.config)
@@ -112,6 +118,7 @@ class EmbeddedBroker:
                 self._broker.request_stop()
             self._broker.start()
             self.broker_address = self._broker.address
+            self.grpc_address = self._broker.grpc_address
             for topic, queues in self.topics.items():
                 self.create_topic(topic, queues)
         except BaseException:

@@ -115,6 +115,7 @@ class BrokerProc:
             "mappedFileSizeCommitLog": 1 << 20,
             "mappedFileSizeConsumeQueue": 20 * 1024,
             "registerNameServerPeriod": 1000,
+            "proxyEnable": "false",  # many brokers per host: no gRPC port 8081 each
             **conf,
         }
         self.broker_name = str(settings["brokerName"])

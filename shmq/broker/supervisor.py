@@ -42,6 +42,8 @@ from shmq.broker.ha.sync_state import Report, SyncState
 from shmq.broker.kernels import compile_kernels
 from shmq.broker.live_config import LiveConfig
 from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
+from shmq.broker.pop.revive import ReviveService
+from shmq.broker.pop.service import PopService
 from shmq.broker.process_group import ProcessGroup
 from shmq.broker.processors.admin.lookups import AdminLookups
 from shmq.broker.processors.admin.offsets import OffsetLookups
@@ -53,11 +55,13 @@ from shmq.broker.processors.client_manage import ClientManageProcessor
 from shmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from shmq.broker.processors.end_transaction import TransactionHandlers
 from shmq.broker.processors.local_registration import LocalRegistration
+from shmq.broker.processors.pop import PopProcessor
 from shmq.broker.processors.pull import RemotingPull
 from shmq.broker.processors.query_message import QueryMessageProcessor
 from shmq.broker.processors.reply import ReplyMessages
 from shmq.broker.processors.send import RemotingSend
 from shmq.broker.processors.send_back import SendBack
+from shmq.broker.proxy_process import ProxyProcess
 from shmq.broker.registration import NamesrvRegistration
 from shmq.broker.stats.get_counts import GetCounts
 from shmq.broker.stats.items import BrokerStatsItems
@@ -135,6 +139,8 @@ class Broker:
         self.context: BrokerContext | None = None
         self.transactions: TransactionService | None = None
         self.pull: RemotingPull | None = None
+        self.revive: ReviveService | None = None  # POP: stopped before the writer
+        self.proxy: ProxyProcess | None = None  # RocketMQ 5's gRPC front end
         self.processors: list[Any] = []  # registered on the control server
         self._closing: list[Any] = []  # the processors that hold threads, rings or slots
         self._lease = None
@@ -230,6 +236,9 @@ class Broker:
             compile_kernels()  # at a first start: once, here; the agents load them
             self._start_agents()
             self._start_control()
+            if cfg.proxy_enable:
+                self.proxy = ProxyProcess(self.config, self.address, self.log_level)
+                self.proxy.start()
             self._spawn_thread("housekeeping", self._housekeeping)
             if self.config.is_slave:
                 self._spawn_thread("slave-sync", partial(self.slave_sync.run, self._stop))
@@ -418,6 +427,12 @@ class Broker:
             self.pull,
             reply,
         ]
+        if not self.config.is_slave:  # POP pops, acks and revives on the master only
+            pop = PopService(ctx)
+            pop_processor = PopProcessor(ctx, pop)
+            self._closing += [pop_processor, pop]  # the state last: its journal is rewritten
+            self.revive = ReviveService(ctx, pop, pop_processor.wake)
+            self.processors.append(pop_processor)
         for processor in self.processors:
             processor.register(self.server)
         self.server.start()
@@ -434,6 +449,11 @@ class Broker:
     @property
     def address(self) -> str:
         return self.server.address if self.server is not None else ""
+
+    @property
+    def grpc_address(self) -> str:
+        """The gRPC proxy's ``ip:port`` (empty: it does not run)."""
+        return self.proxy.address if self.proxy is not None else ""
 
     def _spawn_thread(self, name: str, target: Any) -> None:
         t = threading.Thread(target=target, name=f"shmq-{name}", daemon=True)
@@ -458,6 +478,8 @@ class Broker:
                 self._answer_topic_request()
                 with self._role_lock:
                     self._watch_agents()
+                if self.proxy is not None:
+                    self.proxy.watch()
                 sync_state = self.registration.sync_state
                 if sync_state is not None and sync_state.due():
                     self.registration.register_now()
@@ -612,8 +634,12 @@ class Broker:
             self.slave_sync.wake()
         if hasattr(self, "counters"):
             cn.publish(self.counters.words, cn.STATE, cn.STATE_STOPPING)
+        if self.proxy is not None:
+            self.proxy.stop()  # no new gRPC requests
         if self.transactions is not None:
             self.transactions.stop()  # before the writer: it appends through it
+        if self.revive is not None:
+            self.revive.close()  # it appends through the writer too
         clean = True
         for kind in (k for k in STOP_ORDER if k in self.group.kinds):
             clean &= self._stop_agent(kind)

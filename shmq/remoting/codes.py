@@ -92,6 +92,16 @@ class RequestCode(IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329  # RocketMQ 5's
     GET_TOPIC_CONFIG = 351  # RocketMQ 5's
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # RocketMQ 5's
+    # RocketMQ 5's POP consumption
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    BATCH_ACK_MESSAGE = 200151
+    # shmq's own: POP groups' in-flight, revive backlog and retries (JSON body)
+    GET_POP_STATUS = 9102
     # shmq's own: messages of a topic stored in [beginTimestamp, endTimestamp]
     QUERY_MESSAGE_BY_TIME = 9100
     # shmq's own: the half messages a broker holds open, per producer group
@@ -127,8 +137,12 @@ class ResponseCode(IntEnum):
     SUBSCRIPTION_NOT_EXIST = 24
     SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    INVALID_PARAMETER = 29
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
+    NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
 
 
 def request_name(code: int) -> str:

@@ -147,6 +147,29 @@ class BrokerConfig:
         "shmq's own: pulls held by long polling at once; past it a pull that finds nothing "
         "is answered at once.",
     )
+    proxy_enable: bool = setting(
+        True,
+        "shmq's own: serve RocketMQ 5's gRPC `MessagingService` (the proxy in LOCAL mode) as a "
+        "process of the broker's group, on `brokerIP1:grpcServerPort`.",
+    )
+    grpc_server_port: int = setting(
+        8081, "The gRPC proxy's port, as RocketMQ proxy's `grpcServerPort` (0: any free port)."
+    )
+    revive_interval: int = setting(
+        1000, "How often (ms) POP checkpoints past their invisible time are looked at."
+    )
+    revive_queue_num: int = setting(
+        8, "Revive queues a POP checkpoint is assigned to in turn (its receipt's `reviveQid`)."
+    )
+    pop_from_retry_probability: int = setting(
+        20, "Percent of POP requests that read the group's POP retry topic first."
+    )
+    pop_polling_size: int = setting(
+        1024, "POP requests held by long polling per topic, group and queue."
+    )
+    max_pop_polling_size: int = setting(
+        100_000, "POP requests held by long polling at once; past it POLLING_FULL."
+    )
     idle_strategy: str = setting(
         "backoff",
         "shmq's own: how the writer waits for work: `backoff` (spin, yield, then park), "
@@ -280,6 +303,8 @@ class BrokerConfig:
         _require(not self.acl_enable, "acl_enable", self.acl_enable,
                  "false: shmq has no ACL, so it would serve every client")  # fmt: skip
         _range(self, "listen_port", 0, 65535)
+        _range(self, "grpc_server_port", 0, 65535)
+        _range(self, "pop_from_retry_probability", 0, 100)
         _range(self, "server_max_connections", 1, 65536)
         _range(self, "server_channel_max_idle_time_seconds", 1, 86400)
         _range(self, "server_frame_timeout_seconds", 1, 3600)
@@ -295,6 +320,10 @@ class BrokerConfig:
             "max_queue_slots",
             "max_topics",
             "max_held_pulls",
+            "revive_interval",
+            "revive_queue_num",
+            "pop_polling_size",
+            "max_pop_polling_size",
             "max_reply_waiting_bytes",
             "agent_restart_max",
             "transaction_check_interval",

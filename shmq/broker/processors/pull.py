@@ -63,7 +63,7 @@ class RemotingPull:
         store = ctx.config.store
         self.file_size = store.mapped_file_size_commit_log
         self.limits = transfer_limits(store)
-        self.hold = PullHold(ctx, self._answer_held)
+        self.hold = PullHold(ctx, self._answer_held, ctx.config.max_held_pulls, "shmq-pull-hold")
         warm_up()
 
     def register(self, server: RemotingServer) -> None:
@@ -125,7 +125,7 @@ class RemotingPull:
             timeout_ms = h["suspendTimeoutMillis"]
             if not self.ctx.config.long_polling_enable:
                 timeout_ms = self.ctx.config.short_polling_time_mills
-            held = HeldPull(request, conn, topic, queue_id, h["queueOffset"], timeout_ms)
+            held = HeldPull(request, conn, ((topic, queue_id),), h["queueOffset"], timeout_ms)
             if self.hold.suspend(held):
                 response = None
         if allow_suspend and flags & FLAG_COMMIT_OFFSET and not cfg.is_slave:

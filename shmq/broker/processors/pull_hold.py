@@ -37,13 +37,14 @@ FALLBACK_S = 1.0
 
 @dataclass
 class HeldPull:
-    """One held pull: its request and connection, its queue and the offset it waits past."""
+    """One held request: its request and connection, the queues it waits on (a pull: one;
+    a POP of every queue: all of the topic's and its retry topic's) and their max offsets'
+    sum when it was held (they only grow: a larger sum is a queue that grew)."""
 
     request: RemotingCommand
     conn: Connection
-    topic: str
-    queue_id: int
-    seen: int  # answer once the queue's max offset is beyond this
+    queues: tuple[tuple[str, int], ...]
+    seen: int  # answer once the queues' max offsets sum beyond this
     timeout_ms: int
     deadline: float = field(init=False)
 
@@ -58,21 +59,22 @@ Answer = Callable[[HeldPull, bool], RemotingCommand | None]
 class PullHold:
     """The held pulls and the thread that answers them."""
 
-    def __init__(self, ctx: BrokerContext, answer: Answer) -> None:
+    def __init__(self, ctx: BrokerContext, answer: Answer, max_held: int, name: str) -> None:
         self.clients = ctx.clients
         self.store = ctx.store
         self.answer = answer
-        self.slot = ctx.clients.register_consumer(os.getpid(), "shmq-pull-hold")
+        self.slot = ctx.clients.register_consumer(os.getpid(), name)
         self.sem = open_semaphore(self.slot.sem_name)
         self.reg = ctx.registry.words
         self.base = rg.consumer_base(ctx.config.max_producers, self.slot.index)
         self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
         self._held: list[HeldPull] = []
-        self._max_held = ctx.config.max_held_pulls  # beyond, a pull is answered at once
+        self._max_held = max_held  # beyond, a request is answered at once
         self._lock = threading.Lock()
         self._added = threading.Event()  # a pull was held since the thread last looked
+        self._poked = False  # re-run every held request (``poke``)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="shmq-pull-hold", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def suspend(self, held: HeldPull) -> bool:
@@ -84,6 +86,22 @@ class PullHold:
         self._added.set()
         post(self.sem)  # the thread re-reads what to watch
         return True
+
+    def poke(self) -> None:
+        """Re-run every held request now: something other than a queue's growth may let
+        them find messages (a FIFO queue unblocked by an ack)."""
+        self._poked = True
+        self._added.set()
+        post(self.sem)
+
+    def level(self, queues: tuple[tuple[str, int], ...]) -> int:
+        """The sum of ``queues``' max offsets (a held request's ``seen``)."""
+        return sum(self.store.max_offset(t, q) for t, q in queues)
+
+    def held_requests(self) -> list[HeldPull]:
+        """The requests held now (a copy)."""
+        with self._lock:
+            return list(self._held)
 
     def held(self) -> int:
         with self._lock:
@@ -115,7 +133,7 @@ class PullHold:
             self._added.clear()
             return
         self._added.clear()
-        keys = {(h.topic, h.queue_id) for h in held}
+        keys = {key for h in held for key in h.queues}
         slots = [self.store.slot(t, q) for t, q in keys]
         rg.set_watch(self.reg, self.base, None if min(slots) < 0 else slots)
         now = time.monotonic()
@@ -127,7 +145,7 @@ class PullHold:
         self._answer(held)
 
     def _ready(self, held: list[HeldPull]) -> bool:
-        return any(self.store.max_offset(h.topic, h.queue_id) > h.seen for h in held) or (
+        return any(self.level(h.queues) > h.seen for h in held) or (
             time.monotonic() >= min(h.deadline for h in held)
         )
 
@@ -135,11 +153,12 @@ class PullHold:
         """Re-run the held pulls whose queue grew or whose time is up; those answered leave
         the table before their answers go out."""
         now = time.monotonic()
+        poked, self._poked = self._poked, False
         done: list[tuple[HeldPull, RemotingCommand]] = []
         for h in held:
             final = now >= h.deadline
-            grown = self.store.max_offset(h.topic, h.queue_id)
-            if not final and grown <= h.seen:
+            grown = self.level(h.queues)
+            if not final and grown <= h.seen and not poked:
                 continue
             h.seen = grown
             response = self.answer(h, final)
