@@ -427,19 +427,24 @@ class Broker:
             self.pull,
             reply,
         ]
-        if not self.config.is_slave:  # POP pops, acks and revives on the master only
-            pop = PopService(ctx)
-            pop_processor = PopProcessor(ctx, pop)
-            self._closing += [pop_processor, pop]  # the state last: its journal is rewritten
-            self.revive = ReviveService(ctx, pop, pop_processor.wake)
-            self.processors.append(pop_processor)
         for processor in self.processors:
             processor.register(self.server)
         self.server.start()
         self._serving = True
         if self.config.is_slave:
-            return  # a slave appends nothing: no transaction checks
+            return  # a slave appends nothing: no transaction checks, no POP
         self.transactions.start(ctx.producers.live_connections)
+        self._start_pop()
+
+    def _start_pop(self) -> None:
+        """POP pops, acks and revives on a master only (RocketMQ's revive service too): a
+        slave answers its codes REQUEST_CODE_NOT_SUPPORTED until a promotion."""
+        pop = PopService(self.context)
+        processor = PopProcessor(self.context, pop)
+        self._closing += [processor, pop]  # the state last: its journal is rewritten
+        self.revive = ReviveService(self.context, pop, processor.wake)
+        processor.register(self.server)
+        self.processors.append(processor)
 
     def _owned(self, processor: T) -> T:
         """``processor``, closed at stop (after the server)."""
@@ -603,6 +608,7 @@ class Broker:
             self.group.kinds = AGENTS
             self._start_agents()
             self.transactions.start(self.context.producers.live_connections)
+            self._start_pop()
         log.warning("master at epoch %d from offset %d", epoch, start)
         self.registration.register_all()
 

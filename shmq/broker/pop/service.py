@@ -59,6 +59,7 @@ class PopService:
                 len(self.state.checkpoints),
             )
         self._revive_qid = 0
+        self._committed: dict[QueueKey, int] = {}  # what this service last committed
 
     def close(self) -> None:
         with self.lock:
@@ -83,14 +84,29 @@ class PopService:
 
     def cursor(self, key: QueueKey, initial: Callable[[], int]) -> int:
         """Where the group's next pop of the queue begins; ``initial()`` for a queue it
-        never popped and has no committed offset of."""
+        never popped and has no committed offset of. An offset an admin reset since this
+        service committed the queue's last wins (RocketMQ's pending reset offset)."""
+        group, topic, queue_id = key
         with self.lock:
             found = self.state.cursors.get(key)
-            if found is not None:
-                return found
-            group, topic, queue_id = key
             committed = self.ctx.offsets.query(group, topic, queue_id)
+            if found is not None:
+                last = self._committed.get(key)
+                if last is None or committed < 0 or committed == last:
+                    return found
+                log.info(
+                    "POP %s %s queue %d: offset reset to %d", group, topic, queue_id, committed
+                )
+                self._write([{"k": "cur", "c": group, "t": topic, "q": queue_id, "o": committed}])
+                self._committed[key] = committed
+                return committed
             return committed if committed >= 0 else initial()
+
+    def _commit(self, key: QueueKey) -> None:
+        """The queue's cursor as the group's consume offset (the caller holds the lock)."""
+        offset = self.state.cursors[key]
+        self.ctx.offsets.commit(*key, offset)
+        self._committed[key] = offset
 
     def record_pop(self, popped: Popped) -> None:
         """Store what a pop took (a checkpoint) or skipped (the cursor), before it is
@@ -119,7 +135,7 @@ class PopService:
                 self._write(
                     [{"k": "cur", "c": p.group, "t": p.topic, "q": p.queue_id, "o": p.next_offset}]
                 )
-            self.ctx.offsets.commit(p.group, p.topic, p.queue_id, self.state.cursors[key])
+            self._commit(key)
 
     def order_checkpoint(self, key: QueueKey) -> Checkpoint | None:
         with self.lock:
@@ -140,8 +156,7 @@ class PopService:
             fresh = [o for o in offsets if o in ck.offsets and o not in ck.acked]
             if fresh:
                 self._write([{"k": "ack", "id": ck.id, "o": fresh}])
-                key = (group, topic, receipt.queue_id)
-                self.ctx.offsets.commit(group, topic, receipt.queue_id, self.state.cursors[key])
+                self._commit((group, topic, receipt.queue_id))
             return True
 
     def _checkpoint(self, group: str, topic: str, receipt: Receipt) -> Checkpoint | None:
