@@ -46,6 +46,15 @@ class Checkpoint:
     counts: dict[int, int] = field(default_factory=dict)  # FIFO: times popped before
     visible: dict[int, int] = field(default_factory=dict)  # FIFO: changed visible times
     attempt_id: str = ""
+    members: frozenset[int] = field(init=False, repr=False)  # the offsets, for lookups
+
+    def __post_init__(self) -> None:
+        self.members = frozenset(self.offsets)
+
+    @property
+    def done(self) -> bool:
+        """Every message acked."""
+        return len(self.acked) >= len(self.members)
 
     @property
     def order(self) -> bool:
@@ -169,17 +178,17 @@ class PopCheckpoints:
             heapq.heappush(self._due, (ck.visible_at, ck.id))
         self.checkpoints[ck.id] = ck
         self._by_receipt[(ck.group, ck.topic, ck.queue_id, ck.start, ck.pop_time)] = ck.id
-        if not ck.unacked:  # a FIFO pop whose messages all went to the DLQ
+        if ck.done:  # a FIFO pop whose messages all went to the DLQ
             self._finish(ck)
 
     def _ack(self, ck: Checkpoint, offsets: list[int]) -> None:
-        fresh = [o for o in offsets if o in ck.offsets and o not in ck.acked]
+        fresh = ck.members.intersection(offsets).difference(ck.acked)
         ck.acked.update(fresh)
         self.group_counts(ck.group, ck.topic).acked += len(fresh)
-        if ck.order and ck.unacked:
-            self.cursors[(ck.group, ck.topic, ck.queue_id)] = ck.unacked[0]
-        if not ck.unacked:
+        if ck.done:
             self._finish(ck)
+        elif ck.order:
+            self.cursors[(ck.group, ck.topic, ck.queue_id)] = ck.unacked[0]
 
     def _finish(self, ck: Checkpoint) -> None:
         if ck.order:

@@ -151,11 +151,11 @@ class PopService:
             ck = self._checkpoint(group, topic, receipt)
             if ck is None:
                 return not receipt.is_order
-            if receipt.is_order and not set(offsets) <= set(ck.offsets):
+            if receipt.is_order and not ck.members.issuperset(offsets):
                 return False
-            fresh = [o for o in offsets if o in ck.offsets and o not in ck.acked]
+            fresh = ck.members.intersection(offsets).difference(ck.acked)
             if fresh:
-                self._write([{"k": "ack", "id": ck.id, "o": fresh}])
+                self._write([{"k": "ack", "id": ck.id, "o": sorted(fresh)}])
                 self._commit((group, topic, receipt.queue_id))
             return True
 
@@ -178,11 +178,11 @@ class PopService:
             ck = self._checkpoint(group, topic, receipt)
             offset = receipt.queue_offset
             if receipt.is_order:
-                if ck is not None and offset in ck.unacked:
+                if ck is not None and offset in ck.members and offset not in ck.acked:
                     self._write([{"k": "vis", "id": ck.id, "o": offset, "at": now + invisible}])
                 pop_time = receipt.pop_time
                 return pop_time, now + invisible - pop_time
-            if ck is not None and offset in ck.unacked:
+            if ck is not None and offset in ck.members and offset not in ck.acked:
                 while self.state.find(group, topic, receipt.queue_id, offset, now):
                     now += 1  # a second change within the same ms
                 fresh = Checkpoint(
@@ -211,6 +211,11 @@ class PopService:
         ``dead`` to the DLQ): it is done."""
         with self.lock:
             self._write([{"k": "done", "id": ck.id, "r": copied, "d": dead}])
+
+    def dead_lettered(self, group: str, topic: str, count: int) -> None:
+        """``count`` FIFO messages of the group went to its DLQ (for ``status``)."""
+        with self.lock:
+            self.state.group_counts(group, topic).dlq += count
 
     def retry_later(self, ck: Checkpoint, at: int) -> None:
         with self.lock:
@@ -250,7 +255,7 @@ class PopService:
                     r["retryBacklog"] += max(0, backlog(topic, queue_id) - offset)
             for ck in self.state.checkpoints.values():
                 r = row(ck.group, _original_topic(ck.group, ck.topic))
-                n = len(ck.unacked)
+                n = len(ck.members) - len(ck.acked)
                 late = (ck.visible_at if not ck.order else ck.blocked_until()) <= now
                 r["reviveBacklog" if late and not ck.order else "inFlight"] += n
             for (group, topic), counts in self.state.counts.items():

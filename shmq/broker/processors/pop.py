@@ -380,7 +380,7 @@ class PopProcessor:
                     popped = [o for o in popped if o not in last.acked]
                     bump = 0 if again else 1
                     counts = {
-                        o: last.counts.get(o, -bump) + bump if o in last.offsets else 0
+                        o: last.counts.get(o, -bump) + bump if o in last.members else 0
                         for o in popped
                     }
                 else:
@@ -502,7 +502,7 @@ class PopProcessor:
             error = refusal(answer, "POP dead letter")
             if error is not None:
                 raise error
-        self.pop.state.group_counts(group, topic).dlq += len(out)
+        self.pop.dead_lettered(group, topic, len(out))
 
     # -- ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME ----------------------
 
