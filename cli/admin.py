@@ -584,4 +584,11 @@ def delete_sub_group(
         click.echo(f"subscription group {group} deleted from {', '.join(brokers)}")
 
 
-from shmq_cli import admin_config, admin_namesrv, admin_offsets, admin_queues, admin_stats  # noqa: E402, F401  (register their commands)
+from shmq_cli import (  # noqa: E402, F401  (register their commands)
+    admin_config,
+    admin_namesrv,
+    admin_offsets,
+    admin_pop,
+    admin_queues,
+    admin_stats,
+)

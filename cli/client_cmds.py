@@ -239,6 +239,34 @@ def _progress(what: str, total: int | None, show: bool) -> Iterator[Callable[[in
               type=click.FloatRange(min=0, min_open=True),
               help="Commit offsets this often while consuming (persistConsumerOffsetInterval)"
                    "  [default: 5, a PushConsumer's]")  # fmt: skip
+@click.option(
+    "--pop",
+    is_flag=True,
+    help="Consume as RocketMQ 5's SimpleConsumer: POP, then ack each message printed.",
+)
+@click.option(
+    "--invisible-duration",
+    metavar="SECONDS",
+    type=click.FloatRange(min=0.001),
+    default=60.0,
+    show_default=True,
+    help="--pop: how long a received message stays invisible unless acked.",
+)
+@click.option(
+    "--await-duration",
+    metavar="SECONDS",
+    type=click.FloatRange(min=0),
+    default=STOP_CHECK_S,
+    show_default=True,
+    help="--pop: how long one receive long-polls the broker.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 32),
+    default=32,
+    show_default=True,
+    help="--pop: messages per receive.",
+)
 @click.option("-n", "--namesrv", default="127.0.0.1:9876", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
 @click.pass_context
@@ -251,6 +279,10 @@ def consume(
     count: int | None,
     timeout: float,
     persist_interval: float | None,
+    pop: bool,
+    invisible_duration: float,
+    await_duration: float,
+    batch_size: int,
     namesrv: str,
     as_json: bool,
 ) -> None:
@@ -260,7 +292,15 @@ def consume(
     also after Ctrl-C or SIGTERM (exit status 130 or 143). A closed stdout (`shmq consume ...
     | head -3`) ends it quietly with exit status 0, committing only the messages whose lines
     were written: the group's next run starts at the first message that was not.
+
+    With --pop the group consumes by POP (a SimpleConsumer): the broker keeps its offsets,
+    each message printed is acked, and one received but not printed (stdout closed, a stop)
+    comes back to the group after --invisible-duration.
     """
+    if pop:
+        _consume_pop(ctx, topic, group, tags, from_where, count, timeout, invisible_duration,
+                     await_duration, batch_size, namesrv, as_json)  # fmt: skip
+        return
     from shmq.client.consumer.base import PERSIST_CONSUMER_OFFSET_INTERVAL
     from shmq.client.transport.queue_reader import QueueReader
     from shmq.message import message_to_json
@@ -333,6 +373,58 @@ def consume(
         _report(line, on_stdout=summary and not (stop.signum or closed))
     if stop.signum:
         stop.exit(ctx, "offsets committed")
+    if count is not None and received < count and not closed:
+        raise ShmqError(f"timeout: received {received} of {count} messages in {timeout:g} s "
+                        "without a new one")  # fmt: skip
+
+
+def _consume_pop(
+    ctx: click.Context, topic: str, group: str, tags: str, from_where: str, count: int | None,
+    timeout: float, invisible_duration: float, await_duration: float, batch_size: int,
+    namesrv: str, as_json: bool,
+) -> None:  # fmt: skip
+    """``consume --pop``: receive, print, ack what was printed."""
+    from shmq.client.consumer.simple import SimpleConsumer
+    from shmq.message import message_to_json
+
+    message_line = (lambda m: json.dumps(message_to_json(m))) if as_json else _message_line
+    summary = count is not None and count > SHOW_EACH and not as_json
+    received = 0
+    closed = False  # stdout: its reader quit
+    with _StopSignals() as stop:
+        with say_if_slow(LOADING):
+            consumer = SimpleConsumer(
+                group, namesrv, subscriptions={topic: tags},
+                await_duration=min(await_duration, timeout),
+                invisible_duration=invisible_duration,
+                consume_from_where="FIRST_OFFSET" if from_where == "first" else "LAST_OFFSET",
+            )  # fmt: skip
+            consumer.start()
+        with consumer, _progress("consume", count, summary) as bar:
+            started = time.perf_counter()
+            last_message = time.monotonic()
+            while not (stop.signum or closed) and (count is None or received < count):
+                want = batch_size if count is None else min(batch_size, count - received)
+                msgs = consumer.receive(want, invisible_duration)
+                shown = len(msgs) if summary else _show(msgs, message_line)
+                if shown:
+                    consumer.ack_batch(msgs[:shown])
+                closed = shown < len(msgs)
+                received += shown
+                now = time.monotonic()
+                if shown:
+                    last_message = now
+                    bar(received)
+                elif now - last_message >= timeout:
+                    break
+    if summary or stop.signum or closed or count is None or received < count:
+        busy = (time.perf_counter() - started) - (time.monotonic() - last_message)
+        line = f"received {plural(received, 'message')} from {topic}"
+        if received:
+            line += f" in {max(busy, 0):.2f} s{_rate(received, busy)}"
+        _report(line, on_stdout=summary and not (stop.signum or closed))
+    if stop.signum:
+        stop.exit(ctx, "printed messages acked")
     if count is not None and received < count and not closed:
         raise ShmqError(f"timeout: received {received} of {count} messages in {timeout:g} s "
                         "without a new one")  # fmt: skip

@@ -32,6 +32,8 @@ _EXPORTS = {
     "TransactionProducer": "shmq.client.transaction.producer",
     "PushConsumer": "shmq.client.consumer.push",
     "PullConsumer": "shmq.client.consumer.lite_pull",
+    "SimpleConsumer": "shmq.client.consumer.simple",
+    "PopBatch": "shmq.client.consumer.pop_batch",
     "Admin": "shmq.client.admin.admin",
     "EmbeddedBroker": "shmq.embedded",
     "Message": "shmq.message",
@@ -87,6 +89,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "MessageQueue",
     "MessageTooLargeError",
     "NoRouteError",
+    "PopBatch",
     "Producer",
     "PullConsumer",
     "PushConsumer",
@@ -98,6 +101,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "SendStatus",
     "SendTimeoutError",
     "ShmqError",
+    "SimpleConsumer",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
@@ -123,7 +127,9 @@ if TYPE_CHECKING:
     from shmq.client.admin.admin import Admin
     from shmq.client.consumer.allocate import AllocateMessageQueueStrategy, allocation_strategy
     from shmq.client.consumer.lite_pull import PullConsumer
+    from shmq.client.consumer.pop_batch import PopBatch
     from shmq.client.consumer.push import PushConsumer
+    from shmq.client.consumer.simple import SimpleConsumer
     from shmq.client.producer.producer import Producer
     from shmq.client.producer.request_reply import create_reply_message
     from shmq.client.transaction.producer import TransactionProducer

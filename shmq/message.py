@@ -32,6 +32,11 @@ from shmq.properties import (
 
 _topic_cache: dict[str, bytes] = {}
 
+# MessageConst's POP properties, set by the client on each message a POP returns: its
+# receipt handle, and when it was first popped
+PROPERTY_POP_CK = "POP_CK"
+PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
+
 
 def validate_topic(topic: str) -> bytes:
     """The topic's bytes if it matches RocketMQ's ``^[%|a-zA-Z0-9_-]{1,127}$``."""
@@ -315,6 +320,21 @@ class MessageExt:
     @property
     def msg_id(self) -> str:
         return self.properties.get(PROPERTY_UNIQ_KEY) or self.offset_msg_id
+
+    @property
+    def receipt_handle(self) -> str | None:
+        """The handle a ``SimpleConsumer`` acks the message with (RocketMQ's ``POP_CK``
+        property); None for a message that was not popped."""
+        return self.properties.get(PROPERTY_POP_CK)
+
+    @receipt_handle.setter
+    def receipt_handle(self, handle: str) -> None:
+        self.properties[PROPERTY_POP_CK] = handle
+
+    @property
+    def delivery_attempt(self) -> int:
+        """Which delivery of the message this is, 1 for the first (reconsumeTimes + 1)."""
+        return self.reconsume_times + 1
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageExt):

@@ -701,7 +701,8 @@ def _batch_ack(ack: dict[str, Any]) -> tuple[str, str, Receipt, list[int]]:
     bits = base64.b64decode(str(field("b", "bitSet")), validate=True)
     if len(bits) > 4096:
         raise ValueError("bit set too long")
-    offsets = [start + i for i in range(len(bits) * 8) if bits[i >> 3] >> (i & 7) & 1]
+    set_bits = np.flatnonzero(np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little"))
+    offsets = (set_bits + start).tolist()
     flag = str(field("r", "retry"))
     receipt = parse_receipt(
         " ".join(

@@ -10,7 +10,7 @@ with ``to_json()`` giving RocketMQ's field names.
 ``Admin`` is the one entry point, flat as RocketMQ's ``DefaultMQAdminExt`` is: each call
 delegates to the part that does it (``topics``, ``brokers``, ``offsets``, ``connections``,
 ``sub_groups``, ``messages``, ``dlq``, ``transactions``, ``queues``, ``stats``,
-``namesrv``), objects ``Admin`` creates and owns that share one ``Remote`` (where requests
+``pop``, ``namesrv``), objects ``Admin`` creates and owns that share one ``Remote`` (where requests
 go and how they are sent). The calls are documented here.
 """
 
@@ -25,6 +25,7 @@ from shmq.client.admin.dlq import DeadLetterQueues
 from shmq.client.admin.messages import DEFAULT_QUERY_NUM, MessageQueries
 from shmq.client.admin.namesrv import NamesrvAdmin
 from shmq.client.admin.offsets import GroupOffsets
+from shmq.client.admin.pop import PopGroups
 from shmq.client.admin.queues import QueueQueries
 from shmq.client.admin.remote import Remote
 from shmq.client.admin.stats import BrokerStats
@@ -68,6 +69,7 @@ class Admin:
         self._transactions = Transactions(remote, self._messages)
         self._queues = QueueQueries(remote)
         self._stats = BrokerStats(remote, self._topics, self._offsets)
+        self._pop = PopGroups(remote)
         self._namesrv = NamesrvAdmin(remote)
 
     def close(self) -> None:
@@ -337,6 +339,19 @@ class Admin:
         message: ``msgId``, ``originTopic`` and the new ``sendMsgId`` (or ``error``).
         ``ClientError`` when ``msg_id`` is not in the DLQ."""
         return self._dlq.resend_dlq(group, msg_id)
+
+    # -- POP groups -------------------------------------------------------------------------------
+
+    def pop_status(
+        self, group: str | None = None, broker: str | None = None, cluster: str | None = None
+    ) -> list[dict[str, Any]]:
+        """One row per (POP consumer group, topic, broker), ``group``'s only when given:
+        ``group``, ``topic``, ``brokerName``, ``inFlight`` (popped, still invisible),
+        ``reviveBacklog`` (invisible time passed, not revived yet), ``retryTopic``,
+        ``retryBacklog``, ``acked``, ``revived``, ``dlq`` (since the broker started) and
+        ``popOffsets`` (queue id → where the next pop begins). Asks ``broker``, or every
+        master of ``cluster`` (of the only cluster by default)."""
+        return self._pop.pop_status(group, broker, cluster)
 
     # -- transactions -----------------------------------------------------------------------------
 
