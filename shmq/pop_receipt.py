@@ -21,6 +21,7 @@ ORDER_REVIVE_QID = 999
 RETRY_NONE, RETRY_V1, RETRY_V2 = "0", "1", "2"
 _RETRY_FLAGS = (RETRY_NONE, RETRY_V1, RETRY_V2)
 _MAX_FIELD = 255  # a broker name's limit; no numeric field is longer
+_MAX_TEXT = 9 * 20 + _MAX_FIELD
 
 
 class InvalidReceiptError(ShmqError, ValueError):
@@ -49,6 +50,16 @@ class Receipt:
     @property
     def is_order(self) -> bool:
         return self.revive_qid == ORDER_REVIVE_QID
+
+    @property
+    def extra_info(self) -> str:
+        """The broker's eight fields (an ack's or a change's ``extraInfo``), without the
+        gRPC proxy's CommitLog offset."""
+        return replace(self, commitlog_offset=-1).encode()
+
+    def is_expired(self, now_ms: int) -> bool:
+        """Whether its invisible time ended (the proxy refuses such a handle)."""
+        return self.visible_at <= now_ms
 
     def real_topic(self, topic: str, group: str) -> str:
         """The topic the message was popped from: ``topic``, or the group's POP retry
@@ -84,6 +95,8 @@ def parse_receipt(text: object) -> Receipt:
     """``text`` as a receipt; ``InvalidReceiptError`` names what is wrong."""
     if not isinstance(text, str) or not text:
         raise InvalidReceiptError("the receipt handle is empty")
+    if len(text) > _MAX_TEXT:
+        raise InvalidReceiptError("the receipt handle is too long to be one")
     parts = text.split(" ")
     if len(parts) not in (8, 9):
         raise InvalidReceiptError(f"the receipt handle has {len(parts)} fields, not 8 or 9")

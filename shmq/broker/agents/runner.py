@@ -48,7 +48,7 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stop = {"requested": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
-    _die_with_parent()
+    die_with_parent()
     supervisor = os.getppid()
     names = BrokerNames(prefix)
     files.set_file_mode(config.store.file_mode)  # what this agent creates is private too
@@ -119,7 +119,7 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     log.info("%s agent stopped", kind)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask the kernel to SIGTERM this agent when the supervisor dies (no orphans)."""
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -1,0 +1,91 @@
+"""The gRPC proxy's process (the supervisor's ``spawn`` target, ``run_proxy``).
+
+It serves ``MessagingService`` on ``brokerIP1:grpcServerPort`` with grpc's asyncio server
+and reaches the broker only through its control server (``broker_address``). As an agent
+does, it ignores SIGINT (Ctrl-C reaches the whole process group; the supervisor orders the
+stop), stops on SIGTERM (in-flight calls get a grace period), and dies with its parent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing.connection
+import os
+import signal
+import socket
+import sys
+
+import grpc
+
+from shmq.broker.agents.runner import die_with_parent
+from shmq.broker.config.broker_config import BrokerConfig
+from shmq.codec import batch_body, pull_body
+from shmq.proxy.proxy_config import GRPC_MAX_INBOUND_MESSAGE_SIZE, ProxyConfig
+from shmq.proxy.service import MessagingService
+from shmq.proxy.v2 import service_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 5.0
+MAX_CONCURRENT_RPCS = 10_000  # past it grpc answers RESOURCE_EXHAUSTED
+
+
+def run_proxy(
+    config: BrokerConfig,
+    broker_address: str,
+    ready: multiprocessing.connection.Connection,
+    log_level: int,
+) -> None:
+    """Serve until SIGTERM; ``ready`` gets ``("ready", port)`` once listening, or
+    ``("error", reason)`` (and the process exits 1) when it cannot listen."""
+    logging.basicConfig(
+        level=log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)-7s shmq.proxy[%(process)d]: %(message)s",
+    )
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+    sys.exit(asyncio.run(_serve(config, broker_address, ready)))
+
+
+async def _serve(
+    config: BrokerConfig, broker_address: str, ready: multiprocessing.connection.Connection
+) -> int:
+    cfg = ProxyConfig.of(config)
+    host = config.broker_ip1
+    client_id = f"{socket.gethostname()}@{os.getpid()}@proxy"
+    service = MessagingService(cfg, broker_address, config.broker_name, host, client_id)
+    server = grpc.aio.server(
+        options=[("grpc.max_receive_message_length", GRPC_MAX_INBOUND_MESSAGE_SIZE),
+                 ("grpc.so_reuseport", 0)],
+        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
+    )  # fmt: skip
+    service_pb2_grpc.add_MessagingServiceServicer_to_server(service, server)
+    where = f"{host}:{cfg.grpc_server_port}"
+    try:
+        port = server.add_insecure_port(where)
+    except RuntimeError as exc:
+        port, reason = 0, str(exc)
+    else:
+        reason = "the port is taken or the address is not this host's"
+    if not port:
+        ready.send(("error", f"cannot listen on {where} for the gRPC proxy (grpcServerPort): "
+                             f"{reason}"))  # fmt: skip
+        service.close()
+        return 1
+    batch_body.warm_up()  # the kernels a batch send and a POP body need, before the first
+    pull_body.warm_up()
+    loop = asyncio.get_running_loop()
+    service.bound(port, loop)
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    await server.start()
+    heartbeats = asyncio.ensure_future(service.heartbeat_loop())
+    ready.send(("ready", port))
+    log.info("gRPC proxy listening on %s:%d for broker %s", host, port, broker_address)
+    await stop.wait()
+    heartbeats.cancel()
+    await server.stop(STOP_GRACE_S)
+    service.close()
+    return 0
