@@ -105,8 +105,9 @@ class PopService:
     def _commit(self, key: QueueKey) -> None:
         """The queue's cursor as the group's consume offset (the caller holds the lock)."""
         offset = self.state.cursors[key]
-        self.ctx.offsets.commit(*key, offset)
-        self._committed[key] = offset
+        if self._committed.get(key) != offset:
+            self.ctx.offsets.commit(*key, offset)
+            self._committed[key] = offset
 
     def record_pop(self, popped: Popped) -> None:
         """Store what a pop took (a checkpoint) or skipped (the cursor), before it is

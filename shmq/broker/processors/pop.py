@@ -347,6 +347,9 @@ class PopProcessor:
         consumed counts, messages left after them)``, or None for a blocked FIFO queue."""
         store, key = self.ctx.store, (req.group, topic, queue_id)
         high = store.max_offset(topic, queue_id)
+        known = self.pop.cursor(key, lambda: -1)  # -1: never popped, no committed offset
+        if 0 <= high <= known and not req.order:
+            return known, [], {}, 0  # nothing new: the common case of a long poll's re-run
         with self.pop.lock:
             last = self.pop.order_checkpoint(key) if req.order else None
             again = False  # the same request again: the same messages, not counted twice
