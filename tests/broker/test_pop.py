@@ -340,3 +340,40 @@ def test_sigkill_of_the_broker_loses_no_popped_message_and_revives_no_acked_one(
         assert sorted(bodies) == sorted({r["body"] for r, _ in got} - acked)
         time.sleep(1)
         assert pop(addr, group, topic, poll=500)[1] == []
+
+
+_FIELD_VALUES = st.one_of(
+    st.text(max_size=12), st.integers(-(2**64), 2**64).map(str),
+    st.sampled_from(["-1", "0", "1", "32", "33", "true", "PopFuzz", "pop-fuzz", "TAG", "SQL92",
+                     "0 0 0 0 0 broker-a 0 0"]),
+)  # fmt: skip
+_PARTIAL_ACK = b'{"acks": [{"c": "g", "t": "PopFuzz"}]}'
+_POP_FIELDS = ["consumerGroup", "topic", "queueId", "maxMsgNums", "invisibleTime", "pollTime",
+               "bornTime", "initMode", "expType", "exp", "order", "attemptId", "extraInfo",
+               "offset", "shmqLocal"]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(code=st.sampled_from([RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE,
+                             RequestCode.CHANGE_MESSAGE_INVISIBLETIME, RequestCode.PEEK_MESSAGE,
+                             RequestCode.NOTIFICATION, RequestCode.POLLING_INFO,
+                             RequestCode.BATCH_ACK_MESSAGE]),
+       fields=st.dictionaries(st.sampled_from(_POP_FIELDS), _FIELD_VALUES, max_size=10),
+       body=st.one_of(st.binary(max_size=40), st.just(_PARTIAL_ACK)))  # fmt: skip
+def test_hostile_pop_requests_get_an_answer_and_change_nothing(pop_fuzz_broker, code, fields, body):
+    broker = pop_fuzz_broker
+    if code in (RequestCode.POP_MESSAGE, RequestCode.NOTIFICATION) and "pollTime" in fields:
+        fields["pollTime"] = "0"  # a long poll would only make the example slow
+    resp = call(broker.address, code, fields, body, timeout=10)
+    assert resp.code in set(Rc), resp
+    assert resp.code == Rc.SUCCESS or resp.remark
+
+
+@pytest.fixture(scope="module")
+def pop_fuzz_broker(shared_broker):
+    broker, _ = shared_broker
+    bodies = send_n(broker, "PopFuzz", 3, queues=1)
+    yield broker
+    # the group the fuzz may have popped with is untouched for another group
+    got = pop_all(broker.address, "pop-fuzz-after", "PopFuzz", 3)
+    assert sorted(r["body"] for r, _ in got) == sorted(bodies)
