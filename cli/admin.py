@@ -519,6 +519,8 @@ def broker_status(broker: str, namesrv: str, as_json: bool) -> None:
 @click.option("-i", "--broker-id", type=click.IntRange(0))
 @click.option("-w", "--which-broker-when-consume-slowly", type=click.IntRange(0))
 @click.option("-a", "--notify-consumer-ids-changed-enable", type=bool, help="true/false")
+@click.option("-o", "--consume-message-orderly", type=bool,
+              help="true/false: the group's gRPC clients consume in order.")  # fmt: skip
 @options
 def update_sub_group(
     group: str,

@@ -5,7 +5,9 @@ with its real topic and queue id in the ``REAL_TOPIC`` / ``REAL_QID`` properties
 consume-queue tag slot of such a record holds its delivery time (store time + the level's
 delay, ``messageDelayLevel``), which is what the schedule agent waits for. A timer message
 (RocketMQ 5: any delivery time, ``TIMER_DELIVER_MS``) is stored in ``rmq_sys_wheel_timer``
-queue 0 the same way, its delivery time in ``TIMER_OUT_MS``.
+queue 0 the same way, its delivery time in ``TIMER_OUT_MS``. A recall (RocketMQ 5.3) stores
+a delete marker there for the same time: a timer message with ``TIMER_DEL_UNIQKEY``, which
+names the message to drop by its real topic and unique key (``delete_key``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,21 @@ def timer_properties(topic: str, queue_id: int, deliver_ms: int) -> bytes:
         f"REAL_TOPIC\x01{topic}\x02REAL_QID\x01{queue_id}\x02"
         f"TIMER_OUT_MS\x01{deliver_ms}\x02TIMER_DELIVER_MS\x01{deliver_ms}\x02"
     ).encode()
+
+
+def delete_key(topic: str, uniq_key: str) -> str:
+    """RocketMQ's ``buildDeleteKey``: a message known by its real topic and unique key, as
+    a query by key knows it; a delete marker's ``TIMER_DEL_UNIQKEY``."""
+    return f"{topic}+{uniq_key}"
+
+
+def timer_delete_properties(topic: str, uniq_key: str, deliver_ms: int) -> bytes:
+    """The properties of the delete marker that recalls ``topic``'s timer message
+    ``uniq_key`` due at ``deliver_ms``: a timer message of its own for the same time (so
+    the same wheel slot), queue 0 of the topic as RocketMQ's ``RecallMessageProcessor``
+    writes it, ``UNIQ_KEY`` the recalled message's (RocketMQ's response names it)."""
+    marker = f"TIMER_DEL_UNIQKEY\x01{delete_key(topic, uniq_key)}\x02UNIQ_KEY\x01{uniq_key}\x02"
+    return timer_properties(topic, 0, deliver_ms) + marker.encode()
 
 
 def delayed_placement(

@@ -5,8 +5,9 @@ so its Python (protobuf decoding, one thread per stream) never shares a GIL with
 control server or an agent. It talks to the broker as RocketMQ's proxy in CLUSTER mode
 does, with remoting requests to the control server, so every POP, send and transaction
 goes through the broker's one implementation. The supervisor starts it after the control
-server (``start`` waits until it listens, and a port it cannot take fails the broker's
-start with the reason), restarts it when it dies, as an agent, and stops it first.
+server (``spawn`` while the agents start, ``serve`` once the control server listens and
+waits until the proxy does; a port it cannot take fails the broker's start with the
+reason), restarts it when it dies, as an agent, and stops it first.
 """
 
 from __future__ import annotations
@@ -28,46 +29,56 @@ STOP_TIMEOUT_S = 10.0
 class ProxyProcess:
     """The proxy's process, started with ``spawn``; ``address`` is where it listens."""
 
-    def __init__(self, config: BrokerConfig, broker_address: str, log_level: int) -> None:
+    def __init__(self, config: BrokerConfig, log_level: int) -> None:
         self.config = config
-        self.broker_address = broker_address
         self.log_level = log_level
         self.proc: Any = None
         self.address = ""
+        self.broker_address = ""
+        self._channel: Any = None
         self._restarts: list[float] = []
         self._given_up = False
 
-    def start(self) -> str:
-        """Start the proxy and wait until it listens; its ``ip:port``. A fixed port that a
-        restart got before keeps being used (clients keep the endpoint)."""
+    def spawn(self) -> None:
+        """Start the process: it imports, takes its port and loads its kernels while the
+        agents start, then waits for ``serve``."""
         from shmq.proxy.process import run_proxy  # only a broker that serves gRPC imports it
 
         ctx = mp.get_context("spawn")
-        ours, theirs = ctx.Pipe(duplex=False)
+        self._channel, theirs = ctx.Pipe()
         self.proc = ctx.Process(
             target=run_proxy,
-            args=(self.config, self.broker_address, theirs, self.log_level),
+            args=(self.config, theirs, self.log_level),
             name="shmq-proxy",
             daemon=False,
         )
         self.proc.start()
         theirs.close()
+
+    def serve(self, broker_address: str) -> str:
+        """Hand the spawned process the control server's address and wait until it serves;
+        its ``ip:port``. ``ShmqError`` with its reason when it cannot (a port taken). A
+        fixed port that a start got keeps being used by restarts (clients keep it)."""
+        self.broker_address = broker_address
+        channel, self._channel = self._channel, None
         try:
-            if not ours.poll(START_TIMEOUT_S):
+            if not channel.poll(0):  # else it has failed already: read why
+                channel.send(broker_address)
+            if not channel.poll(START_TIMEOUT_S):
                 raise ShmqError(f"the gRPC proxy did not start in {START_TIMEOUT_S:.0f} s")
-            kind, detail = ours.recv()
-        except EOFError:
+            kind, detail = channel.recv()
+        except (EOFError, BrokenPipeError):
             self.proc.join(5)
             raise ShmqError(
                 f"the gRPC proxy exited with code {self.proc.exitcode} at start"
             ) from None
         finally:
-            ours.close()
+            channel.close()
         if kind != "ready":
             self.proc.join(5)
             raise ShmqError(str(detail))
         self.address = f"{self.config.broker_ip1}:{detail}"
-        if not self.config.grpc_server_port:  # a restart keeps the port clients know
+        if not self.config.grpc_server_port:
             self.config = self.config.replace(grpc_server_port=int(detail))
         return self.address
 
@@ -86,11 +97,15 @@ class ProxyProcess:
             self._given_up = True
             return
         try:
-            self.start()
+            self.spawn()
+            self.serve(self.broker_address)
         except ShmqError as exc:
             log.error("gRPC proxy restart failed: %s", exc)
 
     def stop(self) -> None:
+        if self._channel is not None:  # spawned, never served: the broker's start failed
+            self._channel.close()
+            self._channel = None
         if self.proc is None:
             return
         if self.proc.is_alive():

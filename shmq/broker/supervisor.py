@@ -58,6 +58,7 @@ from shmq.broker.processors.local_registration import LocalRegistration
 from shmq.broker.processors.pop import PopProcessor
 from shmq.broker.processors.pull import RemotingPull
 from shmq.broker.processors.query_message import QueryMessageProcessor
+from shmq.broker.processors.recall import RecallMessageProcessor
 from shmq.broker.processors.reply import ReplyMessages
 from shmq.broker.processors.send import RemotingSend
 from shmq.broker.processors.send_back import SendBack
@@ -234,11 +235,13 @@ class Broker:
             if decision is not None:
                 self._follow_sync_state(decision)
             compile_kernels()  # at a first start: once, here; the agents load them
+            if cfg.proxy_enable:  # it imports and binds while the agents start
+                self.proxy = ProxyProcess(self.config, self.log_level)
+                self.proxy.spawn()
             self._start_agents()
             self._start_control()
-            if cfg.proxy_enable:
-                self.proxy = ProxyProcess(self.config, self.address, self.log_level)
-                self.proxy.start()
+            if self.proxy is not None:
+                self.proxy.serve(self.address)
             self._spawn_thread("housekeeping", self._housekeeping)
             if self.config.is_slave:
                 self._spawn_thread("slave-sync", partial(self.slave_sync.run, self._stop))
@@ -423,6 +426,7 @@ class Broker:
             ctx.queue_locks,
             TransactionHandlers(ctx, self.transactions),
             send_back,
+            self._owned(RecallMessageProcessor(ctx)),
             send,
             self.pull,
             reply,

@@ -3,9 +3,9 @@ CLUSTER-mode ``MQClientAPIExt``), over a few multiplexed connections, and the br
 topic and group configs, cached for a moment as RocketMQ's proxy caches its metadata.
 
 The connections are ``DuplexChannel``s: the broker may speak first on them. It does on the
-``control`` one, where the proxy's heartbeat registers a producer group per transactional
-topic its clients publish, so the broker's transaction check-backs
-(``CHECK_TRANSACTION_STATE``) arrive there and go to ``on_check``. Long polls (POP) get
+``control`` one, where the proxy's heartbeats register its clients (``registration``), so
+the broker's transaction check-backs (``CHECK_TRANSACTION_STATE``) arrive there and go to
+``on_check``. Long polls (POP) get
 connections of their own, so a held POP never queues a send or an ack behind it.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 from shmq.errors import RemotingError, RemotingTimeoutError
 from shmq.proxy.status import Code, ProxyError, remoting_code
 from shmq.remoting.duplex import DuplexChannel
-from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 
 CONFIG_TTL_S = 3.0  # how long a topic's or group's config is taken as current
 POP_CHANNELS = 4
@@ -94,15 +94,26 @@ class BrokerClient:
         except RemotingError as exc:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
 
-    def heartbeat(self, producer_groups: list[str]) -> None:
-        """Register this proxy as a producer of ``producer_groups`` on the control
-        connection: the broker checks their half messages back through it."""
-        body = {"clientID": self.client_id,
+    def heartbeat(
+        self,
+        client_id: str,
+        producer_groups: list[str],
+        consumer: dict[str, Any] | None = None,
+        language: str = "",
+    ) -> None:
+        """A HEART_BEAT on the control connection as client ``client_id`` (the proxy's own,
+        or a gRPC client's, ``language`` its): producer of ``producer_groups`` (the broker
+        then checks their half messages back through this connection), member of the
+        group of ``consumer`` (a ``ConsumerData``). A language that is no remoting
+        ``LanguageCode`` (the gRPC header is the client's to fill) leaves the proxy's."""
+        body = {"clientID": client_id,
                 "producerDataSet": [{"groupName": g} for g in producer_groups],
-                "consumerDataSet": []}  # fmt: skip
+                "consumerDataSet": [consumer] if consumer is not None else []}  # fmt: skip
         request = RemotingCommand.request(
             RequestCode.HEART_BEAT, {}, RemotingCommand.body_json(body)
         )
+        if language in LanguageCode.__members__:
+            request.language = language
         try:
             checked(self.control.invoke(request, self.timeout_s))
         except RemotingError as exc:

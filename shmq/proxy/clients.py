@@ -106,13 +106,6 @@ class ClientRegistry:
                 and any(t.name == topic for t in known.settings.publishing.topics)
                 for stream in known.streams]  # fmt: skip
 
-    def published_topics(self) -> list[str]:
-        """Every topic a known client publishes (the proxy's producer groups)."""
-        topics = {t.name for known in self.clients.values()
-                  if known.settings is not None and known.settings.HasField("publishing")
-                  for t in known.settings.publishing.topics}  # fmt: skip
-        return sorted(topics)
-
     def expire(self, force: bool = False) -> None:
         """Forget clients silent for ``CLIENT_EXPIRY_S`` without a stream; ``force``: also
         the idlest tenth, to make room."""

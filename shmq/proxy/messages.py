@@ -100,7 +100,7 @@ def outgoing(message: pb.Message, producer_group: str, peer: str, cfg: ProxyConf
                                  f"message is too large, max is {limit}")  # fmt: skip
             props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(seconds)
     if sp.HasField("delivery_timestamp"):
-        deliver_ms = sp.delivery_timestamp.ToMilliseconds()
+        deliver_ms = v.timestamp_ms(sp.delivery_timestamp, Code.ILLEGAL_DELIVERY_TIME)
         limit = cfg.max_delay_time_mills
         if limit > 0 and deliver_ms - time.time_ns() // 1_000_000 > limit:
             raise ProxyError(
@@ -119,7 +119,7 @@ def outgoing(message: pb.Message, producer_group: str, peer: str, cfg: ProxyConf
                 raise ProxyError(Code.BAD_REQUEST, f"{name} cannot contain control character")
             props[name] = value
     if sp.HasField("born_timestamp"):
-        props["BORN_TIMESTAMP"] = str(sp.born_timestamp.ToMilliseconds())
+        props["BORN_TIMESTAMP"] = str(v.timestamp_ms(sp.born_timestamp, Code.BAD_REQUEST))
     return Outgoing(props, sysflag, body, sp.message_id)
 
 

@@ -32,12 +32,11 @@ MAX_CONCURRENT_RPCS = 10_000  # past it grpc answers RESOURCE_EXHAUSTED
 
 
 def run_proxy(
-    config: BrokerConfig,
-    broker_address: str,
-    ready: multiprocessing.connection.Connection,
-    log_level: int,
+    config: BrokerConfig, channel: multiprocessing.connection.Connection, log_level: int
 ) -> None:
-    """Serve until SIGTERM; ``ready`` gets ``("ready", port)`` once listening, or
+    """Serve until SIGTERM. The supervisor starts this process while its agents start, so
+    imports, the port and the kernels are ready by the time it sends the broker's control
+    address on ``channel``; ``channel`` then gets ``("ready", port)`` once serving, or
     ``("error", reason)`` (and the process exits 1) when it cannot listen."""
     logging.basicConfig(
         level=log_level,
@@ -46,22 +45,17 @@ def run_proxy(
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
-    sys.exit(asyncio.run(_serve(config, broker_address, ready)))
+    sys.exit(asyncio.run(_serve(config, channel)))
 
 
-async def _serve(
-    config: BrokerConfig, broker_address: str, ready: multiprocessing.connection.Connection
-) -> int:
+async def _serve(config: BrokerConfig, channel: multiprocessing.connection.Connection) -> int:
     cfg = ProxyConfig.of(config)
     host = config.broker_ip1
-    client_id = f"{socket.gethostname()}@{os.getpid()}@proxy"
-    service = MessagingService(cfg, broker_address, config.broker_name, host, client_id)
     server = grpc.aio.server(
         options=[("grpc.max_receive_message_length", GRPC_MAX_INBOUND_MESSAGE_SIZE),
                  ("grpc.so_reuseport", 0)],
         maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
     )  # fmt: skip
-    service_pb2_grpc.add_MessagingServiceServicer_to_server(service, server)
     where = f"{host}:{cfg.grpc_server_port}"
     try:
         port = server.add_insecure_port(where)
@@ -70,19 +64,25 @@ async def _serve(
     else:
         reason = "the port is taken or the address is not this host's"
     if not port:
-        ready.send(("error", f"cannot listen on {where} for the gRPC proxy (grpcServerPort): "
-                             f"{reason}"))  # fmt: skip
-        service.close()
+        channel.send(("error", f"cannot listen on {where} for the gRPC proxy (grpcServerPort): "
+                               f"{reason}"))  # fmt: skip
         return 1
     batch_body.warm_up()  # the kernels a batch send and a POP body need, before the first
     pull_body.warm_up()
+    try:
+        broker_address = channel.recv()  # once the control server listens
+    except EOFError:  # the broker's start failed meanwhile
+        return 1
+    client_id = f"{socket.gethostname()}@{os.getpid()}@proxy"
+    service = MessagingService(cfg, broker_address, config.broker_name, host, client_id)
+    service_pb2_grpc.add_MessagingServiceServicer_to_server(service, server)
     loop = asyncio.get_running_loop()
     service.bound(port, loop)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     await server.start()
     heartbeats = asyncio.ensure_future(service.heartbeat_loop())
-    ready.send(("ready", port))
+    channel.send(("ready", port))
     log.info("gRPC proxy listening on %s:%d for broker %s", host, port, broker_address)
     await stop.wait()
     heartbeats.cancel()

@@ -9,7 +9,6 @@ Every method blocks on the broker; the service runs them on its worker threads.
 
 from __future__ import annotations
 
-import base64
 import itertools
 import time
 
@@ -22,11 +21,12 @@ from shmq.proxy.broker import BrokerClient, checked
 from shmq.proxy.messages import Outgoing, message_type, outgoing
 from shmq.proxy.proxy_config import ProxyConfig
 from shmq.proxy.route import PERM_WRITE, topic_message_type
-from shmq.proxy.status import OK, Code, ProxyError, overall, remoting_code, status
+from shmq.proxy.status import OK, Code, ProxyError, overall, status
 from shmq.proxy.transactions import TransactionTable
 from shmq.proxy.v2 import definition_pb2 as pb
 from shmq.proxy.v2 import service_pb2 as spb
 from shmq.proxy.validation import validate_topic
+from shmq.recall_handle import InvalidRecallHandleError, RecallHandle
 from shmq.remoting.codes import RequestCode
 from shmq.remoting.codes import ResponseCode as Rc
 
@@ -38,7 +38,6 @@ _PERSISTENCE = {
     Rc.SLAVE_NOT_AVAILABLE: (Code.HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE"),
 }
 _INT64_MASK = (1 << 64) - 1
-RECALL_MESSAGE = 370  # RocketMQ 5.3's RequestCode.RECALL_MESSAGE
 
 
 def java_string_hash(text: str) -> int:
@@ -64,20 +63,24 @@ def consistent_hash(key: int, buckets: int) -> int:
             return candidate
 
 
-def recall_handle(topic: str, broker_name: str, deliver_ms: str, message_id: str) -> str:
-    """RocketMQ's ``RecallMessageHandle.HandleV1``: URL-safe Base64 of its five fields."""
-    raw = " ".join(("v1", topic, broker_name, deliver_ms, message_id))
-    return base64.urlsafe_b64encode(raw.encode()).decode()
+def validate_message_type(expected: str, actual: str) -> None:
+    """RocketMQ's ``DefaultTopicMessageTypeValidator``: a message of type ``actual`` may
+    go to a topic of type ``expected`` (or of any type, a MIXED topic)."""
+    if expected != "MIXED" and actual != expected:
+        raise ProxyError(
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"TopicMessageType validate failed, the expected type is {expected}, "
+            f"but actual type is {actual}",
+        )
 
 
 class ProducerActivity:
     """The producer RPCs against one broker."""
 
-    def __init__(self, broker: BrokerClient, cfg: ProxyConfig, broker_name: str,
+    def __init__(self, broker: BrokerClient, cfg: ProxyConfig,
                  transactions: TransactionTable) -> None:  # fmt: skip
         self.broker = broker
         self.cfg = cfg
-        self.broker_name = broker_name
         self.transactions = transactions
         self._turn = itertools.count()
 
@@ -95,13 +98,7 @@ class ProducerActivity:
         if self.cfg.enable_topic_message_type_check:
             expected = topic_message_type(config)
             for out in messages:
-                actual = message_type(out.properties)
-                if expected != "MIXED" and actual != expected:
-                    raise ProxyError(
-                        Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                        f"TopicMessageType validate failed, the expected type is {expected}, "
-                        f"but actual type is {actual}",
-                    )
+                validate_message_type(expected, message_type(out.properties))
         queue_id = self._select_queue(request, config)
         response = self._send(topic.name, queue_id, messages)
         return self._answer(topic.name, messages, response)
@@ -151,10 +148,7 @@ class ProducerActivity:
                 entry.message_id = out.message_id
                 entry.transaction_id = out.message_id
                 entry.offset = first_offset + i
-                deliver = out.properties.get("TIMER_DELIVER_MS")
-                if deliver is not None:
-                    entry.recall_handle = recall_handle(topic, self.broker_name, deliver,
-                                                        out.message_id)  # fmt: skip
+                entry.recall_handle = fields.get("recallHandle", "")  # the broker's
                 if out.properties.get("TRAN_MSG") == "true" and i < len(offset_ids):
                     self._note_half(topic, out, first_offset + i, offset_ids[i])
             entries.append(entry)
@@ -199,19 +193,19 @@ class ProducerActivity:
         return spb.EndTransactionResponse(status=OK)
 
     def recall_message(self, request: spb.RecallMessageRequest) -> spb.RecallMessageResponse:
-        """RECALL_MESSAGE (370) to the broker, which shmq's does not take yet: its answer
-        (REQUEST_CODE_NOT_SUPPORTED) is NOT_IMPLEMENTED, as RocketMQ's proxy maps it."""
-        validate_topic(request.topic.name)
+        """RECALL_MESSAGE to the broker the handle names (RocketMQ 5.3's
+        ``ProducerProcessor.recallMessage``): the topic must take delay messages (with
+        ``enableTopicMessageTypeCheck``) and the handle decode (else INTERNAL_SERVER_ERROR,
+        as RocketMQ's proxy answers); the broker's refusal is mapped as any remoting code."""
+        topic = request.topic.name
+        validate_topic(topic)
+        if self.cfg.enable_topic_message_type_check:
+            validate_message_type(topic_message_type(self.broker.topic_config(topic)), "DELAY")
         try:
-            raw = base64.urlsafe_b64decode(request.recall_handle.encode()).decode()
-        except (ValueError, UnicodeDecodeError):
-            raw = ""
-        items = raw.split(" ")
-        if len(items) < 5 or items[0] != "v1":
-            raise ProxyError(Code.BAD_REQUEST, "recall handle is invalid")
-        response = self.broker.invoke(RECALL_MESSAGE, {
-            "producerGroup": request.topic.name, "topic": request.topic.name,
-            "recallHandle": request.recall_handle, "bname": items[2]})  # fmt: skip
-        if response.code != Rc.SUCCESS:
-            raise ProxyError(remoting_code(response.code), response.remark or "recall failed")
+            handle = RecallHandle.decode(request.recall_handle)
+        except InvalidRecallHandleError as exc:
+            raise ProxyError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
+        response = checked(self.broker.invoke(RequestCode.RECALL_MESSAGE, {
+            "topic": topic, "recallHandle": request.recall_handle,
+            "bname": handle.broker_name}))  # fmt: skip
         return spb.RecallMessageResponse(status=OK, message_id=response.ext_fields.get("msgId", ""))

@@ -25,7 +25,9 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from shmq.client.consumer.subscription import Subscription
 from shmq.codec.record_message import record_message
+from shmq.errors import InvalidMessageError
 from shmq.proxy import route
 from shmq.proxy.broker import BrokerClient
 from shmq.proxy.clients import ClientRegistry, TelemetryStream
@@ -34,6 +36,7 @@ from shmq.proxy.context import RequestContext
 from shmq.proxy.messages import incoming
 from shmq.proxy.producer import ProducerActivity
 from shmq.proxy.proxy_config import ProxyConfig
+from shmq.proxy.registration import BrokerRegistration, Registered
 from shmq.proxy.settings import effective_settings, max_attempts, stored_settings
 from shmq.proxy.status import OK, Code, ProxyError, status
 from shmq.proxy.transactions import TransactionTable
@@ -46,7 +49,7 @@ from shmq.remoting.protocol import RemotingCommand
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-HEARTBEAT_INTERVAL_S = 10.0  # the proxy's producer registration with the broker
+HEARTBEAT_INTERVAL_S = 10.0  # the proxy's registration of its clients with the broker
 NACK_INVISIBLE_MS = 1_000
 MAX_WAITING_CALLS = 1024  # unary calls waiting for a worker thread
 UNARY_WORKERS = 8
@@ -66,14 +69,14 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.transactions = TransactionTable()
         self.broker = BrokerClient(broker_address, client_id, self._check_arrived,
                                    cfg.broker_timeout_ms / 1000)  # fmt: skip
-        self.producer = ProducerActivity(self.broker, cfg, broker_name, self.transactions)
+        self.producer = ProducerActivity(self.broker, cfg, self.transactions)
         self.consumer = ConsumerActivity(self.broker, cfg, broker_name)
+        self.registration = BrokerRegistration(self.broker)
         self.workers = ThreadPoolExecutor(UNARY_WORKERS, thread_name_prefix="shmq-proxy")
         self.pollers = ThreadPoolExecutor(cfg.max_held_receives, thread_name_prefix="shmq-pop")
         self.loop: asyncio.AbstractEventLoop | None = None
         self._waiting = 0
         self._polls = 0
-        self._registered: list[str] = []
         self._turn = itertools.count()
 
     def bound(self, port: int, loop: asyncio.AbstractEventLoop) -> None:
@@ -169,6 +172,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             gone = self.clients.remove(ctx.client_id)
             if gone is None or gone.settings is None:
                 raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, _NO_SETTINGS)
+            await self._register()
         except ProxyError as exc:
             return spb.NotifyClientTerminationResponse(status=exc.status())
         return spb.NotifyClientTerminationResponse(status=OK)
@@ -230,11 +234,14 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     raise ProxyError(
                         Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filter is not supported"
                     )
+                try:
+                    Subscription.parse(entry.topic.name, entry.expression.expression)
+                except InvalidMessageError as exc:
+                    raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
         known = self.clients.client(ctx.client_id, ctx.language, ctx.client_version)
         known.settings = stored_settings(settings, self.cfg)
         merged = await self._blocking(self._settings, ctx)
-        if settings.HasField("publishing"):
-            await self._register_producers()
+        await self._register()
         return spb.TelemetryCommand(status=OK, settings=merged)
 
     async def _write(self, context, message) -> bool:
@@ -271,25 +278,23 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             request,
         )
 
-    async def _register_producers(self) -> None:
-        """Tell the broker the proxy produces for every topic its clients publish, so it
-        checks their transactions back here."""
-        topics = self.clients.published_topics()
-        if topics and topics != self._registered:
-            await self._blocking(self.broker.heartbeat, topics)
-            self._registered = topics
+    async def _register(self, force: bool = False) -> None:
+        """Tell the broker of the clients (``registration``): what changed, or all. A
+        failure is logged, not the client's: the next heartbeat tries again."""
+        clients = [Registered(c.client_id, c.language, c.settings)
+                   for c in self.clients.clients.values() if c.settings is not None]  # fmt: skip
+        try:
+            await self._blocking(self.registration.sync, clients, force)
+        except ProxyError as exc:
+            log.warning("registration with the broker failed: %s", exc.message)
 
     async def heartbeat_loop(self) -> None:
-        """Every ``HEARTBEAT_INTERVAL_S``: the producer registration again, idle clients
-        forgotten."""
+        """Every ``HEARTBEAT_INTERVAL_S``: idle clients forgotten, every client registered
+        with the broker again (its registry forgets one silent for two minutes)."""
         while True:
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
             self.clients.expire()
-            self._registered = []
-            try:
-                await self._register_producers()
-            except ProxyError as exc:
-                log.warning("producer registration with the broker failed: %s", exc.message)
+            await self._register(force=True)
 
     def _check_arrived(self, request: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE (on a connection's reader thread): on to the loop."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from google.protobuf.timestamp_pb2 import Timestamp
+
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, is_system_topic
 from shmq.properties import RESERVED_PROPERTY_NAMES
 from shmq.proxy.status import Code, ProxyError
@@ -118,6 +120,20 @@ def validate_invisible_time(invisible_ms: int, min_ms: int, max_ms: int) -> None
         raise ProxyError(
             Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {max_ms}"
         )
+
+
+def timestamp_ms(stamp: Timestamp, code: int) -> int:
+    """``stamp`` in milliseconds; ``code`` when it is outside protobuf's valid range (years
+    1 to 9999). RocketMQ's proxy fails there too (``Timestamps.toMillis``), as an internal
+    error; the message here names the likely cause: rocketmq-python-client 5.1 writes a
+    message's ``delivery_timestamp`` into the Timestamp's seconds as given, so one given in
+    milliseconds (its docstring's unit) lands a thousand times too far."""
+    try:
+        return stamp.ToMilliseconds()
+    except ValueError:
+        raise ProxyError(code, f"timestamp seconds {stamp.seconds} is out of range: "
+                         "a Timestamp's seconds count seconds since the epoch, "
+                         "not milliseconds") from None  # fmt: skip
 
 
 def utf8_size(text: str) -> int:

@@ -92,6 +92,7 @@ class RequestCode(IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329  # RocketMQ 5's
     GET_TOPIC_CONFIG = 351  # RocketMQ 5's
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # RocketMQ 5's
+    RECALL_MESSAGE = 370  # RocketMQ 5.3's
     # RocketMQ 5's POP consumption
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
@@ -143,6 +144,7 @@ class ResponseCode(IntEnum):
     NO_MESSAGE = 208
     POLLING_FULL = 209
     POLLING_TIMEOUT = 210
+    ILLEGAL_OPERATION = 604
 
 
 def request_name(code: int) -> str:

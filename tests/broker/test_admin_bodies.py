@@ -149,8 +149,8 @@ def test_config_bodies_as_mqadmin_reads_them(shared_broker):
     assert groups["subscriptionGroupTable"], "RocketMQ's system groups at least"
     for name, cfg in groups["subscriptionGroupTable"].items():
         fields(cfg, {"brokerId": int, "consumeBroadcastEnable": bool, "consumeEnable": bool,
-                     "consumeFromMinEnable": bool, "groupName": str,
-                     "notifyConsumerIdsChangedEnable": bool, "retryMaxTimes": int,
+                     "consumeFromMinEnable": bool, "consumeMessageOrderly": bool,
+                     "groupName": str, "notifyConsumerIdsChangedEnable": bool, "retryMaxTimes": int,
                      "retryQueueNums": int, "whichBrokerWhenConsumeSlowly": int})  # fmt: skip
         assert cfg["groupName"] == name
 

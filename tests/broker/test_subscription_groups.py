@@ -21,6 +21,7 @@ GROUP_JSON = (
     '\t"consumeBroadcastEnable":true,\n'
     '\t"consumeEnable":true,\n'
     '\t"consumeFromMinEnable":true,\n'
+    '\t"consumeMessageOrderly":false,\n'
     '\t"groupName":"G",\n'
     '\t"notifyConsumerIdsChangedEnable":true,\n'
     '\t"retryMaxTimes":16,\n'

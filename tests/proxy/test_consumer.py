@@ -6,8 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
+import grpc
 from grpc_client import message, millis
 
+from shmq.client.admin.admin import Admin
 from shmq.proxy.v2 import definition_pb2 as pb
 from shmq.proxy.v2 import service_pb2 as spb
 
@@ -165,3 +167,29 @@ def test_a_receive_that_is_never_read_does_not_hold_the_proxy(client):
     assert other.send(message("Normal")).status.code == Code.OK  # the proxy still serves
     for call in calls:
         call.cancel()
+
+
+def test_grpc_consumers_are_listed_by_the_brokers_admin(client, broker):
+    """Each gRPC consumer is a member of its group on the broker (its own client id and
+    subscription), until it says goodbye; a bad tag expression is refused up front."""
+    consumers = [client(), client()]
+    for c in consumers:
+        assert c.subscribe("g-admin", "Admin").status.code == Code.OK
+    with Admin(broker.namesrv) as admin:
+        listed = admin.consumer_connection("g-admin")
+        assert sorted(m["clientId"] for m in listed["connectionSet"]) == sorted(
+            c.client_id for c in consumers
+        )
+        assert listed["consumeType"] == "CONSUME_ACTIVELY"
+        assert listed["subscriptionTable"]["Admin"]["subString"] == "*"
+        gone = consumers[0].call("NotifyClientTermination", spb.NotifyClientTerminationRequest(
+            group=pb.Resource(name="g-admin")))  # fmt: skip
+        assert gone.status.code == Code.OK
+        listed = admin.consumer_connection("g-admin")
+        assert [m["clientId"] for m in listed["connectionSet"]] == [consumers[1].client_id]
+    bad = client().open_telemetry(pb.Settings(
+        client_type=pb.SIMPLE_CONSUMER, subscription=pb.Subscription(
+            group=pb.Resource(name="g-admin"), subscriptions=[pb.SubscriptionEntry(
+                topic=pb.Resource(name="Admin"),
+                expression=pb.FilterExpression(type=pb.TAG, expression="||"))])))  # fmt: skip
+    assert isinstance(bad, grpc.RpcError) and bad.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -140,6 +140,12 @@ def test_bad_sends_get_rocketmq_codes(client):
     assert (
         c.send(message("Delay", delivery_timestamp=far)).status.code == Code.ILLEGAL_DELIVERY_TIME
     )
+    # milliseconds in the seconds field (as rocketmq-python-client 5.1 sends a delivery
+    # timestamp given in milliseconds): out of protobuf's range, refused, not a proxy bug
+    in_ms = Timestamp(seconds=int(time.time() * 1000) + 10_000)
+    refused = c.send(message("Delay", delivery_timestamp=in_ms))
+    assert refused.status.code == Code.ILLEGAL_DELIVERY_TIME
+    assert "not milliseconds" in refused.status.message
     assert c.send(message("NoSuchTopic")).status.code == Code.TOPIC_NOT_FOUND
 
 

@@ -238,6 +238,14 @@ class BrokerConfig:
     transaction_check_max: int = setting(
         15, "Check-backs of a half message before it is discarded."
     )
+    recall_message_enable: bool = setting(
+        False,
+        "RocketMQ 5.3's: RECALL_MESSAGE takes back a timer message before its time (off: "
+        "answered NO_PERMISSION, as RocketMQ's default).",
+    )
+    allow_recall_when_broker_not_writeable: bool = setting(
+        True, "RocketMQ 5.3's: a recall is taken even while the broker's permission is read-only."
+    )
     # master/slave replication: RocketMQ 4.9's MessageStoreConfig HA keys
     ha_listen_port: int = setting(
         0, "The master's HA port (0: `listenPort` + 1).", shown="`0` (listenPort + 1)"

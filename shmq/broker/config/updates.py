@@ -39,7 +39,8 @@ from shmq.java_properties import escape, parse_properties
 
 LIVE_KEYS = frozenset((
     "broker_permission", "long_polling_enable", "short_polling_time_mills",
-    "slave_read_enable", "auto_create_subscription_group",
+    "slave_read_enable", "auto_create_subscription_group", "recall_message_enable",
+    "allow_recall_when_broker_not_writeable",
 ))  # fmt: skip
 # RocketMQ's configBlackList default, then what a restart on the same store cannot change
 BLACK_LIST = frozenset((

@@ -17,7 +17,9 @@ SYNC_MASTER), or with 4.9's FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT
 The response header is 4.9's ``SendMessageResponseHeader``: msgId, the offset message id (a
 batch's joined by commas); queueId, the queue the request named (or drew at random), even
 when the message went to a system topic or the DLQ; queueOffset, the first record's in the
-queue it went to. Every response carries ``MSG_REGION`` and ``TRACE_ON``, as 4.9's does.
+queue it went to; and RocketMQ 5.3's ``recallHandle`` for a message stored as a timer
+message (``shmq.recall_handle``, not for a retry topic's, as 5.3's ``attachRecallHandle``).
+Every response carries ``MSG_REGION`` and ``TRACE_ON``, as 4.9's does.
 4.9's broker never sets ``transactionId`` (its clients take the unique key), nor does this.
 """
 
@@ -44,7 +46,7 @@ from shmq.codec.batch_body import BatchBody, decode_batch
 from shmq.codec.msg_ids import joined_offset_msg_ids
 from shmq.codec.record_rebuild import edit_properties, property_value
 from shmq.config import parse_host
-from shmq.delay_topics import delayed_placement
+from shmq.delay_topics import TIMER_TOPIC, delayed_placement
 from shmq.errors import ConfigError, InvalidMessageError, SendError
 from shmq.ipc import ring
 from shmq.ipc.durability import (
@@ -62,7 +64,8 @@ from shmq.names import (
     dlq_topic,
     name_problem,
 )
-from shmq.properties import MAX_PROPERTIES_LENGTH
+from shmq.properties import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY
+from shmq.recall_handle import RecallHandle
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection, RemotingServer
 
@@ -71,6 +74,7 @@ log = logging.getLogger(__name__)
 
 REGION_FIELDS = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}  # 4.9's defaults
 _WAIT, _TRAN_MSG, _DELAY = b"WAIT", b"TRAN_MSG", b"DELAY"
+_UNIQ_KEY = PROPERTY_UNIQ_KEY.encode()
 _PLACEMENT_NAMES = {
     b"DELAY",
     b"REAL_TOPIC",
@@ -107,6 +111,7 @@ class Pending:
     # a reply message's push to its requester (``reply_messages``): None for other sends,
     # "" when pushed, else why not; it, not the store, decides the response's code
     reply: str | None = None
+    recall_handle: str | None = None  # a timer message's
 
 
 def send_response(
@@ -136,6 +141,7 @@ class Records:
     props_offs: np.ndarray
     flags: np.ndarray | int
     wait: bool
+    recall_handle: str | None = None  # a timer message's
 
 
 @dataclass
@@ -166,6 +172,7 @@ class RemotingSend:
         )
         self.store_host = pack_host(*parse_host(store.store_host)).to_bytes(8, "big", signed=True)
         self.cluster = cfg.broker_cluster_name
+        self.broker_name = cfg.broker_name
         self.levels = len(store.delay_levels_ms)
         self.max_delay_ms = store.timer_max_delay_sec * 1000
         self.body_crc = -1 if cfg.check_producer_crc else 0  # the writer checks it then
@@ -209,7 +216,8 @@ class RemotingSend:
         batch = bool(header.batch) or request.code == RequestCode.SEND_BATCH_MESSAGE
         records = (self._batch if batch else self._single)(header, cfg, request.body)
         data, ends = encode_records(records, self._fields(header, records, conn), self.max_body)
-        pending = Pending(records.topic, queue_id, records.wait, int(ends[-1] - ends[-2]))
+        pending = Pending(records.topic, queue_id, records.wait, int(ends[-1] - ends[-2]),
+                          recall_handle=records.recall_handle)  # fmt: skip
         return Prepared(request, conn, header, records, data, ends, pending)
 
     def append(self, prepared: Prepared) -> None:
@@ -253,6 +261,8 @@ class RemotingSend:
             "queueId": pending.queue_id,
             "queueOffset": int(rows[0, 1]),
         }
+        if pending.recall_handle is not None:
+            fields["recallHandle"] = pending.recall_handle
         if pending.reply is not None:  # 4.9's reply: the push decides, the store is noted
             code = Rc.SYSTEM_ERROR if pending.reply else Rc.SUCCESS
             return send_response(appended.request, code, fields, pending.reply or None)
@@ -348,6 +358,7 @@ class RemotingSend:
         props = edit_properties(props, remove={_WAIT}, add={"CLUSTER": self.cluster})
         topic, qid = header.topic, header.queueId
         sysflag = header.sysFlag
+        recall_handle = None
         if (property_value(props, _TRAN_MSG) or "").lower() == "true":
             group = property_value(props, hm.PGROUP.encode()) or header.producerGroup
             props = edit_properties(props, remove=_HALF_NAMES)
@@ -375,6 +386,7 @@ class RemotingSend:
                     )
                 except InvalidMessageError as exc:
                     raise ResponseError(Rc.MESSAGE_ILLEGAL, str(exc)) from None
+                recall_handle = self._recall_handle(header.topic, topic, deliver_ms, props)
                 props = edit_properties(props, remove=_PLACEMENT_NAMES) + extra
         if len(props) > MAX_PROPERTIES_LENGTH:
             raise ResponseError(
@@ -391,7 +403,20 @@ class RemotingSend:
             np.array([0, len(props)], dtype=np.int64),
             header.flag,
             wait,
+            recall_handle,
         )
+
+    def _recall_handle(
+        self, real_topic: str, stored_topic: str, deliver_ms: int, props: bytes
+    ) -> str | None:
+        """The recall handle of a message stored in ``stored_topic`` for ``deliver_ms``:
+        a timer message's that has a unique key (the handle names it) and is not a retry."""
+        uniq = property_value(props, _UNIQ_KEY)
+        if stored_topic != TIMER_TOPIC or uniq is None:
+            return None
+        if real_topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None
+        return RecallHandle.for_timer(real_topic, self.broker_name, deliver_ms, uniq).encode()
 
     def _batch(self, header: SendHeader, cfg: TopicConfig, body: bytes) -> Records:
         """A batch (4.9's ``asyncSendBatchMessage`` and ``checkMessages``): no transaction

@@ -8,6 +8,13 @@ delivers every entry whose time has come, slot by slot: ``dequeue_ms`` is the fi
 yet wholly delivered. An entry is delivered at its own time, not its slot's, so lateness is
 the agent's wake-up, not the precision.
 
+A recall's delete marker (a timer message with ``TIMER_DEL_UNIQKEY``, RocketMQ 5.3) goes
+on the wheel like any other, with the DELETE flag in its unit's MAGIC. A slot holding
+markers drops, instead of delivering, the markers themselves and every message whose real
+topic and unique key one of them names (RocketMQ's ``deleteUniqKeys`` of a slot), each at
+its own time: so a message is recalled when its marker reached the wheel before the message
+was due, across restarts too (the marker is a unit of the timer log).
+
 Exactly once across a crash: the checkpoint's ``dequeue_ms`` and ``scan_from`` are written
 only at quiet, flushed moments (by the agent), and ``scan_from`` is the CommitLog write
 offset from before the first delivery of the slot at ``dequeue_ms``: whatever of that slot
@@ -25,10 +32,10 @@ import numpy as np
 
 from shmq.codec.record_rebuild import property_value
 from shmq.config import MessageStoreConfig
-from shmq.delay_topics import TIMER_TOPIC
+from shmq.delay_topics import TIMER_TOPIC, delete_key
 from shmq.ipc import queue_table as qt
 from shmq.store.reader import StoreReader
-from shmq.store.timer.log import ENTRY_DTYPE, TimerLog
+from shmq.store.timer.log import ENTRY_DTYPE, MAGIC_DEFAULT, MAGIC_DELETE, TimerLog
 from shmq.store.timer.wheel import (
     TimerCheckpoint,
     TimerWheel,
@@ -45,6 +52,7 @@ ENQUEUE_BATCH = 16384  # timer-topic units moved onto the wheel per pass
 DELIVER_BATCH = 16384  # entries delivered per pass
 _TIMER = TIMER_TOPIC.encode()
 _OUT_MS = b"TIMER_OUT_MS"
+_DEL_UNIQKEY, _REAL_TOPIC, _UNIQ_KEY = b"TIMER_DEL_UNIQKEY", b"REAL_TOPIC", b"UNIQ_KEY"
 
 
 class Timers:
@@ -73,7 +81,9 @@ class Timers:
         self._open_after = 0.0
         self.done: set[int] = set()  # timer log positions delivered at or after dequeue_ms
         self.slot_scan_from = -1  # the write offset before the current slot's first delivery
-        self._cache: tuple[int, int, np.ndarray] | None = None  # (slot ms, count, entries)
+        # (slot ms, count, entries, mask of those dropped: delete markers and recalled)
+        self._cache: tuple[int, int, np.ndarray, np.ndarray] | None = None
+        self._keys: dict[int, str | None] = {}  # timer log position -> its delete key
         if os.path.exists(self.paths[0]):  # timers were used: recover them now
             self._open(now_ms)
 
@@ -139,43 +149,81 @@ class Timers:
         sizes = units["size"].astype(np.int64)
         qoffs = offset + np.arange(n, dtype=np.int64)
         deliver = np.full(n, -1, dtype=np.int64)
-        for mf, rows, ok in self.reader.records(TIMER_TOPIC, 0, phys, sizes, qoffs):
-            for i in ok.tolist():
-                row = rows[i]
-                s = int(row["props_start"])
-                props = mf.buf[s : s + int(row["props_len"])].tobytes()
-                out = property_value(props, _OUT_MS)
-                at = int(row["queue_offset"]) - offset
-                deliver[at] = int(out) if out is not None and out.isdigit() else now
+        magic = np.full(n, MAGIC_DEFAULT, dtype=np.int32)
+        for at, props in self._properties(phys, sizes, qoffs):
+            out = property_value(props, _OUT_MS)
+            deliver[at] = int(out) if out is not None and out.isdigit() else now
+            if property_value(props, _DEL_UNIQKEY) is not None:
+                magic[at] |= MAGIC_DELETE
         kept = deliver >= 0  # units whose record is gone are skipped
         # due already: the current slot delivers it at once; beyond the wheel: its last slot
         low, high = self.dequeue_ms, self.dequeue_ms + self.wheel.lap_ms - self.precision
         placed = np.clip(deliver[kept], low, high)
         self.wheel.enqueue_batch(
-            placed, phys[kept], sizes[kept], qoffs[kept], self.log, dequeue_ms=self.dequeue_ms
-        )
+            placed, phys[kept], sizes[kept], qoffs[kept], self.log,
+            dequeue_ms=self.dequeue_ms, magic=magic[kept],
+        )  # fmt: skip
         self.enqueue_offset = offset + n
         commit(self.wheel, self.log, self.checkpoint, self.enqueue_offset)
         return int(kept.sum())
 
+    def _properties(
+        self, phys: np.ndarray, sizes: np.ndarray, qoffs: np.ndarray
+    ) -> Iterator[tuple[int, bytes]]:
+        """``(index, properties)`` of the timer-topic records at ``phys`` / ``sizes`` /
+        ``qoffs`` (in queue order), leaving out those whose record is gone."""
+        for mf, rows, ok in self.reader.records(TIMER_TOPIC, 0, phys, sizes, qoffs):
+            at = np.searchsorted(qoffs, rows["queue_offset"][ok]).tolist()
+            for i, row in zip(at, rows[ok], strict=True):
+                s = int(row["props_start"])
+                yield i, mf.buf[s : s + int(row["props_len"])].tobytes()
+
     # -- dequeue ------------------------------------------------------------------------------
 
-    def _entries(self, slot_ms: int) -> np.ndarray:
+    def _entries(self, slot_ms: int) -> tuple[np.ndarray, np.ndarray]:
+        """The slot's entries and the mask of those it drops (``_dropped``)."""
         count = self.wheel.slot(slot_ms).num
         cached = self._cache
         if cached is None or cached[0] != slot_ms or cached[1] != count:
-            self._cache = cached = (slot_ms, count, self.wheel.entries(slot_ms, self.log))
-        return cached[2]
+            entries = self.wheel.entries(slot_ms, self.log)
+            self._cache = cached = (slot_ms, count, entries, self._dropped(entries))
+        return cached[2], cached[3]
 
-    def _due_entries(self, now: int, limit: int) -> tuple[np.ndarray, int]:
+    def _dropped(self, entries: np.ndarray) -> np.ndarray:
+        """Mask of a slot's entries that are not delivered: its delete markers, and the
+        messages whose delete key one of them names. The keys are read from the records
+        only for a slot with a marker, and once per entry (``_keys``, until the slot is
+        passed)."""
+        markers = (entries["magic"] & MAGIC_DELETE) != 0
+        if not markers.any():
+            return markers
+        keys = self._keys
+        positions = entries["pos"].tolist()
+        unknown = np.flatnonzero([p not in keys for p in positions])
+        if unknown.size:
+            new = entries[unknown]
+            new = new[np.argsort(new["queue_offset"], kind="stable")]  # one queue: like phys
+            ids, marks = new["pos"].tolist(), (new["magic"] & MAGIC_DELETE).tolist()
+            keys.update(dict.fromkeys(ids))  # a record gone: no key
+            for i, props in self._properties(new["phys"].astype(np.int64),
+                                             new["size"].astype(np.int64),
+                                             new["queue_offset"].astype(np.int64)):  # fmt: skip
+                keys[ids[i]] = _delete_key(props, bool(marks[i]))
+        named = {keys[p] for p, m in zip(positions, markers.tolist(), strict=True) if m}
+        named.discard(None)
+        recalled = np.fromiter((keys[p] in named for p in positions), bool, len(positions))
+        return markers | recalled
+
+    def _due_entries(self, now: int, limit: int) -> tuple[np.ndarray, list, int]:
         """Undelivered entries whose time has come, oldest time first (at most ``limit``),
-        and the next due time (-1: the next slot's start)."""
-        picked = []
+        the ids of those due that are dropped instead (``_dropped``), and the next due time
+        (-1: the next slot's start)."""
+        picked, dropped = [], []
         count = 0
         next_due = -1
         slot_ms = self.dequeue_ms
         while slot_ms <= now and count < limit:
-            entries = self._entries(slot_ms)
+            entries, drop = self._entries(slot_ms)
             if entries.size:
                 fresh = ~np.isin(entries["pos"], np.fromiter(self.done, np.int64))
                 due = fresh & (entries["deliver_ms"] <= now)
@@ -183,13 +231,15 @@ class Timers:
                 if later.size:
                     first = int(later.min())
                     next_due = first if next_due < 0 else min(next_due, first)
-                picked.append(entries[due][: limit - count])
-                count += int(due.sum())
+                dropped += entries["pos"][due & drop].tolist()
+                deliver = due & ~drop
+                picked.append(entries[deliver][: limit - count])
+                count += int(deliver.sum())
             slot_ms += self.precision
         if not picked:
-            return np.empty(0, dtype=ENTRY_DTYPE), next_due
+            return np.empty(0, dtype=ENTRY_DTYPE), dropped, next_due
         found = np.concatenate(picked)
-        return found[np.argsort(found["deliver_ms"], kind="stable")], next_due
+        return found[np.argsort(found["deliver_ms"], kind="stable")], dropped, next_due
 
     def _runs(self, entries: np.ndarray) -> tuple[list[tuple], list]:
         """The entries' records per CommitLog file, ``[(buffer, rows, picks, ids)]`` with
@@ -210,25 +260,26 @@ class Timers:
         return runs, list(missing)
 
     def due(self, now: int) -> tuple[list[tuple], list, int]:
-        """``(runs to deliver, ids with no record, next due ms)`` (runs as ``_runs``)."""
+        """``(runs to deliver, ids not delivered: no record, or dropped by a recall, next
+        due ms)`` (runs as ``_runs``)."""
         if self.wheel is None:
             return [], [], -1
         self.advance(now)
-        entries, next_due = self._due_entries(now, DELIVER_BATCH)
+        entries, dropped, next_due = self._due_entries(now, DELIVER_BATCH)
         if next_due < 0:  # nothing more in the slots up to now: the next slot's start
             next_due = self._slot_start(now) + self.precision
         if not entries.size:
-            return [], [], next_due
+            return [], dropped, next_due
         if self.slot_scan_from < 0:
             self.slot_scan_from = self.write_offset()
         runs, missing = self._runs(entries)
-        return runs, missing, now if entries.size >= DELIVER_BATCH else next_due
+        return runs, missing + dropped, now if entries.size >= DELIVER_BATCH else next_due
 
     def pending(self, now: int) -> Iterator[tuple]:
         """Every due, undelivered entry (recovery looks for their deliveries)."""
         if self.wheel is None:
             return
-        entries, _ = self._due_entries(now, 1 << 62)
+        entries, _, _ = self._due_entries(now, 1 << 62)
         if entries.size:
             yield from self._runs(entries)[0]
 
@@ -240,11 +291,13 @@ class Timers:
 
     def advance(self, now: int) -> None:
         while self.dequeue_ms + self.precision <= now:
-            entries = self._entries(self.dequeue_ms)
+            entries, _ = self._entries(self.dequeue_ms)
             positions = entries["pos"].tolist() if entries.size else []
             if not self.done.issuperset(positions):
                 return
             self.done.difference_update(positions)
+            for pos in positions:
+                self._keys.pop(pos, None)
             self.dequeue_ms += self.precision
             self.slot_scan_from = -1
             self._cache = None
@@ -266,3 +319,12 @@ class Timers:
         if self.wheel is not None:
             self.wheel.close()
             self.log.close()
+
+
+def _delete_key(props: bytes, marker: bool) -> str | None:
+    """The key a marker names (its ``TIMER_DEL_UNIQKEY``), or the one a message is known
+    by (RocketMQ's ``buildDeleteKey`` of its real topic and unique key); None without one."""
+    if marker:
+        return property_value(props, _DEL_UNIQKEY)
+    topic, uniq = property_value(props, _REAL_TOPIC), property_value(props, _UNIQ_KEY)
+    return None if topic is None or uniq is None else delete_key(topic, uniq)

@@ -56,6 +56,7 @@ _JSON_KEYS: dict[str, tuple[str, type]] = {
     "broker_id": ("brokerId", int),
     "which_broker_when_consume_slowly": ("whichBrokerWhenConsumeSlowly", int),
     "notify_consumer_ids_changed_enable": ("notifyConsumerIdsChangedEnable", bool),
+    "consume_message_orderly": ("consumeMessageOrderly", bool),  # RocketMQ 5's
 }
 _KIND_NAMES = {int: "an integer", str: "a string", bool: "a boolean"}
 # integer field → (lowest, highest) accepted value
@@ -97,6 +98,9 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    # RocketMQ 5: the group consumes in order (the gRPC proxy's FIFO receives and orderly
+    # assignments, and what it tells clients in their settings)
+    consume_message_orderly: bool = False
 
     def __post_init__(self) -> None:
         validate_group(self.group_name)

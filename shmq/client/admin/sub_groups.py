@@ -23,6 +23,7 @@ SUB_GROUP_SETTINGS = {
     "broker_id": "brokerId",
     "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
     "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable",
+    "consume_message_orderly": "consumeMessageOrderly",
 }
 
 

@@ -13,7 +13,8 @@ A unit, RocketMQ's 52-byte layout, big-endian::
     28 COMMITLOG OFFSET 8 | 36 RECORD SIZE 4 | 40 TOPIC HASH 4 | 44 QUEUE OFFSET 8
 
     deliver ms = WRITE MS + DELAY MS     (DELAY MS may be negative: a message already due)
-    MAGIC      = MAGIC_DEFAULT (1), RocketMQ's ROLL (2) and DELETE (4) flags are not used yet
+    MAGIC      = MAGIC_DEFAULT (1), with MAGIC_DELETE (4) for a recall's delete marker;
+                 RocketMQ's ROLL (2) is not used (the wheel spans the longest delay)
 
 Two fields differ from RocketMQ's: TOPIC HASH, which feeds RocketMQ's per-topic timer
 metrics, is 0 (shmq keeps none), and QUEUE OFFSET, RocketMQ's "reserved" word (it writes 0),
@@ -50,6 +51,7 @@ UNIT_SIZE = 52
 MIN_BLANK_LEN = 16  # SIZE 4, 0 8, MAGIC 4: what must still fit after a file's last unit
 BLANK_MAGIC = MAGIC_BLANK - (1 << 32)  # RocketMQ's ``0xBBCCDDEE ^ 1880681586 + 8`` as an int
 MAGIC_DEFAULT = 1
+MAGIC_DELETE = 4  # RocketMQ's: the unit is a delete marker (``TIMER_DEL_UNIQKEY``)
 MAGIC_FLAGS = 0xF  # RocketMQ's ``isMagicOK``: a unit's magic has no bit outside these
 DEFAULT_FILE_SIZE = 100 * 1024 * 1024  # RocketMQ's mappedFileSizeTimerLog
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -198,11 +200,13 @@ class TimerLog:
         queue_offsets: np.ndarray,
         *,
         write_ms: int | None = None,
+        magic: np.ndarray | int = MAGIC_DEFAULT,
     ) -> np.ndarray:
         """Append one unit per entry; returns their positions (``next_positions``).
 
         ``write_ms`` (default: now) is the unit's WRITE MS, RocketMQ's enqueue time kept for
-        tracing; each ``deliver_ms - write_ms`` must fit the int32 DELAY MS. Every file the
+        tracing; each ``deliver_ms - write_ms`` must fit the int32 DELAY MS. ``magic`` is
+        every unit's MAGIC, or one per entry. Every file the
         batch needs is created and given disk blocks before any unit is written, so a full
         disk (``DiskFullError``) leaves the log as it was.
         """
@@ -240,7 +244,7 @@ class TimerLog:
                 self._roll(mf)
             units = mf.buf[local : local + (b - a) * UNIT_SIZE].view(UNIT_DTYPE)
             units["prev"] = prev[a:b]
-            units["magic"] = MAGIC_DEFAULT
+            units["magic"] = magic if np.isscalar(magic) else magic[a:b]
             units["write_ms"] = write_ms
             units["delay_ms"] = delay[a:b]
             units["phys"] = phys[a:b]

@@ -53,7 +53,7 @@ import numpy as np
 from shmq import files
 from shmq.errors import CorruptStoreError
 from shmq.store.mapped_file import allocate
-from shmq.store.timer.log import ENTRY_DTYPE, UNIT_SIZE, TimerLog
+from shmq.store.timer.log import ENTRY_DTYPE, MAGIC_DEFAULT, UNIT_SIZE, TimerLog
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,7 @@ class TimerWheel:
         *,
         dequeue_ms: int,
         write_ms: int | None = None,
+        magic: np.ndarray | int = MAGIC_DEFAULT,
     ) -> np.ndarray:
         """Put a batch on the wheel, in order; returns the entries' log positions.
 
@@ -163,7 +164,10 @@ class TimerWheel:
         slot was already delivered (RocketMQ delivers such a message at once instead of
         enqueueing it), and a later one would reset a slot not yet delivered. ``ValueError``
         names the first entry outside and nothing is written. ``dequeue_ms`` is the caller's
-        current delivery position; ``write_ms`` is stored for tracing (default: now).
+        current delivery position; ``write_ms`` is stored for tracing (default: now);
+        ``magic`` is the units' MAGIC (``TimerLog.append_batch``): a delete marker is a unit
+        of its slot like any other, and counts in NUM (RocketMQ subtracts one instead, its
+        NUM being a metric; here NUM checks the chain).
         """
         deliver_ms = np.asarray(deliver_ms, dtype=np.int64)
         count = deliver_ms.shape[0]
@@ -196,7 +200,9 @@ class TimerWheel:
         prev = np.empty(count, dtype=np.int64)
         prev[order[1:]] = positions[order[:-1]]
         prev[first_entry] = np.where(live, before["last"], -1)
-        timer_log.append_batch(deliver_ms, phys, sizes, prev, queue_offsets, write_ms=write_ms)
+        timer_log.append_batch(
+            deliver_ms, phys, sizes, prev, queue_offsets, write_ms=write_ms, magic=magic
+        )
         # LAST POS first and TIME last: a slot caught half-updated by a crash then has a
         # LAST POS past the checkpoint, which is what recover() looks for.
         self.slots["last"][slot_index] = positions[last_entry]
