@@ -30,7 +30,7 @@ SHM_DIR = "/dev/shm"
 
 def new_prefix() -> str:
     """A fresh name prefix for one broker instance."""
-    return f"/shmq-{os.getpid()}-{secrets.token_hex(3)}"
+    return f"/shmq-{os.getpid()}-{secrets.token_hex(8)}"  # not guessable by another user
 
 
 class Segment:

@@ -9,6 +9,7 @@ release (``get_counts``)."""
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 from dataclasses import dataclass
 
@@ -46,7 +47,7 @@ class ClientSlots:
         self.words = registry.words
         self.lock = threading.Lock()
         self.slots: dict[tuple[str, int], ClientSlot] = {}
-        self._gen = 0
+        self._gen = 0  # the last slot's generation: random, so no name can be guessed
         self._closed = False  # set by close(): a request still in flight gets no slot
         self.pretouch = TuningConfig.from_mapping(config.tuning).pretouch
 
@@ -54,8 +55,7 @@ class ClientSlots:
         cfg = self.config
         with self.lock:
             index = self._free_index("producer", cfg.max_producers)
-            self._gen += 1
-            gen = self._gen
+            gen = self._next_gen()
             name = rg.ring_name(self.prefix, index, gen)
             segment = Segment.create(name, ring.segment_size(cfg.ring_size, cfg.ring_slots))
             try:
@@ -82,7 +82,7 @@ class ClientSlots:
     def register_consumer(self, pid: int, group: str) -> ClientSlot:
         with self.lock:
             index = self._free_index("consumer", self.config.max_consumers)
-            self._gen += 1
+            self._next_gen()
             sem_name = rg.consumer_sem_name(self.prefix, index, self._gen)
             create_semaphore(sem_name).close()
             slot = ClientSlot("consumer", index, self._gen, pid, group, None, sem_name)
@@ -96,6 +96,16 @@ class ClientSlots:
                 self._gen,
             )
             return slot
+
+    def _next_gen(self) -> int:
+        """A slot's generation, which its segment's and semaphore's names carry: random
+        (62 bits, never 0) rather than counted, so another user who lists ``/dev/shm`` cannot
+        create the next client's names first and make its registration fail."""
+        gen = self._gen
+        while gen == self._gen:
+            gen = secrets.randbits(62) or 1
+        self._gen = gen
+        return gen
 
     def _free_index(self, kind: str, capacity: int) -> int:
         if self._closed:
