@@ -42,9 +42,26 @@ def _stop_on_signals(broker) -> None:
     """SIGTERM/SIGINT ask ``broker`` (a ``Broker`` or an ``EmbeddedBroker``) to stop cleanly.
     Installed before ``start``: a signal that arrives while the broker starts (its control
     server already answers, so a client may take it for up) then stops it once started,
-    segments unlinked, instead of killing the process halfway and leaving them in /dev/shm."""
+    segments unlinked, instead of killing the process halfway and leaving them in /dev/shm.
+
+    The handler only sets the broker's stop flag (``request_stop`` takes no lock) and counts:
+    a second signal (Ctrl-C twice, a service manager's SIGTERM after SIGINT) changes nothing
+    while the clean stop runs; a third ends the process at once (the agents die with it, and
+    the next start removes the shared memory it leaves and recovers the store)."""
+    count = 0
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal count
+        count += 1
+        broker.request_stop()
+        if count == 2:  # os.write: no lock, unlike print in a handler
+            os.write(2, b"shmq: stopping cleanly; a third signal stops at once\n")
+        elif count >= 3:
+            os.write(2, b"shmq: stopped at once, without a clean stop\n")
+            os._exit(128 + signum)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: broker.request_stop())
+        signal.signal(sig, on_signal)
 
 
 def _run_until_signal(broker) -> None:
@@ -52,7 +69,7 @@ def _run_until_signal(broker) -> None:
     ``broker`` (an ``EmbeddedBroker`` stops its NameServer too). A broker that stopped itself
     (a fault it could not isolate) exits 1 with the reason."""
     try:
-        broker.wait()
+        broker.wait()  # its first stop steps run here, in the main thread
     finally:
         broker.stop()
     if broker.stop_reason:

@@ -15,7 +15,6 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +83,7 @@ class EmbeddedBroker:
         self._join_namesrv = namesrv is not None
         self._namesrv: Any = None
         self._broker: Any = None
-        self._stop_requested = threading.Event()
+        self._stop_requested = False  # a plain flag: set in signal handlers
         self._stop_reason = ""
 
     def start(self) -> EmbeddedBroker:
@@ -114,7 +113,7 @@ class EmbeddedBroker:
                 settings["broker_ip1"] = self.host
             base = self.base if self.base is not None else BrokerConfig()
             self._broker = Broker(base.replace(**settings), log_level=self.log_level)
-            if self._stop_requested.is_set():  # a signal came before the broker existed
+            if self._stop_requested:  # a signal came before the broker existed
                 self._broker.request_stop()
             self._broker.start()
             self.broker_address = self._broker.address
@@ -152,17 +151,20 @@ class EmbeddedBroker:
             shutil.rmtree(self.store, ignore_errors=True)
 
     def request_stop(self) -> None:
-        """Ask ``wait`` to return; safe in a signal handler, also before or during
-        ``start`` (the broker then stops once started, its shared memory unlinked)."""
-        self._stop_requested.set()
+        """Ask ``wait`` to return; safe in a signal handler (it sets flags and takes no
+        lock), also before or during ``start`` (the broker then stops once started, its
+        shared memory unlinked)."""
+        self._stop_requested = True
         if self._broker is not None:
             self._broker.request_stop()
 
-    def wait(self) -> None:
+    def wait(self, timeout: float | None = None) -> bool:
         """Block until ``request_stop`` or until the broker stopped itself (a fault it could
-        not isolate: ``stop_reason`` says which). ``stop`` still has to be called."""
-        if self._broker is not None:
-            self._broker.wait()
+        not isolate: ``stop_reason`` says which), at most ``timeout`` seconds; whether one
+        of them happened. ``stop`` still has to be called."""
+        if self._broker is None:
+            return self._stop_requested
+        return self._broker.wait(timeout)
 
     @property
     def stop_reason(self) -> str:

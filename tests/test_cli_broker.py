@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 from waiting import wait_for
 
@@ -220,3 +221,57 @@ def test_sigterm_while_the_broker_starts_stops_it_cleanly(tmp_path):
     assert proc.returncode == 0, err
     assert not [n for n in os.listdir("/dev/shm") if prefix in n]
     assert shm_entries() <= before
+
+
+def _foreground_broker(tmp_path) -> subprocess.Popen:
+    """``shmq broker -c`` in the foreground, once it says it listens."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"brokerName=broker-a\nnamesrvAddr=127.0.0.1:{free_port()}\nlistenPort={free_port()}\n"
+        f"storePathRootDir={tmp_path / 'store'}\nmappedFileSizeCommitLog={1 << 20}\n"
+        "proxyEnable=false\n"
+    )
+    cmd = [sys.executable, "-m", "shmq_cli.main", "broker", "-c", str(conf)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert "listening on" in line, (line, proc.poll())
+    return proc
+
+
+def test_a_second_signal_during_the_clean_stop_changes_nothing(tmp_path):
+    """Ctrl-C, then a service manager's SIGTERM while the clean stop runs (and again, in a
+    burst): the broker still stops cleanly, exit 0, nothing left in /dev/shm. A signal
+    handler that took a lock could deadlock on the lock the code it interrupted held."""
+    before = shm_entries()
+    proc = _foreground_broker(tmp_path)
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, err
+    assert "a third signal stops at once" in err
+    assert not [n for n in os.listdir("/dev/shm") if f"shmq-{proc.pid}-" in n]
+    assert shm_entries() <= before
+
+
+def test_a_third_signal_stops_at_once(tmp_path):
+    proc = _foreground_broker(tmp_path)
+    try:
+        for sig in (signal.SIGINT, signal.SIGINT, signal.SIGTERM):
+            proc.send_signal(sig)
+            time.sleep(0.1)  # one signal each: two pending SIGINTs are delivered as one
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        # what the forced stop left, as the next start would remove it
+        from shmq.ipc.segment import unlink_orphans
+
+        unlink_orphans()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "stopped at once" in err

@@ -26,6 +26,10 @@ from typing import Any, TypeVar
 
 from shmq import files
 from shmq import half_messages as hm
+from shmq.broker.acl.inner import inner_account
+from shmq.broker.acl.plain_file import PlainAclFile, acl_file_path
+from shmq.broker.acl.remoting import RemotingAcl
+from shmq.broker.acl.validator import PlainAcl
 from shmq.broker.agents.broker_names import BrokerNames
 from shmq.broker.agents.producer_wakeups import ProducerWakeups
 from shmq.broker.agents.runner import run_agent
@@ -45,6 +49,7 @@ from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.pop.revive import ReviveService
 from shmq.broker.pop.service import PopService
 from shmq.broker.process_group import ProcessGroup
+from shmq.broker.processors.acl_admin import AclAdminProcessor
 from shmq.broker.processors.admin.lookups import AdminLookups
 from shmq.broker.processors.admin.offsets import OffsetLookups
 from shmq.broker.processors.admin.processor import AdminBrokerProcessor
@@ -129,7 +134,8 @@ class Broker:
         self._role_lock = threading.Lock()  # a promotion and the agent watch take turns
         self._ring_deaths: dict[tuple[int, int], list[float]] = {}
         self._persist_failing = False
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # the broker's threads stop (set by ``wait``, ``stop``)
+        self._stop_requested = False  # ``request_stop``: a plain flag, signal-safe
         self._stopped = False
         self._threads: list[threading.Thread] = []
         self.server: RemotingServer | None = None  # the control server
@@ -142,6 +148,7 @@ class Broker:
         self.pull: RemotingPull | None = None
         self.revive: ReviveService | None = None  # POP: stopped before the writer
         self.proxy: ProxyProcess | None = None  # RocketMQ 5's gRPC front end
+        self.acl: PlainAcl | None = None  # with aclEnable: plain_acl.yml and the proxy's account
         self.processors: list[Any] = []  # registered on the control server
         self._closing: list[Any] = []  # the processors that hold threads, rings or slots
         self._lease = None
@@ -236,7 +243,8 @@ class Broker:
                 self._follow_sync_state(decision)
             compile_kernels()  # at a first start: once, here; the agents load them
             if cfg.proxy_enable:  # it imports and binds while the agents start
-                self.proxy = ProxyProcess(self.config, self.log_level)
+                inner = self.acl.inner if self.acl is not None else None
+                self.proxy = ProxyProcess(self.config, self.log_level, inner)
                 self.proxy.spawn()
             self._start_agents()
             self._start_control()
@@ -318,8 +326,12 @@ class Broker:
             max_connections=cfg.server_max_connections,
             idle_timeout=cfg.server_channel_max_idle_time_seconds,
             frame_timeout=cfg.server_frame_timeout_seconds,
+            tls=cfg.tls_server,
         )
-        self.client = RemotingClient(connect_timeout=1.0, default_timeout=3.0)
+        if cfg.acl_enable:  # a missing or bad plain_acl.yml stops the start here
+            self.acl = PlainAcl(PlainAclFile(acl_file_path(cfg)), inner_account())
+            self.server.authorize = RemotingAcl(self.acl).authorize
+        self.client = RemotingClient(connect_timeout=1.0, default_timeout=3.0, tls=cfg.tls_client)
         self.slave_sync = SlaveSynchronize(
             self.settings, self.server, self.client, self.topics, self.topic_table,
             self.subscription_groups, self.offsets,
@@ -420,6 +432,7 @@ class Broker:
             OffsetLookups(ctx),
             BrokerStatus(ctx),
             AdminBrokerProcessor(ctx),
+            AclAdminProcessor(ctx, self.acl.file if self.acl is not None else None),
             AdminLookups(ctx),
             QueueInspection(ctx),
             TopicDeletion(ctx),
@@ -570,6 +583,7 @@ class Broker:
         self.group.stop_reason = reason
         log.critical("stopping the broker: %s", reason)
         self.request_stop()
+        self._stop.set()  # not a signal handler: the threads stop restarting agents now
 
     def _blame_ring(self, now: float) -> None:
         """The writer died while reading a producer's ring: the second time within a minute
@@ -616,15 +630,27 @@ class Broker:
         log.warning("master at epoch %d from offset %d", epoch, start)
         self.registration.register_all()
 
-    def wait(self) -> None:
-        """Block until ``stop()`` is requested (by a signal handler or another thread)."""
-        while not self._stop.wait(0.5):
-            pass
-
-    def request_stop(self) -> None:
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a stop is requested (``request_stop``: a signal handler, the broker
+        itself, another thread), at most ``timeout`` seconds; whether it was. The stop's
+        first steps (the threads told, the register loop woken) run here, in the waiting
+        thread, never in a signal handler."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._stop_requested:
+            left = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            self._stop.wait(left)
         self._stop.set()
         if self.registration is not None:
             self.registration.register_now()  # ends the register loop's wait
+        return True
+
+    def request_stop(self) -> None:
+        """Ask ``wait`` to return. It stores one flag and takes no lock, so it is safe in a
+        signal handler however often a signal comes (a handler that set an Event could
+        deadlock on the Event's lock held by the code it interrupted)."""
+        self._stop_requested = True
 
     def stats(self) -> dict[str, Any]:
         """The runtime numbers GET_BROKER_RUNTIME_INFO answers (``broker_stats``)."""
