@@ -19,6 +19,12 @@ many messages, through the main bench's peer (``XADD`` one round trip each, read
 ``XREADGROUP``); without ``redis-server`` that row says why it was skipped. Goals (issue
 17): TCP bulk ≥ 1,000,000 msg/s, TCP ``send_async`` ≥ 100,000 msg/s, TCP W3 p99 ≤ Redis
 Streams' W3 p99.
+
+Each workload also runs over TCP with TLS (``tcp+tls``: the clients' ``tls=True``, against
+the broker's default permissive port and its test-mode certificate), reported as its cost
+against plain TCP in the same run: throughput and p99 ratios (issue 52: TLS is reported,
+no goal). ``SECURED`` is where the ACL run goes: a variant's client options, and the
+broker settings it needs.
 """
 
 from __future__ import annotations
@@ -49,17 +55,27 @@ TOPIC = "BenchTcp"
 BODY = 100
 STAMP = struct.Struct(">qq")  # intended send time (monotonic ns), sequence
 GOALS = {"bulk": 1_000_000, "async": 100_000}
+# TCP variants beside plain TCP: the options their clients take. ACL (issue 52's goal: ≤ 10 %
+# on send_async) joins as ``"tcp+acl": {"credentials": (access_key, secret_key)}`` once the
+# broker runs with ``aclEnable`` and an account for them.
+SECURED = {"tcp+tls": {"tls": True}}
 
 
 def _body(seq: int, intended_ns: int = 0) -> bytes:
     return STAMP.pack(intended_ns, seq) + b"x" * (BODY - STAMP.size)
 
 
-def producer_main(namesrv, transport, mode, count, rate, ready, go, out) -> None:
+def _client_options(variant: str) -> tuple[str, dict]:
+    """``(transport, client options)`` of a variant: ``tcp``, ``shm`` or one of ``SECURED``."""
+    return ("tcp", SECURED[variant]) if variant in SECURED else (variant, {})
+
+
+def producer_main(namesrv, variant, mode, count, rate, ready, go, out) -> None:
     from shmq.client.producer.producer import Producer
     from shmq.message import Message
 
-    with Producer("bench-producer", namesrv, transport=transport) as producer:
+    transport, options = _client_options(variant)
+    with Producer("bench-producer", namesrv, transport=transport, **options) as producer:
         producer.send(Message(TOPIC, _body(-1)))  # connect and warm up
         ready.set()
         go.wait()
@@ -85,10 +101,11 @@ def producer_main(namesrv, transport, mode, count, rate, ready, go, out) -> None
         out.put(("producer", time.perf_counter() - start))
 
 
-def consumer_main(namesrv, transport, bulk, count, ready, out) -> None:
+def consumer_main(namesrv, variant, bulk, count, ready, out) -> None:
     from shmq.client.transport.queue_reader import QueueReader
 
-    with QueueReader("bench-consumer", namesrv, transport=transport) as consumer:
+    transport, options = _client_options(variant)
+    with QueueReader("bench-consumer", namesrv, transport=transport, **options) as consumer:
         (mq,) = consumer.queues(TOPIC)
         offset = consumer.max_offset(mq)
         ready.set()
@@ -153,7 +170,7 @@ def main() -> None:
     with embedded_broker(TOPIC, max_transfer_count_on_message_in_memory=4096,
                          max_transfer_bytes_on_message_in_memory=1 << 20) as namesrv:  # fmt: skip
         for mode in ("bulk", "async", "latency"):
-            for transport in ("tcp", "shm"):
+            for transport in ("tcp", *SECURED, "shm"):
                 print(f"running {transport} {mode} ({sizes[mode]:,} messages)...",
                       file=sys.stderr, flush=True)  # fmt: skip
                 rows.append(run(namesrv, transport, mode, sizes[mode], rate=10_000.0))
@@ -171,12 +188,20 @@ def redis_w3(count: int) -> dict:
 def report(rows: list[dict], redis: dict, json_path: str | None) -> None:
     for r in rows:
         extra = f", p50 {r['p50_us']:.0f} µs, p99 {r['p99_us']:.0f} µs" if "p50_us" in r else ""
-        print(f"{r['transport']:>3} {r['mode']:<8} {r['msgs_per_s']:>12,.0f} msg/s{extra}")
+        print(f"{r['transport']:>7} {r['mode']:<8} {r['msgs_per_s']:>12,.0f} msg/s{extra}")
     tcp = {r["mode"]: r for r in rows if r["transport"] == "tcp"}
     for mode, name in (("bulk", "send_bulk"), ("async", "send_async")):
         got, goal = tcp[mode]["msgs_per_s"], GOALS[mode]
         met = "MET" if got >= goal else "NOT MET"
         print(f"TCP {name} ≥ {goal:,} msg/s: {got:,.0f} msg/s ({got / goal:.2f} of goal) {met}")
+    for variant in SECURED:
+        rows_of = {r["mode"]: r for r in rows if r["transport"] == variant}
+        costs = ", ".join(
+            f"{mode} {rows_of[mode]['msgs_per_s'] / tcp[mode]['msgs_per_s']:.2f}"
+            for mode in ("bulk", "async")
+        )
+        p99 = rows_of["latency"]["p99_us"] / tcp["latency"]["p99_us"]
+        print(f"{variant} against tcp: throughput {costs}; W3 p99 {p99:.2f}")
     lat = tcp["latency"]
     goal = "TCP W3 p99 ≤ Redis Streams p99"
     if redis["skipped"]:

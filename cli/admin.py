@@ -587,6 +587,7 @@ def delete_sub_group(
 
 
 from shmq_cli import (  # noqa: E402, F401  (register their commands)
+    admin_acl,
     admin_config,
     admin_namesrv,
     admin_offsets,

@@ -1,6 +1,7 @@
-"""What the ``shmq admin`` commands share: the ``-n``/``--json`` options, an ``Admin`` for
-the command, and the output (JSON, or rich tables with mqadmin's time format and message
-layout), plus mqadmin's timestamp forms as a click parameter type."""
+"""What the ``shmq admin`` commands share: the ``-n``/``--json`` options and the
+connection's (``connection``: credentials, TLS), an ``Admin`` for the command, and the output
+(JSON, or rich tables with mqadmin's time format and message layout), plus mqadmin's
+timestamp forms as a click parameter type."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ from typing import Any
 
 import click
 
+from shmq_cli.connection import client_options, connection_options
+
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 BODY_PREVIEW = 200  # characters of a body shown in tables
 
 
 def options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = connection_options(f)
     f = click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")(f)
     return click.option(
         "-n", "--namesrv", default=DEFAULT_NAMESRV, show_default=True,
@@ -31,7 +35,7 @@ def options(f: Callable[..., Any]) -> Callable[..., Any]:
 def open_admin(namesrv: str) -> Iterator[Any]:
     from shmq.client.admin.admin import Admin
 
-    with Admin(namesrv) as admin:
+    with Admin(namesrv, **client_options()) as admin:
         yield admin
 
 

@@ -24,6 +24,7 @@ import click
 
 from shmq.errors import ShmqError
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
+from shmq_cli.connection import client_options, connection_options
 from shmq_cli.feedback import plural, say_if_slow
 
 SHOW_EACH = 10  # with --count above this, a summary instead of a line per message
@@ -132,6 +133,7 @@ def _rate(n: int, seconds: float) -> str:
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Messages per second.")
 @_group_option("shmq-cli-producer")
 @click.option("-n", "--namesrv", default="127.0.0.1:9876", show_default=True)
+@connection_options
 @click.option("--json", "as_json", is_flag=True, help="Print each SendResult as JSON.")
 @click.pass_context
 def produce(
@@ -167,7 +169,7 @@ def produce(
     started = time.perf_counter()
     with (
         _StopSignals() as stop,
-        Producer(group, namesrv) as producer,
+        Producer(group, namesrv, **client_options()) as producer,
         _progress("produce", count, summary) as bar,
     ):
         while sent < count and not (stop.signum or closed):
@@ -268,6 +270,7 @@ def _progress(what: str, total: int | None, show: bool) -> Iterator[Callable[[in
     help="--pop: messages per receive.",
 )
 @click.option("-n", "--namesrv", default="127.0.0.1:9876", show_default=True)
+@connection_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
 @click.pass_context
 def consume(
@@ -313,7 +316,7 @@ def consume(
     closed = False  # stdout: its reader quit
     with _StopSignals() as stop:
         with say_if_slow(LOADING):  # the read kernels: a first run on a host may compile them
-            reader = QueueReader(group, namesrv)
+            reader = QueueReader(group, namesrv, **client_options())
         with reader as consumer, _progress("consume", count, summary) as bar:
             queues = consumer.queues(topic)
             started = time.perf_counter()
@@ -398,6 +401,7 @@ def _consume_pop(
                 await_duration=min(await_duration, timeout),
                 invisible_duration=invisible_duration,
                 consume_from_where="FIRST_OFFSET" if from_where == "first" else "LAST_OFFSET",
+                **client_options(),
             )  # fmt: skip
             consumer.start()
         with consumer, _progress("consume", count, summary) as bar:

@@ -14,10 +14,12 @@ from types import FrameType
 
 import click
 
+from shmq.errors import ConfigError
 from shmq.namesrv.controller import DEFAULT_STORE_PATH, HEARTBEAT_TIMEOUT_MS
 from shmq.namesrv.kv_config import DEFAULT_KV_CONFIG_PATH
 from shmq.namesrv.routes import BROKER_EXPIRE_MS
 from shmq.namesrv.server import DEFAULT_PORT, SCAN_INTERVAL_MS, NameServer
+from shmq.remoting.tls_server import CLIENT_AUTH, MODES, PERMISSIVE, TlsServerConfig
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -58,18 +60,53 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
     "--order-message-enable", is_flag=True,
     help="Hand out ORDER_TOPIC_CONFIG entries as routes' orderTopicConf (orderMessageEnable).",
 )  # fmt: skip
+@click.option(
+    "--tls-server-mode", type=click.Choice(MODES, case_sensitive=False), default=PERMISSIVE,
+    show_default=True,
+    help="tls.server.mode: plain TCP only, TLS and plain TCP on one port, or TLS only.",
+)  # fmt: skip
+@click.option("--tls-server-cert-path", default="", help="tls.server.certPath (PEM).")
+@click.option("--tls-server-key-path", default="", help="tls.server.keyPath (PEM).")
+@click.option("--tls-server-key-password", default="", help="tls.server.keyPassword.")
+@click.option(
+    "--tls-server-need-client-auth", type=click.Choice(tuple(CLIENT_AUTH), case_sensitive=False),
+    default="none", show_default=True,
+    help="tls.server.need.client.auth: ask for a client certificate (checked against "
+         "--tls-server-trust-cert-path).",
+)  # fmt: skip
+@click.option("--tls-server-trust-cert-path", default="", help="tls.server.trustCertPath (PEM).")
+@click.option(
+    "--tls-test-mode-enable/--no-tls-test-mode-enable", default=True, show_default=True,
+    help="tls.test.mode.enable: without a certificate, serve TLS with a self-signed one.",
+)  # fmt: skip
+@click.option(
+    "--tls-config-file", default="", type=click.Path(dir_okay=False),
+    help="tls.config.file: a properties file of tls.server.* values over the options.",
+)  # fmt: skip
 def namesrv(
     host: str, port: int, scan_interval_ms: int, broker_expire_ms: int, enable_controller: bool,
     controller_heartbeat_timeout_ms: int, controller_store_path: str, kv_config_path: str,
-    order_message_enable: bool,
+    order_message_enable: bool, tls_server_mode: str, tls_server_cert_path: str,
+    tls_server_key_path: str, tls_server_key_password: str, tls_server_need_client_auth: str,
+    tls_server_trust_cert_path: str, tls_test_mode_enable: bool, tls_config_file: str,
 ) -> None:  # fmt: skip
     """Run a NameServer: brokers register here, clients look up topic routes."""
+    try:
+        tls = TlsServerConfig(
+            mode=tls_server_mode, cert_path=tls_server_cert_path, key_path=tls_server_key_path,
+            key_password=tls_server_key_password, need_client_auth=tls_server_need_client_auth,
+            trust_cert_path=tls_server_trust_cert_path, test_mode=tls_test_mode_enable,
+        )  # fmt: skip
+        if tls_config_file:
+            tls = tls.with_file(tls_config_file)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
     server = NameServer(
         host, port, scan_interval_ms=scan_interval_ms, broker_expire_ms=broker_expire_ms,
         enable_controller=enable_controller,
         controller_heartbeat_timeout_ms=controller_heartbeat_timeout_ms,
         controller_store_path=controller_store_path, kv_config_path=kv_config_path,
-        order_message_enable=order_message_enable,
+        order_message_enable=order_message_enable, tls=tls,
     )  # fmt: skip
     stop = threading.Event()
 

@@ -36,6 +36,8 @@ _EXPORTS = {
     "PopBatch": "shmq.client.consumer.pop_batch",
     "Admin": "shmq.client.admin.admin",
     "EmbeddedBroker": "shmq.embedded",
+    "Credentials": "shmq.remoting.credentials",
+    "TlsOptions": "shmq.remoting.tls",
     "Message": "shmq.message",
     "MessageExt": "shmq.message",
     "MessageBatch": "shmq.message",
@@ -79,6 +81,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
     "ConsumeResult",
+    "Credentials",
     "EmbeddedBroker",
     "InvalidMessageError",
     "LocalTransactionState",
@@ -102,6 +105,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "SendTimeoutError",
     "ShmqError",
     "SimpleConsumer",
+    "TlsOptions",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
@@ -164,3 +168,5 @@ if TYPE_CHECKING:
         ShmqError,
     )
     from shmq.message import Message, MessageBatch, MessageExt
+    from shmq.remoting.credentials import Credentials
+    from shmq.remoting.tls import TlsOptions

@@ -25,6 +25,7 @@ from shmq.errors import RemotingError
 from shmq.remoting.admin_bodies import runtime_stats
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.tls import TlsOptions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -141,8 +142,10 @@ class Cluster:
     """A namesrv and brokers (``broker.conf`` written from ``conf``) as subprocesses; the
     first broker, ``broker-a``, is started by ``cluster()``, more with ``add_broker``."""
 
-    def __init__(self, tmp: str, namesrv_args: tuple[str, ...] = (), **conf: object) -> None:
+    def __init__(self, tmp: str, namesrv_args: tuple[str, ...] = (), *,
+                 tls: TlsOptions | None = None, **conf: object) -> None:  # fmt: skip
         self.tmp = tmp
+        self.tls = tls  # the test's own requests to the namesrv and brokers
         self.conf = conf
         self.namesrv_args = namesrv_args
         self.namesrv_port = free_port()
@@ -191,7 +194,7 @@ class Cluster:
         self.wait_registered(broker)
 
     def wait_registered(self, broker: BrokerProc, timeout: float = 60.0) -> None:
-        with RemotingClient() as client:
+        with RemotingClient(tls=self.tls) as client:
 
             def registered() -> bool:
                 alive(broker.proc)
@@ -223,7 +226,7 @@ class Cluster:
         """Create ``topic`` on broker ``name`` and wait until the namesrv routes it there, so
         that a client started next finds it."""
         broker = self.brokers[name]
-        with RemotingClient() as client:
+        with RemotingClient(tls=self.tls) as client:
             client.invoke_json(
                 broker.address,
                 RequestCode.UPDATE_AND_CREATE_TOPIC,
@@ -241,7 +244,7 @@ class Cluster:
             wait_for(routed, what=f"a route for {topic} on {broker.broker_name}")
 
     def runtime_info(self, name: str = "broker-a") -> dict:
-        with RemotingClient() as client:
+        with RemotingClient(tls=self.tls) as client:
             _, info = client.invoke_json(
                 self.brokers[name].address, RequestCode.GET_BROKER_RUNTIME_INFO
             )
@@ -260,9 +263,11 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(tmp: str, namesrv_args: tuple[str, ...] = (), **conf: object) -> Iterator[Cluster]:
-    """A namesrv (started with ``namesrv_args``) and ``broker-a`` (``conf``)."""
-    c = Cluster(str(tmp), namesrv_args, **conf)
+def cluster(tmp: str, namesrv_args: tuple[str, ...] = (), *, tls: TlsOptions | None = None,
+            **conf: object) -> Iterator[Cluster]:  # fmt: skip
+    """A namesrv (started with ``namesrv_args``) and ``broker-a`` (``conf``); the test's
+    requests to them over TLS when ``tls`` is given."""
+    c = Cluster(str(tmp), namesrv_args, tls=tls, **conf)
     try:
         c.start_namesrv()
         c.start_broker()
@@ -375,3 +380,16 @@ def embedded(root: str, host: str = "127.0.0.1", **conf: object) -> Iterator[Emb
         yield mq
     left = shm_entries() - before
     assert not left, f"left in /dev/shm: {sorted(left)}"
+
+
+def tls_certs(directory: str) -> tuple[str, str]:
+    """``(certificate, key)`` PEM paths in ``directory``: a self-signed pair for localhost
+    and 127.0.0.1, its own CA (a client trusts it with ``TlsOptions(ca_file=certificate)``)."""
+    from shmq.remoting.self_signed import self_signed
+
+    cert, key = self_signed()
+    paths = os.path.join(directory, "tls-cert.pem"), os.path.join(directory, "tls-key.pem")
+    for path, pem in zip(paths, (cert, key), strict=True):
+        with open(path, "wb") as f:
+            f.write(pem)
+    return paths

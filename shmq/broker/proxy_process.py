@@ -17,6 +17,7 @@ import multiprocessing as mp
 import time
 from typing import Any
 
+from shmq.broker.acl.plain_config import PlainAccessConfig
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.errors import ShmqError
 
@@ -29,9 +30,12 @@ STOP_TIMEOUT_S = 10.0
 class ProxyProcess:
     """The proxy's process, started with ``spawn``; ``address`` is where it listens."""
 
-    def __init__(self, config: BrokerConfig, log_level: int) -> None:
+    def __init__(
+        self, config: BrokerConfig, log_level: int, inner: PlainAccessConfig | None = None
+    ) -> None:
         self.config = config
         self.log_level = log_level
+        self.inner = inner  # with ACL on: the account it signs its requests to the broker with
         self.proc: Any = None
         self.address = ""
         self.broker_address = ""
@@ -48,7 +52,7 @@ class ProxyProcess:
         self._channel, theirs = ctx.Pipe()
         self.proc = ctx.Process(
             target=run_proxy,
-            args=(self.config, theirs, self.log_level),
+            args=(self.config, theirs, self.log_level, self.inner),
             name="shmq-proxy",
             daemon=False,
         )

@@ -26,8 +26,10 @@ from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import NoRouteError, RemotingError, ResponseError
 from shmq.remoting import fastjson
 from shmq.remoting.admin_bodies import queue_items, queue_table
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.duplex import DuplexChannel
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, request_name
+from shmq.remoting.tls import TlsOptions
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,8 @@ def _local_ip() -> str:
 
 
 class ClientInstance:
-    """``subscriptions`` is read at every heartbeat, so it may change while running."""
+    """``subscriptions`` is read at every heartbeat, so it may change while running;
+    ``credentials`` and ``tls`` go to every connection (the reader's control client's)."""
 
     def __init__(
         self,
@@ -61,11 +64,14 @@ class ClientInstance:
         spin_us: int = 20,
         transport: str = "auto",
         poll_name_server_interval: float = 30.0,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | TlsOptions | None = None,
     ) -> None:
         self.group = group
         self.client_id = f"{_local_ip()}@{os.getpid()}#{next(_instances)}"
         self.reader = QueueReader(group, namesrv, spin_us=spin_us, transport=transport,
-                                  poll_name_server_interval=poll_name_server_interval)  # fmt: skip
+                                  poll_name_server_interval=poll_name_server_interval,
+                                  credentials=credentials, tls=tls)  # fmt: skip
         self.routes = self.reader.routes
         self.consume_type = consume_type
         self.message_model = message_model
@@ -85,7 +91,10 @@ class ClientInstance:
         with self._lock:
             channel = self._channels.get(addr)
             if channel is None:
-                channel = self._channels[addr] = DuplexChannel(addr, self._on_request)
+                client = self.reader.client
+                channel = self._channels[addr] = DuplexChannel(
+                    addr, self._on_request, credentials=client.credentials, tls=client.tls
+                )
         if not channel.connected:
             self._heartbeat_to(addr, channel)
         return channel

@@ -42,6 +42,7 @@ from shmq.namesrv.routes import BROKER_EXPIRE_MS, FLAG_UNIT, FLAG_UNIT_SUB, Rout
 from shmq.remoting import fastjson
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
+from shmq.remoting.tls_server import TlsServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ class NameServer:
     """Route registry served on ``host:port``; ``routes`` is its ``RouteInfoManager``,
     ``kv_config`` its ``KVConfigManager`` (kept in ``kv_config_path``, RocketMQ's
     ``kvConfigPath``; None: in memory only). A ``kv_config_path`` whose file does not
-    parse raises ``ConfigError`` naming it."""
+    parse raises ``ConfigError`` naming it. ``tls``: the port's ``tls.server.*`` settings
+    (RocketMQ's defaults: permissive, test mode)."""
 
     def __init__(
         self,
@@ -87,6 +89,7 @@ class NameServer:
         controller_store_path: str | None = None,
         kv_config_path: str | None = None,
         order_message_enable: bool = False,
+        tls: TlsServerConfig | None = None,
     ) -> None:
         if scan_interval_ms <= 0 or broker_expire_ms <= 0:
             raise ValueError(
@@ -103,7 +106,7 @@ class NameServer:
             if enable_controller
             else None
         )
-        self._server = RemotingServer(host, port, name="namesrv")
+        self._server = RemotingServer(host, port, name="namesrv", tls=tls or TlsServerConfig())
         self._stop = threading.Event()
         self._scan_thread: threading.Thread | None = None
         handlers = {

@@ -19,15 +19,18 @@ from typing import Any
 
 from shmq.errors import RemotingError, RemotingTimeoutError
 from shmq.proxy.status import Code, ProxyError, remoting_code
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.duplex import DuplexChannel
 from shmq.remoting.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.tls import TlsOptions
 
 CONFIG_TTL_S = 3.0  # how long a topic's or group's config is taken as current
 POP_CHANNELS = 4
 
 
 class BrokerClient:
-    """Remoting requests to the broker at ``address`` as client ``client_id``."""
+    """Remoting requests to the broker at ``address`` as client ``client_id`` (over TLS when
+    ``tls`` is given)."""
 
     def __init__(
         self,
@@ -35,14 +38,20 @@ class BrokerClient:
         client_id: str,
         on_check: Callable[[RemotingCommand], None],
         timeout_s: float,
+        tls: TlsOptions | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
+        """``credentials``: with the broker's ACL on, what every request is signed with."""
         self.address = address
         self.client_id = client_id
         self.on_check = on_check
         self.timeout_s = timeout_s
-        self.control = DuplexChannel(address, self._on_request, default_timeout=timeout_s)
-        self.data = DuplexChannel(address, self._on_request, default_timeout=timeout_s)
-        self._pops = [DuplexChannel(address, self._on_request) for _ in range(POP_CHANNELS)]
+        self.control = DuplexChannel(address, self._on_request, default_timeout=timeout_s,
+                                     tls=tls, credentials=credentials)  # fmt: skip
+        self.data = DuplexChannel(address, self._on_request, default_timeout=timeout_s,
+                                  tls=tls, credentials=credentials)  # fmt: skip
+        self._pops = [DuplexChannel(address, self._on_request, tls=tls, credentials=credentials)
+                      for _ in range(POP_CHANNELS)]  # fmt: skip
         self._next_pop = itertools.cycle(self._pops)
         self._cache: dict[tuple[int, str], tuple[float, Any]] = {}
         self._lock = threading.Lock()

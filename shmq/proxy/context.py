@@ -1,6 +1,7 @@
 """What every RPC's gRPC metadata says about its client (RocketMQ's ``ProxyContext`` from
 ``GrpcConstants`` headers): its id, which every RPC requires, language and version, and
-the peer's address."""
+the peer's address, and its ACL credentials (``authorization``, signed over
+``x-mq-date-time``: ``shmq.proxy.authorization``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from shmq.proxy.status import Code, ProxyError
 CLIENT_ID = "x-mq-client-id"
 LANGUAGE = "x-mq-language"
 CLIENT_VERSION = "x-mq-client-version"
+AUTHORIZATION = "authorization"
+DATE_TIME = "x-mq-date-time"
 ILLEGAL_POLLING_TIME_INTRODUCED_CLIENT_VERSION = "5.0.3"
 
 
@@ -22,6 +25,8 @@ class RequestContext:
     language: str
     client_version: str
     peer: str  # host:port
+    authorization: str = ""
+    date_time: str = ""
 
     @classmethod
     def of(cls, context: grpc.aio.ServicerContext) -> RequestContext:
@@ -34,7 +39,8 @@ class RequestContext:
         if not client_id.strip():
             raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
         return cls(client_id, headers.get(LANGUAGE, ""), headers.get(CLIENT_VERSION, ""),
-                   peer_address(context.peer() or ""))  # fmt: skip
+                   peer_address(context.peer() or ""), headers.get(AUTHORIZATION, ""),
+                   headers.get(DATE_TIME, ""))  # fmt: skip
 
     def polling_time_code(self) -> int:
         """The code for too little time left to long-poll: clients before 5.0.3 know only

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shmq.broker.config.broker_config import BrokerConfig
+from shmq.remoting.tls import TlsOptions
+from shmq.remoting.tls_server import ENFORCING
 
 MAX_MSG_NUMS_FOR_POP_REQUEST = 32  # RocketMQ's cap on a POP's batch
 GRPC_MAX_INBOUND_MESSAGE_SIZE = 130 << 20  # grpcMaxInboundMessageSize
@@ -40,6 +42,9 @@ class ProxyConfig:
     max_held_receives: int = 64  # ReceiveMessage calls waiting on the broker at once
     write_timeout_ms: int = 10_000  # a stream whose reader takes longer is ended
     broker_timeout_ms: int = 3_000  # a remoting request other than a long poll
+    # TLS to the broker's control port: needed only when it enforces TLS (the proxy is on the
+    # broker's host and dials brokerIP1, so any certificate is taken, as RocketMQ's do)
+    broker_tls: TlsOptions | None = None
 
     @classmethod
     def of(cls, broker: BrokerConfig) -> ProxyConfig:
@@ -50,4 +55,5 @@ class ProxyConfig:
             max_delay_time_mills=min(
                 cls.max_delay_time_mills, broker.store.timer_max_delay_sec * 1000
             ),
+            broker_tls=TlsOptions() if broker.tls_server.mode == ENFORCING else None,
         )

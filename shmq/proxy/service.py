@@ -1,7 +1,8 @@
 """``apache.rocketmq.v2.MessagingService`` on grpc's asyncio server (RocketMQ 5.3's
 ``GrpcMessagingApplication`` and ``ClientActivity``).
 
-Each RPC checks its client id, then runs its activity (``producer``, ``consumer``,
+Each RPC checks its client id and, with ACL on, its credentials and permissions
+(``authorization``), then runs its activity (``producer``, ``consumer``,
 ``route``), which blocks on the broker, on a worker thread; errors become the RPC's status
 as RocketMQ's ``ResponseBuilder`` makes them. Streams cost memory, not threads: the event
 loop holds every Telemetry stream and every ReceiveMessage while its POP waits on the
@@ -29,6 +30,7 @@ from shmq.client.consumer.subscription import Subscription
 from shmq.codec.record_message import record_message
 from shmq.errors import InvalidMessageError
 from shmq.proxy import route
+from shmq.proxy.authorization import GrpcAcl, PermissionDenied
 from shmq.proxy.broker import BrokerClient
 from shmq.proxy.clients import ClientRegistry, TelemetryStream
 from shmq.proxy.consumer import ConsumerActivity, Popped
@@ -44,6 +46,7 @@ from shmq.proxy.v2 import definition_pb2 as pb
 from shmq.proxy.v2 import service_pb2 as spb
 from shmq.proxy.v2 import service_pb2_grpc
 from shmq.proxy.validation import validate_group, validate_invisible_time, validate_topic
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -60,15 +63,20 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     """The RPCs of one proxy in front of one broker."""
 
     def __init__(self, cfg: ProxyConfig, broker_address: str, broker_name: str, host: str,
-                 client_id: str) -> None:  # fmt: skip
+                 client_id: str, acl: GrpcAcl | None = None,
+                 credentials: Credentials | None = None) -> None:  # fmt: skip
+        """``acl`` checks the clients (None: ACL is off); ``credentials`` sign the requests
+        to the broker (its ACL's account for the proxy)."""
         self.cfg = cfg
+        self.acl = acl
         self.broker_name = broker_name
         self.host = host
         self.port = 0  # known once bound (``bound``)
         self.clients = ClientRegistry(cfg.max_telemetry_streams)
         self.transactions = TransactionTable()
         self.broker = BrokerClient(broker_address, client_id, self._check_arrived,
-                                   cfg.broker_timeout_ms / 1000)  # fmt: skip
+                                   cfg.broker_timeout_ms / 1000, cfg.broker_tls,
+                                   credentials)  # fmt: skip
         self.producer = ProducerActivity(self.broker, cfg, self.transactions)
         self.consumer = ConsumerActivity(self.broker, cfg, broker_name)
         self.registration = BrokerRegistration(self.broker)
@@ -100,14 +108,23 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         finally:
             self._waiting -= 1
 
-    async def _unary(self, context, response_type, fn: Callable[..., Any], *args: Any):
-        """A unary RPC: client id checked, ``fn(ctx, *args)`` run on a worker thread, any
-        error answered as the response's status."""
+    def _authorize(self, ctx: RequestContext, request: Any) -> None:
+        """With ACL on, ``ProxyError`` (UNAUTHORIZED) or ``PermissionDenied`` unless the
+        client of ``ctx`` may send ``request``."""
+        if self.acl is not None:
+            self.acl.check(ctx, request)
+
+    async def _unary(self, context, response_type, fn: Callable[..., Any], request: Any):
+        """A unary RPC: client id and ACL checked, ``fn(ctx, request)`` run on a worker
+        thread, any error answered as the response's status."""
         try:
             ctx = RequestContext.of(context)
-            return await self._blocking(fn, ctx, *args)
+            self._authorize(ctx, request)
+            return await self._blocking(fn, ctx, request)
         except ProxyError as exc:
             return response_type(status=exc.status())
+        except PermissionDenied as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, exc.message)
         except Exception as exc:  # a bug: answered, logged, the server goes on
             log.exception("%s failed", response_type.__name__)
             return response_type(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))
@@ -155,6 +172,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def Heartbeat(self, request, context):
         try:
             ctx = RequestContext.of(context)
+            self._authorize(ctx, request)
             if self.clients.settings(ctx.client_id) is None:
                 raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, _NO_SETTINGS)
             if request.client_type in (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER):
@@ -162,11 +180,14 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             self.clients.client(ctx.client_id, ctx.language, ctx.client_version)
         except ProxyError as exc:
             return spb.HeartbeatResponse(status=exc.status())
+        except PermissionDenied as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, exc.message)
         return spb.HeartbeatResponse(status=OK)
 
     async def NotifyClientTermination(self, request, context):
         try:
             ctx = RequestContext.of(context)
+            self._authorize(ctx, request)
             if request.HasField("group"):
                 validate_group(request.group.name)
             gone = self.clients.remove(ctx.client_id)
@@ -175,6 +196,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             await self._register()
         except ProxyError as exc:
             return spb.NotifyClientTerminationResponse(status=exc.status())
+        except PermissionDenied as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, exc.message)
         return spb.NotifyClientTerminationResponse(status=OK)
 
     async def Telemetry(self, request_iterator, context):
@@ -182,6 +205,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         del request_iterator  # read with context.read(), beside context.write()
         try:
             ctx = RequestContext.of(context)
+            self._authorize(ctx, None)  # who: each settings command is checked for what
         except ProxyError as exc:
             await self._write(context, spb.TelemetryCommand(status=exc.status()))
             return
@@ -201,6 +225,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             self.clients.close_stream(stream)
         if reader.done() and not reader.cancelled() and reader.exception() is not None:
             error = reader.exception()
+            if isinstance(error, PermissionDenied):
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, error.message)
             code = (grpc.StatusCode.INVALID_ARGUMENT if isinstance(error, ProxyError)
                     and 40000 <= error.code < 50000 else grpc.StatusCode.INTERNAL)  # fmt: skip
             await context.abort(code, getattr(error, "message", repr(error)))
@@ -219,6 +245,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _settings_command(self, ctx: RequestContext, settings: pb.Settings):
         """Store a client's settings and answer the ones the proxy acts on."""
+        self._authorize(ctx, settings)
         if settings.WhichOneof("pub_sub") is None:
             raise ProxyError(
                 Code.BAD_REQUEST, "there is no publishing or subscription data in settings"
@@ -355,6 +382,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _receive(self, request, context) -> Popped:
         try:
             ctx = RequestContext.of(context)
+            self._authorize(ctx, request)
             settings = await self._blocking(self._settings, ctx)
             remaining = context.time_remaining()
             remaining_ms = int(remaining * 1000) if remaining is not None else 1 << 40
@@ -377,6 +405,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 self._polls -= 1
         except ProxyError as exc:
             return Popped(exc.status())
+        except PermissionDenied as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, exc.message)
         except Exception as exc:  # a bug: answered, logged, the server goes on
             log.exception("ReceiveMessage failed")
             return Popped(status(Code.INTERNAL_SERVER_ERROR, repr(exc)))

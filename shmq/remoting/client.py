@@ -3,7 +3,7 @@
 Control-plane requests are rare and small, so each connection serialises its requests under a
 lock instead of multiplexing them. Any failure (timeout, lost connection, malformed frame)
 drops the connection, so a late response can never be taken for the next request's; the
-next ``invoke`` reconnects.
+next ``invoke`` reconnects. ``tls`` makes every connection TLS (``tls.open_connection``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from shmq.errors import (
     RemotingError,
     RemotingTimeoutError,
 )
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.frames import read_frame
 from shmq.remoting.protocol import (
     FLAG_ONEWAY,
@@ -30,6 +31,7 @@ from shmq.remoting.protocol import (
     check_response,
     request_name,
 )
+from shmq.remoting.tls import TlsOptions, open_connection, tls_options
 
 log = logging.getLogger(__name__)
 
@@ -45,21 +47,20 @@ def parse_addr(addr: str) -> tuple[str, int]:
 class _Channel:
     """The pooled connection to one address; ``lock`` serialises its requests."""
 
-    def __init__(self, addr: str) -> None:
+    def __init__(self, addr: str, tls: TlsOptions | None) -> None:
         self.addr = addr
         self.host, self.port = parse_addr(addr)
+        self.tls = tls
         self.lock = threading.Lock()
         self.sock: socket.socket | None = None
 
     def connect(self, timeout: float) -> socket.socket:
         if self.sock is None:
             try:
-                sock = socket.create_connection((self.host, self.port), timeout=timeout)
+                self.sock = open_connection(self.host, self.port, timeout, self.tls)
             except OSError as exc:
                 reason = exc.strerror or str(exc) or type(exc).__name__
                 raise RemotingConnectError(f"cannot connect to {self.addr}: {reason}") from exc
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.sock = sock
         return self.sock
 
     def drop(self) -> None:
@@ -70,7 +71,12 @@ class _Channel:
 
 
 class RemotingClient:
-    """Sends requests to namesrv and broker control servers and waits for the responses."""
+    """Sends requests to namesrv and broker control servers and waits for the responses.
+
+    ``credentials`` (``(access_key, secret_key)``) signs every request for a server with
+    ACL on (``remoting.credentials``); ``tls`` (True or ``TlsOptions``) connects with TLS.
+    The other connections a client opens (duplex, data path) take the same two from here.
+    """
 
     def __init__(
         self,
@@ -78,7 +84,11 @@ class RemotingClient:
         connect_timeout: float = 3.0,
         default_timeout: float = 3.0,
         max_frame: int = MAX_FRAME_SIZE,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | TlsOptions | None = None,
     ) -> None:
+        self.credentials = Credentials.of(credentials)
+        self.tls = tls_options(tls)
         self.connect_timeout = connect_timeout
         self.default_timeout = default_timeout
         self.max_frame = max_frame
@@ -89,7 +99,7 @@ class RemotingClient:
         with self._lock:
             channel = self._channels.get(addr)
             if channel is None:
-                channel = self._channels[addr] = _Channel(addr)
+                channel = self._channels[addr] = _Channel(addr, self.tls)
             return channel
 
     def local_address(self, addr: str) -> tuple[str, int]:
@@ -156,8 +166,9 @@ class RemotingClient:
                     f"cannot send {request_name(request.code)} to {addr}: {exc}"
                 ) from exc
 
-    @staticmethod
-    def _send(sock: socket.socket, request: RemotingCommand, deadline: float) -> None:
+    def _send(self, sock: socket.socket, request: RemotingCommand, deadline: float) -> None:
+        if self.credentials is not None:
+            self.credentials.sign(request)
         sock.settimeout(max(deadline - time.monotonic(), 1e-3))
         sock.sendall(request.encode())
 

@@ -36,6 +36,12 @@ class RequestCode(IntEnum):
     GET_ALL_CONSUMER_OFFSET = 43
     GET_ALL_DELAY_OFFSET = 45
     CHECK_CLIENT_CONFIG = 46
+    # ACL 1.0's (RocketMQ 4.9 to 5.3.2)
+    UPDATE_AND_CREATE_ACL_CONFIG = 50
+    DELETE_ACL_CONFIG = 51
+    GET_BROKER_CLUSTER_ACL_INFO = 52
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    GET_BROKER_CLUSTER_ACL_CONFIG = 54  # deprecated in RocketMQ
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102
@@ -93,6 +99,7 @@ class RequestCode(IntEnum):
     GET_TOPIC_CONFIG = 351  # RocketMQ 5's
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # RocketMQ 5's
     RECALL_MESSAGE = 370  # RocketMQ 5.3's
+    UPDATE_AND_CREATE_STATIC_TOPIC = 513  # RocketMQ 5's (shmq answers it not supported)
     # RocketMQ 5's POP consumption
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
@@ -116,7 +123,11 @@ class RequestCode(IntEnum):
 
 
 class ResponseCode(IntEnum):
-    """RocketMQ's response codes (``ResponseCode`` / ``RemotingSysResponseCode``)."""
+    """RocketMQ's response codes (``ResponseCode`` / ``RemotingSysResponseCode``).
+
+    RocketMQ numbers the ACL admin codes' failures 209 to 211, which it also uses for
+    POLLING_FULL, POLLING_TIMEOUT and BROKER_NOT_EXIST; here they are aliases of those
+    (an answer's name is the first one), the numbers on the wire are RocketMQ's."""
 
     SUCCESS = 0
     SYSTEM_ERROR = 1
@@ -144,6 +155,10 @@ class ResponseCode(IntEnum):
     NO_MESSAGE = 208
     POLLING_FULL = 209
     POLLING_TIMEOUT = 210
+    BROKER_NOT_EXIST = 211
+    UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
+    DELETE_ACL_CONFIG_FAILED = 210
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     ILLEGAL_OPERATION = 604
 
 

@@ -17,7 +17,9 @@ else queued for a writer thread of the channel, which writes whatever is queued 
 write, so ends that pile up share a syscall.
 
 A lost connection fails every waiting request; the next ``invoke`` reconnects, and
-``on_reconnect`` lets the owner re-announce itself (a heartbeat).
+``on_reconnect`` lets the owner re-announce itself (a heartbeat). ``tls`` connects with TLS;
+an SSL socket has no write that returns instead of waiting, so ``send_soon`` then always
+hands its frames to the writer thread.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 from shmq.errors import RemotingConnectError, RemotingError
 from shmq.remoting.client import parse_addr
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.frames import FrameReader
 from shmq.remoting.pending import PendingCalls
 from shmq.remoting.protocol import (
@@ -43,13 +46,16 @@ from shmq.remoting.protocol import (
     check_response,
     request_name,
 )
+from shmq.remoting.tls import TlsOptions, open_connection, tls_options
 from shmq.wakeup import Signal
 
 log = logging.getLogger(__name__)
 
 
 class DuplexChannel:
-    """One connection to ``addr``; ``invoke`` may be called from any thread."""
+    """One connection to ``addr``; ``invoke`` may be called from any thread. With
+    ``credentials`` the requests it sends are signed (``remoting.credentials``), the answers
+    to the server's requests not, as RocketMQ signs requests only."""
 
     def __init__(
         self,
@@ -59,9 +65,13 @@ class DuplexChannel:
         connect_timeout: float = 3.0,
         default_timeout: float = 3.0,
         max_frame: int = MAX_FRAME_SIZE,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | TlsOptions | None = None,
     ) -> None:
         self.addr = addr
         self.host, self.port = parse_addr(addr)
+        self.credentials = Credentials.of(credentials)
+        self.tls = tls_options(tls)
         self.on_request = on_request
         self.connect_timeout = connect_timeout
         self.default_timeout = default_timeout
@@ -82,11 +92,10 @@ class DuplexChannel:
             if self._sock is not None:
                 return self._sock
             try:
-                sock = socket.create_connection((self.host, self.port), self.connect_timeout)
+                sock = open_connection(self.host, self.port, self.connect_timeout, self.tls)
             except OSError as exc:
                 reason = exc.strerror or str(exc) or type(exc).__name__
                 raise RemotingConnectError(f"cannot connect to {self.addr}: {reason}") from exc
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.settimeout(None)
             self._sock = sock
             threading.Thread(
@@ -102,12 +111,16 @@ class DuplexChannel:
         """Send ``request`` and wait for its response (any code)."""
         timeout = self.default_timeout if timeout is None else timeout
         sock = self._connect()
+        if self.credentials is not None:
+            self.credentials.sign(request)
         return self._calls.call(request, lambda: self._send(sock, request), timeout)
 
     def send_soon(self, request: RemotingCommand) -> None:
         """Send ``request``, marked oneway, without waiting for the socket
         (``send_frame_soon``)."""
         request.flag |= FLAG_ONEWAY
+        if self.credentials is not None:
+            self.credentials.sign(request)
         self.send_frame_soon(request.encode())
 
     def send_frame_soon(self, frame: bytes) -> None:
@@ -118,7 +131,7 @@ class DuplexChannel:
         Whatever is sent later on the channel goes after it; a failed queued write is logged
         by the writer (neither has an answer to fail)."""
         sock = self._sock
-        if sock is not None and self._send_lock.acquire(blocking=False):
+        if sock is not None and self.tls is None and self._send_lock.acquire(blocking=False):
             try:
                 with self._lock:
                     direct = not self._outbox and not self._closed

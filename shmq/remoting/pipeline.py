@@ -15,6 +15,11 @@ a ``Reply`` carries the code, remark, extFields and body. The broker answers in 
 request's serialize type; the ROCKETMQ header (what this channel's users send) has a fast
 decoder, a JSON one goes through ``protocol.decode_frame``. Anything malformed closes the
 connection and fails every request on it, with the reason.
+
+The socket is non-blocking (writes wait for room with ``select``, up to their deadline), so a
+plain and a TLS connection (``tls``) take the same path: an SSL socket's reads and writes
+say "would block" as ``WOULD_BLOCK``, and bytes it decrypted ahead (``tls_pending``) are read
+before the reader waits on the socket again.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from shmq.errors import (
 )
 from shmq.remoting.client import parse_addr
 from shmq.remoting.protocol import FLAG_RESPONSE, MAX_FRAME_SIZE, decode_frame
+from shmq.remoting.tls import WOULD_BLOCK, TlsOptions, open_connection, tls_pending
 
 log = logging.getLogger(__name__)
 
@@ -112,18 +118,18 @@ class PipelinedChannel:
         connect_timeout: float = 3.0,
         max_frame: int = MAX_FRAME_SIZE,
         max_in_flight: int = MAX_IN_FLIGHT,
+        tls: TlsOptions | None = None,
     ) -> None:
         self.addr = addr
         self.max_frame = max_frame
         self.max_in_flight = max_in_flight
         host, port = parse_addr(addr)
         try:
-            sock = socket.create_connection((host, port), timeout=connect_timeout)
+            sock = open_connection(host, port, connect_timeout, tls)
         except OSError as exc:
             reason = exc.strerror or str(exc) or type(exc).__name__
             raise RemotingConnectError(f"cannot connect to {addr}: {reason}") from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(None)  # writes wait for room up to their deadline (``_write``)
+        sock.setblocking(False)  # writes wait for room up to their deadline (``_write``)
         self.sock = sock
         self.local = sock.getsockname()[:2]
         self._opaques = itertools.count(1)
@@ -189,9 +195,9 @@ class PipelinedChannel:
         view = memoryview(frame)
         while view:
             try:
-                view = view[sock.send(view, socket.MSG_DONTWAIT) :]
+                view = view[sock.send(view) :]
                 continue
-            except BlockingIOError:
+            except WOULD_BLOCK:  # an SSL socket is given the same view again, as it must be
                 pass
             left = deadline - time.monotonic()
             if left <= 0:
@@ -233,7 +239,7 @@ class PipelinedChannel:
         next_sweep = time.monotonic() + SWEEP_S
         try:
             while not self.closed:
-                readable, _, _ = select.select([self.sock], [], [], SWEEP_S)
+                readable = tls_pending(self.sock) or select.select([self.sock], [], [], SWEEP_S)[0]
                 if readable:
                     with self._read_lock:
                         self._read_arrived()
@@ -241,7 +247,7 @@ class PipelinedChannel:
                 if now >= next_sweep:
                     next_sweep = now + SWEEP_S
                     self._expire(now)
-        except (OSError, RemotingError) as exc:
+        except (OSError, ValueError, RemotingError) as exc:  # ValueError: closed meanwhile
             self._lost(exc)
 
     def _read_arrived(self) -> None:
@@ -265,8 +271,8 @@ class PipelinedChannel:
             self._view = memoryview(self._buf)
             start, end = 0, len(partial)
         try:
-            count = self.sock.recv_into(self._view[end:], 0, socket.MSG_DONTWAIT)
-        except BlockingIOError:
+            count = self.sock.recv_into(self._view[end:])
+        except WOULD_BLOCK:
             count = -1
         if count == 0:
             raise RemotingConnectError(f"{self.addr} closed the connection")

@@ -17,6 +17,10 @@ its bytes arrive, a frame must complete within ``frame_timeout`` once its length
 connection silent for ``idle_timeout`` (RocketMQ's ``serverChannelMaxIdleTimeSeconds``, 120 s)
 is closed, at most ``max_connections`` are served at once (more are closed at accept), and
 the warnings about bad peers are rate-limited.
+
+TLS is decided per connection on its own thread, before its first frame (``tls_server``:
+the first byte tells TLS from plain TCP, the mode says which are served), so a client that
+starts a handshake and stalls holds only its thread, and only for the handshake timeout.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import contextlib
 import itertools
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +50,13 @@ from shmq.remoting.protocol import (
     ResponseCode,
     request_name,
 )
+from shmq.remoting.tls_server import (
+    DISABLED,
+    HANDSHAKE_TIMEOUT_S,
+    TlsGate,
+    TlsRefused,
+    TlsServerConfig,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +68,8 @@ WARNINGS_PER_MINUTE = 20
 LATE_ANSWERS = 16  # opaques of calls to a client that timed out, whose answer may still come
 
 Handler = Callable[[RemotingCommand, "Connection"], RemotingCommand | None]
+# None when the request may be handled; raises (a ResponseError: its code and remark) if not
+Authorizer = Callable[[RemotingCommand, "Connection"], None]
 
 
 def _addr(host: str, port: int) -> str:
@@ -95,6 +109,16 @@ class Connection:
             except OSError as exc:
                 raise RemotingConnectError(f"cannot send to {self.peer}: {exc}") from exc
 
+    def upgrade(self, sock: socket.socket) -> bool:
+        """Serve the connection on ``sock`` (its TLS socket); False, ``sock`` closed, when
+        the connection was closed meanwhile (the server stops)."""
+        with self._send_lock:
+            if not self._closed:
+                self.sock = sock
+                return True
+        sock.close()
+        return False
+
     def close(self) -> None:
         """Close the socket (wakes the connection's reader thread); idempotent. A caller
         still waiting in ``invoke`` fails at once."""
@@ -124,6 +148,8 @@ class RemotingServer:
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout: float = IDLE_TIMEOUT_S,
         frame_timeout: float = FRAME_TIMEOUT_S,
+        tls: TlsServerConfig | None = None,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT_S,
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -132,8 +158,12 @@ class RemotingServer:
         self.max_connections = max_connections
         self.idle_timeout = idle_timeout
         self.frame_timeout = frame_timeout
+        self.tls = TlsGate(tls or TlsServerConfig(mode=DISABLED), handshake_timeout)
         self._warnings = _RateLimitedLog(log, WARNINGS_PER_MINUTE)
         self._handlers: dict[int, Handler] = {}
+        # the broker's ACL check (RocketMQ's RPC hook): every request passes it before its
+        # handler, unknown codes too; set before ``start``
+        self.authorize: Authorizer | None = None
         self._disconnect_callbacks: list[Callable[[Connection], None]] = []
         self._listener: socket.socket | None = None
         self._port = port
@@ -171,6 +201,7 @@ class RemotingServer:
         """Bind, listen and serve in daemon threads; ``RemotingError`` if binding fails."""
         if self._listener is not None:
             raise RemotingError(f"{self.name} server is already started")
+        self.tls.check()
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -189,7 +220,7 @@ class RemotingServer:
             target=self._accept_loop, name=f"{self.name}-accept", daemon=True
         )
         self._accept_thread.start()
-        log.info("%s server listening on %s", self.name, self.address)
+        log.info("%s server listening on %s (TLS %s)", self.name, self.address, self.tls.mode)
 
     def stop(self) -> None:
         """Close the listener and every connection, join the threads; idempotent."""
@@ -247,8 +278,10 @@ class RemotingServer:
 
     def _serve(self, conn: Connection) -> None:
         log.debug("%s server: %s connected (id %d)", self.name, conn.peer, conn.id)
-        frames = FrameReader(conn.sock, self.max_frame, self.frame_timeout)
         try:
+            if not self._admit(conn):
+                return
+            frames = FrameReader(conn.sock, self.max_frame, self.frame_timeout)
             while True:
                 try:
                     request = frames.read()
@@ -298,6 +331,30 @@ class RemotingServer:
                 except Exception:
                     log.exception("%s server: disconnect callback failed for %r", self.name, conn)
 
+    def _admit(self, conn: Connection) -> bool:
+        """Serve ``conn`` as its first byte and the TLS mode say (plain, or TLS once
+        handshaken); False when it is closed instead, with a warning naming why."""
+        try:
+            sock = self.tls.admit(conn.sock, self.idle_timeout)
+        except TlsRefused as exc:
+            self._warnings.warn("%s server: refusing %s: %s", self.name, conn.peer, exc)
+            return False
+        except TimeoutError:
+            self._warnings.warn(
+                "%s server: closing %s: silent for %.0f s or no TLS handshake within %.0f s",
+                self.name, conn.peer, self.idle_timeout, self.tls.handshake_timeout,
+            )  # fmt: skip
+            return False
+        except ssl.SSLError as exc:
+            self._warnings.warn("%s server: %s failed the TLS handshake: %s", self.name,
+                                conn.peer, exc)  # fmt: skip
+            return False
+        except OSError as exc:
+            log.debug("%s server: %s went away before its first frame: %s", self.name,
+                      conn.peer, exc)  # fmt: skip
+            return False
+        return sock is not None and (sock is conn.sock or conn.upgrade(sock))
+
     def _answer_malformed(self, exc: RemotingHeaderError, conn: Connection) -> bool:
         """Answer a request whose header broke after its opaque was read with SYSTEM_ERROR
         naming the reason (nothing answers a oneway request); False when the connection is
@@ -321,6 +378,10 @@ class RemotingServer:
         return True
 
     def _dispatch(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        if self.authorize is not None:
+            refusal = call_handler(self._refuse_unauthorized, request, conn, self.name)
+            if refusal is not None:
+                return refusal
         handler = self._handlers.get(request.code)
         if handler is None:
             return RemotingCommand.response_to(
@@ -329,6 +390,14 @@ class RemotingServer:
                 f"{request_name(request.code)} not supported by the {self.name} server",
             )
         return call_handler(handler, request, conn, self.name)
+
+    def _refuse_unauthorized(
+        self, request: RemotingCommand, conn: Connection
+    ) -> RemotingCommand | None:
+        """None when ``authorize`` lets ``request`` through (its errors: the refusal)."""
+        assert self.authorize is not None
+        self.authorize(request, conn)
+        return None
 
 
 def call_handler(

@@ -108,9 +108,13 @@ class _QueueTable:
         self.segment.close()
 
 
-def broker_store_info(namesrv: str, broker: str | None) -> dict:
-    """Ask the name server for the master brokers and the chosen one for its store."""
-    with contextlib.closing(Remote(namesrv)) as remote:
+def broker_store_info(opts: ReadOptions) -> dict:
+    """Ask the name server for the master brokers and the chosen one (option ``broker``)
+    for its store."""
+    namesrv, broker = opts.namesrv, opts.broker
+    assert namesrv is not None
+    remote = Remote(namesrv, credentials=opts.credentials, tls=opts.tls)
+    with contextlib.closing(remote):
         masters = dict(remote.masters())
         if broker is not None:
             if broker not in masters:

@@ -6,6 +6,11 @@ at once with a ``ConfigError`` that names the option and the bad value, instead 
 later inside an executor. Nothing here imports pyspark: the parsers are plain functions that
 the tests fuzz.
 
+Options ``accessKey`` / ``secretKey`` (ACL credentials, which sign every request) and
+``tls`` / ``tlsCa`` (TLS, checking the server's certificate against ``tlsCa`` when given)
+are read and written alike; they reach every client the source makes, on the driver and in
+the executors.
+
 Offsets follow Spark's Kafka source: ``"earliest"``, ``"latest"``, or a JSON object
 ``{"Topic": {"0": 12, "1": -2}}`` per queue, where -2 means earliest and -1 latest.
 """
@@ -21,6 +26,8 @@ from typing import Literal
 from shmq.client.transport.chooser import check_transport
 from shmq.errors import ConfigError
 from shmq.message import validate_topic
+from shmq.remoting.credentials import Credentials
+from shmq.remoting.tls import TlsOptions
 
 EARLIEST = -2
 LATEST = -1
@@ -29,6 +36,7 @@ LATEST = -1
 Offsets = dict[str, dict[int, int]]
 OffsetSpec = Literal["earliest", "latest"] | Offsets
 
+CONNECTION_OPTIONS = frozenset({"accesskey", "secretkey", "tls", "tlsca"})
 READ_OPTIONS = frozenset(
     {
         "store",
@@ -48,9 +56,12 @@ READ_OPTIONS = frozenset(
         "maxrowsperpartition",
         "minpartitions",
         "transport",
+        *CONNECTION_OPTIONS,
     }
 )
-WRITE_OPTIONS = frozenset({"namesrv", "topic", "producergroup", "sendtimeout", "writebatchsize"})
+WRITE_OPTIONS = frozenset(
+    {"namesrv", "topic", "producergroup", "sendtimeout", "writebatchsize", *CONNECTION_OPTIONS}
+)
 # Names Spark itself may put among a source's options.
 _SPARK_OWNED = frozenset({"path", "checkpointlocation", "queryname"})
 
@@ -79,6 +90,8 @@ class ReadOptions:
     max_rows_per_partition: int
     min_partitions: int | None
     transport: str = "auto"  # "shm": the store's files; "tcp": PULL_MESSAGE; "auto": by host
+    credentials: Credentials | None = None
+    tls: TlsOptions | None = None
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` is subscribed (by name, or fully matching the pattern)."""
@@ -95,6 +108,8 @@ class WriteOptions:
     producer_group: str
     send_timeout: float
     write_batch_size: int
+    credentials: Credentials | None = None
+    tls: TlsOptions | None = None
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -124,6 +139,17 @@ def parse_bool(value: str | None, option: str, default: bool) -> bool:
     if text == "false":
         return False
     raise ConfigError(f"option {option} must be true or false, not {value!r}")
+
+
+def parse_connection(opts: Mapping[str, str]) -> tuple[Credentials | None, TlsOptions | None]:
+    """The credentials and TLS of the (lower-cased) options ``opts``."""
+    access_key, secret_key = opts.get("accesskey") or None, opts.get("secretkey") or None
+    if (access_key is None) != (secret_key is None):
+        raise ConfigError("options accessKey and secretKey go together: give both or neither")
+    credentials = Credentials(access_key, secret_key) if access_key and secret_key else None
+    ca = opts.get("tlsca") or None
+    tls = TlsOptions(ca_file=ca) if parse_bool(opts.get("tls"), "tls", False) or ca else None
+    return credentials, tls
 
 
 def parse_int(
@@ -290,6 +316,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             "option transport=tcp reads through a broker: give option namesrv, not store"
         )
     topics, pattern = _subscription(opts)
+    credentials, tls = parse_connection(opts)
     starting = parse_offsets(
         opts.get("startingoffsets"),
         "startingOffsets",
@@ -336,6 +363,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             opts.get("minpartitions"), "minPartitions", minimum=1, maximum=1 << 20
         ),
         transport=transport,
+        credentials=credentials,
+        tls=tls,
     )
 
 
@@ -352,6 +381,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             validate_topic(topic)
         except Exception as exc:
             raise ConfigError(f"option topic: {exc}") from None
+    credentials, tls = parse_connection(opts)
     timeout = opts.get("sendtimeout")
     send_timeout = 3.0
     if timeout is not None:
@@ -370,4 +400,6 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             opts.get("writebatchsize"), "writeBatchSize", minimum=1, maximum=1 << 20
         )
         or DEFAULT_WRITE_BATCH_SIZE,
+        credentials=credentials,
+        tls=tls,
     )

@@ -94,7 +94,7 @@ def open_catalog(opts: ReadOptions) -> Catalog | RemoteCatalog:
     if opts.store is not None:
         return Catalog(opts, None)
     assert opts.namesrv is not None
-    info = broker_store_info(opts.namesrv, opts.broker)
+    info = broker_store_info(opts)
     if opts.transport == "tcp" or (opts.transport == "auto" and not broker_is_local(info)):
         return RemoteCatalog(opts, info["brokerAddr"])
     return Catalog(opts, info)

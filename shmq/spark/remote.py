@@ -40,8 +40,8 @@ class RemoteCatalog:
 
     def __init__(self, opts: ReadOptions, address: str) -> None:
         self.opts = opts
-        self.source = BrokerSource(address)
-        self.client = RemotingClient()
+        self.source = BrokerSource(address, credentials=opts.credentials, tls=opts.tls)
+        self.client = RemotingClient(credentials=opts.credentials, tls=opts.tls)
         self.where = f"the broker at {address}"
 
     def _ask(self, code: int, fields: dict) -> int:
@@ -104,7 +104,8 @@ def read_range(spec: ScanSpec, topic: str, queue_id: int, start: int, end: int
     bodies: list[bytes] = []
     size = 0
     offset = start
-    with RemotingClient(default_timeout=PULL_TIMEOUT_S) as client:
+    with RemotingClient(default_timeout=PULL_TIMEOUT_S, credentials=source.credentials,
+                        tls=source.tls) as client:  # fmt: skip
         while offset < end:
             request = pull_request(source.group, mq, offset, PULL_BATCH, expression, 0)
             reply = client.invoke(source.address, request)

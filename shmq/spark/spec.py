@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 
 from shmq.errors import DataLossError
+from shmq.remoting.credentials import Credentials
+from shmq.remoting.tls import TlsOptions
 from shmq.store.reader import StoreReader
 
 log = logging.getLogger(__name__)
@@ -39,10 +41,13 @@ class StoreLayout:
 
 @dataclass(frozen=True)
 class BrokerSource:
-    """Where executors pull from: the broker's address and the group they pull as."""
+    """Where executors pull from: the broker's address, the group they pull as, and the
+    query's credentials and TLS (the secret key stays out of the repr)."""
 
     address: str
     group: str = DEFAULT_GROUP
+    credentials: Credentials | None = None
+    tls: TlsOptions | None = None
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,8 @@ class _Sender:
         self.opts = opts
         self.cols = cols
         self.sent = 0
-        self.producer = Producer(opts.producer_group, opts.namesrv, send_timeout=opts.send_timeout)
+        self.producer = Producer(opts.producer_group, opts.namesrv, send_timeout=opts.send_timeout,
+                                 credentials=opts.credentials, tls=opts.tls)  # fmt: skip
 
     def close(self) -> None:
         self.producer.close()

@@ -437,14 +437,16 @@ def test_toml_edit_reads_back_as_the_old_file_with_the_change(file, change):
     [
         ("sendMessageThreadPoolNums=64", "sendMessageThreadPoolNums is a RocketMQ key that "
          f"shmq ignores: {ignored_reason('sendMessageThreadPoolNums')}"),
-        ("use_tls=true",
-         f"use_tls is a RocketMQ key that shmq ignores: {ignored_reason('useTLS')}"),
+        ("reject_transaction_message=true",
+         "reject_transaction_message is a RocketMQ key that shmq ignores: "
+         f"{ignored_reason('rejectTransactionMessage')}"),
         ("slaveReadEnabled=true",
          "unknown broker config key 'slaveReadEnabled' (did you mean 'slaveReadEnable'?)"),
         ("x=1", "unknown broker config key 'x'"),
-        ("brokerNmae=b\nuseTLS=true\nbrokerPermission=4",
-         "unknown broker config key 'brokerNmae' (did you mean 'brokerName'?); useTLS is a "
-         f"RocketMQ key that shmq ignores: {ignored_reason('useTLS')}"),
+        ("brokerNmae=b\nrejectTransactionMessage=true\nbrokerPermission=4",
+         "unknown broker config key 'brokerNmae' (did you mean 'brokerName'?); "
+         "rejectTransactionMessage is a RocketMQ key that shmq ignores: "
+         f"{ignored_reason('rejectTransactionMessage')}"),
     ],
 )  # fmt: skip
 def test_a_key_not_taken_is_refused_saying_why(text, message):

@@ -208,10 +208,16 @@ def test_store_path_commit_log_is_honoured_only_under_the_root(tmp_path):
         cfg.replace(storePathCommitLog="/ssd/cl")
 
 
-def test_acl_enable_true_is_refused(tmp_path):
+def test_acl_enable_finds_plain_acl_yml_beside_the_conf_or_at_acl_file(tmp_path):
+    from shmq.broker.acl.plain_file import acl_file_path
+
     assert not load_broker_config(write(tmp_path, "a.conf", "aclEnable=false\n")).acl_enable
-    with pytest.raises(ConfigError, match=r"aclEnable = True is invalid: .* no ACL"):
-        load_broker_config(write(tmp_path, "b.conf", "aclEnable=true\n"))
+    cfg = load_broker_config(write(tmp_path, "b.conf", "aclEnable=true\n"))
+    assert cfg.acl_enable and acl_file_path(cfg) == str(tmp_path / "plain_acl.yml")
+    cfg = load_broker_config(write(tmp_path, "c.conf", "aclEnable=true\naclFile=acl/x.yml\n"))
+    assert acl_file_path(cfg) == str(tmp_path / "acl" / "x.yml")
+    with pytest.raises(ConfigError, match="set aclFile"):
+        acl_file_path(BrokerConfig(acl_enable=True))
 
 
 def test_every_rocketmq_4_9_key_is_read_or_ignored():

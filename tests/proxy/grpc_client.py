@@ -48,10 +48,15 @@ def message(topic: str, body: bytes = b"hello", **system) -> pb.Message:
 
 
 class Client:
-    """One client id's channel to the proxy."""
+    """One client id's channel to the proxy: plaintext, or TLS trusting ``root_certificates``
+    (PEM) when given."""
 
-    def __init__(self, address: str, client_id: str | None = None) -> None:
-        self.channel = grpc.insecure_channel(address)
+    def __init__(self, address: str, client_id: str | None = None, *,
+                 root_certificates: bytes | None = None) -> None:  # fmt: skip
+        self.channel = (
+            grpc.insecure_channel(address) if root_certificates is None
+            else grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates))
+        )  # fmt: skip
         self.stub = service_pb2_grpc.MessagingServiceStub(self.channel)
         self.client_id = client_id if client_id is not None else f"test@{uuid.uuid4().hex}"
         self.metadata = [("x-mq-client-id", self.client_id), ("x-mq-language", "PYTHON"),

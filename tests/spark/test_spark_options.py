@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shmq.errors import ConfigError
+from shmq.remoting.credentials import Credentials
+from shmq.remoting.tls import TlsOptions
 from shmq.spark import planning
 from shmq.spark.options import (
     offsets_from_json,
@@ -106,6 +108,21 @@ def test_read_option_errors_name_the_option():
     assert parse_tags("A || B") == {"A", "B"} and parse_tags(" * ") is None
     with pytest.raises(ConfigError, match="tags"):
         parse_tags("A ||")
+
+
+def test_credentials_and_tls_options_read_and_write():
+    given = {"namesrv": "h:9876", "topic": "T", "ACCESSKEY": "AK", "secretKey": "SK",
+             "tls": "true"}  # fmt: skip
+    for opts in (parse_read_options(given, streaming=True), parse_write_options(given)):
+        assert opts.credentials == Credentials("AK", "SK") and opts.tls == TlsOptions()
+        assert "SK" not in repr(opts)
+    opts = parse_write_options({"namesrv": "h:1", "tlsCa": "/ca.pem"})
+    assert opts.credentials is None and opts.tls == TlsOptions(ca_file="/ca.pem")
+    assert parse_write_options({"namesrv": "h:1", "tls": "false"}).tls is None
+    with pytest.raises(ConfigError, match="accessKey and secretKey"):
+        parse_write_options({"namesrv": "h:1", "accessKey": "AK"})
+    with pytest.raises(ConfigError, match="option tls must be true or false"):
+        parse_read_options({"store": "/s", "topic": "T", "tls": "yes"}, streaming=False)
 
 
 queue = st.tuples(st.sampled_from(["A", "B"]), st.integers(0, 5))

@@ -19,6 +19,9 @@ batches may end mid-record, so after each read the new bytes are parsed and the 
 published is the end of the last whole record. A restarted agent cuts its CommitLog back
 to that offset, as the writer does, and normal recovery does the same after a crash of the
 whole broker.
+
+With ``useTLS`` the connection is TLS (shmq's addition: RocketMQ's HA port is plain TCP),
+for a master whose ``tlsServerMode`` is enforcing; its handshake is part of the connect.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from shmq.errors import DiskFullError, HAFrameError
 from shmq.ipc import counters as cn
 from shmq.ipc.segment import fence, open_semaphore
 from shmq.message import pack_host
+from shmq.remoting.tls import WOULD_BLOCK, open_connection, tls_pending
 from shmq.store.commitlog import SCAN_ROWS, CommitLog
 from shmq.store.warm_up import scratch_store
 
@@ -104,7 +108,8 @@ class HAClient:
     # -- the loop ---------------------------------------------------------------------------
 
     def has_work(self) -> bool:
-        return False  # everything this agent waits for wakes its select
+        # everything this agent waits for wakes its select, but for bytes TLS decrypted ahead
+        return self.sock is not None and tls_pending(self.sock) > 0
 
     def do_work(self) -> int:
         now = time.monotonic()
@@ -135,14 +140,13 @@ class HAClient:
             return 0  # not learnt from the namesrv yet
         host, port = parse_host(addr)
         try:
-            sock = socket.create_connection((host, port), CONNECT_TIMEOUT_S)
+            sock = open_connection(host, port, CONNECT_TIMEOUT_S, self.env.config.tls_client)
         except OSError as exc:
             if addr != self.master:
                 log.warning("cannot connect to the master's HA service %s: %s", addr, exc)
                 self.master = addr
             return 0
         sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock, self.master = sock, addr
         self.idle.selector.register(sock, selectors.EVENT_READ, None)
         cn.publish(self.words, cn.HA_CLIENT_ADDR, cn.pack_socket_address(sock.getsockname()))
@@ -155,7 +159,7 @@ class HAClient:
     def _report(self) -> None:
         try:
             self.sock.send(hf.pack_report(self.received))
-        except BlockingIOError:
+        except WOULD_BLOCK:
             return  # the socket is full: the next pass reports
         except OSError as exc:
             self._disconnect(f"report failed: {exc}")
@@ -178,7 +182,7 @@ class HAClient:
         mv = memoryview(self._rbuf)
         try:
             n = self.sock.recv_into(mv[self._rlen :])
-        except BlockingIOError:
+        except WOULD_BLOCK:
             return 0
         except OSError as exc:
             self._disconnect(f"read failed: {exc}")

@@ -26,6 +26,12 @@ connected, so every member holds every acknowledged send (RocketMQ 5's
 allAckInSyncStateSet). A connection ends, with a log line naming why, when the slave is
 silent for ``haHousekeepingInterval``, reports an offset ahead of the master or beyond what
 it was sent, or sends bytes that are not reports.
+
+The HA port follows the broker's ``tlsServerMode`` as the control port does (shmq's
+addition: RocketMQ's HA port is plain TCP): a new connection's first byte tells TLS from
+plain TCP, and a TLS one is handshaken without blocking, in the same selector loop, before
+its first report. An SSL socket cannot ``sendmsg`` views, so its batches are joined into one
+write, and a write it could not take is offered again unchanged, as TLS requires.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import logging
 import os
 import selectors
 import socket
+import ssl
 import time
 
 from shmq.broker.agents.env import AgentEnv
@@ -45,6 +52,8 @@ from shmq.errors import HAFrameError
 from shmq.ipc import counters as cn
 from shmq.ipc import ha_table as ht
 from shmq.ipc.segment import Segment, fence, open_semaphore
+from shmq.remoting.tls import WOULD_BLOCK, tls_pending
+from shmq.remoting.tls_server import TlsGate, TlsRefused
 from shmq.store.commitlog import CommitLog
 
 log = logging.getLogger(__name__)
@@ -62,6 +71,7 @@ class HAConnection:
 
     def __init__(self, sock: socket.socket, addr: tuple[str, int]) -> None:
         self.sock = sock
+        self.admitted = False  # its first byte was looked at (and its TLS handshake done)
         self.addr = addr
         self.name = f"{addr[0]}:{addr[1]}"
         # unique on this host across agent restarts: a sync state set names connections
@@ -92,6 +102,7 @@ class HAService:
         self.housekeeping_s = cfg.ha_housekeeping_interval / 1000
         self.sync_flush = store.sync_flush
         self.sync_master = cfg.broker_role == "SYNC_MASTER"
+        self.tls = TlsGate(cfg.tls_server)
         self.commitlog = CommitLog(
             os.path.join(store.store_path_root_dir, "commitlog"), self.file_size, readonly=True
         )
@@ -144,7 +155,10 @@ class HAService:
 
     def has_work(self) -> bool:
         write = cn.load(self.words, cn.WRITE_OFFSET)
-        return any(not c.blocked and 0 <= c.next_transfer < write for c in self.conns.values())
+        return any(
+            (not c.blocked and 0 <= c.next_transfer < write) or tls_pending(c.sock)
+            for c in self.conns.values()
+        )
 
     def do_work(self) -> int:
         cleaned = cn.load(self.words, cn.MIN_PHYSICAL_OFFSET)
@@ -160,6 +174,9 @@ class HAService:
                 continue
             conn = self.conns.get(key.fileobj.fileno())
             if conn is None:
+                continue
+            if not conn.admitted:
+                work += self._admit(conn)
                 continue
             if mask & selectors.EVENT_READ:
                 work += self._read(conn)
@@ -194,11 +211,43 @@ class HAService:
         log.info("HA slave %s connected", conn.name)
         return 1
 
+    def _admit(self, conn: HAConnection) -> int:
+        """Look at a new connection's first byte, and take a TLS one through its handshake
+        (a step each time its socket is ready), per ``tlsServerMode``."""
+        try:
+            if not isinstance(conn.sock, ssl.SSLSocket):
+                first = conn.sock.recv(1, socket.MSG_PEEK)
+                if not first:
+                    self._close(conn, "closed by the slave")
+                    return 1
+                if not self.tls.wants_tls(first[0]):
+                    conn.admitted = True
+                    return 1
+                self.idle.selector.unregister(conn.sock)
+                conn.sock = self.tls.wrap(conn.sock)  # the same descriptor: the same key
+                self.idle.selector.register(conn.sock, selectors.EVENT_READ, None)
+            conn.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self.idle.selector.modify(conn.sock, selectors.EVENT_READ)
+            return 1
+        except ssl.SSLWantWriteError:
+            self.idle.selector.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+            return 1
+        except BlockingIOError:
+            return 0
+        except (TlsRefused, OSError) as exc:
+            self._close(conn, f"refused: {exc}" if isinstance(exc, TlsRefused) else str(exc))
+            return 1
+        conn.admitted = True
+        self.idle.selector.modify(conn.sock, selectors.EVENT_READ)
+        log.info("HA slave %s speaks TLS (%s)", conn.name, conn.sock.version())
+        return 1
+
     def _read(self, conn: HAConnection) -> int:
         """Take the slave's reports; the last complete one counts."""
         try:
             n = conn.sock.recv_into(self._rbuf)
-        except BlockingIOError:
+        except WOULD_BLOCK:
             return 0
         except OSError as exc:
             self._close(conn, f"read failed: {exc}")
@@ -280,9 +329,7 @@ class HAService:
         batches it did not start are gathered again then. False: the connection closed."""
         parts = [part for _, header, body in frames for part in (header, body)]
         try:
-            sent = conn.sock.sendmsg(parts)
-        except BlockingIOError:
-            sent = 0
+            sent = self._write(conn, parts)
         except OSError as exc:
             self._close(conn, f"write failed: {exc}")
             return False
@@ -302,12 +349,30 @@ class HAService:
             break
         return True
 
+    def _write(self, conn: HAConnection, parts: list) -> int:
+        """The bytes of ``parts`` the socket took. An SSL socket takes a write whole or not
+        at all, and one it did not take must be offered again unchanged: it becomes the
+        connection's pending rest (so it counts as taken) and the connection waits."""
+        if not isinstance(conn.sock, ssl.SSLSocket):
+            try:
+                return conn.sock.sendmsg(parts)
+            except BlockingIOError:
+                return 0
+        data = b"".join(parts)
+        try:
+            conn.sock.send(data)
+        except WOULD_BLOCK:
+            conn.pending = data
+            conn.blocked = True
+            self.idle.selector.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        return len(data)
+
     def _flush_pending(self, conn: HAConnection) -> int:
         """The socket is writable again: send the rest of a cut batch, then transfer on."""
         if conn.pending:
             try:
                 sent = conn.sock.send(conn.pending)
-            except BlockingIOError:
+            except WOULD_BLOCK:
                 return 0
             except OSError as exc:
                 self._close(conn, f"write failed: {exc}")

@@ -25,6 +25,8 @@ from shmq.config import MessageStoreConfig, parse_host, setting, snake_case
 from shmq.errors import ConfigError
 from shmq.ipc.idle import STRATEGIES, spare_cpus
 from shmq.java_properties import escape, parse_properties
+from shmq.remoting.tls import TlsOptions
+from shmq.remoting.tls_server import TlsServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ MIN_RING_SLOTS = 16
 # Fields whose RocketMQ key is not the plain camelCase of the field name.
 _CAMEL_ALIASES = {
     "broker_ip1": "brokerIP1",
+    "use_tls": "useTLS",
     "check_crc_on_recover": "checkCRCOnRecover",
     "warm_mapped_file_enable": "warmMapedFileEnable",  # RocketMQ's spelling
 }
@@ -81,8 +84,14 @@ class BrokerConfig:
     )
     acl_enable: bool = setting(
         False,
-        "Must stay false: shmq has no ACL, and a broker.conf that asks for it is refused "
-        "rather than served open to every client.",
+        "Every request (remoting and gRPC) is authenticated and authorized by the accounts "
+        "of `plain_acl.yml` (RocketMQ 4.9's plain ACL; see ACL).",
+    )
+    acl_file: str = setting(
+        "",
+        "shmq's own: the ACL file (relative: to the broker.conf's folder); RocketMQ's is "
+        "`conf/plain_acl.yml` (`-Drocketmq.acl.plain.file`).",
+        shown="`plain_acl.yml` beside the `-c` file",
     )
     auto_create_topic_enable: bool = setting(True, "A send to an unknown topic creates it.")
     auto_create_subscription_group: bool = setting(
@@ -154,6 +163,53 @@ class BrokerConfig:
     )
     grpc_server_port: int = setting(
         8081, "The gRPC proxy's port, as RocketMQ proxy's `grpcServerPort` (0: any free port)."
+    )
+    # TLS: RocketMQ's JVM properties ``tls.*`` (TlsSystemConfig) as broker.conf keys
+    tls_server_mode: str = setting(
+        "permissive",
+        "RocketMQ's `tls.server.mode`: `disabled` (plain TCP only), `permissive` (TLS and plain "
+        "TCP on the same port, told apart by the first byte) or `enforcing` (TLS only), for "
+        "the control port and the master's HA port; the gRPC port serves TLS when enforcing, "
+        "plaintext otherwise.",
+    )
+    tls_server_cert_path: str = setting(
+        "", "RocketMQ's `tls.server.certPath`: the server's certificate chain (PEM).",
+        shown="(none)",
+    )  # fmt: skip
+    tls_server_key_path: str = setting(
+        "", "RocketMQ's `tls.server.keyPath`: the server's private key (PEM).", shown="(none)"
+    )
+    tls_server_key_password: str = setting(
+        "", "RocketMQ's `tls.server.keyPassword`: the key's password, if it is encrypted.",
+        shown="(none)",
+    )  # fmt: skip
+    tls_server_need_client_auth: str = setting(
+        "none",
+        "RocketMQ's `tls.server.need.client.auth`: `none`, `optional` or `require` a client "
+        "certificate, checked against `tlsServerTrustCertPath`.",
+    )
+    tls_server_trust_cert_path: str = setting(
+        "", "RocketMQ's `tls.server.trustCertPath`: the CA of client certificates (PEM).",
+        shown="(none)",
+    )  # fmt: skip
+    tls_test_mode_enable: bool = setting(
+        True,
+        "RocketMQ's `tls.test.mode.enable`: without `tlsServerCertPath`, serve TLS with a "
+        "self-signed certificate made at the first TLS connection.",
+    )
+    tls_config_file: str = setting(
+        "",
+        "RocketMQ's `tls.config.file`: a properties file of `tls.server.*` / "
+        "`tls.test.mode.enable` values that override the keys above (RocketMQ's default, "
+        "`/etc/rocketmq/tls.properties`, is not read unless named).",
+        shown="(none)",
+    )
+    use_tls: bool = setting(
+        False,
+        "RocketMQ's `useTLS` (`tls.enable`): the broker's own connections (namesrv "
+        "registration, a slave's to its master's control and HA ports) use TLS, trusting any "
+        "server certificate. The slave's HA connection is shmq's addition (RocketMQ's HA port "
+        "is plain TCP): a master with `tlsServerMode=enforcing` needs it on its slaves.",
     )
     revive_interval: int = setting(
         1000, "How often (ms) POP checkpoints past their invisible time are looked at."
@@ -308,8 +364,6 @@ class BrokerConfig:
                 value,
                 "a non-empty name without whitespace",
             )
-        _require(not self.acl_enable, "acl_enable", self.acl_enable,
-                 "false: shmq has no ACL, so it would serve every client")  # fmt: skip
         _range(self, "listen_port", 0, 65535)
         _range(self, "grpc_server_port", 0, 65535)
         _range(self, "pop_from_retry_probability", 0, 100)
@@ -363,12 +417,33 @@ class BrokerConfig:
         if self.ha_master_address:
             parse_host(self.ha_master_address)
         self.namesrv_addrs  # noqa: B018 - validates every address
+        self.tls_server  # noqa: B018 - validates the TLS keys (and reads tlsConfigFile)
 
     @property
     def ring_message_limit(self) -> int:
         """The largest body a producer ring takes: the ring less the largest record header
         (fixed fields, a 127-byte topic, 32 KiB of properties) and a closing blank."""
         return self.ring_size - RECORD_OVERHEAD_MAX
+
+    @property
+    def tls_server(self) -> TlsServerConfig:
+        """The ``tls.server.*`` settings of the control, HA and gRPC ports, with
+        ``tlsConfigFile``'s values over the keys'."""
+        tls = TlsServerConfig(
+            mode=self.tls_server_mode,
+            cert_path=self.tls_server_cert_path,
+            key_path=self.tls_server_key_path,
+            key_password=self.tls_server_key_password,
+            need_client_auth=self.tls_server_need_client_auth,
+            trust_cert_path=self.tls_server_trust_cert_path,
+            test_mode=self.tls_test_mode_enable,
+        )
+        return tls.with_file(self.tls_config_file) if self.tls_config_file else tls
+
+    @property
+    def tls_client(self) -> TlsOptions | None:
+        """TLS for the broker's own connections (``useTLS``), or None."""
+        return TlsOptions() if self.use_tls else None
 
     @property
     def namesrv_addrs(self) -> list[str]:

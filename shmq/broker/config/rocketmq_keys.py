@@ -192,7 +192,6 @@ IGNORED_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "the master listens for slaves on brokerIP1 (haListenPort) and registers that address",
         ("brokerIP2",),
     ),
-    ("the broker's connections to its namesrvs are plain TCP", ("useTLS",)),
     (
         "the CommitLog is one directory, storePathRootDir/commitlog: no read-only extra ones",
         ("readOnlyCommitLogStorePaths",),

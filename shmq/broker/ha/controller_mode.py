@@ -126,7 +126,7 @@ def ask_role(cfg: BrokerConfig, epoch: Epoch, max_offset: int) -> Decision:
     }
     deadline = time.monotonic() + ASK_TIMEOUT_S
     problem = "no namesrv configured"
-    with RemotingClient() as client:
+    with RemotingClient(tls=cfg.tls_client) as client:
         while time.monotonic() < deadline:
             for addr in cfg.namesrv_addrs:
                 try:

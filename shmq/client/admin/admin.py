@@ -10,8 +10,8 @@ with ``to_json()`` giving RocketMQ's field names.
 ``Admin`` is the one entry point, flat as RocketMQ's ``DefaultMQAdminExt`` is: each call
 delegates to the part that does it (``topics``, ``brokers``, ``offsets``, ``connections``,
 ``sub_groups``, ``messages``, ``dlq``, ``transactions``, ``queues``, ``stats``,
-``pop``, ``namesrv``), objects ``Admin`` creates and owns that share one ``Remote`` (where requests
-go and how they are sent). The calls are documented here.
+``pop``, ``namesrv``, ``acl``), objects ``Admin`` creates and owns that share one ``Remote``
+(where requests go and how they are sent). The calls are documented here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
+from shmq.client.admin.acl import AclConfigs
 from shmq.client.admin.brokers import Brokers
 from shmq.client.admin.connections import GroupConnections
 from shmq.client.admin.dlq import DeadLetterQueues
@@ -34,6 +35,8 @@ from shmq.client.admin.topics import Topics
 from shmq.client.admin.transactions import Transactions
 from shmq.client.admin.types import ConsumerProgress, QueueStatus
 from shmq.client.types import MessageQueue
+from shmq.remoting.credentials import Credentials
+from shmq.remoting.tls import TlsOptions
 
 
 class Admin:
@@ -42,9 +45,10 @@ class Admin:
     Calls that touch several brokers go to the master of every broker name involved: the
     brokers of the topic's route, or those of ``cluster`` (when the namesrv knows a single
     cluster, that one by default), or just ``broker`` (a name or a ``host:port`` address).
-    Failures raise shmq's exceptions (``NoRouteError``, ``ResponseError`` with the broker's
-    code, ``ClientError``, ``RemotingError``), their messages naming the topic, group or
-    broker.
+    ``credentials`` (``(access_key, secret_key)``) signs every request, for servers with
+    ACL on; ``tls`` (True, or a ``TlsOptions``) connects with TLS. Failures raise shmq's
+    exceptions (``NoRouteError``, ``ResponseError`` with the broker's code,
+    ``ClientError``, ``RemotingError``), their messages naming the topic, group or broker.
 
     Example::
 
@@ -57,8 +61,15 @@ class Admin:
             admin.reset_offset("OrderReaders", "Orders", int(time.time() * 1000) - 3600_000)
     """
 
-    def __init__(self, namesrv: str = "127.0.0.1:9876", *, timeout: float = 5.0) -> None:
-        self._remote = remote = Remote(namesrv, timeout)
+    def __init__(
+        self,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        timeout: float = 5.0,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | TlsOptions | None = None,
+    ) -> None:
+        self._remote = remote = Remote(namesrv, timeout, credentials=credentials, tls=tls)
         self._topics = Topics(remote)
         self._brokers = Brokers(remote)
         self._offsets = GroupOffsets(remote, self._topics)
@@ -71,6 +82,7 @@ class Admin:
         self._stats = BrokerStats(remote, self._topics, self._offsets)
         self._pop = PopGroups(remote)
         self._namesrv = NamesrvAdmin(remote)
+        self._acl = AclConfigs(remote)
 
     def close(self) -> None:
         self._remote.close()
@@ -354,6 +366,44 @@ class Admin:
         return self._pop.pop_status(group, broker, cluster)
 
     # -- transactions -----------------------------------------------------------------------------
+
+    # -- ACL 1.0 (plain_acl.yml) ---------------------------------------------------------
+
+    def update_acl_config(self, access_key: str, secret_key: str, **options: Any) -> list[str]:
+        """Create or update an account on each target broker (mqadmin ``updateAclConfig``):
+        options ``white_remote_address``, ``default_topic_perm``, ``default_group_perm``,
+        ``topic_perms`` and ``group_perms`` (lists of ``name=PERM``) replace the account's
+        when given, ``admin`` always; ``broker`` / ``cluster`` choose the targets. The names
+        of the brokers that took it."""
+        return self._acl.update_acl_config(access_key, secret_key, **options)
+
+    def delete_acl_config(
+        self, access_key: str, *, broker: str | None = None, cluster: str | None = None
+    ) -> list[str]:
+        """Delete an account (mqadmin ``deleteAclConfig``)."""
+        return self._acl.delete_acl_config(access_key, broker=broker, cluster=cluster)
+
+    def update_global_white_addrs(
+        self,
+        addresses: list[str],
+        *,
+        acl_file: str | None = None,
+        broker: str | None = None,
+        cluster: str | None = None,
+    ) -> list[str]:
+        """Replace ``globalWhiteRemoteAddresses`` (mqadmin ``updateGlobalWhiteAddr``);
+        ``acl_file``, when given, must be the broker's ACL file."""
+        return self._acl.update_global_white_addrs(
+            addresses, acl_file=acl_file, broker=broker, cluster=cluster
+        )
+
+    def acl_config_version(
+        self, broker: str | None = None, cluster: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Each target broker's ``dataVersion`` of its ACL file (mqadmin
+        ``clusterAclConfigVersion``): ``clusterName``, ``brokerName``, ``brokerAddr``,
+        ``version`` ({counter, timestamp}) and ``allAclFileVersion`` (path → version)."""
+        return self._acl.acl_config_version(broker, cluster)
 
     def trans_status(
         self, group: str | None = None, broker: str | None = None, cluster: str | None = None

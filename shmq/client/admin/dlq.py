@@ -57,7 +57,13 @@ class DeadLetterQueues:
 
         rows = []
         namesrv = self._remote.namesrvs
-        with Producer(RESEND_GROUP, namesrv, send_timeout=RESEND_TIMEOUT_S) as producer:
+        with Producer(
+            RESEND_GROUP,
+            namesrv,
+            send_timeout=RESEND_TIMEOUT_S,
+            credentials=self._remote.credentials,
+            tls=self._remote.tls,
+        ) as producer:
             for m in found:
                 row = {"msgId": m["msgId"], "originTopic": m["originTopic"]}
                 if not m["originTopic"]:

@@ -23,6 +23,7 @@ from shmq.errors import (
     ResponseError,
 )
 from shmq.remoting.client import RemotingClient
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import (
     RemotingCommand,
     RequestCode,
@@ -30,6 +31,7 @@ from shmq.remoting.protocol import (
     check_response,
     request_name,
 )
+from shmq.remoting.tls import TlsOptions
 
 MASTER_ID = "0"
 
@@ -38,15 +40,33 @@ Broker = tuple[str, str]  # (broker name, address)
 
 class Remote:
     """Requests to the namesrv(s) ``namesrv`` (``;``-separated) and to the brokers they
-    know, over one ``RemotingClient`` (``timeout`` per request)."""
+    know, over one ``RemotingClient`` (``timeout`` per request; ``credentials`` sign them,
+    ``tls`` wraps its connections)."""
 
-    def __init__(self, namesrv: str, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        timeout: float = 5.0,
+        *,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | TlsOptions | None = None,
+    ) -> None:
         self.namesrv_addrs = split_addrs(namesrv)
-        self._client = RemotingClient(connect_timeout=min(3.0, timeout), default_timeout=timeout)
+        self._client = RemotingClient(connect_timeout=min(3.0, timeout), default_timeout=timeout,
+                                      credentials=credentials, tls=tls)  # fmt: skip
         self._store_hosts: dict[str, str] = {}  # broker address → its storeHost
 
     def close(self) -> None:
         self._client.close()
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """What signs the requests: the clients an admin call opens (a producer) use it."""
+        return self._client.credentials
+
+    @property
+    def tls(self) -> TlsOptions | None:
+        return self._client.tls
 
     # -- namesrvs -------------------------------------------------------------------------------
 

@@ -34,7 +34,9 @@ from shmq.client.transport.chooser import check_transport
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import validate_topic
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import RemotingCommand
+from shmq.remoting.tls import TlsOptions, tls_options
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,11 @@ def _positive(name: str, value: float) -> float:
 
 
 class ConsumerBase:
+    """What every consumer shares. Of its options, ``credentials`` (``(access_key,
+    secret_key)``) signs every request, to the namesrvs too, for brokers with ACL on, and
+    ``tls`` (True, or a ``TlsOptions``) connects with TLS; both are checked here, before
+    ``start`` opens anything."""
+
     consume_type = "CONSUME_PASSIVELY"
 
     def __init__(
@@ -70,6 +77,8 @@ class ConsumerBase:
         spin_us: int = 20,
         transport: str = "auto",
         poll_name_server_interval: float = 30.0,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | TlsOptions | None = None,
     ) -> None:
         try:
             validate_topic(group)
@@ -98,6 +107,8 @@ class ConsumerBase:
         self.instance_name = instance_name
         self.spin_us = spin_us
         self.transport = check_transport(transport)
+        self.credentials = Credentials.of(credentials)
+        self.tls = tls_options(tls)
         self._subs: dict[str, Subscription] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -156,6 +167,8 @@ class ConsumerBase:
             spin_us=self.spin_us,
             transport=self.transport,
             poll_name_server_interval=self.poll_name_server_interval,
+            credentials=self.credentials,
+            tls=self.tls,
         )
         if self.message_model is MessageModel.BROADCASTING:
             self.offsets = LocalFileOffsetStore(

@@ -104,10 +104,13 @@ class MessageBack:
         max_times = self.max_reconsume_times if delay_level >= 0 else 0
         try:
             if self._producer is None:
+                client = self.instance.reader.client
                 self._producer = Producer(
                     INNER_PRODUCER_GROUP,
                     self.namesrv,
                     transport=self.instance.reader.transport.transport,
+                    credentials=client.credentials,
+                    tls=client.tls,
                 )
             self._producer.send_record(topic, retried_record(msg, topic, level, max_times))
         except ShmqError as exc:

@@ -119,6 +119,7 @@ class PushConsumer(ConsumerBase):
     namesrv every ``poll_name_server_interval`` seconds (30) and after a failed pull: a
     queue is read from its broker's slave while the master is gone and from the master
     again once it is back (offsets committed meanwhile wait in memory for the master).
+    ``credentials`` and ``tls``: see ``ConsumerBase``; the same for ``PullConsumer``.
 
     Example::
 

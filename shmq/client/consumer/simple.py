@@ -62,7 +62,9 @@ from shmq.codec import pull_body
 from shmq.errors import ClientError, ConfigError, NoRouteError, RemotingError, ResponseError
 from shmq.message import MessageExt
 from shmq.pop_receipt import Receipt, parse_receipt
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, check_response
+from shmq.remoting.tls import TlsOptions
 from shmq.store.reader import StoreReader
 
 Rc = ResponseCode
@@ -96,7 +98,8 @@ class SimpleConsumer(ConsumerBase):
     ``invisible_duration``: how long received messages stay invisible unless a call says
     otherwise; ``consume_from_where``: where a group that never consumed a queue starts
     (``FIRST_OFFSET``: its first message, else its end); ``transport``: ``"auto"`` (shared
-    memory on the broker's host, else TCP), ``"tcp"`` or ``"shm"``.
+    memory on the broker's host, else TCP), ``"tcp"`` or ``"shm"``; ``credentials`` and
+    ``tls`` as every consumer's (``ConsumerBase``).
 
     Example, bulk receive and one batch ack per pop::
 
@@ -125,12 +128,15 @@ class SimpleConsumer(ConsumerBase):
         heartbeat_interval: float = 30.0,
         poll_name_server_interval: float = 30.0,
         instance_name: str = "DEFAULT",
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | TlsOptions | None = None,
     ) -> None:
         super().__init__(group, namesrv, message_model=MessageModel.CLUSTERING,
                          consume_from_where=consume_from_where,
                          heartbeat_interval=heartbeat_interval, instance_name=instance_name,
                          transport=transport,
-                         poll_name_server_interval=poll_name_server_interval)  # fmt: skip
+                         poll_name_server_interval=poll_name_server_interval,
+                         credentials=credentials, tls=tls)  # fmt: skip
         self.await_duration = _seconds("await_duration", await_duration, 0)
         self.invisible_duration = _seconds("invisible_duration", invisible_duration, 0.001)
         self.fifo = bool(fifo)

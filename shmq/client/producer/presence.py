@@ -32,7 +32,8 @@ _instances = itertools.count()
 
 class ProducerPresence:
     """``on_request(broker address, request)`` is called on a connection's reader thread:
-    it must only note the request and return."""
+    it must only note the request and return. The connections take the credentials and
+    TLS of the producer's control ``client``."""
 
     def __init__(
         self,
@@ -92,8 +93,9 @@ class ProducerPresence:
             channel = self._channels.get(addr)
             if channel is None:
                 channel = self._channels[addr] = DuplexChannel(
-                    addr, lambda request: self.on_request(addr, request)
-                )
+                    addr, lambda request: self.on_request(addr, request),
+                    credentials=self.client.credentials, tls=self.client.tls,
+                )  # fmt: skip
         return channel
 
     def _announce(self, addr: str, channel: DuplexChannel) -> None:

@@ -79,6 +79,8 @@ from shmq.ipc import ring
 from shmq.message import Message, body_arrays
 from shmq.properties import build_properties
 from shmq.remoting.client import RemotingClient
+from shmq.remoting.credentials import Credentials
+from shmq.remoting.tls import TlsOptions
 
 __all__ = ["MessageQueueSelector", "Producer", "select_by_hash", "select_by_random"]
 
@@ -110,6 +112,8 @@ class Producer(RequestReply):
     through a broker's shared-memory ring when its store is on this host and over TCP
     (RocketMQ's send requests, ``tcp_send``; async sends to one queue are batched while its
     requests are in flight, ``tcp_batching``) otherwise; ``"shm"`` or ``"tcp"`` force one.
+    ``credentials`` (``(access_key, secret_key)``) signs every request, to the namesrvs
+    too, for brokers with ACL on; ``tls`` (True, or a ``TlsOptions``) connects with TLS.
 
     Example::
 
@@ -136,6 +140,8 @@ class Producer(RequestReply):
         default_topic_queue_nums: int = 4,
         spin_us: int = 50,
         transport: str = "auto",
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | TlsOptions | None = None,
     ) -> None:
         if not send_timeout > 0:
             raise ConfigError(f"send_timeout must be > 0 seconds, not {send_timeout!r}")
@@ -167,7 +173,7 @@ class Producer(RequestReply):
         self.max_message_size = max_message_size
         self.default_topic_queue_nums = default_topic_queue_nums
         self.spin_us = spin_us
-        self.client = RemotingClient()
+        self.client = RemotingClient(credentials=credentials, tls=tls)
         self.routes = RouteTable(namesrv, self.client, refresh_s=self.poll_name_server_interval)
         self._transport = TransportChooser(self.client, transport)
         self._stats: collections.Counter = collections.Counter()
@@ -206,6 +212,8 @@ class Producer(RequestReply):
             invalidate=self._infos.invalidate,
             route=self._broker_of,
             stats=self._stats,
+            credentials=self.client.credentials,
+            tls=self.client.tls,
         )
         self._topics: dict[str, TopicRecords] = {}
         self._uniq = UniqKeys()

@@ -101,7 +101,7 @@ class TransactionProducer(Producer):
             )
         super().__init__(group, namesrv, **options)
         self.listener = listener
-        self._end_frames = EndFrames(group)
+        self._end_frames = EndFrames(group, self.client.credentials)
         self._checks: queue.Queue = queue.Queue(check_request_hold_max)
         self._checks_stop = threading.Event()
         self._checker = threading.Thread(target=self._check_loop, name="shmq-transaction-check",

@@ -53,7 +53,9 @@ from shmq.ipc.parking import Parking
 from shmq.ipc.procs import pid_alive
 from shmq.ipc.segment import Segment, open_semaphore, post
 from shmq.remoting.client import RemotingClient
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import RequestCode, ResponseCode
+from shmq.remoting.tls import TlsOptions
 from shmq.store.fetch import LOCAL, QueueBounds, pull_response_code
 from shmq.store.reader import StoreReader
 from shmq.store.results import GetStatus, parse_tag_filter
@@ -239,7 +241,8 @@ class QueueReader:
     ``spin_us``: how long a long-polling pull spins on the queue's max offset before
     parking on the consumer's semaphore. ``transport``: ``"auto"`` reads a broker's
     store through shared memory when it is on this host and with PULL_MESSAGE over TCP
-    otherwise; ``"shm"`` or ``"tcp"`` force one."""
+    otherwise; ``"shm"`` or ``"tcp"`` force one. ``credentials`` and ``tls`` are its
+    control client's (``self.client``), which every connection of the consumer takes."""
 
     def __init__(
         self,
@@ -249,11 +252,13 @@ class QueueReader:
         spin_us: int = 20,
         transport: str = "auto",
         poll_name_server_interval: float = 30.0,
+        credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | TlsOptions | None = None,
     ) -> None:
         _warm_up()
         self.group = group
         self.spin_s = spin_us / 1e6
-        self.client = RemotingClient()
+        self.client = RemotingClient(credentials=credentials, tls=tls)
         self.routes = RouteTable(namesrv, self.client, refresh_s=poll_name_server_interval)
         self.transport = TransportChooser(self.client, transport)
         self._links: dict[str, _ConsumerLink | TcpConsumerLink] = {}  # by broker address

@@ -33,7 +33,9 @@ from shmq.errors import (
     ShmqError,
 )
 from shmq.remoting.codes import response_name
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import FLAG_ONEWAY, LanguageCode, RequestCode, ResponseCode
+from shmq.remoting.signature import ACCESS_KEY, SIGNATURE
 
 # A batch response lists every offset message id (33 bytes each) in its header, which the
 # remoting layer bounds (``MAX_HEADER_SIZE``), so a request carries at most this many
@@ -55,10 +57,25 @@ RETRY_CODES = frozenset(
 # frame length, header mark, code, language, version, opaque, flag, remark length, ext length
 _FRAME = struct.Struct(">iihBhiiii")
 _OPAQUE, _OPAQUE_AT = struct.Struct(">i"), 13
+_SIGNATURE_LEN = 28  # Base64 of HMAC-SHA1's 20 bytes
 
 
 def _field(key: bytes, value: bytes) -> bytes:
     return len(key).to_bytes(2, "big") + key + len(value).to_bytes(4, "big") + value
+
+
+def _fields(ext: bytes | memoryview) -> dict[str, str]:
+    """The extFields of a binary ext block as the broker reads them (an empty key or
+    value is null there, so it is left out): what a signature covers."""
+    fields, p, end = {}, 0, len(ext)
+    while p < end:
+        n = int.from_bytes(ext[p : p + 2], "big")
+        key, p = bytes(ext[p + 2 : p + 2 + n]), p + 2 + n
+        n = int.from_bytes(ext[p : p + 4], "big")
+        value, p = bytes(ext[p + 4 : p + 4 + n]), p + 4 + n
+        if key and value:
+            fields[key.decode()] = value.decode()
+    return fields
 
 
 def _num(key: bytes, value: int) -> bytes:
@@ -77,11 +94,20 @@ _SINGLE_CODES = {False: RequestCode.SEND_MESSAGE_V2, True: RequestCode.SEND_REPL
 
 
 class SendTemplate:
-    """The constant parts of one topic's send requests, and the frame of each request."""
+    """The constant parts of one topic's send requests, and the frame of each request;
+    with ``credentials``, each request is signed (``AccessKey`` and ``Signature`` end its
+    extFields)."""
 
-    __slots__ = ("head_len", "post", "post_batch", "pre", "topic")
+    __slots__ = ("credentials", "head_len", "post", "post_batch", "pre", "topic")
 
-    def __init__(self, group: str, topic: str, default_topic_queue_nums: int) -> None:
+    def __init__(
+        self,
+        group: str,
+        topic: str,
+        default_topic_queue_nums: int,
+        credentials: Credentials | None = None,
+    ) -> None:
+        self.credentials = credentials
         self.topic = topic
         self.head_len = len(topic_head(topic.encode())[0]) + 2  # ring tail: head, length
         self.pre = (
@@ -101,14 +127,19 @@ class SendTemplate:
         """The whole request frame (length prefix included)."""
         ext = self._ext(queue_id, sysflag, born_ms, flag, props, reconsume, max_reconsume,
                         batch)  # fmt: skip
+        if self.credentials is not None:
+            ext = self._signed(ext, body)
         code = RequestCode.SEND_BATCH_MESSAGE if batch else _SINGLE_CODES[reply]
         return b"".join((_head(ext, len(body), code, opaque, oneway), ext, body))
 
     def batch_frame(self, queue_id: int, born_ms: int, body_size: int) -> tuple[np.ndarray, int]:
         """A SEND_BATCH_MESSAGE frame with room for a body of ``body_size`` bytes, to be
         encoded in place (no copy of the body into a frame), and where the body starts;
-        ``set_opaque`` gives it its opaque before each write."""
+        ``sign_batch`` signs it once the body is written, ``set_opaque`` gives it its
+        opaque before each write."""
         ext = self._ext(queue_id, 0, born_ms, 0, b"", 0, None, True)
+        if self.credentials is not None:  # a Signature's room, filled by sign_batch
+            ext += self._access_key() + _field(SIGNATURE.encode(), b"=" * _SIGNATURE_LEN)
         body_at = _FRAME.size + len(ext)
         frame = np.empty(body_at + body_size, dtype=np.uint8)
         frame[: _FRAME.size] = np.frombuffer(
@@ -117,9 +148,28 @@ class SendTemplate:
         frame[_FRAME.size : body_at] = np.frombuffer(ext, dtype=np.uint8)
         return frame, body_at
 
+    def sign_batch(self, frame: np.ndarray, body_at: int) -> None:
+        """Write the signature of a ``batch_frame`` whose body is in place (nothing
+        without credentials)."""
+        if self.credentials is not None:
+            fields = _fields(frame[_FRAME.size : body_at].data)  # Signature's is not signed
+            signature = self.credentials.signature(fields, frame[body_at:].data)
+            frame[body_at - _SIGNATURE_LEN : body_at] = np.frombuffer(signature.encode(), np.uint8)
+
     @staticmethod
     def set_opaque(frame: np.ndarray, opaque: int) -> None:
         _OPAQUE.pack_into(frame, _OPAQUE_AT, opaque)
+
+    def _access_key(self) -> bytes:
+        assert self.credentials is not None
+        return _field(ACCESS_KEY.encode(), self.credentials.access_key.encode())
+
+    def _signed(self, ext: bytes, body: bytes) -> bytes:
+        """``ext`` with the request's ``AccessKey`` and ``Signature``."""
+        assert self.credentials is not None
+        ext += self._access_key()
+        signature = self.credentials.signature(_fields(ext), body)
+        return ext + _field(SIGNATURE.encode(), signature.encode())
 
     def _ext(
         self, queue_id: int, sysflag: int, born_ms: int, flag: int, props: bytes,

@@ -86,7 +86,7 @@ class _Pull:
 
 class TcpConsumerLink:
     """Pulls of ``group`` from the broker at ``address``; offsets and max offsets go
-    through the control ``client``."""
+    through the control ``client``, whose credentials sign the pulls too."""
 
     def __init__(self, client: RemotingClient, address: str, group: str) -> None:
         self.client = client
@@ -193,6 +193,8 @@ class TcpConsumerLink:
             return p
         request = pull_request(self.group, mq, offset, max_nums, expression, suspend_ms)
         request.opaque = p.opaque = channel.next_opaque()
+        if self.client.credentials is not None:  # the control client's, as its TLS
+            self.client.credentials.sign(request)
         wait_s = suspend_ms / 1000 + SUSPEND_SLACK_S if suspend_ms else PULL_TIMEOUT_S
         try:
             channel.send(p.opaque, request.encode(),
@@ -207,7 +209,7 @@ class TcpConsumerLink:
             return None
         channel = self._channel
         if channel is None or channel.closed:
-            channel = self._channel = PipelinedChannel(self.address)
+            channel = self._channel = PipelinedChannel(self.address, tls=self.client.tls)
         return channel
 
     def _answered(self, p: _Pull, reply: Reply | None, error: BaseException | None) -> None:

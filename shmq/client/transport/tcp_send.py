@@ -55,7 +55,9 @@ from shmq.errors import (
     SendTimeoutError,
     ShmqError,
 )
+from shmq.remoting.credentials import Credentials
 from shmq.remoting.pipeline import PipelinedChannel, Reply
+from shmq.remoting.tls import TlsOptions
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,8 @@ MAX_IN_FLIGHT = 4096
 class TcpSends:
     """The producer's TCP sends; ``fault(broker, started, isolation)`` records latencies,
     ``invalidate(topic)`` drops a route after a failure, ``route(mq)`` finds the broker of a
-    queue again for an async retry."""
+    queue again for an async retry; ``credentials`` sign each request and ``tls`` wraps the
+    connections (the producer's control client's)."""
 
     def __init__(
         self,
@@ -82,8 +85,12 @@ class TcpSends:
         invalidate: Callable[[str], None],
         route: Callable[[MessageQueue], BrokerQueues],
         stats: Any,
+        credentials: Credentials | None = None,
+        tls: TlsOptions | None = None,
     ) -> None:
         self.group = group
+        self.credentials = credentials
+        self.tls = tls
         self.send_timeout = send_timeout
         self.default_topic_queue_nums = default_topic_queue_nums
         self.max_batch_body = min(max_message_size, MAX_BATCH_BODY)
@@ -117,7 +124,7 @@ class TcpSends:
                 msg_ids.warm_up()  # and its answer is read at once
                 try:
                     ch = PipelinedChannel(broker.address, connect_timeout=self.send_timeout,
-                                          max_in_flight=MAX_IN_FLIGHT)  # fmt: skip
+                                          max_in_flight=MAX_IN_FLIGHT, tls=self.tls)  # fmt: skip
                 except RemotingError as exc:
                     raise AttemptError(f"cannot reach broker {broker.broker_name}: {exc}",
                                        retryable=True) from exc  # fmt: skip
@@ -130,7 +137,7 @@ class TcpSends:
         tpl = self._templates.get(topic)
         if tpl is None:
             tpl = self._templates[topic] = SendTemplate(
-                self.group, topic, self.default_topic_queue_nums
+                self.group, topic, self.default_topic_queue_nums, self.credentials
             )
         return tpl
 
@@ -208,6 +215,7 @@ class TcpSends:
             buf, at = tpl.batch_frame(mq.queue_id, born, size)
             write_entries(batch.bodies, batch.body_offs, batch.props, batch.props_offs, flags,
                           start, end, buf[at:])  # fmt: skip
+            tpl.sign_batch(buf, at)
 
             def frame(op: int, buf: np.ndarray = buf) -> memoryview:
                 tpl.set_opaque(buf, op)
