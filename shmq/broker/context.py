@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shmq.broker.acl.validator import PlainAcl
 from shmq.broker.agents.broker_names import BrokerNames
 from shmq.broker.client.consumer_manager import ConsumerManager
 from shmq.broker.client.producer_manager import ProducerManager
@@ -61,6 +62,7 @@ class BrokerContext:
     namesrv: NamesrvRegistration
     agents: ProcessGroup
     server: RemotingServer  # the control server: this broker's address, open connections
+    acl: PlainAcl | None = None  # with aclEnable: plain_acl.yml's accounts
 
     @property
     def config(self) -> BrokerConfig:

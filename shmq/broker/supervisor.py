@@ -363,6 +363,7 @@ class Broker:
             namesrv=self.registration,
             agents=self.group,
             server=self.server,
+            acl=self.acl,
         )
 
     def _follow_sync_state(self, decision: cm.Decision) -> None:

@@ -6,7 +6,8 @@ says how many of its threads are parked and on what (``shmq.ipc.parking``), so a
 its semaphore only when needed, once per parked thread::
 
     line 0                      VERSION (bumped after any slot change)  PRODUCERS  CONSUMERS
-    producer slot i (128 B)     line A, supervisor: STATE  PID  GEN
+    producer slot i (128 B)     line A, supervisor: STATE  PID  GEN  ACCOUNT (with ACL on:
+                                                    the account's key, hashed; 0: any topic)
                                 line B, producer:   PARKED  WAIT_FLUSH_OFFSET (the least
                                                     one a parked thread waits for)
                                                     DEFAULT_QUEUE_NUMS (its
@@ -22,6 +23,7 @@ Semaphores are named ``{prefix}.p{i}.{gen}`` and ``{prefix}.c{i}.{gen}``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Container
 
 import numpy as np
@@ -33,7 +35,7 @@ VERSION, PRODUCERS, CONSUMERS = 0, 1, 2
 HEADER = CACHE_LINE
 PRODUCER_SLOT = 2 * CACHE_LINE
 CONSUMER_SLOT = 3 * CACHE_LINE
-STATE, PID, GEN = 0, 1, 2  # line A
+STATE, PID, GEN, ACCOUNT = 0, 1, 2, 3  # line A
 PARKED, WAIT_FLUSH_OFFSET, DEFAULT_QUEUE_NUMS, ANSWER_WAITERS = W, W + 1, W + 2, W + 3  # line B
 N_WATCH = W + 1  # consumer line B
 WATCH = W + 2
@@ -76,11 +78,14 @@ def ring_name(prefix: str, i: int, gen: int) -> str:
     return f"{prefix}.ring{i}.{gen}"
 
 
-def set_slot(words: np.ndarray, base: int, state: int, pid: int, gen: int) -> None:
+def set_slot(
+    words: np.ndarray, base: int, state: int, pid: int, gen: int, account: int = 0
+) -> None:
     """Supervisor: (re)define a slot, clearing the client's line, then bump VERSION."""
     words[base + W : base + 2 * W] = 0
     words[base + PID] = pid
     words[base + GEN] = gen
+    words[base + ACCOUNT] = account
     words[base + STATE] = state
     words[VERSION] += 1
 
@@ -94,6 +99,13 @@ def active_producers(words: np.ndarray, producers: int) -> list[tuple[int, int, 
         if state != FREE:
             out.append((i, int(words[base + GEN]), state))
     return out
+
+
+def account_id(access_key: str) -> int:
+    """The ACCOUNT word of a ring registered with ``access_key``: 63 bits of its BLAKE2b
+    hash, never 0 (0 is a ring that may write any topic)."""
+    digest = hashlib.blake2b(access_key.encode("utf-8"), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") >> 1) or 1
 
 
 def set_watch(words: np.ndarray, base: int, slots: list[int] | None) -> None:

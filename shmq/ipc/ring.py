@@ -59,6 +59,7 @@ REASON_TOO_LARGE = 4
 REASON_SYSFLAG = 5
 REASON_SERVICE_NOT_AVAILABLE = 6
 REASON_CORRUPT = 7
+REASON_ACL = 8
 REASONS = {
     REASON_NONE: "",
     REASON_TOPIC_NOT_EXIST: "topic does not exist and autoCreateTopicEnable is false",
@@ -68,6 +69,7 @@ REASONS = {
     REASON_SYSFLAG: "sysflag not supported here (IPv6 store host, PREPARED or ROLLBACK type)",
     REASON_SERVICE_NOT_AVAILABLE: "the broker cannot store messages now",
     REASON_CORRUPT: "the producer ring holds bytes that are not a valid record",
+    REASON_ACL: "the producer's account may not publish to the topic (plain_acl.yml)",
 }
 
 # FENCED values: why the writer stopped serving a ring

@@ -18,6 +18,8 @@ import time
 
 import numpy as np
 
+from shmq.broker.acl.plain_file import PlainAclFile, acl_file_path
+from shmq.broker.acl.rings import RingAcl
 from shmq.broker.agents.env import AgentEnv
 from shmq.broker.agents.wakeups import AgentWakeups
 from shmq.broker.config.broker_config import RECORD_OVERHEAD_MAX
@@ -87,8 +89,11 @@ class _RingFenced(ShmqError):
 class RingView:
     """The writer's handle on one producer ring."""
 
-    def __init__(self, slot: int, gen: int, names_prefix: str, published_woff: int) -> None:
+    def __init__(
+        self, slot: int, gen: int, account: int, names_prefix: str, published_woff: int
+    ) -> None:
         self.slot, self.gen = slot, gen
+        self.account = account  # with ACL on: whose topics it may write (0: any)
         self.reg_base = rg.producer_base(slot)
         self.segment = Segment.attach(rg.ring_name(names_prefix, slot, gen))
         self.words = self.segment.words
@@ -152,6 +157,8 @@ class Writer:
         self._cleaned_to = 0
         self._registry_version = -1
         self.index = ra.TopicIndex()
+        # with aclEnable: the topics each account's rings may write (plain_acl.yml)
+        self.ring_acl = RingAcl(PlainAclFile(acl_file_path(cfg))) if cfg.acl_enable else None
         # the append kernel's records, kept for every call; ``args`` and ``out`` name their
         # fields for Python (``ring_append.AppendParams``)
         self.params = np.zeros(1, dtype=ra.APPEND_PARAMS)
@@ -233,8 +240,10 @@ class Writer:
         for slot, (gen, state) in live.items():
             if slot in self.rings or state != rg.ACTIVE or (slot, gen) in self.fenced:
                 continue
+            account = int(self.registry.words[rg.producer_base(slot) + rg.ACCOUNT])
             try:
-                self.rings[slot] = RingView(slot, gen, self.env.names.prefix, self.write_offset)
+                self.rings[slot] = RingView(slot, gen, account, self.env.names.prefix,
+                                            self.write_offset)  # fmt: skip
             except _RingFenced as exc:
                 self._log_fence(slot, gen, exc.code)
                 self.fenced.add((slot, gen))
@@ -402,8 +411,9 @@ class Writer:
             args.start = p
             args.max_records = todo - n
             args.seq = view.seq + n
+            info = index.info if not view.account else self.ring_acl.info(view.account, index)
             ra.append_from_ring(
-                view.data, index.names, index.name_offs, index.table, index.info, index.slots,
+                view.data, index.names, index.name_offs, index.table, info, index.slots,
                 dst, self.next_qoff, view.completions, self.params, self.result,
             )  # fmt: skip
             n += out.records
@@ -490,8 +500,10 @@ class Writer:
         start = int(row["topic_start"][0])
         name = view.data[start : start + int(row["topic_len"][0])].tobytes()
         cfg = self.topics.get(name)
+        denied = bool(view.account) and not self.ring_acl.may_publish(view.account, name)
         if (
             cfg is None
+            and not denied  # no topic is created for an account that may not publish it
             and len(name) <= MAX_TOPIC_LENGTH
             and self._waiting_for_topic(name, view.slot)
         ):

@@ -51,7 +51,9 @@ class ClientSlots:
         self._closed = False  # set by close(): a request still in flight gets no slot
         self.pretouch = TuningConfig.from_mapping(config.tuning).pretouch
 
-    def register_producer(self, pid: int, group: str) -> ClientSlot:
+    def register_producer(self, pid: int, group: str, account: int = 0) -> ClientSlot:
+        """A ring for producer ``group`` of process ``pid``; ``account``: the registry's
+        ACCOUNT word (``registry.account_id``; 0: the ring may write any topic)."""
         cfg = self.config
         with self.lock:
             index = self._free_index("producer", cfg.max_producers)
@@ -69,7 +71,7 @@ class ClientSlots:
                 raise
             slot = ClientSlot("producer", index, gen, pid, group, segment, sem_name)
             self.slots[("producer", index)] = slot
-            rg.set_slot(self.words, rg.producer_base(index), rg.ACTIVE, pid, gen)
+            rg.set_slot(self.words, rg.producer_base(index), rg.ACTIVE, pid, gen, account)
             log.info("producer %s (pid %d) got ring %d.%d", group, pid, index, gen)
             return slot
 

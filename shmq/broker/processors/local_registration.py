@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from shmq.broker.acl.rings import ring_account
 from shmq.broker.processors.processor import Processor
 from shmq.broker.processors.responses import json_response
 from shmq.errors import ResponseError
@@ -67,7 +68,7 @@ class LocalRegistration(Processor):
             "writerSem": names.agent_sem("writer"),
         }
 
-    def register_producer(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+    def register_producer(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         cfg = self.ctx.config
         if cfg.is_slave:  # RocketMQ's store refuses puts on a slave so
             raise ResponseError(
@@ -75,8 +76,12 @@ class LocalRegistration(Processor):
                 f"broker {cfg.broker_name} (id {cfg.broker_id}) "
                 "is a slave: message store is slave mode, so putMessage is forbidden",
             )
+        account = 0  # with ACL on, the ring writes only what the registering account may
+        if self.ctx.acl is not None:
+            host = conn.peer.rpartition(":")[0] or conn.peer
+            account = ring_account(self.ctx.acl, request.ext_fields, host)
         slot = self.ctx.clients.register_producer(
-            request.ext_int("pid"), request.ext_group("group")
+            request.ext_int("pid"), request.ext_group("group"), account
         )
         info = self._store_info()
         info.update(slot=slot.index, gen=slot.gen, ring=slot.segment.name, sem=slot.sem_name)
