@@ -23,8 +23,9 @@ Streams' W3 p99.
 Each workload also runs over TCP with TLS (``tcp+tls``: the clients' ``tls=True``, against
 the broker's default permissive port and its test-mode certificate), reported as its cost
 against plain TCP in the same run: throughput and p99 ratios (issue 52: TLS is reported,
-no goal). ``SECURED`` is where the ACL run goes: a variant's client options, and the
-broker settings it needs.
+no goal), and with ACL (``tcp+acl``: a second broker with ``aclEnable`` and one account,
+every request signed by clients with its ``credentials``), reported the same way against
+plain TCP (issue 52's goal: ACL costs ≤ 10 % on ``send_async``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import os
 import platform
 import struct
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -55,10 +57,17 @@ TOPIC = "BenchTcp"
 BODY = 100
 STAMP = struct.Struct(">qq")  # intended send time (monotonic ns), sequence
 GOALS = {"bulk": 1_000_000, "async": 100_000}
-# TCP variants beside plain TCP: the options their clients take. ACL (issue 52's goal: ≤ 10 %
-# on send_async) joins as ``"tcp+acl": {"credentials": (access_key, secret_key)}`` once the
-# broker runs with ``aclEnable`` and an account for them.
-SECURED = {"tcp+tls": {"tls": True}}
+# TCP variants beside plain TCP: the options their clients take (``tcp+acl`` against the
+# broker with ACL on, the others against the plain one)
+ACCOUNT = ("benchApp", "bench-secret-1")
+PLAIN_ACL = f"""accounts:
+  - accessKey: {ACCOUNT[0]}
+    secretKey: {ACCOUNT[1]}
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: PUB|SUB
+"""
+SECURED = {"tcp+tls": {"tls": True}, "tcp+acl": {"credentials": ACCOUNT}}
+GOAL_ACL_COST = 0.10
 
 
 def _body(seq: int, intended_ns: int = 0) -> bytes:
@@ -167,13 +176,22 @@ def main() -> None:
     if not args.quick:
         sizes = {k: v * 5 for k, v in sizes.items()}
     rows = []
-    with embedded_broker(TOPIC, max_transfer_count_on_message_in_memory=4096,
-                         max_transfer_bytes_on_message_in_memory=1 << 20) as namesrv:  # fmt: skip
-        for mode in ("bulk", "async", "latency"):
-            for transport in ("tcp", *SECURED, "shm"):
-                print(f"running {transport} {mode} ({sizes[mode]:,} messages)...",
-                      file=sys.stderr, flush=True)  # fmt: skip
-                rows.append(run(namesrv, transport, mode, sizes[mode], rate=10_000.0))
+    limits = {"max_transfer_count_on_message_in_memory": 4096,
+              "max_transfer_bytes_on_message_in_memory": 1 << 20}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="shmq-bench-acl-") as tmp:
+        acl_file = os.path.join(tmp, "plain_acl.yml")
+        with open(acl_file, "w") as f:
+            f.write(PLAIN_ACL)
+        with (
+            embedded_broker(TOPIC, **limits) as namesrv,
+            embedded_broker(TOPIC, acl_enable=True, acl_file=acl_file, **limits) as acl_namesrv,
+        ):
+            for mode in ("bulk", "async", "latency"):
+                for transport in ("tcp", *SECURED, "shm"):
+                    print(f"running {transport} {mode} ({sizes[mode]:,} messages)...",
+                          file=sys.stderr, flush=True)  # fmt: skip
+                    served_by = acl_namesrv if transport == "tcp+acl" else namesrv
+                    rows.append(run(served_by, transport, mode, sizes[mode], rate=10_000.0))
     report(rows, redis_w3(sizes["latency"]), args.json_path)
 
 
@@ -202,6 +220,15 @@ def report(rows: list[dict], redis: dict, json_path: str | None) -> None:
         )
         p99 = rows_of["latency"]["p99_us"] / tcp["latency"]["p99_us"]
         print(f"{variant} against tcp: throughput {costs}; W3 p99 {p99:.2f}")
+    cost = (
+        1
+        - next(r for r in rows if r["transport"] == "tcp+acl" and r["mode"] == "async")[
+            "msgs_per_s"
+        ]
+        / tcp["async"]["msgs_per_s"]
+    )
+    met = "MET" if cost <= GOAL_ACL_COST else "NOT MET"
+    print(f"ACL cost on send_async ≤ {GOAL_ACL_COST:.0%}: {cost:.1%} {met}")
     lat = tcp["latency"]
     goal = "TCP W3 p99 ≤ Redis Streams p99"
     if redis["skipped"]:

@@ -18,6 +18,8 @@ import tempfile
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from shmq.errors import ShmqError
+
 if TYPE_CHECKING:
     from shmq.broker.config.broker_config import BrokerConfig
 
@@ -126,16 +128,13 @@ class EmbeddedBroker:
         return self
 
     def create_topic(self, topic: str, queues: int = 4) -> None:
-        """Create (or update) ``topic`` with ``queues`` read and write queues."""
-        from shmq.remoting.client import RemotingClient  # as in ``start``
-        from shmq.remoting.protocol import RequestCode
+        """Create (or update) ``topic`` with ``queues`` read and write queues, in this
+        process (no request: with ``acl_enable`` there is no account to sign one with)."""
+        from shmq.broker.topic.config import TopicConfig  # as in ``start``
 
-        with RemotingClient() as client:
-            client.invoke_json(
-                self.broker_address,
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues},
-            )
+        if self._broker is None:
+            raise ShmqError("the embedded broker is not started")
+        self._broker.create_topic(TopicConfig(topic, queues, queues))
 
     def stop(self) -> None:
         """Stop the broker (a clean stop: rings drained, offsets persisted), then the
