@@ -534,6 +534,7 @@ def test_sub_groups_update_delete_and_survive_a_restart(admin, two_brokers):
             "brokerId": 0,
             "whichBrokerWhenConsumeSlowly": 1,
             "notifyConsumerIdsChangedEnable": True,
+            "consumeMessageOrderly": False,
         }
     # a second update changes only what it names
     changed = admin.update_sub_group("adm-sub", broker="broker-a", retry_queue_nums=2)
