@@ -6,27 +6,36 @@ import os
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (it may belong to another user)."""
+    """Whether a process with this pid runs (it may belong to another user). A zombie, dead
+    but not yet reaped (its parent gone, and PID 1 of a container that reaps late), does
+    not: a crashed broker's name must be free for the next start."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return _stat(pid) is not None
 
 
 def start_time(pid: int) -> int | None:
     """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or
     None if there is no such process. A pid and its start time together name one process:
     after a crash or a reboot the same pid may belong to another program."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields is not None else None
+
+
+def _stat(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat's fields after the command name (state first), or None when there is
+    no such process or it is a zombie."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return None
     fields = stat[stat.rindex(b")") + 2 :].split()  # the command name may hold spaces
-    return int(fields[19])
+    return None if fields[0] in (b"Z", b"X") else fields
 
 
 def same_process(pid: int, started: int | None) -> bool:
