@@ -314,6 +314,8 @@ def consume(
     summary = count is not None and count > SHOW_EACH and not as_json
     received = 0
     closed = False  # stdout: its reader quit
+    failure: ShmqError | None = None  # what ended the run early, raised after the summary
+    on_slave: set[str] = set()  # broker names whose offsets went to a slave (no master)
     with _StopSignals() as stop:
         with say_if_slow(LOADING):  # the read kernels: a first run on a host may compile them
             reader = QueueReader(group, namesrv, **client_options())
@@ -329,10 +331,13 @@ def consume(
                 )  # fmt: skip
 
             def commit() -> None:
-                """Every queue's position, read or not: a later run resumes there."""
+                """Every queue's position, read or not: a later run resumes there. A broker
+                whose master is gone gets them on its slave, as RocketMQ 4.9's clients do:
+                this process may end before the master is back."""
                 for mq, offset in offsets.items():
                     if offset != committed_at[mq]:
-                        consumer.commit(mq, offset)
+                        if not consumer.commit(mq, offset, slave_if_no_master=True):
+                            on_slave.add(mq.broker_name)
                         committed_at[mq] = offset
 
             persist_due = last_message + persist_interval
@@ -365,15 +370,25 @@ def consume(
                     if closed or idle >= timeout:
                         break
                     consumer.wait(offsets, min(STOP_CHECK_S, timeout - idle))
-            finally:
+            except ShmqError as exc:
+                failure = exc
+            try:
                 commit()
-    if summary or stop.signum or closed or count is None or received < count:
+            except ShmqError as exc:
+                failure = failure or exc
+    if summary or failure or stop.signum or closed or count is None or received < count:
         # the rate is over the time messages came in, not the final wait for more
         busy = (time.perf_counter() - started) - (time.monotonic() - last_message)
         line = f"received {plural(received, 'message')} from {topic}"
         if received:
             line += f" in {max(busy, 0):.2f} s{_rate(received, busy)}"
-        _report(line, on_stdout=summary and not (stop.signum or closed))
+        _report(line, on_stdout=summary and not (failure or stop.signum or closed))
+    if on_slave:
+        click.echo(f"{', '.join(sorted(on_slave))}: no master in the route, so the offsets were"
+                   " committed to the slave; the master's replace them once it is back",
+                   err=True)  # fmt: skip
+    if failure is not None:
+        raise failure
     if stop.signum:
         stop.exit(ctx, "offsets committed")
     if count is not None and received < count and not closed:

@@ -324,6 +324,7 @@ class Broker:
             cfg.listen_port,
             name=f"broker-{cfg.broker_name}",
             max_connections=cfg.server_max_connections,
+            max_buffered_bytes=cfg.server_max_buffered_bytes,
             idle_timeout=cfg.server_channel_max_idle_time_seconds,
             frame_timeout=cfg.server_frame_timeout_seconds,
             tls=cfg.tls_server,

@@ -8,7 +8,10 @@ decides; the scan thread also elects a new master when a master's heartbeats sto
 
 A daemon thread runs ``scan_not_active_brokers`` first after 5 s (or the scan interval,
 if smaller) and then every scan interval, as RocketMQ 4.9's NamesrvController does; a
-closed registration connection removes its brokers at once.
+closed registration connection removes its brokers at once. Its server keeps the remoting
+server's bounds with their defaults: among them, at most 256 MiB of request frames in flight
+over all connections (``remoting.frame_budget``), the most a burst of REGISTER_BROKER bodies
+of many topics needs.
 
 Admin requests (mqadmin's namesrv commands), answered as RocketMQ's DefaultRequestProcessor
 does: the KV config (``namesrv.kv_config``: PUT/GET/DELETE_KV_CONFIG,

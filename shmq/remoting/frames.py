@@ -10,6 +10,7 @@ import struct
 import time
 
 from shmq.errors import RemotingConnectError, RemotingFrameError
+from shmq.remoting.frame_budget import FrameBudget
 from shmq.remoting.protocol import MAX_FRAME_SIZE, RemotingCommand, decode_frame
 
 RECV_CHUNK = 64 * 1024
@@ -109,19 +110,30 @@ class FrameReader:
     letting the GIL go and taking it back. A server thread per connection that does so
     makes every request a round of GIL hand-overs between the connection threads. A
     receive here takes whatever has arrived, so a small frame costs one and pipelined
-    frames share one."""
+    frames share one.
+
+    With a ``budget`` (a server's), a frame longer than ``RECV_CHUNK`` reserves its length
+    from it before its body is received (``RemotingFrameError`` when it gets none) and
+    holds it until the next ``read`` or ``release``: a server's connection thread handles a
+    request before it reads the next. Smaller frames take none: they are received into the
+    connection's own buffer (one frame and at most one receive beyond it), so they are
+    bounded per connection, and a budget taken by stalled large frames never keeps the
+    small requests of the control plane (heartbeats, offsets, pulls) from being served."""
 
     def __init__(
         self, sock: socket.socket, max_frame: int = MAX_FRAME_SIZE,
-        frame_timeout: float | None = None,
+        frame_timeout: float | None = None, budget: FrameBudget | None = None,
     ) -> None:  # fmt: skip
         self.sock = sock
         self.max_frame = max_frame
         self.frame_timeout = frame_timeout
+        self.budget = budget
+        self._held = 0  # bytes of ``budget`` the frame read last holds
         self._buf = bytearray()
         self._pos = 0  # the unread bytes are _buf[_pos:]
 
     def read(self) -> RemotingCommand | None:
+        self.release()
         if not self._fill(4, None):
             return None
         (length,) = _INT32.unpack_from(self._buf, self._pos)
@@ -131,6 +143,9 @@ class FrameReader:
             timeout = self.frame_timeout
             deadline = None if timeout is None else time.monotonic() + timeout
             if length > RECV_CHUNK:
+                if self.budget is not None:
+                    self.budget.reserve(length)
+                    self._held = length
                 return decode_frame(self._read_large(length, deadline))
             self._fill(4 + length, deadline)
         start, end = self._pos + 4, self._pos + 4 + length
@@ -141,6 +156,14 @@ class FrameReader:
             payload = memoryview(self._buf[start:end])
             self._pos = end
         return decode_frame(payload)
+
+    def release(self) -> None:
+        """Give the budget back the bytes the frame read last holds (its request is done,
+        or the connection closes)."""
+        if self._held:
+            assert self.budget is not None
+            self.budget.release(self._held)
+            self._held = 0
 
     def _read_large(self, length: int, deadline: float | None) -> memoryview:
         """The payload of a frame longer than ``RECV_CHUNK``, received straight into its

@@ -13,10 +13,12 @@ GET_CONSUMER_RUNNING_INFO); the connection's thread hands such responses to the 
 a response frame that answers nothing asked on that connection still closes it.
 
 Nothing a peer sends may cost the server more than a bound: a frame's memory grows only as
-its bytes arrive, a frame must complete within ``frame_timeout`` once its length is read, a
-connection silent for ``idle_timeout`` (RocketMQ's ``serverChannelMaxIdleTimeSeconds``, 120 s)
-is closed, at most ``max_connections`` are served at once (more are closed at accept), and
-the warnings about bad peers are rate-limited.
+its bytes arrive, a frame must complete within ``frame_timeout`` once its length is read,
+the large frames of all connections together hold at most ``max_buffered_bytes``
+(``frame_budget``: a frame that finds no room within a second closes its connection), a
+connection silent for ``idle_timeout`` (RocketMQ's ``serverChannelMaxIdleTimeSeconds``,
+120 s) is closed, at most ``max_connections`` are served at once (more are closed at
+accept), and the warnings about bad peers are rate-limited.
 
 TLS is decided per connection on its own thread, before its first frame (``tls_server``:
 the first byte tells TLS from plain TCP, the mode says which are served), so a client that
@@ -41,6 +43,7 @@ from shmq.errors import (
     ResponseError,
     ShmqError,
 )
+from shmq.remoting.frame_budget import MAX_BUFFERED_BYTES, FrameBudget
 from shmq.remoting.frames import FrameReader
 from shmq.remoting.pending import PendingCalls
 from shmq.remoting.protocol import (
@@ -146,6 +149,7 @@ class RemotingServer:
         name: str = "remoting",
         max_frame: int = MAX_FRAME_SIZE,
         max_connections: int = MAX_CONNECTIONS,
+        max_buffered_bytes: int = MAX_BUFFERED_BYTES,
         idle_timeout: float = IDLE_TIMEOUT_S,
         frame_timeout: float = FRAME_TIMEOUT_S,
         tls: TlsServerConfig | None = None,
@@ -156,6 +160,12 @@ class RemotingServer:
         self.name = name
         self.max_frame = max_frame
         self.max_connections = max_connections
+        if max_buffered_bytes < max_frame:
+            raise ValueError(
+                f"{name} server: max_buffered_bytes ({max_buffered_bytes}) is below"
+                f" max_frame ({max_frame}): its largest frame would never fit"
+            )
+        self.frame_budget = FrameBudget(max_buffered_bytes)
         self.idle_timeout = idle_timeout
         self.frame_timeout = frame_timeout
         self.tls = TlsGate(tls or TlsServerConfig(mode=DISABLED), handshake_timeout)
@@ -188,6 +198,12 @@ class RemotingServer:
         with self._lock:
             entry = self._connections.get(conn_id)
         return entry[0] if entry is not None else None
+
+    @property
+    def buffered_bytes(self) -> int:
+        """The bytes reserved now for request frames of all connections (at most
+        ``max_buffered_bytes``)."""
+        return self.frame_budget.reserved
 
     @property
     def port(self) -> int:
@@ -278,10 +294,11 @@ class RemotingServer:
 
     def _serve(self, conn: Connection) -> None:
         log.debug("%s server: %s connected (id %d)", self.name, conn.peer, conn.id)
+        frames: FrameReader | None = None
         try:
             if not self._admit(conn):
                 return
-            frames = FrameReader(conn.sock, self.max_frame, self.frame_timeout)
+            frames = FrameReader(conn.sock, self.max_frame, self.frame_timeout, self.frame_budget)
             while True:
                 try:
                     request = frames.read()
@@ -322,6 +339,8 @@ class RemotingServer:
                     log.debug("%s server: %s", self.name, exc)
                     return
         finally:
+            if frames is not None:
+                frames.release()
             conn.close()
             with self._lock:
                 self._connections.pop(conn.id, None)

@@ -1,8 +1,9 @@
 """Consumers and slaves with real processes: a namesrv, a master and a slave on separate
 stores. The master suggests the slave to a consumer far behind (``slaveReadEnable``), a
-slave without it sends consumers back to the master, and a push consumer group moves to
-the slave when the master is SIGKILLed and back when it restarts, without losing or
-repeating committed progress."""
+slave without it sends consumers back to the master, a push consumer group moves to the
+slave when the master is SIGKILLed and back when it restarts, without losing or repeating
+committed progress, and ``shmq consume`` reads from the slave of a SIGKILLed master and
+commits to it, as RocketMQ 4.9's clients do."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 from test_ha import caught_up, sigkill_broker
 from waiting import wait_for
 
-from e2e_helpers import cluster, free_port, shm_entries
-from shmq import Message, Producer, json_file
+from e2e_helpers import cluster, free_port, shm_entries, shmq
+from shmq import Admin, Message, Producer, json_file
 from shmq.client.consumer.push import PushConsumer
 from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import ConsumeResult, MessageQueue, PullStatus
@@ -185,4 +186,45 @@ def test_a_push_group_moves_to_the_slave_and_back_keeping_its_progress(tmp_path,
         final = offsets_of(c, "broker-a", group)
         assert all(final[q] >= ends[q] >= committed[q] for q in (0, 1))
         assert sum(final.values()) == 360
+    assert shm_entries() <= before
+
+
+def master_gone(c) -> bool:
+    with Admin(c.namesrv) as admin:
+        datas = admin.topic_route(TOPIC)["brokerDatas"]
+    return all("0" not in d["brokerAddrs"] for d in datas)
+
+
+@pytest.mark.slow
+def test_shmq_consume_reads_from_the_slave_of_a_killed_master_and_commits_there(tmp_path):
+    """Issue 53, item 7: it used to read from the slave, then exit 1 with "broker broker-a
+    has no master in the route" at its first commit, without saying what it received."""
+    before = shm_entries()
+    with cluster(tmp_path, brokerRole="SYNC_MASTER", haListenPort=free_port()) as c:
+        c.create_topic(TOPIC, 2)
+        c.add_broker("slave", **SLAVE)
+        wait_for(lambda: TOPIC in topics_of(c, "slave"), what="the slave to copy the topic")
+        bodies = [f"m-{i}".encode() for i in range(300)]
+        send(c, bodies)
+        caught_up(c)
+        sigkill_broker(c, "broker-a")
+        wait_for(lambda: master_gone(c), what="the route without the master")
+
+        group = ["--group", "cli-on-slave", "-n", c.namesrv]
+        args = ["consume", "--topic", TOPIC, *group, "--from", "first"]
+        # commits while reading too (every 0.2 s), not only at the end
+        run = shmq(*args, "--count", "300", "--persist-consumer-offset-interval", "0.2")
+        assert run.returncode == 0, run.stderr
+        assert "received 300 messages" in run.stdout
+        assert "offsets were committed to the slave" in run.stderr
+        committed = offsets_of(c, "slave", "cli-on-slave")
+        assert sorted(committed) == [0, 1] and sum(committed.values()) == 300
+
+        # the offsets survive: the next run resumes after them, and says what it received
+        rest = shmq(*args, "--count", "1", "--timeout", "1", "--json")
+        assert rest.returncode == 1
+        assert rest.stdout == ""
+        assert "received 0 messages" in rest.stderr
+        assert "timeout: received 0 of 1 messages" in rest.stderr
+        assert offsets_of(c, "slave", "cli-on-slave") == committed
     assert shm_entries() <= before

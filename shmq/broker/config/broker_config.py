@@ -25,6 +25,8 @@ from shmq.config import MessageStoreConfig, parse_host, setting, snake_case
 from shmq.errors import ConfigError
 from shmq.ipc.idle import STRATEGIES, spare_cpus
 from shmq.java_properties import escape, parse_properties
+from shmq.remoting.frame_budget import MAX_BUFFERED_BYTES
+from shmq.remoting.protocol import MAX_FRAME_SIZE
 from shmq.remoting.tls import TlsOptions
 from shmq.remoting.tls_server import TlsServerConfig
 
@@ -129,6 +131,14 @@ class BrokerConfig:
     )
     server_frame_timeout_seconds: int = setting(
         30, "shmq's own: seconds a request frame may take to arrive once its length is read."
+    )
+    server_max_buffered_bytes: int = setting(
+        MAX_BUFFERED_BYTES,
+        "shmq's own: bytes of request frames over 64 KiB the control server holds at once, "
+        "over all connections (reserved when a frame's length is read, released when its "
+        "request is answered; at least the 16 MiB frame limit). A frame that finds no room "
+        "within a second closes its connection, with a warning naming the peer; smaller "
+        "frames are not counted (RocketMQ bounds each channel's buffers with water marks).",
     )
     channel_expired_timeout: int = setting(
         120_000, "A client without a heartbeat this long is dropped (fixed in RocketMQ)."
@@ -370,6 +380,7 @@ class BrokerConfig:
         _range(self, "server_max_connections", 1, 65536)
         _range(self, "server_channel_max_idle_time_seconds", 1, 86400)
         _range(self, "server_frame_timeout_seconds", 1, 3600)
+        _range(self, "server_max_buffered_bytes", MAX_FRAME_SIZE)
         _range(self, "broker_permission", 0, 15)
         _range(self, "default_topic_queue_nums", 1, 1024)
         for name in (

@@ -17,9 +17,10 @@ refreshes the route at once) and from the master again once it is back; a master
 make no such choice beyond the route: they read the mapped files of the master while it
 is there (no page cache to spare on another machine, which is what the suggestion is
 for); a same-host link to a broker that died or stopped is replaced at the next route
-refresh (a restarted broker has new shared memory). Offsets are committed to the master
-only; while it is gone the offset store keeps them and commits them when it is back
-(RocketMQ's ``updateConsumeOffsetToBroker``).
+refresh (a restarted broker has new shared memory). Offsets are committed to the master;
+while it is gone the offset store keeps them and commits them when it is back (RocketMQ's
+``updateConsumeOffsetToBroker``), and a process that ends before (``shmq consume``) commits
+them to the slave, as RocketMQ 4.9's clients do.
 
 Example::
 
@@ -411,15 +412,22 @@ class QueueReader:
             raise
         return int(response.ext_fields["offset"])
 
-    def commit(self, mq: MessageQueue, offset: int) -> None:
+    def commit(self, mq: MessageQueue, offset: int, *, slave_if_no_master: bool = False) -> bool:
         """Store ``offset`` (the next one to consume) for the group on the broker's master;
-        ``NoRouteError`` while the route has none (a slave keeps no commits)."""
-        master = self._broker(mq).master
-        if not master:
+        True when it went there. While the route has no master: ``NoRouteError`` (a
+        ``PushConsumer`` keeps the offset and commits it once the master is back), or with
+        ``slave_if_no_master`` it goes to a slave and False is returned, as RocketMQ 4.9's
+        ``updateConsumeOffsetToBroker`` does (``findBrokerAddressInAdmin``): for a process
+        that ends before the master is back, so that a consumer of the group resumes there
+        meanwhile; the master's table replaces the slave's once it is back
+        (``SlaveSynchronize``)."""
+        broker = self._broker(mq)
+        address = broker.master or (broker.address if slave_if_no_master else "")
+        if not address:
             raise NoRouteError(f"broker {mq.broker_name} has no master in the route (the"
                                " offset is committed once it is back)")  # fmt: skip
         self.client.invoke_json(
-            master,
+            address,
             RequestCode.UPDATE_CONSUMER_OFFSET,
             {
                 "consumerGroup": self.group,
@@ -428,6 +436,7 @@ class QueueReader:
                 "commitOffset": offset,
             },
         )
+        return address == broker.master
 
     def max_offset(self, mq: MessageQueue) -> int:
         return self._link(mq).max_offset(mq)
