@@ -115,6 +115,8 @@ def broker(config_path: str, namesrv: str | None) -> None:
 @click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
               help="Optional broker.conf/TOML with more settings.")  # fmt: skip
 @click.option("--daemon", is_flag=True, help="Run in the background; stop with `shmq stop`.")
+@click.option("--start-timeout", default=START_TIMEOUT_S, show_default=True, type=float,
+              help="--daemon: seconds to wait for the broker, which is stopped after.")  # fmt: skip
 def start(
     store_dir: str,
     namesrv_port: int,
@@ -124,6 +126,7 @@ def start(
     demo: bool,
     config_path: str | None,
     daemon: bool,
+    start_timeout: float,
 ) -> None:
     """Start a namesrv and a broker on this host (foreground, or --daemon)."""
     store_dir = os.path.abspath(os.path.expanduser(store_dir))
@@ -141,7 +144,7 @@ def start(
     if not os.environ.get(DAEMON_ENV):  # a daemon's parent compiled them a moment ago
         _compile_kernels()
     if daemon:
-        _start_daemon(store_dir)
+        _start_daemon(store_dir, start_timeout)
         return
     from shmq.embedded import EmbeddedBroker
 
@@ -157,6 +160,15 @@ def start(
     )  # the NameServer's KV config is kept with the store, in namesrv/
     _stop_on_signals(mq)
     mq.start()
+    try:
+        _serve(mq, store_dir, runtime, mapped_file_size)
+    finally:
+        mq.stop()  # after a failure too (e.g. no room for shmq.json): nothing left running
+    _say("shmq stopped")
+
+
+def _serve(mq, store_dir: str, runtime: str, mapped_file_size: int) -> None:
+    """Write ``shmq.json`` for ``stop`` and ``status``, then run until a signal."""
     info = {
         "pid": os.getpid(),
         "pidStarted": start_time(os.getpid()),
@@ -177,7 +189,6 @@ def start(
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(runtime)
-    _say("shmq stopped")
 
 
 def _say(text: str) -> None:
@@ -236,7 +247,7 @@ def _store_line(store_dir: str, file_size: int) -> str:
     return line
 
 
-def _start_daemon(store_dir: str) -> None:
+def _start_daemon(store_dir: str, timeout: float) -> None:
     args = [sys.argv[0] if sys.argv[0].endswith("shmq") else sys.executable]
     if args[0] == sys.executable:
         args += ["-m", "shmq_cli.main"]
@@ -252,7 +263,7 @@ def _start_daemon(store_dir: str) -> None:
             start_new_session=True,
             env={**os.environ, DAEMON_ENV: "1"},
         )
-    deadline = time.monotonic() + START_TIMEOUT_S
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = _read_runtime(store_dir)
         if info and info["pid"] == proc.pid:
@@ -266,8 +277,39 @@ def _start_daemon(store_dir: str) -> None:
             why = _error_lines(log_path, log_start) or f"exit status {proc.returncode}"
             raise ShmqError(f"shmq failed to start: {why} (log: {log_path})")
         time.sleep(0.1)
+    _give_up(proc)
+    raise ShmqError(f"shmq did not start within {timeout:g} s and was stopped; see {log_path}")
+
+
+def _give_up(proc: subprocess.Popen) -> None:
+    """Stop a daemon that did not start in time, and all it started: SIGTERM (it stops
+    cleanly once started, see ``_stop_on_signals``), then after ``STOP_TIMEOUT_S`` SIGKILL
+    to its process group (the daemon leads a session of its own: its agents, namesrv and
+    proxy are in it) and unlink the shared memory its broker left."""
+    from shmq.ipc.segment import unlink_orphans
+
     proc.terminate()
-    raise ShmqError(f"shmq did not start within {START_TIMEOUT_S:.0f} s; see {log_path}")
+    try:
+        proc.wait(STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)  # its agents exit once they see the supervisor gone
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    unlink_orphans()
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of process group ``pgid`` is left."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @click.command("stop")

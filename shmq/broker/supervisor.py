@@ -199,12 +199,13 @@ class Broker:
                 self.group.kinds = SLAVE_AGENTS if self.config.is_slave else AGENTS
                 epoch = cm.load_epoch(self.root)
             queue_maxima = {k: cq.max_offset for k, cq in store.consume_queues.items()}
-            min_offset, write_offset = store.commitlog.min_offset, store.commitlog.max_offset
+            cl = store.commitlog  # dispatched: short of the end when a full disk stopped it
+            span = (cl.min_offset, store.reput_from_offset, cl.max_offset)
             last_ts = store.checkpoint.physic_msg_timestamp
         finally:
             self._lease = store.hand_over()
         try:
-            self._create_shared(queue_maxima, (min_offset, write_offset), last_ts)
+            self._create_shared(queue_maxima, span, last_ts)
             if cfg.enable_controller_mode:
                 cn.publish(self.counters.words, cn.CONTROLLER_MODE, 1)
             self.topics = TopicConfigManager(
@@ -267,18 +268,21 @@ class Broker:
         )  # fmt: skip
 
     def _create_shared(
-        self, queue_maxima: dict[tuple[str, int], int], span: tuple[int, int], last_ts: int
+        self, queue_maxima: dict[tuple[str, int], int], span: tuple[int, int, int], last_ts: int
     ) -> None:
         """The shared segments, with what recovery found: ``span`` is the CommitLog's
-        ``(first, end)`` offsets (the first published as if the cleaner had just moved it, so
-        min offsets, reput's consume-queue cleanup and readers start from it, not from 0)."""
+        ``(first, dispatched, end)`` offsets (the first published as if the cleaner had just
+        moved it, so min offsets, reput's consume-queue cleanup and readers start from it,
+        not from 0; dispatched short of the end when a full disk stopped recovery's
+        dispatch, and reput goes on from there)."""
         cfg, names = self.config, self.names
-        min_offset, write_offset = span
+        min_offset, dispatched, write_offset = span
         self.counters = self._segment(names.counters, cn.SIZE)
         words = self.counters.words
         cn.init(words, os.getpid(), int(time.time() * 1000))
-        for field in (cn.WRITE_OFFSET, cn.FLUSHED_OFFSET, cn.DISPATCHED_OFFSET):
+        for field in (cn.WRITE_OFFSET, cn.FLUSHED_OFFSET):
             cn.publish(words, field, write_offset)
+        cn.publish(words, cn.DISPATCHED_OFFSET, dispatched)
         cn.publish(words, cn.MIN_PHYSICAL_OFFSET, min_offset)
         for field in (cn.WRITE_TIMESTAMP, cn.FLUSHED_TIMESTAMP, cn.LOGICS_TIMESTAMP):
             cn.publish(words, field, last_ts)

@@ -25,6 +25,7 @@ from shmq.codec.crc32 import body_crc_batch
 from shmq.codec.record_pack import tail as record_tail
 from shmq.config import MessageStoreConfig, parse_host
 from shmq.errors import (
+    DiskFullError,
     InvalidMessageError,
     InvalidMessageIdError,
     InvalidTopicError,
@@ -139,6 +140,7 @@ class MessageStore:
             cfg.max_index_num,
             cfg.max_msgs_num_batch,
             on_file_full=self._index_file_full,
+            disk_reserve=cfg.mapped_file_size_commit_log,
         )
         self.index.load(not abnormal, self.checkpoint.index_msg_timestamp)
         self.dispatcher = Dispatcher(
@@ -159,11 +161,11 @@ class MessageStore:
         self._put_count = 0
         self._last_store_timestamp = 0
         self._tails: dict[tuple[str, str | None], tuple[bytes, int]] = {}
-        self._disk_full = False
-        self._disk_checked_ms = 0
         self._sync = cfg.sync_flush
         self._max_body = cfg.max_message_size
-        self._dispatch()
+        self._caught_up = self._dispatch_what_fits()
+        self._disk_full = not self._caught_up
+        self._disk_checked_ms = 0
 
     def _recover(self, abnormal: bool) -> RecoveryReport:
         for cq in self.consume_queues.values():
@@ -280,8 +282,10 @@ class MessageStore:
                 self._tails[(topic, tags)] = tail
         now = time.time_ns() // 1_000_000
         with self._lock:
-            if self._disk_full or (
-                now - self._disk_checked_ms >= 10_000 and self._disk_full_now(now)
+            if (
+                self._disk_full_now(now)
+                if now - self._disk_checked_ms >= 10_000
+                else self._disk_full
             ):
                 return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, -1, -1, now, b"")
             key = (topic, queue_id)
@@ -390,12 +394,18 @@ class MessageStore:
         return PutStatus.PUT_OK
 
     def _disk_full_now(self, now_ms: int) -> bool:
-        """Refuse writes above ``diskSpaceWarningLevelRatio``; measured at most every 10 s."""
+        """Refuse writes above ``diskSpaceWarningLevelRatio``, and while the records found
+        at open are not all dispatched (a full disk stopped it: their queues' next offsets
+        are not known until they are); measured at most every 10 s."""
         if now_ms - self._disk_checked_ms >= 10_000:
             self._disk_checked_ms = now_ms
+            if not self._caught_up:
+                self._caught_up = self._dispatch_what_fits()
             ratio = cleanup.disk_used_ratio(self.root)
             was_full = self._disk_full
-            self._disk_full = ratio > self.config.disk_space_warning_level_ratio / 100
+            self._disk_full = (
+                ratio > self.config.disk_space_warning_level_ratio / 100 or not self._caught_up
+            )
             if self._disk_full and not was_full:
                 log.error("disk of %s is %.0f%% used: writes are refused", self.root, ratio * 100)
         return self._disk_full
@@ -427,6 +437,19 @@ class MessageStore:
             self.checkpoint.logics_msg_timestamp = last_ts
         self.reput_from_offset = max(start, position)
         return total
+
+    def _dispatch_what_fits(self) -> bool:
+        """``_dispatch`` as open, hand-over and close do it, which a full disk must not
+        fail: a consume-queue file without room stops it there (nothing is lost, dispatch
+        is idempotent), and what is left waits for a later dispatch, this store's or the
+        broker's reput agent's (from ``reput_from_offset``). Returns whether it finished."""
+        try:
+            self._dispatch()
+        except DiskFullError as exc:
+            log.error("dispatch stopped at CommitLog offset %d until there is room: %s",
+                      self.reput_from_offset, str(exc))  # fmt: skip
+            return False
+        return True
 
     @property
     def min_physical_offset(self) -> int:
@@ -499,7 +522,7 @@ class MessageStore:
             return
         with self._lock:
             try:
-                self._dispatch()
+                self._dispatch_what_fits()
                 self._flush()
                 self._abort.remove()
             finally:
@@ -509,11 +532,12 @@ class MessageStore:
 
     def hand_over(self) -> tuple[StoreLock, AbortMarker]:
         """Flush and unmap everything but keep the store locked and marked running: the
-        broker's agents take the files over in their own processes. The caller releases the
-        lock and removes ``abort`` after a clean stop."""
+        broker's agents take the files over in their own processes, reput from
+        ``reput_from_offset`` (short of the end when a full disk stopped dispatch). The
+        caller releases the lock and removes ``abort`` after a clean stop."""
         with self._lock:
             try:
-                self._dispatch()
+                self._dispatch_what_fits()
                 self._flush()
             finally:
                 self._closed = True

@@ -256,6 +256,11 @@ class IndexFile:
         """How many entries the blocks reserved so far hold."""
         return (self._reserved - self._entries_at) // ENTRY_SIZE
 
+    @property
+    def unreserved(self) -> int:
+        """Bytes of the file without disk blocks yet (entries not reserved)."""
+        return self.buf.shape[0] - self._reserved
+
     def reserve_entries(self, count: int) -> None:
         """Disk blocks for ``count`` more entries (``DiskFullError`` when there is none)."""
         end = self._entries_at + (self.index_count + count) * ENTRY_SIZE
