@@ -533,14 +533,16 @@ class Broker:
         return {topic.decode(): n for topic, n in totals.items()}
 
     def _persist_offsets(self) -> None:
-        """Persist consumer offsets when they changed; a full disk is logged once (the
-        offsets stay dirty in memory and are written once space is back)."""
+        """Persist consumer offsets, and topics a full disk kept from being written
+        (``TopicPublisher``), when they changed; a full disk is logged once (they stay
+        dirty in memory and are written once space is back)."""
         try:
             self.offsets.persist_if_dirty()
+            self.topics.persist_if_dirty()
         except OSError as exc:
             if not self._persist_failing:
-                log.error("cannot persist consumer offsets (retrying every %d ms): %s",
-                          self.config.flush_consumer_offset_interval, exc)  # fmt: skip
+                log.error("cannot persist consumer offsets or topics (retrying every %d ms): "
+                          "%s", self.config.flush_consumer_offset_interval, exc)  # fmt: skip
             self._persist_failing = True
             return
         self._persist_failing = False

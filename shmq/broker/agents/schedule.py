@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 MAX_PARK_S = 1.0  # a park ends at reput's post or the next due time; this bounds both
 PERSIST_INTERVAL_S = 0.2
+PERSIST_RETRY_S = 10.0  # after a failed persist (a full disk)
 RESCAN_BYTES = 64 << 20  # a new scan_from while idle once the CommitLog grew this much
 ANSWER_TIMEOUT_S = 30.0
 RETRY_AFTER_S = 1.0  # the writer refused for now (disk full): try the same messages again
@@ -278,7 +279,9 @@ class Schedule:
             for part, state in zip(self.parts, states, strict=True):
                 part.persist(state, scan_from)
         except OSError as exc:  # a full disk: the older state and the scan cover it
-            log.error("cannot persist the schedule state: %s", exc)
+            log.error("cannot persist the schedule state (again in %.0f s): %s",
+                      PERSIST_RETRY_S, exc)  # fmt: skip
+            self._last_persist = now + PERSIST_RETRY_S  # not every pass
             return
         self._persisted_from = scan_from
         self._pending = None

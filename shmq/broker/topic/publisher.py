@@ -42,7 +42,10 @@ class TopicPublisher:
                 "its maxTopics",
             )
         self.topics.update(cfg)
-        self.topics.persist()
+        try:
+            self.topics.persist()
+        except OSError as exc:  # a full disk: served from memory, written once there is room
+            log.error("topic %s created but not persisted yet: %s", cfg.topic_name, exc)
         self.namesrv.register_all()
         self.table.publish()
 
