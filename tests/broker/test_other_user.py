@@ -19,7 +19,9 @@ import pytest
 from e2e_helpers import embedded
 from shmq.client.consumer.lite_pull import PullConsumer
 from shmq.client.producer.producer import Producer
+from shmq.client.transport.chooser import TransportChooser
 from shmq.message import Message
+from shmq.remoting.client import RemotingClient
 
 OTHER = "shmq-test-other"
 
@@ -101,6 +103,12 @@ def attach(names: list[tuple[str, bool]], store: str) -> dict:
     return {"refused": refused, "store_refused": store_refused}
 
 
+def transport_of(address: str) -> dict:
+    """What a client of the other user decides for the broker (``auto``)."""
+    with RemotingClient() as client:
+        return {"tcp": TransportChooser(client, "auto").tcp(address)}
+
+
 def shm_names() -> list[tuple[str, bool]]:
     """The broker's names in /dev/shm (as any user lists them), and which are semaphores."""
     return [("/" + n.removeprefix("sem."), n.startswith("sem."))
@@ -109,10 +117,10 @@ def shm_names() -> list[tuple[str, bool]]:
 
 def test_another_user_can_neither_attach_nor_squat_nor_read_the_store(tmp_path, other_uid):
     store = str(tmp_path / "store")
-    made: list[str] = []
-    try:
-        with embedded(store, max_producers=16, max_consumers=8) as mq:
-            mq.create_topic("Private", 1)
+    with embedded(store, max_producers=16, max_consumers=8) as mq:
+        mq.create_topic("Private", 1)
+        made: list[str] = []
+        try:
             with Producer("first", mq.namesrv) as first:
                 first.send(Message("Private", b"one"))
                 existing = shm_names()
@@ -122,6 +130,9 @@ def test_another_user_can_neither_attach_nor_squat_nor_read_the_store(tmp_path, 
                 assert seen["refused"] and all(seen["refused"].values()), seen
                 made = as_other(other_uid, lambda: squat(prefixes, 16, 40))["made"]
                 assert made, "the squatter could create names in /dev/shm"
+                # a client of the other user goes over TCP (and ACL), never shared memory
+                address = mq.broker_address
+                assert as_other(other_uid, lambda: transport_of(address)) == {"tcp": True}
                 # every new client still registers, and messages go through
                 producers = [Producer(f"p{i}", mq.namesrv) for i in range(4)]
                 try:
@@ -130,17 +141,17 @@ def test_another_user_can_neither_attach_nor_squat_nor_read_the_store(tmp_path, 
                 finally:
                     for p in producers:
                         p.shutdown()
-                with PullConsumer("readers", mq.namesrv) as consumer:
-                    consumer.subscribe("Private", "*")
-                    consumer.start()
-                    got = []
-                    for _ in range(50):
-                        got += [m.body for m in consumer.poll(1.0)]
-                        if len(got) >= 5:
-                            break
-                assert sorted(got) == [b"one", b"p0", b"p1", b"p2", b"p3"]
-    finally:
-        for name in made:
-            for kind in (posix_ipc.unlink_semaphore, posix_ipc.unlink_shared_memory):
-                with contextlib.suppress(posix_ipc.ExistentialError):
-                    kind(name)
+            with PullConsumer("readers", mq.namesrv) as consumer:
+                consumer.subscribe("Private", "*")
+                consumer.start()
+                got = []
+                for _ in range(50):
+                    got += [m.body for m in consumer.poll(1.0)]
+                    if len(got) >= 5:
+                        break
+            assert sorted(got) == [b"one", b"p0", b"p1", b"p2", b"p3"]
+        finally:  # before the broker's stop checks that nothing is left in /dev/shm
+            for name in made:
+                for kind in (posix_ipc.unlink_semaphore, posix_ipc.unlink_shared_memory):
+                    with contextlib.suppress(posix_ipc.ExistentialError):
+                        kind(name)

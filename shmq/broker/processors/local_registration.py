@@ -49,6 +49,7 @@ class LocalRegistration(Processor):
             "hostId": host_id(),
             "storeId": path_id(store.store_path_root_dir),
             "shmLayout": layout_id(),
+            "uid": os.geteuid(),  # a client of another user is served over TCP
             "mappedFileSizeCommitLog": store.mapped_file_size_commit_log,
             "consumeQueueFileSize": store.consume_queue_file_size,
             "flushDiskType": store.flush_disk_type,

@@ -5,7 +5,9 @@
 (the default) asks the broker once for its store info and takes shared memory only when
 the broker's host id (boot id and ``/dev/shm``, see ``shmq.ipc.host``) and store directory
 are this process's own and its shared-memory layouts are this install's
-(``shmq.ipc.layout``). A broker on another host is therefore never attached through
+(``shmq.ipc.layout``), and it runs as this process's user: a client of another user
+cannot open the broker's owner-only segments and files, so it is served over TCP (and, with
+ACL on, by its account). A broker on another host is therefore never attached through
 ``/dev/shm`` names that happen to exist here, a broker of another shmq version is reached
 over TCP, and a broker that cannot be asked is tried again at the next use instead of
 being pinned to one answer. ``"shm"`` refuses a broker whose layouts differ.
@@ -13,6 +15,7 @@ being pinned to one answer. ``"shm"`` refuses a broker whose layouts differ.
 
 from __future__ import annotations
 
+import os
 import threading
 
 from shmq.errors import ConfigError
@@ -32,10 +35,11 @@ def check_transport(transport: str) -> str:
 
 def broker_is_local(info: dict) -> bool:
     """Whether a broker's store info (``GET_STORE_INFO``) describes this host's store, in
-    shared-memory layouts this install speaks."""
+    shared-memory layouts this install speaks, kept by this process's user."""
     store_id = info.get("storeId")
     return (
         info.get("hostId") == host_id()
+        and info.get("uid", os.geteuid()) == os.geteuid()
         and bool(store_id)
         and path_id(info.get("storePathRootDir", "")) == store_id
         and info.get("shmLayout") == layout_id()
