@@ -604,7 +604,8 @@ class Broker:
             return
         deaths = [t for t in self._ring_deaths.get((slot, gen), []) if now - t < 60] + [now]
         self._ring_deaths = {(slot, gen): deaths}  # only the latest ring matters
-        if len(deaths) >= 2 and self.clients.fence_producer(slot, gen):
+        write_offset = cn.load(words, cn.WRITE_OFFSET)  # the dead writer's last
+        if len(deaths) >= 2 and self.clients.fence_producer(slot, gen, write_offset):
             log.error("producer ring %d.%d fenced: the writer died twice reading it", slot, gen)
             self._restarts["writer"] = self._restarts["writer"][:-2]  # those were its fault
 

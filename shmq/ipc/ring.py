@@ -23,7 +23,10 @@ FENCED and wakes the producer, whose sends then fail naming the rule; other ring
 
 The journal makes a restarted writer exactly-once: before publishing the CommitLog write
 offset that covers a ring's records, the writer notes where the ring will stand after them;
-if that write offset was published, a new writer resumes the ring from the journal.
+if that write offset was published, a new writer resumes the ring from the journal. A ring
+the broker stops serving after its writer died (fenced: the writer died twice reading it) is
+settled from the journal first (``settle_journal``): the records the dead writer stored are
+answered, so its producer retries only what is not in the CommitLog.
 """
 
 from __future__ import annotations
@@ -190,6 +193,10 @@ def load_fence(words: Words) -> str | None:
 
 
 def write_journal(words: Words, head: int, seq: int, write_offset: int) -> None:
+    """Writer: the ring stands at ``(head, seq)`` once ``write_offset`` is published. The
+    old entry is voided first, so a writer killed between these stores leaves one that is
+    not trusted, never the new position beside an old, published write offset."""
+    words[COMMIT_WOFF] = 0
     words[COMMIT_HEAD] = head
     words[COMMIT_SEQ] = seq
     words[COMMIT_WOFF] = write_offset
@@ -210,3 +217,13 @@ def resume_point(words: np.ndarray, published_write_offset: int) -> tuple[int, i
     if 0 < woff <= published_write_offset and journal_head > head and journal_seq >= seq:
         head, seq = journal_head, journal_seq
     return head, seq
+
+
+def settle_journal(words: Words, published_write_offset: int) -> None:
+    """Supervisor, before it fences a ring whose writer died (no writer will resume it):
+    publish as answered what the dead writer stored from it (``resume_point``; the dead
+    writer wrote those completions before its journal). A producer that sees the fence then
+    fails and retries only records that are not in the CommitLog; without this, records the
+    dead writer stored after its last published head were sent again, and stored twice."""
+    head, seq = resume_point(words, published_write_offset)
+    publish_head(words, head, seq)

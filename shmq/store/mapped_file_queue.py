@@ -222,14 +222,23 @@ class MappedFileQueue:
         self.flushed_where = min(self.flushed_where, offset)
 
     def release_below(self, offset: int) -> int:
-        """Unmap (without deleting: another process did) the files that end at or below
-        ``offset``, never the last one; returns how many. Their disk space is freed once
-        no process maps them."""
-        count = 0
-        while len(self.files) > 1 and self.files[0].file_end_offset <= offset:
-            self.files.pop(0).close()
-            count += 1
+        """The cleaner (another process) deleted the files below ``offset``: unmap them
+        (``unmap_below``), so their disk space is freed once no process maps them."""
+        count = self.unmap_below(offset)
         self.flushed_where = max(self.flushed_where, min(offset, self.max_offset))
+        return count
+
+    def unmap_below(self, offset: int) -> int:
+        """Unmap, without deleting, the files that end at or below ``offset``, never the
+        last one; returns how many. An agent that works only at one moving offset (the
+        writer at the end, reput at what it dispatched) calls it as that offset moves on:
+        every page it touched of a file behind it would otherwise stay in its mappings, and
+        its file-backed RSS would grow with the store."""
+        files = self.files
+        count = 0
+        while len(files) > 1 and files[0].file_end_offset <= offset:
+            files.pop(0).close()
+            count += 1
         return count
 
     def delete_first_files(self, count: int) -> list[MappedFile]:

@@ -77,6 +77,7 @@ class Reput:
             store.max_index_num,
             store.max_msgs_num_batch,
             on_file_full=lambda ts: cn.publish(self.words, cn.INDEX_TIMESTAMP, ts),
+            disk_reserve=store.mapped_file_size_commit_log,  # the CommitLog's next file first
         )
         self.index.load(True, 0)
         self.dispatcher = Dispatcher(
@@ -182,6 +183,7 @@ class Reput:
                 changed.add(slot)
         before = self.dispatched
         self.dispatched = max(self.dispatched, position)
+        self.commitlog.queue.unmap_below(self.dispatched)  # files it dispatched to the end
         cw = self.cw
         if last_ts:
             cn.publish(cw, cn.LOGICS_TIMESTAMP, last_ts)

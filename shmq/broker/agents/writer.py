@@ -190,6 +190,7 @@ class Writer:
         self.idle = env.idle_strategy(self.sem)
         warm_up()
         self._recover_queue_offsets()
+        self.commitlog.queue.unmap_below(self.write_offset)  # recovery's scan was the last read
         self._refresh_rings()
 
     # -- start-up ---------------------------------------------------------------------------
@@ -336,8 +337,10 @@ class Writer:
         for view in self.views:
             if view.w[ring.TAIL] != view.head:
                 work += self._drain_ring(view)
-        if work:  # after the answers, so no sender waits for it
-            self.commitlog.queue.prefault_ahead()
+        if work:  # after the answers, so no sender waits for them
+            queue = self.commitlog.queue
+            queue.unmap_below(self.write_offset)  # the files it rolled off
+            queue.prefault_ahead()
         return work
 
     def _drain_ring(self, view: RingView) -> int:

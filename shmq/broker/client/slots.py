@@ -138,14 +138,18 @@ class ClientSlots:
             log.info("%s %s (pid %d) released slot %d", kind, slot.group, slot.pid, index)
             return True
 
-    def fence_producer(self, index: int, gen: int) -> bool:
+    def fence_producer(self, index: int, gen: int, write_offset: int) -> bool:
         """Mark producer slot ``index`` (generation ``gen``) FENCED: the writer stops reading
         its ring and the producer's sends fail, naming why; the slot is released as usual
-        when the producer unregisters or dies."""
+        when the producer unregisters or dies. The ring is settled from its journal first
+        (``ring.settle_journal``, ``write_offset``: the dead writer's last published one),
+        so what the dead writer stored from it is answered, not sent again."""
         with self.lock:
             slot = self.slots.get(("producer", index))
             if slot is None or slot.gen != gen:
                 return False
+            if slot.segment is not None:
+                ring.settle_journal(slot.segment.words, write_offset)
             rg.set_slot(self.words, rg.producer_base(index), rg.FENCED, slot.pid, gen)
             return True
 
