@@ -99,8 +99,6 @@ async def _serve(
         channel.send(("error", f"cannot listen on {where} for the gRPC proxy (grpcServerPort): "
                                f"{reason}"))  # fmt: skip
         return 1
-    batch_body.warm_up()  # the kernels a batch send and a POP body need, before the first
-    pull_body.warm_up()
     try:
         broker_address = channel.recv()  # once the control server listens
     except EOFError:  # the broker's start failed meanwhile
@@ -116,6 +114,10 @@ async def _serve(
     await server.start()
     heartbeats = asyncio.ensure_future(service.heartbeat_loop())
     channel.send(("ready", port))
+    # the kernels a batch send and a POP body need, loaded now rather than at a client's first
+    # request; after ``ready``: while the broker starts, its agents need the two cores
+    batch_body.warm_up()
+    pull_body.warm_up()
     log.info("gRPC proxy listening on %s:%d (%s) for broker %s", host, port,
              "TLS" if tls.mode == ENFORCING else "plaintext", broker_address)  # fmt: skip
     await stop.wait()
