@@ -191,8 +191,21 @@ def main() -> None:
                     print(f"running {transport} {mode} ({sizes[mode]:,} messages)...",
                           file=sys.stderr, flush=True)  # fmt: skip
                     served_by = acl_namesrv if transport == "tcp+acl" else namesrv
-                    rows.append(run(served_by, transport, mode, sizes[mode], rate=10_000.0))
+                    rows.append(measured(served_by, transport, mode, sizes[mode]))
     report(rows, redis_w3(sizes["latency"]), args.json_path)
+
+
+def measured(namesrv: str, transport: str, mode: str, count: int) -> dict:
+    """``run``'s row; a TLS or ACL variant that fails is a row saying why (the run goes on
+    and reports it: a known fault of TLS connections under bulk sends, see README's TLS
+    section), plain TCP and shared memory fail the bench."""
+    try:
+        return run(namesrv, transport, mode, count, rate=10_000.0)
+    except RuntimeError as exc:
+        if transport not in SECURED:
+            raise
+        print(f"{transport} {mode} FAILED: {exc}", file=sys.stderr, flush=True)
+        return {"transport": transport, "mode": mode, "messages": count, "failed": str(exc)}
 
 
 def redis_w3(count: int) -> dict:
@@ -205,6 +218,9 @@ def redis_w3(count: int) -> dict:
 
 def report(rows: list[dict], redis: dict, json_path: str | None) -> None:
     for r in rows:
+        if "failed" in r:
+            print(f"{r['transport']:>7} {r['mode']:<8} FAILED: {r['failed']}")
+            continue
         extra = f", p50 {r['p50_us']:.0f} µs, p99 {r['p99_us']:.0f} µs" if "p50_us" in r else ""
         print(f"{r['transport']:>7} {r['mode']:<8} {r['msgs_per_s']:>12,.0f} msg/s{extra}")
     tcp = {r["mode"]: r for r in rows if r["transport"] == "tcp"}
@@ -213,22 +229,22 @@ def report(rows: list[dict], redis: dict, json_path: str | None) -> None:
         met = "MET" if got >= goal else "NOT MET"
         print(f"TCP {name} ≥ {goal:,} msg/s: {got:,.0f} msg/s ({got / goal:.2f} of goal) {met}")
     for variant in SECURED:
-        rows_of = {r["mode"]: r for r in rows if r["transport"] == variant}
+        ok = {r["mode"]: r for r in rows if r["transport"] == variant and "failed" not in r}
         costs = ", ".join(
-            f"{mode} {rows_of[mode]['msgs_per_s'] / tcp[mode]['msgs_per_s']:.2f}"
+            f"{mode} {ok[mode]['msgs_per_s'] / tcp[mode]['msgs_per_s']:.2f}" if mode in ok
+            else f"{mode} failed"
             for mode in ("bulk", "async")
-        )
-        p99 = rows_of["latency"]["p99_us"] / tcp["latency"]["p99_us"]
-        print(f"{variant} against tcp: throughput {costs}; W3 p99 {p99:.2f}")
-    cost = (
-        1
-        - next(r for r in rows if r["transport"] == "tcp+acl" and r["mode"] == "async")[
-            "msgs_per_s"
-        ]
-        / tcp["async"]["msgs_per_s"]
-    )
-    met = "MET" if cost <= GOAL_ACL_COST else "NOT MET"
-    print(f"ACL cost on send_async ≤ {GOAL_ACL_COST:.0%}: {cost:.1%} {met}")
+        )  # fmt: skip
+        p99 = (f"{ok['latency']['p99_us'] / tcp['latency']['p99_us']:.2f}"
+               if "latency" in ok else "failed")  # fmt: skip
+        print(f"{variant} against tcp: throughput {costs}; W3 p99 {p99}")
+    acl = next(r for r in rows if r["transport"] == "tcp+acl" and r["mode"] == "async")
+    if "failed" in acl:
+        print(f"ACL cost on send_async ≤ {GOAL_ACL_COST:.0%}: NOT MET (the run failed)")
+    else:
+        cost = 1 - acl["msgs_per_s"] / tcp["async"]["msgs_per_s"]
+        met = "MET" if cost <= GOAL_ACL_COST else "NOT MET"
+        print(f"ACL cost on send_async ≤ {GOAL_ACL_COST:.0%}: {cost:.1%} {met}")
     lat = tcp["latency"]
     goal = "TCP W3 p99 ≤ Redis Streams p99"
     if redis["skipped"]:
