@@ -71,10 +71,14 @@ _QUEUE_OFFSET_POS = 20  # QUEUEOFFSET, then PHYSICALOFFSET, in a stored record
 _OFFSETS = struct.Struct(">qq")
 _RETRY_TOPIC = b"RETRY_TOPIC"
 
-POP_HEADER: Spec = {
+# the fields every POP request header starts with (the queue it names)
+_QUEUE: Spec = {
     "consumerGroup": (STR, True),
     "topic": (STR, True),
     "queueId": (INT, True),
+}
+POP_HEADER: Spec = {
+    **_QUEUE,
     "maxMsgNums": (INT, True),
     "invisibleTime": (LONG, True),
     "pollTime": (LONG, True),
@@ -87,33 +91,23 @@ POP_HEADER: Spec = {
     "shmqLocal": (BOOL, False),
 }
 ACK_HEADER: Spec = {
-    "consumerGroup": (STR, True),
-    "topic": (STR, True),
-    "queueId": (INT, True),
+    **_QUEUE,
     "extraInfo": (STR, True),
     "offset": (LONG, True),
 }
 CHANGE_HEADER: Spec = {**ACK_HEADER, "invisibleTime": (LONG, True)}
 PEEK_HEADER: Spec = {
-    "consumerGroup": (STR, True),
-    "topic": (STR, True),
-    "queueId": (INT, True),
+    **_QUEUE,
     "maxMsgNums": (INT, True),
 }
 NOTIFICATION_HEADER: Spec = {
-    "consumerGroup": (STR, True),
-    "topic": (STR, True),
-    "queueId": (INT, True),
+    **_QUEUE,
     "pollTime": (LONG, True),
     "bornTime": (LONG, False),
     "order": (BOOL, False),
     "attemptId": (STR, False),
 }
-POLLING_INFO_HEADER: Spec = {
-    "consumerGroup": (STR, True),
-    "topic": (STR, True),
-    "queueId": (INT, True),
-}
+POLLING_INFO_HEADER: Spec = _QUEUE
 
 
 def now_ms() -> int:
