@@ -92,7 +92,9 @@ class DuplexChannel:
             if self._sock is not None:
                 return self._sock
             try:
-                sock = open_connection(self.host, self.port, self.connect_timeout, self.tls)
+                sock = open_connection(
+                    self.host, self.port, self.connect_timeout, self.tls, shared=True
+                )
             except OSError as exc:
                 reason = exc.strerror or str(exc) or type(exc).__name__
                 raise RemotingConnectError(f"cannot connect to {self.addr}: {reason}") from exc

@@ -125,7 +125,7 @@ class PipelinedChannel:
         self.max_in_flight = max_in_flight
         host, port = parse_addr(addr)
         try:
-            sock = open_connection(host, port, connect_timeout, tls)
+            sock = open_connection(host, port, connect_timeout, tls, shared=True)
         except OSError as exc:
             reason = exc.strerror or str(exc) or type(exc).__name__
             raise RemotingConnectError(f"cannot connect to {addr}: {reason}") from exc

@@ -60,6 +60,7 @@ from shmq.remoting.tls_server import (
     TlsRefused,
     TlsServerConfig,
 )
+from shmq.remoting.tls_socket import SharedTlsSocket
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,12 @@ class Connection:
             except OSError as exc:
                 raise RemotingConnectError(f"cannot send to {self.peer}: {exc}") from exc
 
-    def upgrade(self, sock: socket.socket) -> bool:
+    @property
+    def tls(self) -> bool:
+        """Whether the connection speaks TLS."""
+        return isinstance(self.sock, SharedTlsSocket)
+
+    def upgrade(self, sock: socket.socket | SharedTlsSocket) -> bool:
         """Serve the connection on ``sock`` (its TLS socket); False, ``sock`` closed, when
         the connection was closed meanwhile (the server stops)."""
         with self._send_lock:

@@ -12,6 +12,8 @@ import socket
 import ssl
 from dataclasses import dataclass
 
+from shmq.remoting.tls_socket import SharedTlsSocket
+
 # What a non-blocking read or write raises when it would wait: a plain socket's
 # BlockingIOError, or an SSL socket's wish to read or write first.
 WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
@@ -66,24 +68,27 @@ def client_context(options: TlsOptions) -> ssl.SSLContext:
 
 
 def open_connection(
-    host: str, port: int, timeout: float, tls: TlsOptions | None = None
-) -> socket.socket:
+    host: str, port: int, timeout: float, tls: TlsOptions | None = None, *, shared: bool = False
+) -> socket.socket | SharedTlsSocket:
     """A connected TCP socket to ``host:port`` with Nagle off, TLS-wrapped and handshaken
     when ``tls`` is given; the connect and the handshake each within ``timeout`` s, after
-    which the socket keeps that timeout (callers set their own). ``OSError`` (including
+    which the socket keeps that timeout (callers set their own). ``shared``: a TLS socket
+    one thread reads while others write (``SharedTlsSocket``). ``OSError`` (including
     ``ssl.SSLError``, e.g. a refused certificate) when it cannot."""
     sock = socket.create_connection((host, port), timeout=timeout)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if tls is not None:
             sock = client_context(tls).wrap_socket(sock, server_hostname=host)
+            if shared:
+                return SharedTlsSocket(sock)
     except BaseException:
         sock.close()
         raise
     return sock
 
 
-def tls_pending(sock: socket.socket) -> int:
+def tls_pending(sock: socket.socket | SharedTlsSocket) -> int:
     """Bytes an SSL socket already decrypted and holds (0 for a plain socket): a ``select``
     on the socket does not see them, so a non-blocking reader reads again while any wait."""
-    return sock.pending() if isinstance(sock, ssl.SSLSocket) else 0
+    return sock.pending() if isinstance(sock, ssl.SSLSocket | SharedTlsSocket) else 0

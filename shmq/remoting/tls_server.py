@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from shmq.errors import ConfigError, RemotingConnectError
 from shmq.java_properties import parse_properties
+from shmq.remoting.tls_socket import SharedTlsSocket
 
 DISABLED, PERMISSIVE, ENFORCING = "disabled", "permissive", "enforcing"
 MODES = (DISABLED, PERMISSIVE, ENFORCING)
@@ -190,9 +191,12 @@ class TlsGate:
         caller drives it with ``do_handshake``)."""
         return self.context().wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
 
-    def admit(self, sock: socket.socket, first_byte_timeout: float) -> socket.socket | None:
+    def admit(
+        self, sock: socket.socket, first_byte_timeout: float
+    ) -> socket.socket | SharedTlsSocket | None:
         """A blocking new connection as the server is to serve it: itself (plain) or its SSL
-        socket, handshaken; None when it closed before its first byte. The first byte is
+        socket, handshaken (shared: the connection's thread reads it while others answer on
+        it); None when it closed before its first byte. The first byte is
         waited for ``first_byte_timeout`` s, the handshake ``handshake_timeout`` s (a client
         that starts one and stalls holds its thread no longer); ``TlsRefused``,
         ``TimeoutError`` or ``OSError`` otherwise. The socket's timeout is restored."""
@@ -212,4 +216,4 @@ class TlsGate:
             tls.close()
             raise
         tls.settimeout(timeout)
-        return tls
+        return SharedTlsSocket(tls)

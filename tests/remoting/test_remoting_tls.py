@@ -5,6 +5,7 @@ tests/proxy/test_proxy_tls.py."""
 
 from __future__ import annotations
 
+import queue
 import socket
 import threading
 import time
@@ -35,13 +36,13 @@ def serve(mode: str, certs: tuple[str, str] | None, **kwargs) -> RemotingServer:
     tls = TlsServerConfig(mode, *(certs or ()), test_mode=certs is None)
     server = RemotingServer(tls=tls, **kwargs)
     server.register(RequestCode.HEART_BEAT, lambda req, conn: RemotingCommand.response_to(
-        req, ResponseCode.SUCCESS, remark=type(conn.sock).__name__))  # fmt: skip
+        req, ResponseCode.SUCCESS, remark="tls" if conn.tls else "plain"))  # fmt: skip
     server.start()
     return server
 
 
 def ask(client: RemotingClient, server: RemotingServer) -> str:
-    """The socket type the server answered on (``SSLSocket``: TLS)."""
+    """How the server's side of the connection speaks: "tls" or "plain"."""
     request = RemotingCommand.request(RequestCode.HEART_BEAT)
     response = client.invoke(server.address, request, timeout=5)
     assert response.code == ResponseCode.SUCCESS
@@ -50,8 +51,7 @@ def ask(client: RemotingClient, server: RemotingServer) -> str:
 
 @pytest.mark.parametrize(
     ("mode", "plain", "tls"),
-    [("permissive", "socket", "SSLSocket"), ("enforcing", None, "SSLSocket"),
-     ("disabled", "socket", None)],
+    [("permissive", "plain", "tls"), ("enforcing", None, "tls"), ("disabled", "plain", None)],
 )  # fmt: skip
 def test_each_mode_serves_what_its_first_byte_rule_says(certs, mode, plain, tls):
     server = serve(mode, certs)
@@ -71,7 +71,7 @@ def test_test_mode_serves_tls_with_a_self_signed_certificate():
     server = serve("permissive", None)
     try:
         with RemotingClient(tls=True) as client:  # trusts any certificate
-            assert ask(client, server) == "SSLSocket"
+            assert ask(client, server) == "tls"
         with (
             RemotingClient(tls=TlsOptions(verify=True)) as client,  # the system's CAs
             pytest.raises(RemotingConnectError, match="CERTIFICATE_VERIFY_FAILED"),
@@ -88,9 +88,9 @@ def test_a_stalled_handshake_holds_no_one_and_is_closed_after_its_timeout(certs)
         stalled = socket.create_connection(("127.0.0.1", server.port))
         stalled.sendall(b"\x16\x03\x01")  # a TLS record's start, and then nothing
         with RemotingClient(tls=TlsOptions(ca_file=certs[0])) as client:
-            assert ask(client, server) == "SSLSocket"
+            assert ask(client, server) == "tls"
         with RemotingClient() as client:
-            assert ask(client, server) == "socket"
+            assert ask(client, server) == "plain"
         stalled.settimeout(5)
         started = time.monotonic()
         assert stalled.recv(100) == b""  # closed by the server
@@ -154,3 +154,69 @@ def test_a_tls_config_file_overrides_the_keys(tmp_path, certs):
                     f"tls.server.keyPath={certs[1]}\ntls.test.mode.enable=false\n")  # fmt: skip
     tls = TlsServerConfig().with_file(str(path))
     assert (tls.mode, tls.cert_path, tls.test_mode) == ("enforcing", certs[0], False)
+
+
+def test_tls_connections_read_and_written_by_different_threads_at_once(certs):
+    """Issue 52's fault: one SSL object used by two threads at once (a connection's reader
+    and another thread's write, on both ends) closed TLS connections under pipelined bulk
+    sends. Here the server answers from another thread (as its send-answer and pull-hold
+    threads do) while it reads the next requests, and four client threads write while the
+    channel's reader reads: every request is answered, with its own body."""
+    answers: queue.SimpleQueue = queue.SimpleQueue()
+
+    def answer_later(req, conn):
+        answers.put((req, conn))
+        return None
+
+    def answerer():
+        while (item := answers.get()) is not None:
+            req, conn = item
+            conn.send(RemotingCommand.response_to(req, ResponseCode.SUCCESS, body=req.body))
+
+    server = serve("enforcing", certs)
+    server.register(RequestCode.SEND_MESSAGE, answer_later)
+    thread = threading.Thread(target=answerer, daemon=True)
+    thread.start()
+    channel = PipelinedChannel(server.address, tls=TlsOptions(ca_file=certs[0]))
+    per_thread, senders = 400, 4
+    got: dict[int, bytes] = {}
+    sent: dict[int, bytes] = {}
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def callback_for(opaque: int):
+        def callback(reply, error) -> None:
+            if error is not None:
+                errors.append(error)
+                done.set()
+                return
+            got[opaque] = reply.body
+            if len(got) == per_thread * senders:
+                done.set()
+
+        return callback
+
+    def send(k: int) -> None:
+        for i in range(per_thread):
+            request = RemotingCommand.request(
+                RequestCode.SEND_MESSAGE, body=bytes([k, i % 256]) * (1000 + 37 * i)
+            )
+            request.opaque = channel.next_opaque()
+            sent[request.opaque] = request.body
+            channel.send(request.opaque, request.encode(), callback_for(request.opaque),
+                         time.monotonic() + 30)  # fmt: skip
+
+    try:
+        threads = [threading.Thread(target=send, args=(k,)) for k in range(senders)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert done.wait(60)
+        assert not errors, errors[0]
+        assert got == sent
+    finally:
+        channel.close()
+        server.stop()
+        answers.put(None)
+        thread.join(5)
