@@ -332,6 +332,7 @@ class Broker:
             idle_timeout=cfg.server_channel_max_idle_time_seconds,
             frame_timeout=cfg.server_frame_timeout_seconds,
             tls=cfg.tls_server,
+            workers=cfg.server_worker_threads,
         )
         if cfg.acl_enable:  # a missing or bad plain_acl.yml stops the start here
             self.acl = PlainAcl(PlainAclFile(acl_file_path(cfg)), inner_account())

@@ -1,5 +1,5 @@
 """Reading frames from a socket: one frame at a time (``read_frame``, a client's wait for
-its answer) or through a buffer (``FrameReader``, a connection's reader thread). Both keep
+its answer) or through a buffer (``FrameReader``, a duplex channel's reader thread). Both keep
 the same rules: a length is checked before anything more is read, and memory grows with
 the bytes that arrive, never with the length announced."""
 
@@ -10,7 +10,6 @@ import struct
 import time
 
 from shmq.errors import RemotingConnectError, RemotingFrameError
-from shmq.remoting.frame_budget import FrameBudget
 from shmq.remoting.protocol import MAX_FRAME_SIZE, RemotingCommand, decode_frame
 
 RECV_CHUNK = 64 * 1024
@@ -46,7 +45,7 @@ def _receive(
     return True
 
 
-def _frame_buffer(n: int) -> memoryview:
+def frame_buffer(n: int) -> memoryview:
     """Room for ``n`` bytes to receive into. Above ``RECV_CHUNK`` it is left uninitialised
     (``numpy.empty``: pages the kernel maps when a receive writes them), so memory still
     grows with the bytes that arrive, and a frame is not copied while it comes in (only
@@ -62,7 +61,7 @@ def _recv_exactly(
     sock: socket.socket, n: int, deadline: float | None, eof_ok: bool
 ) -> memoryview | None:
     """``n`` bytes from ``sock``; None on EOF before the first byte if ``eof_ok``."""
-    buf = _frame_buffer(n)
+    buf = frame_buffer(n)
     return buf if _receive(sock, buf, 0, deadline, eof_ok) else None
 
 
@@ -107,33 +106,20 @@ class FrameReader:
     length is in, the socket's own timeout the wait for the next one).
 
     Why: ``read_frame`` reads a length, then its frame: two receives per frame, each
-    letting the GIL go and taking it back. A server thread per connection that does so
-    makes every request a round of GIL hand-overs between the connection threads. A
-    receive here takes whatever has arrived, so a small frame costs one and pipelined
-    frames share one.
-
-    With a ``budget`` (a server's), a frame longer than ``RECV_CHUNK`` reserves its length
-    from it before its body is received (``RemotingFrameError`` when it gets none) and
-    holds it until the next ``read`` or ``release``: a server's connection thread handles a
-    request before it reads the next. Smaller frames take none: they are received into the
-    connection's own buffer (one frame and at most one receive beyond it), so they are
-    bounded per connection, and a budget taken by stalled large frames never keeps the
-    small requests of the control plane (heartbeats, offsets, pulls) from being served."""
+    letting the GIL go and taking it back. A receive here takes whatever has arrived, so
+    a small frame costs one and pipelined frames share one."""
 
     def __init__(
         self, sock: socket.socket, max_frame: int = MAX_FRAME_SIZE,
-        frame_timeout: float | None = None, budget: FrameBudget | None = None,
+        frame_timeout: float | None = None,
     ) -> None:  # fmt: skip
         self.sock = sock
         self.max_frame = max_frame
         self.frame_timeout = frame_timeout
-        self.budget = budget
-        self._held = 0  # bytes of ``budget`` the frame read last holds
         self._buf = bytearray()
         self._pos = 0  # the unread bytes are _buf[_pos:]
 
     def read(self) -> RemotingCommand | None:
-        self.release()
         if not self._fill(4, None):
             return None
         (length,) = _INT32.unpack_from(self._buf, self._pos)
@@ -143,9 +129,6 @@ class FrameReader:
             timeout = self.frame_timeout
             deadline = None if timeout is None else time.monotonic() + timeout
             if length > RECV_CHUNK:
-                if self.budget is not None:
-                    self.budget.reserve(length)
-                    self._held = length
                 return decode_frame(self._read_large(length, deadline))
             self._fill(4 + length, deadline)
         start, end = self._pos + 4, self._pos + 4 + length
@@ -157,19 +140,11 @@ class FrameReader:
             self._pos = end
         return decode_frame(payload)
 
-    def release(self) -> None:
-        """Give the budget back the bytes the frame read last holds (its request is done,
-        or the connection closes)."""
-        if self._held:
-            assert self.budget is not None
-            self.budget.release(self._held)
-            self._held = 0
-
     def _read_large(self, length: int, deadline: float | None) -> memoryview:
         """The payload of a frame longer than ``RECV_CHUNK``, received straight into its
         own buffer (what is buffered of it already is copied there first)."""
         have = memoryview(self._buf)[self._pos + 4 :]
-        payload = _frame_buffer(length)
+        payload = frame_buffer(length)
         payload[: len(have)] = have
         filled = len(have)
         have.release()

@@ -1,32 +1,44 @@
-"""A threaded TCP server for control-plane requests (namesrv and broker control servers).
+"""The remoting server (the broker's and the namesrv's port): an event loop for the
+connections, a bounded pool of workers for the requests.
 
-The control plane is rare and small (registrations, routes, offsets, admin), so simple wins
-over fast: one accept thread, one thread per connection, handlers run on the connection's
-thread in arrival order. A connection that sends a frame the server cannot answer (a bad
-length, a header that is not JSON, a response frame) is closed with one warning; a request
-whose header breaks only after its opaque was read is answered with SYSTEM_ERROR and the
-connection kept (``RemotingHeaderError``). The server and every other connection keep
-working. Handlers may also push oneway
-requests to a client through ``Connection.send`` from any thread, or call a client and wait
-for its answer (``Connection.invoke``: RocketMQ's ``Broker2Client.callClient``, e.g.
-GET_CONSUMER_RUNNING_INFO); the connection's thread hands such responses to the caller, and
-a response frame that answers nothing asked on that connection still closes it.
+Why not a thread per connection (what this was): 600 idle connections cost the broker 676
+threads, and 300 slow-loris connections with pipelined pulls never read 316 threads and
++134 MB (issue 53, item 4). Here one thread runs an asyncio loop that accepts, reads,
+decrypts (TLS: asyncio's SSL protocol, so one thread uses each SSL object) and writes every
+connection; requests run on ``workers`` threads. A connection's requests run one at a time
+and in arrival order (a producer's sends stay in order), different connections' in
+parallel; a connection costs memory, not a thread.
 
-Nothing a peer sends may cost the server more than a bound: a frame's memory grows only as
-its bytes arrive, a frame must complete within ``frame_timeout`` once its length is read,
-the large frames of all connections together hold at most ``max_buffered_bytes``
-(``frame_budget``: a frame that finds no room within a second closes its connection), a
-connection silent for ``idle_timeout`` (RocketMQ's ``serverChannelMaxIdleTimeSeconds``,
-120 s) is closed, at most ``max_connections`` are served at once (more are closed at
-accept), and the warnings about bad peers are rate-limited.
+Nothing a peer sends may cost the server more than a bound:
+- a frame's length is checked before anything more is read, and its memory grows only as
+  its bytes arrive; a frame must complete within ``frame_timeout`` once its length is read;
+- frames over ``RECV_CHUNK`` reserve their length from the server's ``frame_budget``
+  (``max_buffered_bytes`` over all connections) until their request is done; a frame that
+  finds no room within ``frame_budget.wait`` closes its connection, with a warning naming
+  the budget;
+- a connection whose requests wait unhandled past ``MAX_INBOX_BYTES``, or whose answers
+  wait unsent past ``WRITE_HIGH_WATER`` (a peer that does not read them), is not read
+  until they drain (Netty's channel water marks): its further requests wait in the peer's
+  socket, not in the broker;
+- a connection silent for ``idle_timeout`` (RocketMQ's ``serverChannelMaxIdleTimeSeconds``,
+  120 s) is closed, at most ``max_connections`` are served at once (more are closed at
+  accept), and the warnings about bad peers are rate-limited.
 
-TLS is decided per connection on its own thread, before its first frame (``tls_server``:
-the first byte tells TLS from plain TCP, the mode says which are served), so a client that
-starts a handshake and stalls holds only its thread, and only for the handshake timeout.
+A connection that sends a frame the server cannot answer (a bad length, a header that is
+not JSON, a response that answers nothing) is closed with one warning; a request whose
+header breaks only after its opaque was read is answered with SYSTEM_ERROR and the
+connection kept (``RemotingHeaderError``). Handlers may push oneway requests to a client
+through ``Connection.send`` from any thread, or call a client and wait for its answer
+(``Connection.invoke``: RocketMQ's ``Broker2Client.callClient``).
+
+TLS is decided per connection by its first byte and the mode (``tls_server``), before the
+connection is served; the handshake is bounded by ``handshake_timeout``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -35,6 +47,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from shmq.errors import (
     RemotingConnectError,
@@ -44,13 +57,14 @@ from shmq.errors import (
     ShmqError,
 )
 from shmq.remoting.frame_budget import MAX_BUFFERED_BYTES, FrameBudget
-from shmq.remoting.frames import FrameReader
+from shmq.remoting.frames import RECV_CHUNK, frame_buffer
 from shmq.remoting.pending import PendingCalls
 from shmq.remoting.protocol import (
     MAX_FRAME_SIZE,
     RemotingCommand,
     RemotingHeaderError,
     ResponseCode,
+    decode_frame,
     request_name,
 )
 from shmq.remoting.tls_server import (
@@ -60,7 +74,6 @@ from shmq.remoting.tls_server import (
     TlsRefused,
     TlsServerConfig,
 )
-from shmq.remoting.tls_socket import SharedTlsSocket
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +81,20 @@ STOP_TIMEOUT_S = 1.0
 IDLE_TIMEOUT_S = 120.0
 FRAME_TIMEOUT_S = 30.0
 MAX_CONNECTIONS = 1024
+WORKERS = 16  # threads that run requests, for every connection of a server
 WARNINGS_PER_MINUTE = 20
 LATE_ANSWERS = 16  # opaques of calls to a client that timed out, whose answer may still come
+SWEEP_S = 0.25  # how often idle connections and slow frames are looked for
+BUDGET_RETRY_S = 0.02  # how often a frame waiting for room in the budget looks again
+MAX_INBOX_BYTES = 1 << 20  # a connection's requests read but not handled yet: their bytes
+MAX_INBOX_REQUESTS = 256  # and their number
+TURN = 32  # requests of one connection a worker handles before the others' turn
+WRITE_HIGH_WATER = 256 << 10  # a connection's answers not sent yet (Netty's water marks)
+WRITE_LOW_WATER = 64 << 10
+# a request read and not handled yet: itself, the frame budget bytes it holds, its size
+_Queued = tuple[RemotingCommand, int, int]
+_END_OF_INPUT = (None, 0, 0)  # the peer sent its last request: close once it is answered
+_DISCONNECTED = None  # the inbox's last entry: the disconnect callbacks run after the rest
 
 Handler = Callable[[RemotingCommand, "Connection"], RemotingCommand | None]
 # None when the request may be handled; raises (a ResponseError: its code and remark) if not
@@ -81,15 +106,24 @@ def _addr(host: str, port: int) -> str:
 
 
 class Connection:
-    """One accepted client connection; ``send`` and ``invoke`` are safe from any thread."""
+    """One accepted client connection; ``send``, ``invoke`` and ``close`` are safe from any
+    thread (frames go out through the server's loop, in the order they were sent)."""
 
-    def __init__(self, sock: socket.socket, conn_id: int, peer: str) -> None:
-        self.sock = sock
+    def __init__(self, conn_id: int, peer: str, loop: asyncio.AbstractEventLoop) -> None:
         self.id = conn_id
         self.peer = peer
-        self._send_lock = threading.Lock()
+        self.tls = False  # whether the connection speaks TLS (known once it is served)
+        self._loop = loop
+        self._transport: asyncio.Transport | None = None
+        self._lock = threading.Lock()
+        self._outbox: list[bytes] = []
+        self._flush_due = False
         self._closed = False
         self._calls = PendingCalls(peer, LATE_ANSWERS)
+        # requests read and not handled yet, run by one worker at a time (``_draining``)
+        self._inbox: collections.deque[_Queued | None] = collections.deque()
+        self._inbox_bytes = 0
+        self._draining = False
 
     def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``request`` to the client and wait for its response (any code);
@@ -103,45 +137,273 @@ class Connection:
         return self._calls.answered(response)
 
     def send(self, cmd: RemotingCommand) -> None:
-        """Write one frame; ``RemotingConnectError`` if the connection is gone."""
+        """Queue one frame for the connection; ``RemotingConnectError`` if it is closed.
+        Frames sent while the loop has not written the last ones go out in one write."""
         frame = cmd.encode()
-        with self._send_lock:
+        with self._lock:
             if self._closed:
                 raise RemotingConnectError(f"connection to {self.peer} is closed")
-            try:
-                self.sock.sendall(frame)
-            except OSError as exc:
-                raise RemotingConnectError(f"cannot send to {self.peer}: {exc}") from exc
+            self._outbox.append(frame)
+            if self._flush_due:
+                return
+            self._flush_due = True
+        try:
+            self._loop.call_soon_threadsafe(self._flush)
+        except RuntimeError as exc:  # the loop is closed: the server stopped
+            raise RemotingConnectError(f"connection to {self.peer} is closed") from exc
 
-    @property
-    def tls(self) -> bool:
-        """Whether the connection speaks TLS."""
-        return isinstance(self.sock, SharedTlsSocket)
-
-    def upgrade(self, sock: socket.socket | SharedTlsSocket) -> bool:
-        """Serve the connection on ``sock`` (its TLS socket); False, ``sock`` closed, when
-        the connection was closed meanwhile (the server stops)."""
-        with self._send_lock:
-            if not self._closed:
-                self.sock = sock
-                return True
-        sock.close()
-        return False
+    def _flush(self) -> None:
+        """Write what ``send`` queued (on the loop)."""
+        with self._lock:
+            frames, self._outbox = self._outbox, []
+            self._flush_due = False
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(b"".join(frames) if len(frames) > 1 else frames[0])
 
     def close(self) -> None:
-        """Close the socket (wakes the connection's reader thread); idempotent. A caller
-        still waiting in ``invoke`` fails at once."""
-        with self._send_lock:
+        """Close the connection; idempotent. A caller still waiting in ``invoke`` fails at
+        once; requests already read are still handled (their answers are dropped)."""
+        with self._lock:
             if self._closed:
                 return
             self._closed = True
         self._calls.fail_all()
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
+        with contextlib.suppress(RuntimeError):  # a closed loop closed its transports
+            self._loop.call_soon_threadsafe(self._abort)
+
+    def _abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+    def finish(self) -> None:
+        """Close the connection once what was sent is written (the peer sent its last
+        request and has its answers)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._calls.fail_all()
+        with contextlib.suppress(RuntimeError):  # after a pending ``_flush``: FIFO
+            self._loop.call_soon_threadsafe(self._close_when_written)
+
+    def _close_when_written(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def __repr__(self) -> str:
         return f"Connection(id={self.id}, peer={self.peer})"
+
+
+def _full(conn: Connection) -> bool:
+    """Whether the connection's unhandled requests are over their bound."""
+    return conn._inbox_bytes > MAX_INBOX_BYTES or len(conn._inbox) > MAX_INBOX_REQUESTS
+
+
+class _FrameProtocol(asyncio.Protocol):
+    """Reads one connection's frames on the loop and hands its requests to the server."""
+
+    def __init__(self, server: RemotingServer, conn: Connection) -> None:
+        self.server = server
+        self.conn = conn
+        self.transport: asyncio.Transport | None = None
+        self._buf = bytearray()
+        self._large: memoryview | None = None  # the payload of a frame over RECV_CHUNK
+        self._large_filled = 0
+        self._waiting_budget: int = 0  # the length of a large frame waiting for room
+        self._budget_deadline = 0.0
+        self.frame_started: float | None = None  # a frame's length is read, not its end
+        self.last_read = time.monotonic()
+        self._paused = {"inbox": False, "writes": False, "budget": False}
+
+    # -- asyncio's callbacks -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(WRITE_HIGH_WATER, WRITE_LOW_WATER)
+        self.conn.tls = transport.get_extra_info("ssl_object") is not None
+        self.conn._transport = transport
+        self.server._protocols[self.conn.id] = self
+        if self.conn.closed:  # closed (the server stops) before it was served
+            transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_read = time.monotonic()
+        view = memoryview(data)
+        if self._large is not None:
+            view = self._fill_large(view)
+        if view:
+            self._buf += view
+        self._parse()
+
+    def eof_received(self) -> bool:
+        """The peer will send no more: a frame it began is cut off (the connection closes
+        with a warning), else its requests are answered before it closes."""
+        if self._large is not None or self._buf or self._waiting_budget:
+            have = self._large_filled + 4 if self._large is not None else len(self._buf)
+            need = len(self._large) + 4 if self._large is not None else self._needed()
+            self._refuse(f"connection closed in the middle of a frame ({have} of {need} bytes"
+                         " read)")  # fmt: skip
+            return False
+        self.server._enqueue(self.conn, _END_OF_INPUT)
+        return True  # keep writing the answers; ``Connection.finish`` closes
+
+    def _needed(self) -> int:
+        """The bytes of the frame begun in the buffer (its length once 4 bytes are in)."""
+        buf = self._buf
+        return 4 + int.from_bytes(buf[:4], "big", signed=True) if len(buf) >= 4 else 4
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._large is not None:  # a large frame cut off: its budget is free again
+            self.server.frame_budget.release(len(self._large))
+            self._large = None
+        self._waiting_budget = 0
+        self.server._lost(self)
+
+    def pause_writing(self) -> None:
+        self._pause("writes")
+
+    def resume_writing(self) -> None:
+        self._resume("writes")
+
+    # -- frames --------------------------------------------------------------------------------
+
+    def _parse(self) -> None:
+        """Hand over every whole frame buffered; start a large frame's own buffer."""
+        buf = self._buf
+        pos = 0
+        max_frame = self.server.max_frame
+        closing = self.transport.is_closing
+        while (len(buf) - pos >= 4 and self._large is None and not self._waiting_budget
+               and not closing()):  # fmt: skip
+            length = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            if length < 4 or length > max_frame:
+                self._refuse(f"frame length {length} is outside [4, {max_frame}]")
+                return
+            if length > RECV_CHUNK:
+                del buf[:pos]
+                pos = 0
+                self._start_large(length)
+                continue
+            if len(buf) - pos - 4 < length:
+                break
+            with memoryview(buf) as view:
+                payload = view[pos + 4 : pos + 4 + length]
+                pos += 4 + length
+                self.frame_started = None
+                self._deliver(payload, 0)
+                payload.release()
+        del buf[:pos]
+        begun = buf or self._large is not None or self._waiting_budget
+        if begun and self.frame_started is None:  # a frame began: it must end in frame_timeout
+            self.frame_started = time.monotonic()
+
+    def _start_large(self, length: int) -> None:
+        """A frame over ``RECV_CHUNK``: reserve its length from the budget (or wait, not
+        reading, for room), then receive it into a buffer of its own."""
+        budget = self.server.frame_budget
+        if not budget.try_reserve(length):
+            if not self._waiting_budget:
+                self._waiting_budget = length
+                self._budget_deadline = time.monotonic() + budget.wait
+                self._pause("budget")
+            if time.monotonic() >= self._budget_deadline or length > budget.limit:
+                self._waiting_budget = 0
+                self._refuse(budget.refusal(length))
+                return
+            self.server.loop.call_later(BUDGET_RETRY_S, self._retry_budget)
+            return
+        if self._waiting_budget:
+            self._waiting_budget = 0
+            self._resume("budget")
+        self._large = frame_buffer(length)
+        self._large_filled = 0
+        with memoryview(self._buf) as view:
+            rest = self._fill_large(view[4:])
+            tail = bytes(rest)
+            rest.release()
+        self._buf[:] = tail
+
+    def _retry_budget(self) -> None:
+        if self._waiting_budget and self.transport is not None and not self.transport.is_closing():
+            self._start_large(self._waiting_budget)
+            self._parse()
+
+    def _fill_large(self, data: memoryview) -> memoryview:
+        """Copy what ``data`` holds of the large frame; what is left of ``data`` after it."""
+        large = self._large
+        assert large is not None
+        take = min(len(data), len(large) - self._large_filled)
+        large[self._large_filled : self._large_filled + take] = data[:take]
+        self._large_filled += take
+        if self._large_filled == len(large):
+            self._large = None
+            self.frame_started = None
+            self._deliver(large, len(large))
+        return data[take:]
+
+    def _deliver(self, payload: memoryview, held: int) -> None:
+        """Decode one frame and queue its request (``held``: budget bytes it keeps until
+        it is handled); a response answers an ``invoke``."""
+        server, conn = self.server, self.conn
+        try:
+            request = decode_frame(payload)
+        except RemotingHeaderError as exc:
+            server.frame_budget.release(held)
+            if not server._answer_malformed(exc, conn):
+                self._abort()
+            return
+        except RemotingFrameError as exc:
+            server.frame_budget.release(held)
+            self._refuse(str(exc))
+            return
+        if request.is_response:
+            server.frame_budget.release(held)
+            if not conn.answered(request):
+                server._warnings.warn(
+                    "%s server: closing %s: it sent a response frame (%s, opaque %d)"
+                    " where a request was expected",
+                    server.name, conn.peer, request_name(request.code), request.opaque,
+                )  # fmt: skip
+                self._abort()
+            return
+        if server._enqueue(conn, (request, held, len(payload))):
+            self._pause("inbox")
+
+    def _refuse(self, reason: str) -> None:
+        self.server._warnings.warn(
+            "%s server: closing %s: %s", self.server.name, self.conn.peer, reason
+        )
+        self._abort()
+
+    def _abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- reading paused while the connection is behind ------------------------------------------
+
+    def _pause(self, why: str) -> None:
+        if not any(self._paused.values()) and self.transport is not None:
+            with contextlib.suppress(RuntimeError):
+                self.transport.pause_reading()
+        self._paused[why] = True
+
+    def _resume(self, why: str) -> None:
+        was = any(self._paused.values())
+        self._paused[why] = False
+        if was and not any(self._paused.values()) and self.transport is not None:
+            with contextlib.suppress(RuntimeError):
+                self.transport.resume_reading()
+            self.last_read = time.monotonic()  # it was not read: not idle meanwhile
+
+    def inbox_drained(self) -> None:
+        """(On the loop) the connection's requests fell below the inbox bound."""
+        if not _full(self.conn):
+            self._resume("inbox")
 
 
 class RemotingServer:
@@ -160,6 +422,7 @@ class RemotingServer:
         frame_timeout: float = FRAME_TIMEOUT_S,
         tls: TlsServerConfig | None = None,
         handshake_timeout: float = HANDSHAKE_TIMEOUT_S,
+        workers: int = WORKERS,
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -175,6 +438,7 @@ class RemotingServer:
         self.idle_timeout = idle_timeout
         self.frame_timeout = frame_timeout
         self.tls = TlsGate(tls or TlsServerConfig(mode=DISABLED), handshake_timeout)
+        self.workers = workers
         self._warnings = _RateLimitedLog(log, WARNINGS_PER_MINUTE)
         self._handlers: dict[int, Handler] = {}
         # the broker's ACL check (RocketMQ's RPC hook): every request passes it before its
@@ -184,10 +448,16 @@ class RemotingServer:
         self._listener: socket.socket | None = None
         self._port = port
         self._lock = threading.Lock()
-        self._connections: dict[int, tuple[Connection, threading.Thread]] = {}
+        self._connections: dict[int, Connection] = {}
+        self._protocols: dict[int, _FrameProtocol] = {}  # the loop's own (served connections)
         self._conn_ids = itertools.count(1)
-        self._accept_thread: threading.Thread | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # made by ``start``
+        # accepted, not served yet: waiting for a first byte (its timer) or a TLS handshake
+        self._unserved: dict[int, tuple[socket.socket, asyncio.TimerHandle | None]] = {}
+        self._loop_thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._stopping = threading.Event()
+        self._drained = threading.Condition(self._lock)  # a connection's last callbacks ran
 
     def register(self, code: int, handler: Handler) -> None:
         """Route requests with ``code`` to ``handler(request, connection)``; a returned
@@ -195,15 +465,15 @@ class RemotingServer:
         self._handlers[int(code)] = handler
 
     def on_disconnect(self, callback: Callable[[Connection], None]) -> None:
-        """Call ``callback(connection)`` once for each connection after it closes."""
+        """Call ``callback(connection)`` once for each connection after it closes, after
+        its last request was handled."""
         self._disconnect_callbacks.append(callback)
 
     def connection(self, conn_id: int) -> Connection | None:
         """The open connection with id ``conn_id``: handlers remember clients by connection
         id and later push requests to them (a transaction check-back)."""
         with self._lock:
-            entry = self._connections.get(conn_id)
-        return entry[0] if entry is not None else None
+            return self._connections.get(conn_id)
 
     @property
     def buffered_bytes(self) -> int:
@@ -220,7 +490,8 @@ class RemotingServer:
         return _addr(self.host, self._port)
 
     def start(self) -> None:
-        """Bind, listen and serve in daemon threads; ``RemotingError`` if binding fails."""
+        """Bind, listen and serve (the loop and the workers are daemon threads);
+        ``RemotingError`` if binding fails."""
         if self._listener is not None:
             raise RemotingError(f"{self.name} server is already started")
         self.tls.check()
@@ -236,149 +507,255 @@ class RemotingServer:
                 f"{self.name} server cannot listen on"
                 f" {_addr(self.host, self._requested_port)}: {reason}"
             ) from exc
+        listener.setblocking(False)
         self._listener = listener
         self._port = listener.getsockname()[1]
-        self._accept_thread = threading.Thread(
-            target=self._accept_loop, name=f"{self.name}-accept", daemon=True
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=f"{self.name}-worker")
+        self.loop = asyncio.new_event_loop()
+        self.loop.add_reader(listener.fileno(), self._accept)
+        self.loop.call_later(SWEEP_S, self._sweep)
+        self._loop_thread = threading.Thread(
+            target=self.loop.run_forever, name=f"{self.name}-loop", daemon=True
         )
-        self._accept_thread.start()
+        self._loop_thread.start()
         log.info("%s server listening on %s (TLS %s)", self.name, self.address, self.tls.mode)
 
     def stop(self) -> None:
-        """Close the listener and every connection, join the threads; idempotent."""
+        """Close the listener and every connection, run their disconnect callbacks, stop
+        the loop and the workers; idempotent."""
         if self._stopping.is_set() or self._listener is None:
             return
         self._stopping.set()
         deadline = time.monotonic() + STOP_TIMEOUT_S
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept() on Linux
-        self._listener.close()
         with self._lock:
             live = list(self._connections.values())
-        for conn, _ in live:
+        for conn in live:
             conn.close()
-        threads = [t for _, t in live]
-        if self._accept_thread is not None:
-            threads.append(self._accept_thread)
-        for thread in threads:
-            if thread is not threading.current_thread():
-                thread.join(max(0.0, deadline - time.monotonic()))
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self._close_listener)
+        with self._drained:  # every served connection's callbacks ran, or the deadline
+            while self._connections and time.monotonic() < deadline:
+                self._drained.wait(max(0.0, deadline - time.monotonic()))
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        if self._loop_thread is not None and self._loop_thread is not threading.current_thread():
+            self._loop_thread.join(max(0.1, deadline - time.monotonic()))
+            if not self._loop_thread.is_alive():
+                self.loop.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         log.info("%s server on %s stopped", self.name, self.address)
 
-    def _accept_loop(self) -> None:
+    # -- on the loop ---------------------------------------------------------------------------
+
+    def _close_listener(self) -> None:
+        """Stop accepting, and drop the connections not served yet."""
+        assert self._listener is not None
+        self.loop.remove_reader(self._listener.fileno())
+        self._listener.close()
+        for conn_id in list(self._unserved):
+            conn = self._connections.get(conn_id)
+            if conn is not None:
+                self._drop_unserved(self._unserved[conn_id][0], conn)
+
+    def _accept(self) -> None:
+        """Take every pending connection; each is served once its first byte says how."""
         assert self._listener is not None
         while not self._stopping.is_set():
             try:
                 sock, (peer_host, peer_port) = self._listener.accept()[:2]
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError:
-                if self._stopping.is_set():
-                    return
                 log.exception("%s server: accept failed", self.name)
-                time.sleep(0.05)  # e.g. EMFILE: do not spin
-                continue
+                self.loop.remove_reader(self._listener.fileno())  # e.g. EMFILE: do not spin
+                self.loop.call_later(0.05, self.loop.add_reader, self._listener.fileno(),
+                                     self._accept)  # fmt: skip
+                return
+            peer = _addr(peer_host, peer_port)
             with self._lock:
                 full = len(self._connections) >= self.max_connections
-            if full:
-                self._warnings.warn(
-                    "%s server: refusing %s: %d connections are open (the limit)",
-                    self.name, _addr(peer_host, peer_port), self.max_connections,
-                )  # fmt: skip
+                conn = None if full else Connection(next(self._conn_ids), peer, self.loop)
+                if conn is not None:
+                    self._connections[conn.id] = conn
+            if conn is None:
+                self._warnings.warn("%s server: refusing %s: %d connections are open (the "
+                                    "limit)", self.name, peer, self.max_connections)  # fmt: skip
                 sock.close()
                 continue
+            sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.settimeout(self.idle_timeout)
-            conn = Connection(sock, next(self._conn_ids), _addr(peer_host, peer_port))
-            thread = threading.Thread(
-                target=self._serve, args=(conn,), name=f"{self.name}-conn-{conn.id}", daemon=True
-            )
-            with self._lock:
-                if self._stopping.is_set():
-                    conn.close()
-                    return
-                self._connections[conn.id] = (conn, thread)
-            thread.start()
+            log.debug("%s server: %s connected (id %d)", self.name, peer, conn.id)
+            silent = self.loop.call_later(self.idle_timeout, self._silent, sock, conn)
+            self._unserved[conn.id] = (sock, silent)
+            self.loop.add_reader(sock.fileno(), self._first_byte, sock, conn, silent)
 
-    def _serve(self, conn: Connection) -> None:
-        log.debug("%s server: %s connected (id %d)", self.name, conn.peer, conn.id)
-        frames: FrameReader | None = None
-        try:
-            if not self._admit(conn):
-                return
-            frames = FrameReader(conn.sock, self.max_frame, self.frame_timeout, self.frame_budget)
-            while True:
-                try:
-                    request = frames.read()
-                except RemotingHeaderError as exc:
-                    if self._answer_malformed(exc, conn):
-                        continue
-                    return
-                except (RemotingFrameError, RemotingConnectError) as exc:
-                    self._warnings.warn("%s server: closing %s: %s", self.name, conn.peer, exc)
-                    return
-                except TimeoutError:
-                    self._warnings.warn(
-                        "%s server: closing %s: idle for %.0f s or a frame slower than %.0f s",
-                        self.name, conn.peer, self.idle_timeout, self.frame_timeout,
-                    )  # fmt: skip
-                    return
-                except OSError as exc:
-                    if not self._stopping.is_set():
-                        log.debug("%s server: %s read failed: %s", self.name, conn.peer, exc)
-                    return
-                if request is None:
-                    return
-                if request.is_response and conn.answered(request):
-                    continue
-                if request.is_response:
-                    self._warnings.warn(
-                        "%s server: closing %s: it sent a response frame (%s, opaque %d)"
-                        " where a request was expected",
-                        self.name, conn.peer, request_name(request.code), request.opaque,
-                    )  # fmt: skip
-                    return
-                response = self._dispatch(request, conn)
-                if response is None or request.is_oneway:
-                    continue
-                try:
-                    conn.send(response)
-                except RemotingConnectError as exc:
-                    log.debug("%s server: %s", self.name, exc)
-                    return
-        finally:
-            if frames is not None:
-                frames.release()
-            conn.close()
-            with self._lock:
-                self._connections.pop(conn.id, None)
-            for callback in self._disconnect_callbacks:
-                try:
-                    callback(conn)
-                except Exception:
-                    log.exception("%s server: disconnect callback failed for %r", self.name, conn)
+    def _silent(self, sock: socket.socket, conn: Connection) -> None:
+        self._warnings.warn("%s server: closing %s: silent for %.0f s", self.name, conn.peer,
+                            self.idle_timeout)  # fmt: skip
+        self._drop_unserved(sock, conn)
 
-    def _admit(self, conn: Connection) -> bool:
-        """Serve ``conn`` as its first byte and the TLS mode say (plain, or TLS once
-        handshaken); False when it is closed instead, with a warning naming why."""
+    def _drop_unserved(self, sock: socket.socket, conn: Connection) -> None:
+        _, silent = self._unserved.pop(conn.id, (None, None))
+        if silent is not None:
+            silent.cancel()
+        with contextlib.suppress(ValueError, OSError):
+            self.loop.remove_reader(sock.fileno())
+        sock.close()
+        conn.close()
+        self._forget(conn)
+
+    def _first_byte(
+        self, sock: socket.socket, conn: Connection, silent: asyncio.TimerHandle
+    ) -> None:
+        """The first byte tells TLS from plain TCP (``TlsGate.wants_tls``), then the
+        connection is served (TLS: after its handshake)."""
         try:
-            sock = self.tls.admit(conn.sock, self.idle_timeout)
+            first = sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            first, reason = b"", exc
+        else:
+            reason = None
+        silent.cancel()
+        self._unserved[conn.id] = (sock, None)
+        self.loop.remove_reader(sock.fileno())
+        if not first:
+            log.debug("%s server: %s went away before its first frame: %s", self.name,
+                      conn.peer, reason)  # fmt: skip
+            self._drop_unserved(sock, conn)
+            return
+        try:
+            tls = self.tls.wants_tls(first[0])
+            context = self.tls.context() if tls else None
         except TlsRefused as exc:
             self._warnings.warn("%s server: refusing %s: %s", self.name, conn.peer, exc)
-            return False
-        except TimeoutError:
-            self._warnings.warn(
-                "%s server: closing %s: silent for %.0f s or no TLS handshake within %.0f s",
-                self.name, conn.peer, self.idle_timeout, self.tls.handshake_timeout,
-            )  # fmt: skip
-            return False
-        except ssl.SSLError as exc:
-            self._warnings.warn("%s server: %s failed the TLS handshake: %s", self.name,
-                                conn.peer, exc)  # fmt: skip
-            return False
-        except OSError as exc:
-            log.debug("%s server: %s went away before its first frame: %s", self.name,
-                      conn.peer, exc)  # fmt: skip
-            return False
-        return sock is not None and (sock is conn.sock or conn.upgrade(sock))
+            self._drop_unserved(sock, conn)
+            return
+        self.loop.create_task(self._serve(sock, conn, context))
+
+    async def _serve(
+        self, sock: socket.socket, conn: Connection, context: ssl.SSLContext | None
+    ) -> None:
+        def protocol() -> _FrameProtocol:
+            return _FrameProtocol(self, conn)
+
+        try:
+            if context is None:
+                await self.loop.connect_accepted_socket(protocol, sock)
+            else:
+                await self.loop.connect_accepted_socket(
+                    protocol, sock, ssl=context, ssl_handshake_timeout=self.tls.handshake_timeout
+                )
+        except asyncio.CancelledError:
+            self._drop_unserved(sock, conn)
+            raise
+        except (ssl.SSLError, ConnectionError, TimeoutError, OSError) as exc:
+            if isinstance(exc, ssl.SSLError):
+                self._warnings.warn("%s server: %s failed the TLS handshake: %s", self.name,
+                                    conn.peer, exc)  # fmt: skip
+            else:
+                self._warnings.warn(
+                    "%s server: closing %s: no TLS handshake within %.0f s (%s)",
+                    self.name, conn.peer, self.tls.handshake_timeout, exc or type(exc).__name__,
+                )  # fmt: skip
+            self._drop_unserved(sock, conn)
+            return
+        self._unserved.pop(conn.id, None)
+
+    def _sweep(self) -> None:
+        """Close connections idle past ``idle_timeout`` and frames slower than
+        ``frame_timeout``; then again in ``SWEEP_S``."""
+        now = time.monotonic()
+        for proto in list(self._protocols.values()):
+            if proto.transport is None or proto.transport.is_closing():
+                continue
+            started = proto.frame_started
+            if started is not None and now - started > self.frame_timeout:
+                proto._refuse(f"a frame slower than {self.frame_timeout:.0f} s")
+            elif now - proto.last_read > self.idle_timeout:
+                proto._refuse(f"idle for {self.idle_timeout:.0f} s")
+        if not self._stopping.is_set():
+            self.loop.call_later(SWEEP_S, self._sweep)
+
+    def _lost(self, proto: _FrameProtocol) -> None:
+        """A served connection closed: its last requests still run, then its callbacks."""
+        self._protocols.pop(proto.conn.id, None)
+        proto.conn.close()
+        self._enqueue(proto.conn, _DISCONNECTED)
+
+    def _forget(self, conn: Connection) -> None:
+        with self._drained:
+            self._connections.pop(conn.id, None)
+            self._drained.notify_all()
+
+    # -- on the workers ------------------------------------------------------------------------
+
+    def _enqueue(self, conn: Connection, item: _Queued | None) -> bool:
+        """Queue a request (or the disconnect) for the connection's worker; True when its
+        inbox is over its bound (the loop stops reading it until it drains)."""
+        with conn._lock:
+            conn._inbox.append(item)
+            if item is not None:
+                conn._inbox_bytes += item[2]
+            full = _full(conn)
+            start = not conn._draining
+            conn._draining = True
+        if start:
+            self._submit(conn)
+        return full
+
+    def _submit(self, conn: Connection) -> None:
+        assert self._pool is not None
+        try:
+            self._pool.submit(self._drain, conn)
+        except RuntimeError:  # the pool is shut down: the server stopped
+            self._forget(conn)
+
+    def _drain(self, conn: Connection) -> None:
+        """Handle the connection's requests in order: until its inbox is empty, or for
+        ``TURN`` requests and then behind the other connections waiting for a worker (a
+        connection with thousands of requests pipelined does not keep the rest waiting)."""
+        for _ in range(TURN):
+            with conn._lock:
+                if not conn._inbox:
+                    conn._draining = False
+                    return
+                item = conn._inbox.popleft()
+                was_full = _full(conn)
+                if item is not None:
+                    conn._inbox_bytes -= item[2]
+                resume = was_full and not _full(conn)
+            if resume:
+                proto = self._protocols.get(conn.id)
+                if proto is not None:
+                    with contextlib.suppress(RuntimeError):
+                        self.loop.call_soon_threadsafe(proto.inbox_drained)
+            if item is _DISCONNECTED:
+                self._disconnected(conn)
+                return
+            if item is _END_OF_INPUT:
+                conn.finish()
+                continue
+            request, held, _ = item
+            try:
+                response = self._dispatch(request, conn)
+                if response is not None and not request.is_oneway:
+                    conn.send(response)
+            except RemotingConnectError as exc:
+                log.debug("%s server: %s", self.name, exc)
+            finally:
+                self.frame_budget.release(held)
+        self._submit(conn)  # ``_draining`` stays set: its turn comes again
+
+    def _disconnected(self, conn: Connection) -> None:
+        for callback in self._disconnect_callbacks:
+            try:
+                callback(conn)
+            except Exception:
+                log.exception("%s server: disconnect callback failed for %r", self.name, conn)
+        self._forget(conn)
 
     def _answer_malformed(self, exc: RemotingHeaderError, conn: Connection) -> bool:
         """Answer a request whose header broke after its opaque was read with SYSTEM_ERROR

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 from shmq.errors import ConfigError, RemotingConnectError
 from shmq.java_properties import parse_properties
-from shmq.remoting.tls_socket import SharedTlsSocket
 
 DISABLED, PERMISSIVE, ENFORCING = "disabled", "permissive", "enforcing"
 MODES = (DISABLED, PERMISSIVE, ENFORCING)
@@ -190,30 +189,3 @@ class TlsGate:
         """``sock`` as the server's side of TLS, the handshake not done yet (a non-blocking
         caller drives it with ``do_handshake``)."""
         return self.context().wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-
-    def admit(
-        self, sock: socket.socket, first_byte_timeout: float
-    ) -> socket.socket | SharedTlsSocket | None:
-        """A blocking new connection as the server is to serve it: itself (plain) or its SSL
-        socket, handshaken (shared: the connection's thread reads it while others answer on
-        it); None when it closed before its first byte. The first byte is
-        waited for ``first_byte_timeout`` s, the handshake ``handshake_timeout`` s (a client
-        that starts one and stalls holds its thread no longer); ``TlsRefused``,
-        ``TimeoutError`` or ``OSError`` otherwise. The socket's timeout is restored."""
-        timeout = sock.gettimeout()
-        sock.settimeout(first_byte_timeout)
-        first = sock.recv(1, socket.MSG_PEEK)
-        if not first:
-            return None
-        if not self.wants_tls(first[0]):
-            sock.settimeout(timeout)
-            return sock
-        tls = self.wrap(sock)
-        tls.settimeout(self.handshake_timeout)
-        try:
-            tls.do_handshake()
-        except BaseException:
-            tls.close()
-            raise
-        tls.settimeout(timeout)
-        return SharedTlsSocket(tls)

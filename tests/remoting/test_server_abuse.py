@@ -4,6 +4,7 @@ number of connections is capped, and a well-behaved client is answered throughou
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
@@ -15,7 +16,7 @@ from e2e_helpers import cluster, shm_entries
 from shmq.errors import RemotingError
 from shmq.remoting.admin_bodies import runtime_stats
 from shmq.remoting.client import RemotingClient
-from shmq.remoting.protocol import MAX_FRAME_SIZE, RequestCode
+from shmq.remoting.protocol import MAX_FRAME_SIZE, RemotingCommand, RequestCode
 
 LIMITS = {
     "serverFrameTimeoutSeconds": 2,
@@ -117,3 +118,51 @@ def test_connections_beyond_the_limit_are_refused_and_the_rest_kept(c):
     # the server forgets closed connections as their threads notice
     wait_for(lambda: answered(c), ignore=(RemotingError, OSError), interval=0.2,
              what="an answer once the connections closed")  # fmt: skip
+
+
+def threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    raise AssertionError("no Threads")
+
+
+def test_connections_cost_memory_not_threads(c):
+    """Issue 53, item 4: 600 idle connections made 676 threads in the broker (one per
+    connection). Here 70 idle connections (the limit is 80) and then 60 that pipeline
+    runtime-info requests and never read an answer leave the broker's thread count within
+    its request workers, its memory bounded, and a well-behaved client answered."""
+    assert answered(c)
+    pid = c.broker_proc.pid
+    before_threads, before_rss = threads(pid), rss_bytes(pid)
+    idle = [connect(c) for _ in range(70)]
+    try:
+        for s in idle:
+            s.sendall(b"\0")  # past the first byte: each is served (plain TCP), not waiting
+        time.sleep(0.5)  # a test of absence: a thread per connection would exist by now
+        assert threads(pid) - before_threads <= 16, "a thread per idle connection"
+        assert answered(c)
+    finally:
+        for s in idle:
+            s.close()
+    wait_for(lambda: answered(c), ignore=(RemotingError, OSError), interval=0.2,
+             what="an answer once the idle connections closed")  # fmt: skip
+    request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO).encode()
+    readers_never = [connect(c) for _ in range(60)]
+    try:
+        for s in readers_never:
+            s.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                for _ in range(500):  # until the broker stops reading it
+                    s.send(request)
+        time.sleep(1.0)
+        assert threads(pid) - before_threads <= 16, "a thread per slow-loris connection"
+        grown = rss_bytes(pid) - before_rss
+        assert grown < 128 << 20, f"60 connections that never read grew it {grown >> 20} MiB"
+        assert answered(c)
+    finally:
+        for s in readers_never:
+            s.close()
+    wait_for(lambda: answered(c), ignore=(RemotingError, OSError), interval=0.2,
+             what="an answer once the slow-loris connections closed")  # fmt: skip

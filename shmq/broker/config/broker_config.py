@@ -129,6 +129,12 @@ class BrokerConfig:
     server_max_connections: int = setting(
         1024, "shmq's own: connections the control server serves at once."
     )
+    server_worker_threads: int = setting(
+        8,
+        "Threads that run the control server's requests, for all its connections (one "
+        "connection's requests run one at a time, in order; its event loop reads and writes "
+        "every connection).",
+    )
     server_frame_timeout_seconds: int = setting(
         30, "shmq's own: seconds a request frame may take to arrive once its length is read."
     )
@@ -378,6 +384,7 @@ class BrokerConfig:
         _range(self, "grpc_server_port", 0, 65535)
         _range(self, "pop_from_retry_probability", 0, 100)
         _range(self, "server_max_connections", 1, 65536)
+        _range(self, "server_worker_threads", 1, 1024)
         _range(self, "server_channel_max_idle_time_seconds", 1, 86400)
         _range(self, "server_frame_timeout_seconds", 1, 3600)
         _range(self, "server_max_buffered_bytes", MAX_FRAME_SIZE)

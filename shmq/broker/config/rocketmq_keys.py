@@ -17,8 +17,8 @@ from shmq.config import snake_case
 IGNORED_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "RocketMQ's Java thread pools and their queues: shmq's writer, reput and flush are "
-        "processes fed by shared-memory rings, and its control server gives each connection "
-        "a thread",
+        "processes fed by shared-memory rings, and its control server runs every request on "
+        "its `serverWorkerThreads`",
         (
             "sendMessageThreadPoolNums", "putMessageFutureThreadPoolNums",
             "pullMessageThreadPoolNums", "queryMessageThreadPoolNums",
@@ -28,7 +28,7 @@ IGNORED_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "putThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity",
             "queryThreadPoolQueueCapacity", "clientManagerThreadPoolQueueCapacity",
             "consumerManagerThreadPoolQueueCapacity", "heartbeatThreadPoolQueueCapacity",
-            "endTransactionPoolQueueCapacity", "serverWorkerThreads",
+            "endTransactionPoolQueueCapacity",
             "serverCallbackExecutorThreads", "serverSelectorThreads", "clientWorkerThreads",
             "clientCallbackExecutorThreads",
         ),
