@@ -7,6 +7,7 @@ Field names are the snake_case forms of RocketMQ's ``MessageStoreConfig`` keys, 
 from __future__ import annotations
 
 import dataclasses
+import grp
 import os
 import re
 from collections.abc import Mapping
@@ -155,6 +156,14 @@ class MessageStoreConfig:
         "shmq's own: octal mode of store files (directories add x to each r); `0640` lets a "
         "group read them.",
     )
+    local_client_group: str = setting(
+        "",
+        "shmq's own: a group (name or id) whose members' clients use this broker locally "
+        "(shared memory, the store's files) though they run as another user: the store, its "
+        "segments and semaphores belong to the group, files group-readable (0640 at least), "
+        "segments group-writable (0660). The broker's user must be in it. Empty: other "
+        "users' clients go over TCP (and ACL).",
+    )
     message_delay_level: str = setting(
         "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
         "Delays of levels 1, 2, … of delayed messages (units s, m, h, d).",
@@ -211,6 +220,12 @@ class MessageStoreConfig:
             )
         if int(mode, 8) & 0o111:
             raise ConfigError(f"storeFileMode {mode} gives execute permission to store files")
+        gid = self.local_client_gid
+        if gid >= 0 and os.geteuid() != 0 and gid not in {os.getegid(), *os.getgroups()}:
+            raise ConfigError(
+                f"localClientGroup {self.local_client_group!r}: this user is not in it, so "
+                "it cannot give the store and shared memory to it"
+            )
         self.delay_levels_ms  # noqa: B018 (validates messageDelayLevel)
         if not 1 <= self.timer_max_delay_sec <= 24 * 86_400:  # the timer log's int32 delay
             raise ConfigError(
@@ -218,6 +233,17 @@ class MessageStoreConfig:
             )
         if not 10 <= self.timer_precision_ms <= 60_000:
             raise ConfigError(f"timerPrecisionMs {self.timer_precision_ms} is not in 10..60000")
+
+    @property
+    def local_client_gid(self) -> int:
+        """``local_client_group`` as a group id; -1 when none is set."""
+        name = str(self.local_client_group).strip()
+        if not name:
+            return -1
+        try:
+            return int(name) if name.isdigit() else grp.getgrnam(name).gr_gid
+        except KeyError:
+            raise ConfigError(f"localClientGroup {name!r}: no such group") from None
 
     @property
     def file_mode(self) -> int:

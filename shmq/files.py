@@ -2,8 +2,11 @@
 
 Messages and offsets are private by default: files 0600, directories 0700, whatever the
 umask. ``storeFileMode`` (e.g. ``0640``) lets a group read them (Spark executors running as
-another user); directories get the matching execute bits (0750). The mode is process-wide,
-set once from the broker config by the supervisor and by each agent before they open files.
+another user); directories get the matching execute bits (0750). ``localClientGroup`` names
+the group: what the broker creates (files, directories, shared memory) belongs to it, with
+group read (files) or read-write (shared memory), so its members' clients work locally. The
+mode and group are process-wide, set once from the broker config by the supervisor and by
+each agent before they open files.
 """
 
 from __future__ import annotations
@@ -14,17 +17,51 @@ import os
 from shmq.errors import DiskFullError
 
 DEFAULT_FILE_MODE = 0o600
-_mode = {"file": DEFAULT_FILE_MODE}
+SETGID = 0o2000
+_mode = {"file": DEFAULT_FILE_MODE, "gid": -1}
 
 
-def set_file_mode(mode: int) -> None:
+def set_file_mode(mode: int, gid: int = -1) -> None:
+    """Files get ``mode``; with a group ``gid`` (>= 0) they belong to it and it may read them."""
     if mode & ~0o666 or (mode & 0o600) != 0o600:
         raise ValueError(f"storeFileMode {mode:#o} must give the owner rw and nothing beyond rw")
-    _mode["file"] = mode
+    _mode["file"] = mode | (0o040 if gid >= 0 else 0)
+    _mode["gid"] = gid
 
 
 def file_mode() -> int:
     return _mode["file"]
+
+
+def group() -> int:
+    """The group what the broker creates belongs to (``localClientGroup``); -1: none."""
+    return _mode["gid"]
+
+
+def share_with_group(path: str, mode: int, fd: int | None = None) -> None:
+    """Give ``path`` (or the open ``fd``) to the configured group with ``mode``; nothing
+    without one."""
+    gid = _mode["gid"]
+    if gid < 0:
+        return
+    if fd is not None:
+        os.fchown(fd, -1, gid)
+        os.fchmod(fd, mode)
+    else:
+        os.chown(path, -1, gid)
+        os.chmod(path, mode)
+
+
+def share_store(root: str) -> None:
+    """Give an existing store (made before ``localClientGroup`` was set) to the group."""
+    if _mode["gid"] < 0:
+        return
+    for directory, _, names in os.walk(root):
+        share_with_group(directory, dir_mode() | SETGID)
+        for name in names:
+            path = os.path.join(directory, name)
+            if not os.path.islink(path):
+                share_with_group(path, file_mode())
 
 
 def dir_mode() -> int:
@@ -49,6 +86,7 @@ def makedirs(path: str) -> None:
             raise DiskFullError(f"no disk space to create directory {path}") from None
         raise
     os.chmod(path, dir_mode())
+    share_with_group(path, dir_mode() | SETGID)  # what others create in it is the group's too
 
 
 def create(path: str, flags: int) -> int:
@@ -56,8 +94,12 @@ def create(path: str, flags: int) -> int:
     when the file is new)."""
     fd = os.open(path, flags | os.O_CREAT, file_mode())
     try:
-        if os.fstat(fd).st_mode & 0o777 != file_mode() and os.fstat(fd).st_uid == os.getuid():
+        st = os.fstat(fd)
+        if st.st_uid == os.getuid() and (
+            st.st_mode & 0o777 != file_mode() or (group() >= 0 and st.st_gid != group())
+        ):
             os.fchmod(fd, file_mode())
+            share_with_group(path, file_mode(), fd)
     except BaseException:
         os.close(fd)
         raise

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from shmq.config import MessageStoreConfig, parse_host, snake_case
@@ -64,3 +66,11 @@ def test_parse_host():
     for bad in ("10.1.2.3", "10.1.2:1", "300.1.1.1:1", "1.1.1.1:99999"):
         with pytest.raises(ConfigError):
             parse_host(bad)
+
+
+def test_a_local_client_group_must_exist():
+    assert MessageStoreConfig().local_client_gid == -1
+    with pytest.raises(ConfigError, match="localClientGroup 'no-such-shmq-group': no such group"):
+        MessageStoreConfig(local_client_group="no-such-shmq-group")
+    mine = os.getegid()
+    assert MessageStoreConfig(local_client_group=str(mine)).local_client_gid == mine

@@ -174,8 +174,9 @@ class Broker:
         cfg = self.config
         for line in set_environment(self.tuning):  # before numba is imported and agents spawn
             log.info("tuning: %s", line)
-        files.set_file_mode(cfg.store.file_mode)
+        files.set_file_mode(cfg.store.file_mode, cfg.store.local_client_gid)
         files.makedirs(self.root)
+        files.share_store(self.root)
         if cfg.ring_message_limit < cfg.store.max_message_size:
             log.warning(
                 "ringSize %d holds bodies of up to %d bytes, less than maxMessageSize %d: "

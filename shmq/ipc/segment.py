@@ -3,7 +3,8 @@
 Every name the broker creates starts with one per-broker prefix (``/shmq-<pid>-<token>``), so
 a leak check can find them in ``/dev/shm`` and ``unlink_prefix`` can remove what a crashed
 broker left behind. The creator of a segment or semaphore is its owner and the only one that
-unlinks it; others attach by name and only close.
+unlinks it; others attach by name and only close. They are the owner's alone (0600), or also
+``localClientGroup``'s (0660, ``files.group``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import threading
 import numpy as np
 import posix_ipc
 
+from shmq import files
 from shmq.errors import ShmqError
 from shmq.ipc.procs import pid_alive
 
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 
 CACHE_LINE = 64
 SHM_DIR = "/dev/shm"
+GROUP_MODE = 0o660  # with localClientGroup: its members' clients write rings and wake-ups
 
 
 def new_prefix() -> str:
@@ -44,6 +47,7 @@ class Segment:
         try:
             if create:
                 shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=0o600, size=size)
+                files.share_with_group(name, GROUP_MODE, shm.fd)
             else:
                 shm = posix_ipc.SharedMemory(name)
         except posix_ipc.ExistentialError as exc:
@@ -105,9 +109,11 @@ def fence() -> None:
 
 def create_semaphore(name: str) -> posix_ipc.Semaphore:
     try:
-        return posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=0o600, initial_value=0)
+        sem = posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=0o600, initial_value=0)
     except posix_ipc.ExistentialError as exc:
         raise ShmqError(f"semaphore {name}: {exc}") from None
+    files.share_with_group(f"{SHM_DIR}/sem.{name.lstrip('/')}", GROUP_MODE)
+    return sem
 
 
 def open_semaphore(name: str) -> posix_ipc.Semaphore:

@@ -87,7 +87,7 @@ class MessageStore:
         self._lock = threading.Lock()
         self._closed = False
         self._rows = np.empty(SCAN_ROWS, dtype=rec.RECORD_ROW)  # kept for each dispatch
-        files.set_file_mode(config.file_mode)
+        files.set_file_mode(config.file_mode, config.local_client_gid)
         files.makedirs(root)
         self._store_lock = StoreLock(root)
         self._store_lock.acquire()

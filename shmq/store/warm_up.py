@@ -9,6 +9,7 @@ import contextlib
 import tempfile
 from collections.abc import Iterator
 
+from shmq import files
 from shmq.config import MessageStoreConfig
 from shmq.store.fetch import LOCAL, QueueBounds
 from shmq.store.message_store import MessageStore
@@ -30,6 +31,9 @@ def scratch_store() -> Iterator[tuple[str, MessageStore]]:
             max_hash_slot_num=16,
             max_index_num=32,
             preallocate_mapped_file_enable=False,
+            # the process's file mode and group as they are: an embedded broker's
+            store_file_mode=f"0{files.file_mode():o}",
+            local_client_group=str(files.group()) if files.group() >= 0 else "",
         )
         with MessageStore(cfg) as store:
             store.put(TOPIC, 0, b"x", tags="t", keys=["k"])

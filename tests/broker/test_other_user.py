@@ -7,11 +7,15 @@ uid (created with ``useradd``), its code a forked child that dropped root: runs 
 from __future__ import annotations
 
 import contextlib
+import grp
 import json
 import os
 import pwd
 import shutil
+import stat
 import subprocess
+import tempfile
+import traceback
 
 import posix_ipc
 import pytest
@@ -41,19 +45,20 @@ def other_uid() -> int:
         return pwd.getpwnam(OTHER).pw_uid
 
 
-def as_other(uid: int, action) -> dict:
-    """``action()``'s JSON-able result, run in a forked child that became ``uid``."""
+def as_other(uid: int, action, groups: tuple[int, ...] = ()) -> dict:
+    """``action()``'s JSON-able result, run in a forked child that became ``uid`` (in the
+    supplementary ``groups``)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: no exec, the modules are imported already
         os.close(read)
         try:
-            os.setgroups([])
+            os.setgroups(list(groups))
             os.setgid(uid)
             os.setuid(uid)
             result = action()
         except BaseException as exc:  # reported to the parent
-            result = {"error": repr(exc)}
+            result = {"error": repr(exc), "where": traceback.format_exc(limit=-3)}
         os.write(write, json.dumps(result).encode())
         os._exit(0)
     os.close(write)
@@ -110,9 +115,11 @@ def transport_of(address: str) -> dict:
 
 
 def shm_names() -> list[tuple[str, bool]]:
-    """The broker's names in /dev/shm (as any user lists them), and which are semaphores."""
+    """The embedded broker's names in /dev/shm (as any user lists them; its supervisor is
+    this process), and which are semaphores."""
+    mine = f"shmq-{os.getpid()}-"
     return [("/" + n.removeprefix("sem."), n.startswith("sem."))
-            for n in os.listdir("/dev/shm") if "shmq" in n]  # fmt: skip
+            for n in os.listdir("/dev/shm") if mine in n]  # fmt: skip
 
 
 def test_another_user_can_neither_attach_nor_squat_nor_read_the_store(tmp_path, other_uid):
@@ -155,3 +162,63 @@ def test_another_user_can_neither_attach_nor_squat_nor_read_the_store(tmp_path, 
                 for kind in (posix_ipc.unlink_semaphore, posix_ipc.unlink_shared_memory):
                     with contextlib.suppress(posix_ipc.ExistentialError):
                         kind(name)
+
+
+SHARED = "shmq-test-clients"
+
+
+@pytest.fixture(scope="module")
+def shared_gid() -> int:
+    try:
+        return grp.getgrnam(SHARED).gr_gid
+    except KeyError:
+        subprocess.run(["groupadd", "--system", SHARED], check=True)
+        return grp.getgrnam(SHARED).gr_gid
+
+
+def local_round_trip(address: str, namesrv: str) -> dict:
+    """As the other user: the transport chosen, then a send and a read through it."""
+    with RemotingClient() as client:
+        tcp = TransportChooser(client, "auto").tcp(address)
+    with Producer("other-producer", namesrv, transport="shm") as producer:
+        producer.send(Message("Shared", b"from the other user"))
+    got = []
+    with PullConsumer("other-readers", namesrv, transport="shm") as consumer:
+        consumer.subscribe("Shared", "*")
+        consumer.start()
+        for _ in range(50):
+            got += [m.body.decode() for m in consumer.poll(1.0)]
+            if got:
+                break
+    return {"tcp": tcp, "got": got}
+
+
+def test_a_local_client_group_lets_its_members_use_shared_memory(other_uid, shared_gid):
+    """``localClientGroup``: the store, its segments and semaphores belong to the group, and
+    a client of another user in it uses shared memory (a send through its ring, a read of
+    the mapped files); the same user outside the group still cannot attach."""
+    parent = tempfile.mkdtemp(prefix="shmq-shared-")  # pytest's tmp_path is root's alone
+    os.chmod(parent, 0o755)
+    store = os.path.join(parent, "store")
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, parent, ignore_errors=True)
+        mq = cleanup.enter_context(embedded(store, local_client_group=SHARED))
+        mq.create_topic("Shared", 1)
+        names = shm_names()
+        for name, is_semaphore in names:
+            path = "/dev/shm/" + ("sem." if is_semaphore else "") + name.lstrip("/")
+            st = os.stat(path)
+            assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (shared_gid, 0o660), path
+        st = os.stat(store)
+        assert st.st_gid == shared_gid and st.st_mode & 0o2050 == 0o2050, oct(st.st_mode)
+        outsider = as_other(other_uid, lambda: attach(names, store))
+        assert outsider.get("store_refused") and all(outsider["refused"].values()), outsider
+        address, namesrv = mq.broker_address, mq.namesrv
+        # the client kernels loaded here first: the forked child cannot read root's cache
+        assert local_round_trip(address, namesrv)["got"] == ["from the other user"]
+        member = as_other(other_uid, lambda: local_round_trip(address, namesrv), (shared_gid,))
+        assert member == {"tcp": False, "got": ["from the other user"]}, member
+        for directory, _, files in os.walk(store):
+            for name in files:
+                st = os.stat(os.path.join(directory, name))
+                assert st.st_gid == shared_gid and st.st_mode & 0o040, (directory, name)

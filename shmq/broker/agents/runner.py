@@ -51,7 +51,8 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     die_with_parent()
     supervisor = os.getppid()
     names = BrokerNames(prefix)
-    files.set_file_mode(config.store.file_mode)  # what this agent creates is private too
+    # what this agent creates is as private (or shared with localClientGroup) as the rest
+    files.set_file_mode(config.store.file_mode, config.store.local_client_gid)
     counters = Segment.attach(names.counters)
     cn.check(counters.words)
     env = AgentEnv(kind, config, names, counters)

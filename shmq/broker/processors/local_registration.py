@@ -50,6 +50,7 @@ class LocalRegistration(Processor):
             "storeId": path_id(store.store_path_root_dir),
             "shmLayout": layout_id(),
             "uid": os.geteuid(),  # a client of another user is served over TCP
+            "localClientGid": store.local_client_gid,  # unless it is in this group
             "mappedFileSizeCommitLog": store.mapped_file_size_commit_log,
             "consumeQueueFileSize": store.consume_queue_file_size,
             "flushDiskType": store.flush_disk_type,

@@ -35,11 +35,16 @@ def check_transport(transport: str) -> str:
 
 def broker_is_local(info: dict) -> bool:
     """Whether a broker's store info (``GET_STORE_INFO``) describes this host's store, in
-    shared-memory layouts this install speaks, kept by this process's user."""
+    shared-memory layouts this install speaks, kept by this process's user or shared with
+    a group it is in (``localClientGroup``)."""
     store_id = info.get("storeId")
+    gid = info.get("localClientGid", -1)
     return (
         info.get("hostId") == host_id()
-        and info.get("uid", os.geteuid()) == os.geteuid()
+        and (
+            info.get("uid", os.geteuid()) == os.geteuid()
+            or (gid >= 0 and gid in {os.getegid(), *os.getgroups()})
+        )
         and bool(store_id)
         and path_id(info.get("storePathRootDir", "")) == store_id
         and info.get("shmLayout") == layout_id()
