@@ -12,9 +12,13 @@ messages; ``--quick`` 8 MB), then:
   writer crash  the writer agent alone is SIGKILLed under a connected producer; timed from
                 the kill to the next SEND_OK
 
-For the group crash the broker's log (``-v``) gives where the time went: the daemon process's
-start, the store recovered, the agents started, the control server listening, the broker
-started (shmq.log's timestamps, relative to the command).
+The producer runs beside the command, as a client waiting for the broker would: ``shmq start
+--daemon`` itself returns later, once the gRPC proxy serves too (shown as "start returned").
+For the group crash the broker's log (``-v``) gives where the time went: the daemon's imports
+(until the namesrv listens), the store recovered, the control server listening, the agent
+template ready (it preloads the agents' code meanwhile), the agents running, the broker
+registered with the namesrv, the broker started (shmq.log's timestamps, relative to the
+command).
 
 Goals: ≤ 2 s to the first SEND_OK after a group crash, ≤ 0.5 s after a writer crash.
 """
@@ -32,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 
@@ -44,9 +49,12 @@ TOPIC = "RestartBench"
 FILE_SIZE = "4M"
 # what shmq.log says when each phase of a start ends
 PHASES = (
+    ("namesrv listening", re.compile(r"namesrv server listening")),
     ("store recovered", re.compile(r"shmq\.store\.message_store: store .* recovered")),
-    ("agents started", re.compile(r"producer shmq-transactions .* got ring")),
     ("control listening", re.compile(r"broker-\S+ server listening")),
+    ("agent template ready", re.compile(r"agent template ready")),
+    ("agents running", re.compile(r"shmq\.broker\.supervisor: agents running")),
+    ("registered", re.compile(r"shmq\.namesrv\.routes: new broker registered")),
     ("broker started", re.compile(r"shmq\.broker\.supervisor: broker \S+ started")),
 )
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})")
@@ -109,11 +117,27 @@ def group_crash(store: str, ports: list[str], namesrv: str) -> tuple[float, dict
     time.sleep(0.5)  # the agents die with their parent (PDEATHSIG)
     log = os.path.join(store, "shmq.log")
     log_from = os.path.getsize(log)
+    returned: list[float] = []
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            _start(store, ports)
+            returned.append(time.monotonic())
+        except BaseException as exc:  # reported in the main thread
+            failed.append(exc)
+
     started_wall = time.time()
     started = time.monotonic()
-    _start(store, ports)
+    command = threading.Thread(target=start)
+    command.start()
     done = _first_send_ok(namesrv, started + 120)
-    return done - started, _phases(log, log_from, started_wall)
+    command.join()
+    if failed:
+        raise failed[0]
+    phases = _phases(log, log_from, started_wall)
+    phases["start returned"] = returned[0] - started
+    return done - started, phases
 
 
 def _phases(log: str, offset: int, started_wall: float) -> dict[str, float]:
@@ -179,9 +203,13 @@ def main() -> None:
     last = phases[-1]
     print("  group crash, phases from `shmq start`: "
           + ", ".join(f"{k} {v:.2f} s" for k, v in last.items()))  # fmt: skip
-    for name, got, goal in (("group crash to first SEND_OK", group_s, GOAL_GROUP_S),
-                            ("writer crash to next SEND_OK", writer_s, GOAL_WRITER_S)):  # fmt: skip
-        print(f"goal {name} <= {goal:g} s: {got:.2f} s {'MET' if got <= goal else 'NOT MET'}")
+    for name, runs, got, goal in (
+        ("group crash to first SEND_OK", groups, group_s, GOAL_GROUP_S),
+        ("writer crash to next SEND_OK", writers, writer_s, GOAL_WRITER_S),
+    ):
+        spread = f" (min {min(runs):.2f}, max {max(runs):.2f})" if len(runs) > 1 else ""
+        print(f"goal {name} <= {goal:g} s: {got:.2f} s{spread} "
+              f"{'MET' if got <= goal else 'NOT MET'}")  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"group_s": groups, "writer_s": writers, "phases": phases}, f, indent=2)

@@ -6,7 +6,9 @@ the same record parser at once. Instead ``compile_kernels`` runs every agent's, 
 and consumer's warm-up once, split in two halves that share little (the write side and
 the read side) and run in parallel where there is a core for each, then records that the
 cache is complete (``shmq.kernel_cache.mark_warm``). Later starts find it complete, skip
-all of this and let each process load what it uses.
+all of this and let each process load what it uses; the modules whose warm-ups run here are
+imported only then, so a later start's supervisor does not import the agents' code (the
+agent template does).
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ import multiprocessing
 import os
 
 from shmq import kernel_cache
-from shmq.broker.agents import reput, schedule, writer
-from shmq.broker.processors import pull, send
-from shmq.codec import pull_body
-from shmq.store.warm_up import warm_up_reads
 
 
 def warm_write_side() -> None:
     """The writer's, the TCP send path's, the schedule agent's and a producer's kernels."""
+    from shmq.broker.agents import schedule, writer
+    from shmq.broker.processors import send
+
     writer.warm_up()
     send.warm_up()
     schedule.warm_up()
@@ -32,6 +33,11 @@ def warm_write_side() -> None:
 def warm_read_side() -> None:
     """Reput's, the consumers' (local and over TCP), the TCP pull path's and the HA
     client's kernels."""
+    from shmq.broker.agents import reput
+    from shmq.broker.processors import pull
+    from shmq.codec import pull_body
+    from shmq.store.warm_up import warm_up_reads
+
     reput.warm_up()
     warm_up_reads()
     pull.warm_up()

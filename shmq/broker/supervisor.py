@@ -1,8 +1,9 @@
 """The broker supervisor: recovery, shared memory, agent processes, control server, namesrv.
 
-Start-up: recover the store in this process (``MessageStore``), hand its files over, create
-the shared segments and semaphores under one fresh prefix, start the writer, reput and flush
-agents (``spawn``), serve the control plane and register with every namesrv. While running,
+Start-up: spawn the agent template (it preloads the agents' code), recover the store in this
+process (``MessageStore``), hand its files over, create the shared segments and semaphores
+under one fresh prefix, serve the control plane, fork the writer, reput, flush and the other
+agents from the template and register with every namesrv once they run. While running,
 it restarts a dead agent (each agent recovers what it owns when it starts: the writer cuts
 the CommitLog back to the published write offset and resumes rings from their journals;
 reput re-finds consume-queue ends; flush restarts from the flushed offset), creates topics
@@ -17,14 +18,13 @@ and offsets, remove ``abort``, release the lock, unlink every segment and semaph
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import os
 import threading
 import time
 from functools import partial
 from typing import Any, TypeVar
 
-from shmq import files
+from shmq import files, kernel_cache
 from shmq import half_messages as hm
 from shmq.broker.acl.inner import inner_account
 from shmq.broker.acl.plain_file import PlainAclFile, acl_file_path
@@ -32,7 +32,6 @@ from shmq.broker.acl.remoting import RemotingAcl
 from shmq.broker.acl.validator import PlainAcl
 from shmq.broker.agents.broker_names import BrokerNames
 from shmq.broker.agents.producer_wakeups import ProducerWakeups
-from shmq.broker.agents.runner import run_agent
 from shmq.broker.client.consumer_manager import ConsumerManager
 from shmq.broker.client.producer_manager import ProducerManager
 from shmq.broker.client.queue_locks import QueueLocks
@@ -93,6 +92,7 @@ from shmq.ipc.segment import (
     Segment,
     create_semaphore,
     new_prefix,
+    post,
     unlink_orphans,
     unlink_prefix,
     wait,
@@ -129,7 +129,8 @@ class Broker:
         self.names = BrokerNames(new_prefix())
         self._segments: list[Segment] = []
         self._sems: list[Any] = []
-        self.group = ProcessGroup(SLAVE_AGENTS if config.is_slave else AGENTS)
+        kinds = SLAVE_AGENTS if config.is_slave else AGENTS
+        self.group = ProcessGroup(kinds, self.log_level, self._agent_ended)
         self._restarts: dict[str, list[float]] = {k: [] for k in AGENTS}
         self._role_lock = threading.Lock()  # a promotion and the agent watch take turns
         self._ring_deaths: dict[tuple[int, int], list[float]] = {}
@@ -190,9 +191,15 @@ class Broker:
                 "busy, which producers and consumers then lack (backoff suits fewer than %d)",
                 os.cpu_count() or 1, SPARE_CPUS,
             )  # fmt: skip
+        if kernel_cache.is_warm():  # else it loads what ``compile_kernels`` compiles below
+            self.group.template.spawn()  # it imports and loads kernels while the store recovers
         for prefix in unlink_orphans():
             log.warning("removed shared memory %s* left by a broker that died", prefix)
-        store = MessageStore(cfg.store)
+        try:
+            store = MessageStore(cfg.store)
+        except BaseException:  # a locked or damaged store: nothing else runs yet
+            self.group.template.close()
+            raise
         decision, epoch = None, cm.Epoch()
         try:
             if cfg.enable_controller_mode:
@@ -244,18 +251,19 @@ class Broker:
             if decision is not None:
                 self._follow_sync_state(decision)
             compile_kernels()  # at a first start: once, here; the agents load them
-            if cfg.proxy_enable:  # it imports and binds while the agents start
+            # while the agent template preloads: what early clients send waits in their rings
+            self._start_control()
+            self._start_agents()
+            self.registration.register_all()  # clients find routes: sends need no proxy
+            if cfg.proxy_enable:  # it imports and binds while the first clients are served
                 inner = self.acl.inner if self.acl is not None else None
                 self.proxy = ProxyProcess(self.config, self.log_level, inner)
                 self.proxy.spawn()
-            self._start_agents()
-            self._start_control()
             if self.proxy is not None:
                 self.proxy.serve(self.address)
             self._spawn_thread("housekeeping", self._housekeeping)
             if self.config.is_slave:
                 self._spawn_thread("slave-sync", partial(self.slave_sync.run, self._stop))
-            self.registration.register_all()  # before start() returns: clients find routes
             self._spawn_thread("namesrv-register", self.registration.run)
             cn.publish(self.counters.words, cn.STATE, cn.STATE_RUNNING)
             for line in apply_runtime(self.tuning, "supervisor", [s.mm for s in self._segments]):
@@ -387,15 +395,13 @@ class Broker:
         self.registration.sync_state = sync_state
 
     def _start_agent(self, kind: str) -> None:
-        ctx = mp.get_context("spawn")
-        proc = ctx.Process(
-            target=run_agent,
-            args=(kind, self.config, self.names.prefix, self.log_level),
-            name=f"shmq-{kind}",
-            daemon=False,
-        )
-        proc.start()
-        self.group.procs[kind] = proc
+        self.group.start(kind, self.config, self.names.prefix)
+
+    def _agent_ended(self) -> None:
+        """An agent's process ended (the template's reader thread): housekeeping looks now,
+        not at its next poll, so a dead writer is replaced at once."""
+        if hasattr(self, "supervisor_sem") and not self._stopped:
+            post(self.supervisor_sem)
 
     def _start_agents(self) -> None:
         for kind in (k for k in RING_AGENTS if k in self.group.kinds):
@@ -407,10 +413,12 @@ class Broker:
                 cn.publish(self.counters.words, cn.agent_word(kind, word), 0)
             self._start_agent(kind)
         self._wait_agents_ready()
+        log.info("agents running: %s", ", ".join(f"{k} {self.group.procs[k].pid}"
+                                                 for k in self.group.kinds))  # fmt: skip
 
     def _wait_agents_ready(self) -> None:
-        """Agents publish their pid once their files are open (the first start compiles the
-        numba kernels, which takes seconds); clients are served only after that."""
+        """Agents publish their pid once their files are open; the broker registers with
+        the namesrvs (clients find it) only after that."""
         deadline = time.monotonic() + AGENT_START_TIMEOUT_S
         words = self.counters.words
         for kind in self.group.kinds:
@@ -566,8 +574,8 @@ class Broker:
 
     def _watch_agents(self) -> None:
         for kind, proc in list(self.group.procs.items()):
-            if proc.is_alive() or self._stop.is_set():
-                continue
+            if proc.is_alive() or self._stop.is_set() or self._stop_requested:
+                continue  # a SIGTERM to the whole group stops the agents too: not a death
             code = proc.exitcode
             now = time.monotonic()
             recent = [t for t in self._restarts[kind] if now - t < 60] + [now]
@@ -690,6 +698,7 @@ class Broker:
         clean = True
         for kind in (k for k in STOP_ORDER if k in self.group.kinds):
             clean &= self._stop_agent(kind)
+        self.group.template.close()
         if hasattr(self, "counters") and cn.load(self.counters.words, cn.FLUSH_FAILED):
             log.error("a flush failed: abort kept, so the next start recovers from the disk")
             clean = False

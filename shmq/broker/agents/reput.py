@@ -9,6 +9,7 @@ flushes them every ``flushIntervalConsumeQueue``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -39,6 +40,7 @@ DELAYED_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)  # a message there wakes the sche
 MAX_DISPATCH_BYTES = 4 << 20  # per pass, so consumers see progress during a backlog
 
 
+@functools.cache  # once a process: an agent forked from the agent template has run it
 def warm_up() -> None:
     """Run reput's path once on a scratch store (a read-only CommitLog scan, consume-queue
     and index writes) so its numba kernels are compiled, or loaded from the cache, before the

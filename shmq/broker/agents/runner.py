@@ -1,9 +1,10 @@
 """The agent runner: one loop per agent process, with an idle strategy and a clean stop.
 
 An agent has ``do_work() -> int``, ``has_work() -> bool`` (checked once more before parking),
-``drain()`` (finish what is owed before a clean stop) and ``close()``. ``run_agent`` is the
-``spawn`` target: it ignores SIGINT (Ctrl-C reaches the whole process group; the supervisor
-orders the stop), treats SIGTERM as a stop request, and exits when the supervisor is gone.
+``drain()`` (finish what is owed before a clean stop) and ``close()``. ``run_agent`` runs in
+a process forked from the agent template (``template``): it ignores SIGINT (Ctrl-C reaches the
+whole process group; the supervisor orders the stop), treats SIGTERM as a stop request, and
+exits when the template, which the supervisor's death takes down, is gone.
 """
 
 from __future__ import annotations
@@ -39,17 +40,18 @@ class Agent(Protocol):
 
 
 def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> None:
-    """Process entry point of one agent (``multiprocessing`` spawn target)."""
+    """Process entry point of one agent (forked from the agent template)."""
     logging.basicConfig(
         level=log_level,
         stream=sys.stderr,
         format=f"%(asctime)s %(levelname)-7s shmq.{kind}[%(process)d]: %(message)s",
+        force=True,  # forked from the agent template: its handler goes
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stop = {"requested": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
     die_with_parent()
-    supervisor = os.getppid()
+    parent = os.getppid()  # the agent template
     names = BrokerNames(prefix)
     # what this agent creates is as private (or shared with localClientGroup) as the rest
     files.set_file_mode(config.store.file_mode, config.store.local_client_gid)
@@ -107,8 +109,8 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
             if now - last_beat >= HEARTBEAT_EVERY_MS:
                 last_beat = now
                 cn.publish(words, beat_word, time.time_ns() // 1_000_000)
-                if os.getppid() != supervisor:
-                    log.error("supervisor %d is gone: stopping", supervisor)
+                if os.getppid() != parent:
+                    log.error("the agent template %d is gone: stopping", parent)
                     break
             idle.idle(work, agent.has_work)
         agent.drain()
@@ -121,6 +123,6 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
 
 
 def die_with_parent() -> None:
-    """Ask the kernel to SIGTERM this agent when the supervisor dies (no orphans)."""
+    """Ask the kernel to SIGTERM this agent when the agent template dies (no orphans)."""
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

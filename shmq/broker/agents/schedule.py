@@ -18,6 +18,7 @@ counts those messages as delivered.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import tempfile
@@ -72,6 +73,7 @@ def ring_info(names, words: np.ndarray, kind: str) -> dict:
     }
 
 
+@functools.cache  # once a process: an agent forked from the agent template has run it
 def warm_up() -> None:
     """Run the delivery kernels once on scratch data, so they are compiled (or loaded from
     numba's cache) before the first message is due rather than when it is."""

@@ -12,6 +12,7 @@ restarted writer therefore neither loses nor repeats a record (see ``shmq.ipc.ri
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -50,6 +51,7 @@ ALLOC_RETRY_S = 1.0  # a full disk: how often the writer tries to allocate a fil
 _NO_FILE = np.zeros(0, dtype=np.uint8)
 
 
+@functools.cache  # once a process: an agent forked from the agent template has run it
 def warm_up() -> None:
     """Run every kernel of the writer's hot path once on a scratch record, with the argument
     types of the real calls, so the numba compile (seconds when the cache is cold) happens
