@@ -31,6 +31,10 @@ START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 90.0
 DEFAULT_MAPPED_FILE_SIZE = 1 << 30  # RocketMQ's mappedFileSizeCommitLog, for real use
 DEMO_MAPPED_FILE_SIZE = 64 << 20  # --demo: a store for trying shmq out
+METRICS_HELP = (
+    "Serve the broker's metrics for Prometheus (metricsExporterType=PROM) on "
+    "metricsPromExporterPort, 5557 unless the config says otherwise."
+)
 DAEMON_ENV = "SHMQ_DAEMON"  # set for the background process of `shmq start --daemon`
 COMPILING = (
     "compiling shmq's kernels for this host, once after an install or upgrade "
@@ -80,7 +84,8 @@ def _run_until_signal(broker) -> None:
 @click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False),
               help="broker.conf (RocketMQ keys) or a .toml file.")  # fmt: skip
 @click.option("-n", "--namesrv", help="namesrvAddr override, e.g. 127.0.0.1:9876.")
-def broker(config_path: str, namesrv: str | None) -> None:
+@click.option("--metrics", is_flag=True, help=METRICS_HELP)
+def broker(config_path: str, namesrv: str | None, metrics: bool) -> None:
     """Run one broker (supervisor, writer, reput and flush agents, control server)."""
     from shmq.broker.config.broker_config import load_broker_config
     from shmq.broker.supervisor import Broker
@@ -88,11 +93,15 @@ def broker(config_path: str, namesrv: str | None) -> None:
     cfg = load_broker_config(config_path)
     if namesrv:
         cfg = cfg.replace(namesrv_addr=namesrv)
+    if metrics:
+        cfg = cfg.replace(metrics_exporter_type="PROM")
     _compile_kernels()
     b = Broker(cfg, log_level=_level())
     _stop_on_signals(b)
     b.start()
     click.echo(f"broker {cfg.broker_name} listening on {b.address}", nl=True)
+    if b.metrics is not None:
+        click.echo(_metrics_line(b.metrics.address))
     sys.stdout.flush()
     _run_until_signal(b)
 
@@ -114,6 +123,7 @@ def broker(config_path: str, namesrv: str | None) -> None:
 )
 @click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
               help="Optional broker.conf/TOML with more settings.")  # fmt: skip
+@click.option("--metrics", is_flag=True, help=METRICS_HELP)
 @click.option("--daemon", is_flag=True, help="Run in the background; stop with `shmq stop`.")
 @click.option("--start-timeout", default=START_TIMEOUT_S, show_default=True, type=float,
               help="--daemon: seconds to wait for the broker, which is stopped after.")  # fmt: skip
@@ -125,6 +135,7 @@ def start(
     mapped_file_size: int | None,
     demo: bool,
     config_path: str | None,
+    metrics: bool,
     daemon: bool,
     start_timeout: float,
 ) -> None:
@@ -141,6 +152,8 @@ def start(
 
     # here, before a daemon detaches: the config's warnings and errors reach this terminal
     base = load_broker_config(config_path) if config_path else BrokerConfig()
+    if metrics:
+        base = base.replace(metrics_exporter_type="PROM")
     if not os.environ.get(DAEMON_ENV):  # a daemon's parent compiled them a moment ago
         _compile_kernels()
     if daemon:
@@ -183,12 +196,18 @@ def _serve(mq, store_dir: str, runtime: str, mapped_file_size: int) -> None:
     os.replace(runtime + ".tmp", runtime)
     _say(f"shmq started: namesrv {mq.namesrv}, broker {mq.broker_address}, store {store_dir}")
     _say(_store_line(store_dir, mapped_file_size))
+    if mq.broker.metrics is not None:
+        _say(_metrics_line(mq.broker.metrics.address))
     sys.stdout.flush()
     try:
         _run_until_signal(mq)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(runtime)
+
+
+def _metrics_line(address: str) -> str:
+    return f"metrics for Prometheus: http://{address}/metrics"
 
 
 def _say(text: str) -> None:

@@ -44,6 +44,7 @@ from shmq.broker.ha.slave_sync import SlaveSynchronize
 from shmq.broker.ha.sync_state import Report, SyncState
 from shmq.broker.kernels import compile_kernels
 from shmq.broker.live_config import LiveConfig
+from shmq.broker.metrics.process import MetricsProcess
 from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.pop.revive import ReviveService
 from shmq.broker.pop.service import PopService
@@ -149,6 +150,7 @@ class Broker:
         self.pull: RemotingPull | None = None
         self.revive: ReviveService | None = None  # POP: stopped before the writer
         self.proxy: ProxyProcess | None = None  # RocketMQ 5's gRPC front end
+        self.metrics: MetricsProcess | None = None  # the Prometheus endpoint
         self.acl: PlainAcl | None = None  # with aclEnable: plain_acl.yml and the proxy's account
         self.processors: list[Any] = []  # registered on the control server
         self._closing: list[Any] = []  # the processors that hold threads, rings or slots
@@ -259,8 +261,13 @@ class Broker:
                 inner = self.acl.inner if self.acl is not None else None
                 self.proxy = ProxyProcess(self.config, self.log_level, inner)
                 self.proxy.spawn()
+            if cfg.metrics_enabled:  # it imports and maps the segments as the proxy does
+                self.metrics = MetricsProcess(self.config, self.names.prefix, self.log_level)
+                self.metrics.spawn()
             if self.proxy is not None:
                 self.proxy.serve(self.address)
+            if self.metrics is not None:
+                self.metrics.serve()
             self._spawn_thread("housekeeping", self._housekeeping)
             if self.config.is_slave:
                 self._spawn_thread("slave-sync", partial(self.slave_sync.run, self._stop))
@@ -518,6 +525,9 @@ class Broker:
                     self._watch_agents()
                 if self.proxy is not None:
                     self.proxy.watch()
+                if self.metrics is not None:
+                    self.metrics.watch()
+                    self.metrics.answer(self.context)
                 sync_state = self.registration.sync_state
                 if sync_state is not None and sync_state.due():
                     self.registration.register_now()
@@ -691,6 +701,8 @@ class Broker:
             cn.publish(self.counters.words, cn.STATE, cn.STATE_STOPPING)
         if self.proxy is not None:
             self.proxy.stop()  # no new gRPC requests
+        if self.metrics is not None:
+            self.metrics.stop()
         if self.transactions is not None:
             self.transactions.stop()  # before the writer: it appends through it
         if self.revive is not None:

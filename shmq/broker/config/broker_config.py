@@ -36,6 +36,9 @@ BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 RECORD_OVERHEAD_MAX = 256 + 32 * 1024
 MIN_RING_SIZE = 64 * 1024
 MIN_RING_SLOTS = 16
+# RocketMQ 5's MetricsExporterType, by number; shmq serves the first and PROM
+METRICS_EXPORTERS = ("DISABLE", "OTLP_GRPC", "PROM", "LOG")
+SERVED_EXPORTERS = ("DISABLE", "PROM")
 
 # Fields whose RocketMQ key is not the plain camelCase of the field name.
 _CAMEL_ALIASES = {
@@ -180,6 +183,23 @@ class BrokerConfig:
     grpc_server_port: int = setting(
         8081, "The gRPC proxy's port, as RocketMQ proxy's `grpcServerPort` (0: any free port)."
     )
+    # metrics: RocketMQ 5's exporter keys (``metrics.process`` serves them)
+    metrics_exporter_type: str = setting(
+        "DISABLE",
+        "RocketMQ 5's: `PROM` (or `2`) serves the broker's metrics for Prometheus from a "
+        "process of the broker's group (see Metrics); `DISABLE` (`0`) serves none. shmq has "
+        "no `OTLP_GRPC` (1) or `LOG` (3) exporter.",
+    )
+    metrics_prom_exporter_host: str = setting(
+        "", "RocketMQ 5's: the address the metrics endpoint listens on.", shown="`brokerIP1`"
+    )
+    metrics_prom_exporter_port: int = setting(
+        5557, "RocketMQ 5's: the metrics endpoint's port (0: any free port)."
+    )
+    metrics_label: str = setting(
+        "", "RocketMQ 5's: constant labels added to every metric, `k1:v1,k2:v2`.",
+        shown="(none)",
+    )  # fmt: skip
     # TLS: RocketMQ's JVM properties ``tls.*`` (TlsSystemConfig) as broker.conf keys
     tls_server_mode: str = setting(
         "permissive",
@@ -382,6 +402,10 @@ class BrokerConfig:
             )
         _range(self, "listen_port", 0, 65535)
         _range(self, "grpc_server_port", 0, 65535)
+        _range(self, "metrics_prom_exporter_port", 0, 65535)
+        _require(self.metrics_exporter in SERVED_EXPORTERS, "metrics_exporter_type",
+                 self.metrics_exporter_type, "DISABLE (0) or PROM (2)")  # fmt: skip
+        self.metrics_labels  # noqa: B018 - validates metricsLabel
         _range(self, "pop_from_retry_probability", 0, 100)
         _range(self, "server_max_connections", 1, 65536)
         _range(self, "server_worker_threads", 1, 1024)
@@ -462,6 +486,31 @@ class BrokerConfig:
     def tls_client(self) -> TlsOptions | None:
         """TLS for the broker's own connections (``useTLS``), or None."""
         return TlsOptions() if self.use_tls else None
+
+    @property
+    def metrics_exporter(self) -> str:
+        """``metricsExporterType`` by name (RocketMQ accepts its number or its name)."""
+        text = self.metrics_exporter_type.strip().upper()
+        if text.isdigit() and int(text) < len(METRICS_EXPORTERS):
+            return METRICS_EXPORTERS[int(text)]
+        return text
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """Whether the broker serves its metrics (``metricsExporterType`` PROM)."""
+        return self.metrics_exporter == "PROM"
+
+    @property
+    def metrics_labels(self) -> dict[str, str]:
+        """``metricsLabel``'s ``k1:v1,k2:v2`` pairs."""
+        labels = {}
+        for pair in filter(None, (p.strip() for p in self.metrics_label.split(","))):
+            key, sep, value = pair.partition(":")
+            ok = bool(sep and re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", key.strip()))
+            rule = "`key:value` pairs separated by commas, keys of letters, digits and _"
+            _require(ok, "metrics_label", self.metrics_label, rule)
+            labels[key.strip()] = value.strip()
+        return labels
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -1,0 +1,333 @@
+"""The broker's metrics as a ``prometheus_client`` collector, read at scrape time.
+
+Names and labels are RocketMQ 5's broker metrics (``BrokerMetricsConstant``,
+``DefaultStoreMetricsConstant``) where shmq has the number, and ``shmq_`` ones for what is
+shmq's own (agents, rings, the CommitLog's positions, HA rows). Every sample carries the
+constant labels ``cluster``, ``node_type=broker``, ``node_id`` and ``metricsLabel``'s pairs.
+
+Sources, none of them a lock on the data path: the counters segment, the topic table (its
+seqlock), the queue table's maxima, the HA table, the consume queues' units
+(``topic_traffic``), ``/proc`` for the agents' CPU time, and the supervisor's own numbers
+(``supervisor_numbers``, asked for over the pipe; the last answer is used when the
+supervisor is slow to give one).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import Connection
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from shmq import __version__
+from shmq.broker.config.broker_config import BrokerConfig
+from shmq.broker.metrics.supervisor_numbers import ASK, SupervisorNumbers
+from shmq.broker.metrics.topic_traffic import SIZE_BUCKETS, TopicTraffic
+from shmq.broker.subscription.groups import SYSTEM_GROUPS
+from shmq.ipc import counters as cn
+from shmq.ipc import ha_table as ht
+from shmq.ipc import queue_table as qt
+from shmq.ipc import topic_table as tt
+from shmq.ipc.segment import Segment
+from shmq.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
+
+# housekeeping answers at once when woken; past this the last answer serves (an answer left
+# unread would hold up housekeeping's next one, so the wait is generous)
+ANSWER_WAIT_S = 2.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+STORAGE = {"storage_type": "local", "storage_medium": "disk"}
+# each agent's parks counter: the three hot agents have their own line's word
+PARK_WORDS = {
+    "writer": cn.WRITER_PARKS,
+    "reput": cn.REPUT_PARKS,
+    "flush": cn.FLUSH_PARKS,
+    "ha": cn.agent_word("ha", cn.AGENT_PARKS),
+}
+
+
+def flag(value: bool) -> str:
+    """A boolean label value as RocketMQ writes it."""
+    return "true" if value else "false"
+
+
+def is_retry_or_dlq(topic: str) -> bool:
+    return topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+
+
+class Families:
+    """The metric families of one scrape, each sample given the constant labels."""
+
+    def __init__(self, constant: dict[str, str]) -> None:
+        self.names = list(constant)
+        self.values = list(constant.values())
+        self.made: list[Metric] = []
+
+    def counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> CounterMetricFamily:
+        return self._add(CounterMetricFamily(name, doc, labels=self.names + list(labels)))
+
+    def gauge(self, name: str, doc: str, labels: Sequence[str] = ()) -> GaugeMetricFamily:
+        return self._add(GaugeMetricFamily(name, doc, labels=self.names + list(labels)))
+
+    def histogram(self, name: str, doc: str, labels: Sequence[str] = ()) -> HistogramMetricFamily:
+        return self._add(HistogramMetricFamily(name, doc, labels=self.names + list(labels)))
+
+    def add(self, family: Metric, value: float, *labels: str) -> None:
+        family.add_metric(self.values + list(labels), value)
+
+    def _add(self, family: Metric) -> Metric:
+        self.made.append(family)
+        return family
+
+
+class BrokerCollector(Collector):
+    """Collects one broker's metrics from its shared memory (``segments``: counters, topics,
+    queues, HA table) and the supervisor's answers on ``channel`` (``wake_supervisor``
+    posts its housekeeping after a question, so the answer comes in milliseconds, not at
+    its next 100 ms round)."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        segments: dict[str, Segment],
+        traffic: TopicTraffic,
+        channel: Connection,
+        wake_supervisor: Callable[[], None],
+    ) -> None:
+        self.config = config
+        self.words = segments["counters"].words
+        self.topic_seg = segments["topics"]
+        self.queue_seg = segments["queues"]
+        self.ha_words = segments["ha"].words
+        self.traffic = traffic
+        self.channel = channel
+        self.wake_supervisor = wake_supervisor  # its housekeeping answers at once
+        self.constant = {
+            "cluster": config.broker_cluster_name,
+            "node_type": "broker",
+            "node_id": config.broker_name,
+            **config.metrics_labels,
+        }
+        self._lock = threading.Lock()  # scrapes may come on several server threads
+        self._asked = False
+        self._numbers = SupervisorNumbers(permission=config.broker_permission)
+        self._directory = qt.QueueDirectory(self.queue_seg.buf, self.queue_seg.words)
+        self._maxima = qt.max_offsets(self.queue_seg.buf)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            numbers = self._supervisor_numbers()
+            self.traffic.update()
+            out = Families(self.constant)
+            self._broker(out, numbers)
+            self._traffic(out, numbers)
+            self._consumers(out, numbers)
+            self._storage(out)
+            self._agents(out)
+            self._rings(out, numbers)
+            self._ha(out)
+        yield from out.made
+
+    def _supervisor_numbers(self) -> SupervisorNumbers:
+        """The supervisor's latest answer: one question outstanding at a time."""
+        try:
+            if not self._asked:
+                self.channel.send(ASK)
+                self._asked = True
+                self.wake_supervisor()
+            if self.channel.poll(ANSWER_WAIT_S):
+                self._numbers = self.channel.recv()
+                self._asked = False
+        except (EOFError, OSError):  # the supervisor is stopping: it stops this process next
+            pass
+        return self._numbers
+
+    def _broker(self, out: Families, numbers: SupervisorNumbers) -> None:
+        out.add(
+            out.gauge("rocketmq_broker_permission", "The broker's permission."), numbers.permission
+        )
+        _, topics = tt.read_topics(self.topic_seg.buf, self.topic_seg.words)
+        out.add(out.gauge("rocketmq_topic_number", "Topics."), len(topics))
+        out.add(out.gauge("rocketmq_consumer_group_number", "Subscription groups."), numbers.groups)
+
+    def _traffic(self, out: Families, numbers: SupervisorNumbers) -> None:
+        labels = ("topic", "message_type", "is_system")
+        msgs = out.counter("rocketmq_messages_in", "Messages stored.", labels)
+        throughput = out.counter("rocketmq_throughput_in", "Record bytes stored.", labels)
+        sizes = out.histogram("rocketmq_message_size", "Stored record sizes (bytes).", labels)
+        for topic, counts in sorted(self.traffic.topics.items()):
+            if is_retry_or_dlq(topic):  # as RocketMQ: a retry or DLQ message is no put
+                continue
+            values = [topic, "normal", flag(is_system_topic(topic))]
+            out.add(msgs, counts.messages, *values)
+            out.add(throughput, counts.bytes, *values)
+            cumulative = counts.buckets.cumsum()
+            buckets = [
+                (str(float(b)), int(n)) for b, n in zip(SIZE_BUCKETS, cumulative, strict=False)
+            ]
+            buckets.append(("+Inf", int(cumulative[-1])))
+            sizes.add_metric(out.values + values, buckets, counts.bytes)
+        out_labels = ("topic", "consumer_group", "is_retry", "is_system")
+        got = out.counter("rocketmq_messages_out", "Messages consumers got.", out_labels)
+        for (group, topic), n in sorted(numbers.gets.items()):
+            out.add(
+                got,
+                n,
+                topic,
+                group,
+                flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
+                flag(group in SYSTEM_GROUPS or is_system_topic(topic)),
+            )
+
+    def _consumers(self, out: Families, numbers: SupervisorNumbers) -> None:
+        connections: dict[tuple[str, ...], int] = {}
+        for c in numbers.consumers:
+            key = (
+                c.group,
+                c.language,
+                c.version,
+                c.consume_mode,
+                "remoting",
+                flag(c.group in SYSTEM_GROUPS),
+            )
+            connections[key] = connections.get(key, 0) + 1
+        family = out.gauge(
+            "rocketmq_consumer_connections",
+            "Consumer clients connected.",
+            ("consumer_group", "language", "version", "consume_mode", "protocol_type", "is_system"),
+        )
+        for key, n in sorted(connections.items()):
+            out.add(family, n, *key)
+        producers = sum(1 for r in numbers.rings if not r.own and not r.fenced)
+        family = out.gauge(
+            "rocketmq_producer_connections",
+            "Producers on this host with a ring (protocol_type shm).",
+            ("language", "version", "protocol_type"),
+        )
+        out.add(family, producers, "python", __version__, "shm")
+        lag = out.gauge(
+            "rocketmq_consumer_lag_messages",
+            "Messages stored past the group's committed offsets.",
+            ("consumer_group", "topic", "is_retry", "is_system"),
+        )
+        self._directory.refresh()
+        for (group, topic), committed in sorted(numbers.offsets.items()):
+            behind = 0
+            for queue_id, offset in committed.items():
+                slot = self._directory.slot(topic.encode(), queue_id)
+                if slot >= 0:
+                    behind += max(int(self._maxima[slot]) - offset, 0)
+            out.add(
+                lag,
+                behind,
+                group,
+                topic,
+                flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
+                flag(group in SYSTEM_GROUPS or is_system_topic(topic)),
+            )
+
+    def _storage(self, out: Families) -> None:
+        w = self.words
+        write = cn.load(w, cn.WRITE_OFFSET)
+        disk = os.statvfs(self.config.store.store_path_root_dir)
+        used = (disk.f_blocks - disk.f_bfree) * disk.f_frsize
+        out.add(
+            out.gauge("rocketmq_storage_size", "Bytes used on the store's disk.", tuple(STORAGE)),
+            used,
+            *STORAGE.values(),
+        )
+        behind = (("flush", cn.FLUSHED_OFFSET), ("dispatch", cn.DISPATCHED_OFFSET))
+        for what, field in behind:
+            doc = f"CommitLog bytes written, not yet {what}ed."
+            family = out.gauge(f"rocketmq_storage_{what}_behind_bytes", doc, tuple(STORAGE))
+            out.add(family, max(write - cn.load(w, field), 0), *STORAGE.values())
+        position = out.gauge("shmq_commitlog_offset_bytes", "CommitLog positions.", ("position",))
+        for name, field in (
+            ("write", cn.WRITE_OFFSET),
+            ("flushed", cn.FLUSHED_OFFSET),
+            ("dispatched", cn.DISPATCHED_OFFSET),
+            ("confirmed", cn.CONFIRMED_OFFSET),
+            ("min", cn.MIN_PHYSICAL_OFFSET),
+        ):
+            out.add(position, cn.load(w, field), name)
+        for name, field, doc in (
+            ("shmq_messages_stored", cn.MSGS_IN, "Messages the writer appended."),
+            ("shmq_messages_dispatched", cn.MSGS_DISPATCHED, "Messages reput dispatched."),
+            ("shmq_puts_rejected", cn.REJECTED, "Records the writer refused."),
+            ("shmq_flushes", cn.FLUSHES, "CommitLog flushes."),
+            ("shmq_flush_errors", cn.FLUSH_ERRORS, "CommitLog flushes that failed."),
+        ):
+            out.add(out.counter(name, doc), cn.load(w, field))
+        used_ratio = out.gauge("shmq_disk_used_ratio", "The store disk's used share (cleaner).")
+        out.add(used_ratio, cn.load(w, cn.DISK_USED_PERMILLE) / 1000)
+        refusing = out.gauge("shmq_store_refusing_puts", "1 while the store refuses puts.")
+        out.add(refusing, int(bool(cn.refuse_reason(w))))
+
+    def _agents(self, out: Families) -> None:
+        w = self.words
+        up = out.gauge("shmq_agent_up", "1 while the agent's process runs.", ("agent",))
+        restarts = out.gauge(
+            "shmq_agent_restarts", "Agent restarts in the last minute.", ("agent",)
+        )
+        cpu = out.counter("shmq_agent_cpu_seconds", "CPU time of the agent's process.", ("agent",))
+        parks = out.counter(
+            "shmq_agent_parks", "Times the agent parked on its semaphore.", ("agent",)
+        )
+        for kind in cn.AGENT_KINDS:
+            pid = cn.load(w, cn.agent_word(kind, cn.PID))
+            seconds = cpu_seconds(pid) if pid else None
+            out.add(up, int(seconds is not None), kind)
+            out.add(restarts, cn.load(w, cn.agent_word(kind, cn.RESTARTS)), kind)
+            if seconds is not None:
+                out.add(cpu, seconds, kind)
+            if kind in PARK_WORDS:
+                out.add(parks, cn.load(w, PARK_WORDS[kind]), kind)
+        seconds = cpu_seconds(cn.load(w, cn.SUPERVISOR_PID))
+        if seconds is not None:
+            out.add(cpu, seconds, "supervisor")
+
+    def _rings(self, out: Families, numbers: SupervisorNumbers) -> None:
+        used = out.gauge(
+            "shmq_ring_used_bytes",
+            "Bytes a producer ring holds unread.",
+            ("producer_group", "slot"),
+        )
+        size = out.gauge(
+            "shmq_ring_size_bytes", "A producer ring's capacity.", ("producer_group", "slot")
+        )
+        for r in numbers.rings:
+            out.add(used, r.used, r.group, str(r.slot))
+            out.add(size, r.capacity, r.group, str(r.slot))
+        out.add(
+            out.gauge("shmq_rings_fenced", "Producer rings the writer no longer reads."),
+            sum(r.fenced for r in numbers.rings),
+        )
+
+    def _ha(self, out: Families) -> None:
+        write = cn.load(self.words, cn.WRITE_OFFSET)
+        out.add(
+            out.gauge("shmq_ha_slaves", "Slaves connected to this master."),
+            cn.load(self.words, cn.HA_SLAVES),
+        )
+        lag = out.gauge(
+            "shmq_ha_slave_lag_bytes", "CommitLog bytes a slave has not acknowledged.", ("slave",)
+        )
+        for row in ht.read_rows(self.ha_words):
+            out.add(lag, max(write - row[ht.ACK_OFFSET], 0), cn.unpack_address(row[ht.ADDR]))
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User and system CPU seconds of process ``pid``; None when it does not run."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)

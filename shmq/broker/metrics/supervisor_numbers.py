@@ -1,0 +1,109 @@
+"""The numbers only the supervisor holds, handed to the metrics process when it asks.
+
+Consumer offsets, the messages each group got (TCP pulls are counted as the control server
+answers them), client connections and the rings' state live in the supervisor's memory, not
+in shared memory. The metrics process asks over its pipe at scrape time and posts the
+supervisor's semaphore; housekeeping wakes and answers with a copy of them (``answer``;
+every 100 ms it looks for a question anyway): no work for the supervisor while nobody
+scrapes, one small pickled object per scrape while someone does, never a lock the data path
+takes (the tables' own locks, held for a dict copy, are the control server's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shmq.broker.context import BrokerContext
+
+
+ASK = "numbers"
+# the groups of the rings the broker writes through itself (``ring_puts``, the schedule agent)
+OWN_RING_PREFIX = "shmq-"
+# ConsumeType as RocketMQ 5's consume_mode label spells it
+CONSUME_MODES = {"CONSUME_PASSIVELY": "push", "CONSUME_ACTIVELY": "pull", "CONSUME_POP": "pop"}
+
+Key = tuple[str, str]  # (group, topic)
+
+
+@dataclass
+class ConsumerConnection:
+    """One consumer client's connection, as RocketMQ 5's consumer_connections labels it."""
+
+    group: str
+    language: str
+    version: str
+    consume_mode: str
+
+
+@dataclass
+class RingState:
+    """A producer ring of this host: its group, slot, bytes in use, whether it is fenced
+    (the writer no longer reads it) and whether it is the broker's own (an agent's)."""
+
+    group: str
+    slot: int
+    capacity: int
+    used: int
+    fenced: bool
+    own: bool
+
+
+@dataclass
+class SupervisorNumbers:
+    """What the supervisor answers (see the module docstring)."""
+
+    gets: dict[Key, int] = field(default_factory=dict)  # messages got since the start
+    offsets: dict[Key, dict[int, int]] = field(default_factory=dict)  # committed, by queue id
+    groups: int = 0  # subscription groups
+    consumers: list[ConsumerConnection] = field(default_factory=list)
+    rings: list[RingState] = field(default_factory=list)
+    permission: int = 0  # brokerPermission now (updateBrokerConfig changes it)
+
+
+def collect(ctx: BrokerContext) -> SupervisorNumbers:
+    """The numbers now: the gets as of housekeeping's last look at the consumers' rows
+    (once a second)."""
+    offsets = {}
+    for group in ctx.offsets.groups():
+        for topic in ctx.offsets.topics_of_group(group):
+            offsets[(group, topic)] = ctx.offsets.offsets(group, topic)
+    consumers = []
+    for group in ctx.consumers.groups():
+        info = ctx.consumers.group_info(group)
+        if info is None:
+            continue
+        mode = CONSUME_MODES.get(info["consumeType"], info["consumeType"].lower())
+        consumers += [
+            ConsumerConnection(group, str(c["language"]).lower(), str(c["version"]), mode)
+            for c in info["connectionSet"]
+        ]
+    rings = [
+        RingState(
+            row["group"],
+            row["slot"],
+            row["ring_bytes"],
+            row["used_bytes"],
+            bool(row["fenced"]),
+            row["group"].startswith(OWN_RING_PREFIX),
+        )
+        for row in ctx.clients.stats()
+        if row["kind"] == "producer" and "ring_bytes" in row
+    ]
+    return SupervisorNumbers(
+        gets=ctx.gets.counts(),
+        offsets=offsets,
+        groups=len(ctx.subscription_groups.all()),
+        consumers=consumers,
+        rings=rings,
+        permission=ctx.config.broker_permission,
+    )
+
+
+def answer(channel: Connection, ctx: BrokerContext) -> None:
+    """Housekeeping: answer the metrics process's question, if it asked one."""
+    if channel.poll(0):
+        channel.recv()
+        channel.send(collect(ctx))
