@@ -419,6 +419,48 @@ def query_msg_by_time(
         show_messages(messages)
 
 
+@admin.command("query-msg-trace-by-id")
+@click.option("-i", "--msg-id", required=True, help="The message's id (its unique key).")
+@click.option("-t", "--trace-topic", default="RMQ_SYS_TRACE_TOPIC", show_default=True)
+@click.option("-b", "--begin", type=TIMESTAMP, default=0, help="Traced at or after (default 0).")
+@click.option("-e", "--end", type=TIMESTAMP, help="Traced at or before (default now).")
+@click.option("-c", "--max-num", type=click.IntRange(1, 1024), default=64, show_default=True,
+              help="Trace messages to read, newest first.")  # fmt: skip
+@options
+def query_msg_trace_by_id(
+    msg_id: str, trace_topic: str, begin: int, end: int | None, max_num: int, namesrv: str,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """A message's trace timeline (mqadmin queryMsgTraceById): who sent it and where it was
+    stored, how its transaction ended, which groups and clients consumed it, how long each
+    step took, and retries."""
+    with open_admin(namesrv) as a:
+        line = a.query_msg_trace_by_id(msg_id, trace_topic, begin, end, max_num)
+    if as_json:
+        print_json(line)
+        return
+    if not (line["produce"] or line["transactions"] or line["consume"]):
+        click.echo(f"no trace of message {msg_id} in {trace_topic}")
+        return
+    show(["producer group", "client host", "send time", "cost ms", "status", "topic", "tags",
+          "keys", "store host", "queue", "offset", "type"],
+         [[p["group"], p["clientHost"], local_time(p["timeStamp"]), p["costTime"], p["status"],
+           p["topic"], p["tags"], p["keys"], p["storeHost"], p.get("queueId", "-"),
+           p.get("queueOffset", "-"), p["msgType"]] for p in line["produce"]],
+         f"message {msg_id}: sent")  # fmt: skip
+    if line["transactions"]:
+        show(["producer group", "client host", "time", "state", "from check-back"],
+             [[t["group"], t["clientHost"], local_time(t["timeStamp"]), t["transactionState"],
+               t["fromTransactionCheck"]] for t in line["transactions"]],
+             "transaction")  # fmt: skip
+    show(["consumer group", "client host", "consume time", "retry times", "cost ms", "status",
+          "result"],
+         [[c["group"], c["clientHost"], local_time(c["timeStamp"]), c["retryTimes"],
+           c["costTime"] if c["costTime"] is not None else "-", c["status"], c["result"] or "-"]
+          for c in line["consume"]],
+         "consumed")  # fmt: skip
+
+
 # -- brokers --------------------------------------------------------------------------------------
 
 

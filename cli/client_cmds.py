@@ -232,6 +232,9 @@ def _progress(what: str, total: int | None, show: bool) -> Iterator[Callable[[in
 @_topic_option()
 @_group_option("shmq-cli-consumer")
 @click.option("--tags", default="*", show_default=True, help="Tag expression, e.g. 'A || B'.")
+@click.option("--sql", metavar="EXPR",
+              help="A SQL92 property filter instead of tags, e.g. \"a > 5 AND b IN ('x')\" "
+                   "(the broker needs enablePropertyFilter=true).")  # fmt: skip
 @click.option("--from", "from_where", type=click.Choice(["first", "last"]), default="last",
               show_default=True, help="Where a group with no committed offset starts.")  # fmt: skip
 @click.option("--count", type=click.IntRange(1), help="Stop after this many messages.")
@@ -278,6 +281,7 @@ def consume(
     topic: str,
     group: str,
     tags: str,
+    sql: str | None,
     from_where: str,
     count: int | None,
     timeout: float,
@@ -299,7 +303,21 @@ def consume(
     With --pop the group consumes by POP (a SimpleConsumer): the broker keeps its offsets,
     each message printed is acked, and one received but not printed (stdout closed, a stop)
     comes back to the group after --invisible-duration.
+
+    With --sql only the messages whose properties (and TAGS) match the SQL92 expression are
+    printed; the group's offsets move past the others.
     """
+    expression = tags
+    if sql is not None:
+        from shmq.client.selector import MessageSelector
+        from shmq.errors import FilterExpressionError
+
+        if pop or tags != "*":
+            raise click.UsageError("--sql takes neither --tags nor --pop")
+        try:
+            expression = MessageSelector.by_sql(sql)
+        except FilterExpressionError as exc:
+            raise click.BadParameter(str(exc), param_hint="--sql") from None
     if pop:
         _consume_pop(ctx, topic, group, tags, from_where, count, timeout, invisible_duration,
                      await_duration, batch_size, namesrv, as_json)  # fmt: skip
@@ -348,7 +366,7 @@ def consume(
                         want = 32 if count is None else min(1024, count - received)
                         if want <= 0:
                             break
-                        result = consumer.pull(mq, offsets[mq], want, tags)
+                        result = consumer.pull(mq, offsets[mq], want, expression)
                         offsets[mq] = result.next_begin_offset
                         msgs = result.messages
                         shown = len(msgs) if summary else _show(msgs, message_line)

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "status": "shmq_cli.server:status",
     "stop": "shmq_cli.server:stop",
     "store-demo": "shmq_cli.store_demo:store_demo",
+    "top": "shmq_cli.top:top",
     "tune": "shmq_cli.tune:tune",
 }
 

@@ -357,11 +357,25 @@ def stop(store_dir: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--interval", default=1.0, show_default=True,
               help="Seconds between the two samples for the per-second rates.")  # fmt: skip
-def status(store_dir: str, broker_addr: str | None, as_json: bool, interval: float) -> None:
+@click.option("--watch", "watch", is_flag=True,
+              help="Refresh a live view every --interval (as `shmq top`).")  # fmt: skip
+def status(
+    store_dir: str, broker_addr: str | None, as_json: bool, interval: float, watch: bool
+) -> None:
     """Processes, offsets, rates and rings of a running broker."""
     from shmq.remoting.admin_bodies import runtime_stats
     from shmq.remoting.client import RemotingClient
     from shmq.remoting.protocol import RequestCode
+
+    if watch:
+        from shmq_cli import top
+
+        if as_json:
+            raise click.UsageError("--watch shows a live view: it takes no --json")
+        if interval < 0.1:
+            raise click.UsageError("--watch needs an --interval of 0.1 s or more")
+        top.watch(top.resolve_broker(store_dir, None, broker_addr), interval, 0)
+        return
 
     if broker_addr is None:
         store_dir = os.path.abspath(os.path.expanduser(store_dir))

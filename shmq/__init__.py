@@ -42,6 +42,7 @@ _EXPORTS = {
     "MessageExt": "shmq.message",
     "MessageBatch": "shmq.message",
     "MessageQueue": "shmq.client.types",
+    "MessageSelector": "shmq.client.selector",
     "SendResult": "shmq.client.types",
     "SendStatus": "shmq.client.types",
     "BulkSendResult": "shmq.client.types",
@@ -90,6 +91,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "MessageTooLargeError",
     "NoRouteError",
     "PopBatch",
@@ -136,6 +138,7 @@ if TYPE_CHECKING:
     from shmq.client.consumer.simple import SimpleConsumer
     from shmq.client.producer.producer import Producer
     from shmq.client.producer.request_reply import create_reply_message
+    from shmq.client.selector import MessageSelector
     from shmq.client.transaction.producer import TransactionProducer
     from shmq.client.transaction.types import (
         LocalTransactionState,

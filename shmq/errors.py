@@ -30,6 +30,17 @@ class InvalidMessageError(ShmqError, ValueError):
         self.status = status
 
 
+class FilterExpressionError(ShmqError, ValueError):
+    """A SQL92 filter expression (``MessageSelector.by_sql``) that does not compile: the
+    message names the 1-based ``position`` in the expression and the ``reason``, so a
+    broker can answer SUBSCRIPTION_PARSE_FAILED with both."""
+
+    def __init__(self, reason: str, position: int) -> None:
+        super().__init__(f"{reason} at position {position}")
+        self.reason = reason
+        self.position = position
+
+
 class InvalidTopicError(InvalidMessageError):
     """A topic name breaks RocketMQ's rule ``^[%|a-zA-Z0-9_-]{1,127}$``."""
 

@@ -36,7 +36,8 @@ def test_the_readme_has_python_snippets():
 @pytest.fixture(scope="module")
 def c(tmp_path_factory):
     before = shm_entries()
-    with cluster(tmp_path_factory.mktemp("readme"), defaultTopicQueueNums=4) as c:
+    with cluster(tmp_path_factory.mktemp("readme"), defaultTopicQueueNums=4,
+                 enablePropertyFilter="true") as c:  # fmt: skip
         yield c
     assert shm_entries() - before == set()
 

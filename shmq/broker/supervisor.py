@@ -226,6 +226,7 @@ class Broker:
                 broker_name=cfg.broker_name,
                 cluster_topic_enable=cfg.cluster_topic_enable,
                 broker_topic_enable=cfg.broker_topic_enable,
+                trace_topic=cfg.msg_trace_topic_name if cfg.trace_topic_enable else None,
             )
             levels = len(cfg.store.delay_levels_ms)
             schedule = self.topics.get(SCHEDULE_TOPIC)

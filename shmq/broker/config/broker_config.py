@@ -102,6 +102,12 @@ class BrokerConfig:
     auto_create_subscription_group: bool = setting(
         True, "A consumer group is created when first used."
     )
+    enable_property_filter: bool = setting(
+        False,
+        "Accept SQL92 subscriptions (`MessageSelector.by_sql`): PULL_MESSAGE and heartbeats "
+        "with `expressionType=SQL92`, CHECK_CLIENT_CONFIG; off, they are refused as RocketMQ "
+        "refuses them.",
+    )
     rebalance_lock_max_live_time: int = setting(
         60_000,
         "How long an orderly consumer's queue lock lasts unless renewed (a system property "
@@ -113,6 +119,12 @@ class BrokerConfig:
     )
     broker_topic_enable: bool = setting(
         True, "Make the topic named after the broker readable and writable."
+    )
+    trace_topic_enable: bool = setting(
+        False, "Create the message trace topic (msgTraceTopicName) at start, one queue."
+    )
+    msg_trace_topic_name: str = setting(
+        "RMQ_SYS_TRACE_TOPIC", "The trace topic traceTopicEnable creates."
     )
     register_name_server_period: int = setting(
         30_000, "How often the broker registers with the namesrvs (not clamped to 10-60 s)."

@@ -88,10 +88,10 @@ IGNORED_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("forceRegister", "registerBrokerTimeoutMills", "compressedRegister"),
     ),
     (
-        "shmq filters by tag only: no SQL92 or class filters, filter servers, bloom-filter "
-        "bit maps or consume-queue extension",
+        "shmq filters by tag and SQL92 (`enablePropertyFilter`) only: no class filters, "
+        "filter servers, bloom-filter bit maps, consume-queue extension or SQL on retry topics",
         (
-            "enablePropertyFilter", "enableCalcFilterBitMap", "expectConsumerNumUseFilter",
+            "enableCalcFilterBitMap", "expectConsumerNumUseFilter",
             "maxErrorRateOfBloomFilter", "filterDataCleanTimeSpan", "filterServerNums",
             "filterSupportRetry", "enableConsumeQueueExt", "mappedFileSizeConsumeQueueExt",
             "bitMapLengthConsumeQueueExt",
@@ -120,9 +120,8 @@ IGNORED_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "answers carry RocketMQ's defaults, MSG_REGION DefaultRegion and TRACE_ON true, and a "
-        "trace topic is a topic like any other",
-        ("regionId", "traceOn", "traceTopicEnable", "msgTraceTopicName"),
+        "answers carry RocketMQ's defaults, MSG_REGION DefaultRegion and TRACE_ON true",
+        ("regionId", "traceOn"),
     ),
     (
         "the cleaner deletes a round's files without pauses, and a deleted file is unmapped by "

@@ -16,8 +16,8 @@ from typing import ClassVar
 
 from shmq.broker.client.consumer_manager import ClientChannel
 from shmq.broker.processors.processor import Processor
-from shmq.broker.processors.pull import check_expression_type
-from shmq.errors import ResponseError
+from shmq.broker.processors.pull import SQL92, check_expression_type, compiled_sql
+from shmq.errors import FilterExpressionError, ResponseError
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem, retry_topic
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
 from shmq.remoting.server import Connection, RemotingServer
@@ -76,11 +76,18 @@ class ClientManageProcessor(Processor):
     def check_client_config(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """CHECK_CLIENT_CONFIG: a 4.9 push consumer subscribing by an expression other than
         tags asks before it starts (``checkClientInBroker``). Without property filters
-        (RocketMQ's ``enablePropertyFilter``, off by default; shmq has no SQL92) such an
-        expression is refused as RocketMQ refuses it, and as a pull naming it is."""
+        (RocketMQ's ``enablePropertyFilter``, off by default) such an expression is refused
+        as RocketMQ refuses it, and as a pull naming it is; with them, a SQL92 expression
+        that does not compile is SUBSCRIPTION_PARSE_FAILED with its position and reason."""
         body = request.json_body()
         sub = body.get("subscriptionData") if isinstance(body, dict) else None
-        check_expression_type(sub.get("expressionType") if isinstance(sub, dict) else None)
+        kind = sub.get("expressionType") if isinstance(sub, dict) else None
+        check_expression_type(kind, self.ctx.config.enable_property_filter)
+        if kind == SQL92:
+            try:
+                compiled_sql(str(sub.get("subString") or ""))
+            except FilterExpressionError as exc:
+                raise ResponseError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
         return RemotingCommand.response_to(request)
 
     def disconnected(self, conn: Connection) -> None:

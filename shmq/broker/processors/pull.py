@@ -28,12 +28,15 @@ consumer skips nothing). A slave never stores a pull's ``commitOffset``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from shmq.broker.context import BrokerContext
 from shmq.broker.processors.pull_hold import HeldPull, PullHold
 from shmq.codec.record_copy import copy_owned_records
-from shmq.errors import InvalidMessageError
+from shmq.errors import FilterExpressionError, InvalidMessageError
+from shmq.filter.sql92 import SqlFilter, compile_sql
 from shmq.ipc import counters as cn
 from shmq.remoting.custom_header import INT, LONG, STR, Spec, decode_header
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
@@ -50,6 +53,7 @@ PULL_HEADER: Spec = {
     "commitOffset": (LONG, True), "suspendTimeoutMillis": (LONG, True),
     "subscription": (STR, False), "subVersion": (LONG, True), "expressionType": (STR, False),
 }  # fmt: skip
+SQL92 = "SQL92"
 # PullSysFlag
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 MIN_OFFSET_FRESH_S = 1.0  # a queue's first offset, listed at most once a second per queue
@@ -132,9 +136,10 @@ class RemotingPull:
             self.ctx.offsets.commit(group, topic, queue_id, h["commitOffset"])
         return response
 
-    def _check(self, h: dict) -> np.ndarray | None:
+    def _check(self, h: dict) -> np.ndarray | SqlFilter | None:
         """4.9's checks before the read, in its order; the subscription's tag hashes (None:
-        every message)."""
+        every message) or its compiled SQL92 filter (``enablePropertyFilter``; never on a
+        retry topic, as RocketMQ without ``filterSupportRetry``)."""
         cfg = self.ctx.config
         if not cfg.broker_permission & 4:
             raise ResponseError(
@@ -163,10 +168,12 @@ class RemotingPull:
             expression, kind = h["subscription"], h["expressionType"]
         else:
             expression, kind = self._group_subscription(group, topic, h["subVersion"])
-        check_expression_type(kind)
+        check_expression_type(kind, cfg.enable_property_filter)
         try:
+            if kind == SQL92:
+                return None if is_retry_topic(topic) else compiled_sql(expression)
             return parse_tag_filter(expression)
-        except InvalidMessageError:
+        except (InvalidMessageError, FilterExpressionError):
             raise ResponseError(Rc.SUBSCRIPTION_PARSE_FAILED,
                                 "parse the consumer's subscription failed") from None  # fmt: skip
 
@@ -186,11 +193,17 @@ class RemotingPull:
     # -- the store --------------------------------------------------------------------------
 
     def get_message(
-        self, topic: str, queue_id: int, offset: int, max_nums: int, codes: np.ndarray | None
-    ) -> tuple[Fetch, memoryview | bytes, int]:
+        self, topic: str, queue_id: int, offset: int, max_nums: int,
+        codes: np.ndarray | SqlFilter | None,
+    ) -> tuple[Fetch, memoryview | bytes, int]:  # fmt: skip
         """The store's read (``store.fetch``) over the published consume queue, and the
         records it chose as stored: ``(fetch, body, messages in body)``. A read whose
-        units own no record (cleanup removed them meanwhile) is MESSAGE_WAS_REMOVING."""
+        units own no record (cleanup removed them meanwhile) is MESSAGE_WAS_REMOVING; one
+        whose messages a SQL92 filter (``codes``) all refuses, NO_MATCHED_MESSAGE (the
+        consumer pulls on from ``next_begin_offset`` at once)."""
+        sql = None
+        if isinstance(codes, SqlFilter):
+            sql, codes = codes, None
         store, words = self.ctx.store, self.ctx.counters.words
         bounds = QueueBounds(
             store.min_offset(topic, queue_id, MIN_OFFSET_FRESH_S),
@@ -204,6 +217,10 @@ class RemotingPull:
                                  self.limits)  # fmt: skip
             if fetch.status is not GetStatus.FOUND:
                 return fetch, b"", 0
+            if sql is not None:
+                fetch = sql_matched(reader.messages(topic, queue_id, fetch), fetch, sql)
+                if fetch.status is not GetStatus.FOUND:
+                    return fetch, b"", 0
             body, copied = reader.copy_records(topic, queue_id, fetch)
         if not copied:
             return fetch._replace(status=GetStatus.MESSAGE_WAS_REMOVING), b"", 0
@@ -211,13 +228,36 @@ class RemotingPull:
         return fetch, memoryview(body), copied
 
 
-def check_expression_type(kind: str | None) -> None:
+def check_expression_type(kind: str | None, property_filter: bool = False) -> None:
     """Refuse a subscription by anything but tags as RocketMQ 4.9 does without property
-    filters (``enablePropertyFilter``, off by default; shmq has no SQL92)."""
-    if kind not in (None, "TAG"):
+    filters (``enablePropertyFilter``, off by default), and by anything but tags and SQL92
+    with them."""
+    if kind not in (None, "TAG") and not (property_filter and kind == SQL92):
         raise ResponseError(
             Rc.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {kind}"
         )
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled_sql(expression: str) -> SqlFilter:
+    """A subscription's SQL92 expression compiled once (RocketMQ's ConsumerFilterManager
+    keeps one per group and topic; every pull names its expression, so cache by that)."""
+    return compile_sql(expression)
+
+
+def is_retry_topic(topic: str) -> bool:
+    return topic.startswith("%RETRY%")
+
+
+def sql_matched(messages: list, fetch: Fetch, sql: SqlFilter) -> Fetch:
+    """``fetch`` narrowed to the units whose message ``sql`` matches (the messages are
+    those units', decoded); NO_MATCHED_MESSAGE when none does, with the same next offset."""
+    keep = [m.queue_offset for m in messages if sql(m.properties)]
+    if not keep:
+        return fetch._replace(status=GetStatus.NO_MATCHED_MESSAGE)
+    mask = np.isin(fetch.queue_offsets, np.array(keep, dtype=np.int64))
+    return fetch._replace(phys=fetch.phys[mask], sizes=fetch.sizes[mask],
+                          queue_offsets=fetch.queue_offsets[mask])  # fmt: skip
 
 
 def warm_up() -> None:

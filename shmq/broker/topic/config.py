@@ -113,7 +113,9 @@ class TopicConfigManager(json_file.VersionedTable[TopicConfig]):
     ``OFFSET_MOVED_EVENT``, the cluster's reply topic (``<cluster>_REPLY_TOPIC``), ``TBW102``
     (the auto-create template) when ``auto_create``,
     and the cluster- and broker-name topics, readable and writable only when
-    ``cluster_topic_enable`` / ``broker_topic_enable`` (else inherit-only, as RocketMQ).
+    ``cluster_topic_enable`` / ``broker_topic_enable`` (else inherit-only, as RocketMQ), and
+    the message trace topic with one queue when ``trace_topic`` is given (``traceTopicEnable``
+    with ``msgTraceTopicName``).
     """
 
     def __init__(
@@ -126,6 +128,7 @@ class TopicConfigManager(json_file.VersionedTable[TopicConfig]):
         broker_name: str = "broker-a",
         cluster_topic_enable: bool = True,
         broker_topic_enable: bool = True,
+        trace_topic: str | None = None,
     ) -> None:
         self.path = os.path.join(config_dir, FILE_NAME)
         self.default_queue_nums = default_queue_nums
@@ -143,6 +146,8 @@ class TopicConfigManager(json_file.VersionedTable[TopicConfig]):
         if auto_create:
             n = default_queue_nums
             system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, n, n, rw | PERM_INHERIT))
+        if trace_topic is not None:
+            system.append(TopicConfig(trace_topic, 1, 1))
         self._add_missing(system)
 
     def create_auto(self, topic: str, queue_nums: int = 0) -> TopicConfig:

@@ -34,6 +34,7 @@ from shmq.client.admin.sub_groups import SubscriptionGroups
 from shmq.client.admin.topics import Topics
 from shmq.client.admin.transactions import Transactions
 from shmq.client.admin.types import ConsumerProgress, QueueStatus
+from shmq.client.trace.encoder import TRACE_TOPIC
 from shmq.client.types import MessageQueue
 from shmq.remoting.credentials import Credentials
 from shmq.remoting.tls import TlsOptions
@@ -329,6 +330,24 @@ class Admin:
         """The message of ``topic`` whose unique key (``UNIQ_KEY``, the msg id a producer's
         ``send`` returns) is ``msg_id``; the first stored when it was stored again."""
         return self._messages.query_msg_by_unique_key(topic, msg_id)
+
+    def query_msg_trace_by_id(
+        self,
+        msg_id: str,
+        trace_topic: str = TRACE_TOPIC,
+        begin: int = 0,
+        end: int | None = None,
+        max_num: int = DEFAULT_QUERY_NUM,
+    ) -> dict[str, Any]:
+        """The trace of message ``msg_id`` (its unique key) as a timeline (mqadmin
+        ``queryMsgTraceById``): the trace messages of ``trace_topic`` with that key, stored
+        in ``[begin, end]`` ms (newest ``max_num``), decoded into ``produce`` (Pub: group,
+        client host, time, cost, status, store host, offset msg id, and queue and offset
+        while the broker has the message), ``transactions`` (EndTransaction) and
+        ``consume`` (per listener call: group, client host, time, retry times, cost,
+        status and result), each oldest first. Records written by RocketMQ's clients read
+        the same."""
+        return self._messages.query_msg_trace_by_id(msg_id, trace_topic, begin, end, max_num)
 
     def query_msg_by_time(
         self, topic: str, begin: int, end: int | None = None, max_num: int = DEFAULT_QUERY_NUM

@@ -1,8 +1,8 @@
 """Messages looked up as mqadmin's ``queryMsgById``, ``queryMsgByKey``,
 ``queryMsgByUniqueKey`` and a query by store time find them, each as the brokers' JSON
-(``message_to_json``'s shape), and a message consumed on request by a group member
-(``queryMsgById -g -d``, RocketMQ's ``consumeMessageDirectly``). ``Admin`` documents each
-call."""
+(``message_to_json``'s shape), a message's trace timeline (``queryMsgTraceById``), and a
+message consumed on request by a group member (``queryMsgById -g -d``, RocketMQ's
+``consumeMessageDirectly``). ``Admin`` documents each call."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import time
 from typing import Any
 
 from shmq.client.admin.remote import Remote
-from shmq.errors import ClientError, InvalidMessageIdError, ResponseError
+from shmq.client.trace.encoder import TRACE_TOPIC
+from shmq.client.trace.view import timeline, trace_records
+from shmq.errors import ClientError, InvalidMessageIdError, ResponseError, ShmqError
 from shmq.message import parse_offset_msg_id
 from shmq.remoting.protocol import RequestCode, ResponseCode
 
@@ -102,6 +104,25 @@ class MessageQueries:
         if not found:
             raise ClientError(f"no message of topic {topic} has the unique key {msg_id}")
         return found[0]
+
+    def query_msg_trace_by_id(
+        self,
+        msg_id: str,
+        trace_topic: str = TRACE_TOPIC,
+        begin: int = 0,
+        end: int | None = None,
+        max_num: int = DEFAULT_QUERY_NUM,
+    ) -> dict[str, Any]:
+        found = self.query_msg_by_key(trace_topic, msg_id, max_num, begin, end)
+        line = timeline(msg_id, trace_records(msg_id, found))
+        for pub in line["produce"]:  # where it was stored, while the broker still has it
+            try:
+                stored = self.query_msg_by_id(pub["offsetMsgId"])
+            except ShmqError:
+                continue
+            pub.update(queueId=stored["queueId"], queueOffset=stored["queueOffset"],
+                       storeTimestamp=stored["storeTimestamp"])  # fmt: skip
+        return line
 
     def query_msg_by_time(
         self, topic: str, begin: int, end: int | None = None, max_num: int = DEFAULT_QUERY_NUM

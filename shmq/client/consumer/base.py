@@ -30,6 +30,9 @@ from shmq.client.consumer.rebalance import (
 from shmq.client.consumer.running_info import running_info
 from shmq.client.consumer.subscription import Subscription
 from shmq.client.instance import ClientInstance
+from shmq.client.producer.producer import trace_dispatcher
+from shmq.client.selector import MessageSelector
+from shmq.client.trace.consume_hook import ConsumeMessageTraceHook
 from shmq.client.transport.chooser import check_transport
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
@@ -56,9 +59,13 @@ class ConsumerBase:
     """What every consumer shares. Of its options, ``credentials`` (``(access_key,
     secret_key)``) signs every request, to the namesrvs too, for brokers with ACL on, and
     ``tls`` (True, or a ``TlsOptions``) connects with TLS; both are checked here, before
-    ``start`` opens anything."""
+    ``start`` opens anything. ``enable_msg_trace`` writes RocketMQ's message trace
+    (SubBefore and SubAfter records of what the consumer consumed) to ``trace_topic`` in the
+    background (``shmq.client.trace``); off, it costs nothing."""
 
     consume_type = "CONSUME_PASSIVELY"
+    takes_sql = True  # subscribe() takes MessageSelector.by_sql
+    consume_timeout = 15 * 60.0  # seconds: a traced listener call this long ends as TIME_OUT
 
     def __init__(
         self,
@@ -79,6 +86,8 @@ class ConsumerBase:
         poll_name_server_interval: float = 30.0,
         credentials: Credentials | tuple[str, str] | None = None,
         tls: bool | TlsOptions | None = None,
+        enable_msg_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         try:
             validate_topic(group)
@@ -109,6 +118,9 @@ class ConsumerBase:
         self.transport = check_transport(transport)
         self.credentials = Credentials.of(credentials)
         self.tls = tls_options(tls)
+        self.enable_msg_trace = enable_msg_trace
+        self.trace_topic = trace_topic
+        self._trace: ConsumeMessageTraceHook | None = None
         self._subs: dict[str, Subscription] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -123,10 +135,14 @@ class ConsumerBase:
 
     # -- subscriptions --------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        """Consume ``topic``, filtered by a tag expression (``*`` or ``TagA || TagB``);
-        subscribing again replaces the expression."""
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
+        """Consume ``topic``, filtered by a tag expression (``*`` or ``TagA || TagB``) or a
+        ``MessageSelector`` (``by_sql``: a SQL92 property filter, on brokers with
+        ``enablePropertyFilter=true``); subscribing again replaces the expression."""
         sub = Subscription.parse(topic, expression)
+        if sub.selector is not None and (not self.takes_sql or getattr(self, "bulk", False)):
+            raise ClientError(f"a {type(self).__name__} that is a POP or bulk consumer does "
+                              "not take SQL92 selectors yet")  # fmt: skip
         with self._lock:
             self._subs[topic] = sub
         self._subscriptions_changed()
@@ -184,6 +200,10 @@ class ConsumerBase:
             self.consume_from_where,
             self.consume_timestamp,
         )
+        if self.enable_msg_trace:
+            dispatcher = trace_dispatcher(self.group, "CONSUME", self.namesrv, self.trace_topic,
+                                          self.transport, self.credentials, self.tls)  # fmt: skip
+            self._trace = ConsumeMessageTraceHook(self.group, dispatcher, self.consume_timeout)
         self._started = True
         self.started_ms = int(time.time() * 1000)
         self._heartbeat()
@@ -201,6 +221,8 @@ class ConsumerBase:
             self.offsets.persist()
         if self.instance is not None:
             self.instance.close()
+        if self._trace is not None:  # the last listener calls are traced by now
+            self._trace.shutdown()
 
     def _service_loop(self) -> None:
         now = time.monotonic()

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 
 from shmq.client.consumer.base import ConsumerBase, queues_of
 from shmq.client.consumer.subscription import Subscription
+from shmq.client.selector import MessageSelector
 from shmq.client.types import MessageQueue, PullStatus
 from shmq.errors import ClientError, ConfigError
 from shmq.message import MessageExt
@@ -95,7 +96,7 @@ class PullConsumer(ConsumerBase):
 
     # -- assignment -------------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         if self._assigned_by_user is not None:
             raise ClientError("assign() and subscribe() cannot be mixed")
         super().subscribe(topic, expression)
@@ -171,6 +172,8 @@ class PullConsumer(ConsumerBase):
                     self._next = (self._next + i + 1) % max(1, len(queues))
                     break
             if out:
+                if self._trace is not None:
+                    self._trace.polled(out)
                 return out
             left = deadline - time.monotonic()
             if left <= 0 or self._stop.is_set():
@@ -188,7 +191,7 @@ class PullConsumer(ConsumerBase):
             offset = self._positions.get(mq)
         if sub is None or offset is None:
             return []
-        result = self._reader().pull(mq, offset, max_nums, sub.expression, 0.0)
+        result = self._reader().pull(mq, offset, max_nums, sub.pull_expression, 0.0)
         next_offset = result.next_begin_offset
         if result.pull_status is PullStatus.OFFSET_ILLEGAL or (
             result.pull_status is PullStatus.NO_MATCHED_MSG

@@ -227,6 +227,8 @@ class PushConsumer(ConsumerBase):
             with self._lock:
                 self._subs.setdefault(self._retry_topic, Subscription.parse(self._retry_topic))
         self._start_base(f"shmq-push-service-{self.group}")
+        if self._trace is not None and not self.bulk:  # before the pull thread calls it
+            self.listener = self._trace.wrap(self.listener)
         if self.message_model is MessageModel.CLUSTERING:
             self._back = MessageBack(
                 self.instance, self.namesrv, self.group, self.max_reconsume_times
@@ -332,13 +334,15 @@ class PushConsumer(ConsumerBase):
             return sorted(mq for mq in self._table if mq.topic != self._retry_topic)
 
     def stats(self) -> dict:
-        """Counters and each held queue's process-queue state (count, size, offsets)."""
+        """Counters, each held queue's process-queue state (count, size, offsets), and with
+        trace on its trace messages (``trace``)."""
         with self._lock:
             table = dict(self._table)
         return {
             **self.counters,
             "clientId": self.instance.client_id if self.instance else None,
             "queues": {str(mq): pq.stats() for mq, pq in sorted(table.items())},
+            **({"trace": self._trace.dispatcher.stats()} if self._trace is not None else {}),
         }
 
     # -- pulling ----------------------------------------------------------------------------------
@@ -418,9 +422,9 @@ class PushConsumer(ConsumerBase):
         reader = self.instance.reader
         offset = pq.next_offset
         if self.bulk:
-            result = reader.pull_bulk(mq, offset, max_nums, sub.expression, 0.0)
+            result = reader.pull_bulk(mq, offset, max_nums, sub.pull_expression, 0.0)
         else:
-            result = reader.pull(mq, offset, max_nums, sub.expression, 0.0)
+            result = reader.pull(mq, offset, max_nums, sub.pull_expression, 0.0)
         pq.last_pull = time.monotonic()
         caught_up = result.next_begin_offset >= result.max_offset
         if result.batch is not None:

@@ -113,6 +113,7 @@ class SimpleConsumer(ConsumerBase):
     """
 
     consume_type = "CONSUME_POP"
+    takes_sql = False  # POP with SQL92 is not built yet
 
     def __init__(
         self,

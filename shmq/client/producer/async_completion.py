@@ -89,17 +89,34 @@ class SendFuture(Future):
             return self._exception
         return super().exception(timeout)
 
+    def add_done_callback(self, fn: Callable[[Future], Any]) -> None:
+        """``Future.add_done_callback`` without making the condition while the future is in
+        flight (a traced or called-back send would pay for one): ``settle`` calls the
+        callbacks kept here."""
+        with SendFuture._guard:
+            if self._cond is None and self._state == RUNNING:
+                if self._callbacks is None:
+                    self._callbacks = [fn]
+                else:
+                    self._callbacks.append(fn)
+                return
+        super().add_done_callback(fn)  # settled (called now), or waited on already
+
     def settle(self, result: Any = None, exc: BaseException | None = None) -> None:
         """Complete the future once (a second settling is ignored: ``close`` may race the
         completion thread)."""
         guard = SendFuture._guard
         guard.acquire()
         if self._cond is None:
+            callbacks = None
             if self._state == RUNNING:
                 self._result = result
                 self._exception = exc
                 self._state = FINISHED
+                callbacks = self._callbacks
             guard.release()
+            if callbacks:
+                self._invoke_callbacks()
             return
         guard.release()
         try:

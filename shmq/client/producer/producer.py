@@ -63,6 +63,14 @@ from shmq.client.producer.selectors import (
     select_by_random,
 )
 from shmq.client.route import BrokerQueues, RouteTable
+from shmq.client.trace.dispatcher import (
+    MAX_MSG_SIZE,
+    SEND_TIMEOUT_S,
+    AsyncTraceDispatcher,
+    trace_group_name,
+)
+from shmq.client.trace.encoder import TRACE_TOPIC
+from shmq.client.trace.send_hook import SendMessageTraceHook
 from shmq.client.transport.chooser import TransportChooser
 from shmq.client.transport.tcp_send import TcpSends
 from shmq.client.types import BulkSendResult, MessageQueue, SendResult, SendStatus
@@ -114,6 +122,9 @@ class Producer(RequestReply):
     requests are in flight, ``tcp_batching``) otherwise; ``"shm"`` or ``"tcp"`` force one.
     ``credentials`` (``(access_key, secret_key)``) signs every request, to the namesrvs
     too, for brokers with ACL on; ``tls`` (True, or a ``TlsOptions``) connects with TLS.
+    ``enable_msg_trace`` writes RocketMQ's message trace (a Pub record per stored message,
+    an EndTransaction record per ended transaction) to ``trace_topic`` in the background
+    (``shmq.client.trace``); off, it costs nothing.
 
     Example::
 
@@ -142,6 +153,8 @@ class Producer(RequestReply):
         transport: str = "auto",
         credentials: Credentials | tuple[str, str] | None = None,
         tls: bool | TlsOptions | None = None,
+        enable_msg_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         if not send_timeout > 0:
             raise ConfigError(f"send_timeout must be > 0 seconds, not {send_timeout!r}")
@@ -219,6 +232,12 @@ class Producer(RequestReply):
         self._uniq = UniqKeys()
         self._closed = False
         RequestReply.__init__(self)
+        self._trace: SendMessageTraceHook | None = None
+        if enable_msg_trace:
+            dispatcher = trace_dispatcher(group, "PRODUCE", namesrv, trace_topic, transport,
+                                          self.client.credentials, self.client.tls)  # fmt: skip
+            self._trace = SendMessageTraceHook(group, dispatcher)
+            self._trace.install(self)
 
     # -- sync sends -------------------------------------------------------------------------
 
@@ -552,6 +571,8 @@ class Producer(RequestReply):
             self._links.retire(link)
         self._infos.close()
         self.client.close()
+        if self._trace is not None:  # after the last send settled: its trace is queued
+            self._trace.shutdown()
 
     shutdown = close
 
@@ -564,7 +585,7 @@ class Producer(RequestReply):
     def stats(self) -> dict:
         """Brokers linked (the current link of each; a retired one while sends still use
         it), async sends in flight, parks and missed wake-ups, latency faults, failures and
-        retries so far."""
+        retries so far, and with trace on its trace messages (``trace``)."""
         return {
             "group": self.group,
             "topics": sorted(self._infos.infos),
@@ -577,7 +598,26 @@ class Producer(RequestReply):
                 for item in self.faults.items()
             },
             **dict(self._stats),
+            **({"trace": self._trace.dispatcher.stats()} if self._trace is not None else {}),
         }
+
+
+def trace_dispatcher(
+    group: str,
+    kind: str,
+    namesrv: str,
+    trace_topic: str | None,
+    transport: str,
+    credentials: Credentials | None,
+    tls: TlsOptions | None,
+) -> AsyncTraceDispatcher:
+    """The trace dispatcher of a ``kind`` (PRODUCE or CONSUME) client of ``group``, with a
+    producer of its own (RocketMQ's trace producer: 5 s send timeout, 128000-byte messages)
+    sending to ``trace_topic`` (default ``RMQ_SYS_TRACE_TOPIC``)."""
+    producer = Producer(trace_group_name(group, kind), namesrv, send_timeout=SEND_TIMEOUT_S,
+                        max_message_size=MAX_MSG_SIZE, transport=transport,
+                        credentials=credentials, tls=tls)  # fmt: skip
+    return AsyncTraceDispatcher(trace_topic or TRACE_TOPIC, producer)
 
 
 def _status_of_one(result: SendResult) -> SendStatus:

@@ -222,6 +222,8 @@ class TransactionProducer(Producer):
         self._send_end(addr, int(fields.get("tranStateTableOffset", msg.queue_offset)),
                        int(fields.get("commitLogOffset", msg.physical_offset)), state,
                        msg.msg_id, True)  # fmt: skip
+        if self._trace is not None:
+            self._trace.end_transaction(msg, msg.msg_id, msg.store_host, state.value, True)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

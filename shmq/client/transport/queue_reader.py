@@ -41,11 +41,13 @@ import time
 
 from shmq.client.gc_freeze import freeze_startup_objects
 from shmq.client.route import PERM_READ, BrokerQueues, RouteTable
+from shmq.client.selector import MessageSelector
 from shmq.client.transport.broker_link import BrokerLink
 from shmq.client.transport.chooser import TransportChooser
 from shmq.client.transport.tcp_pull import PULL_STATUSES, TcpConsumerLink
 from shmq.client.types import MessageQueue, PullResult, PullStatus
 from shmq.errors import ClientError, NoRouteError, ResponseError, ShmqError
+from shmq.filter.sql92 import SqlFilter
 from shmq.ipc import consumer_gets as cg
 from shmq.ipc import counters as cn
 from shmq.ipc import queue_table as qt
@@ -138,12 +140,13 @@ class _ConsumerLink:
 
     def pull(
         self, mq: MessageQueue, offset: int, max_nums: int, codes, tags: frozenset[str] | None,
-        timeout: float, bulk: bool, spin_s: float,
+        timeout: float, bulk: bool, spin_s: float, sql: SqlFilter | None = None,
     ) -> PullResult:  # fmt: skip
         """Read ``mq`` from the mapped files by the store's rule (``store.fetch``, bounded
         by ``max_nums`` only), parking on the semaphore until ``timeout``. Units the tag
-        filter skips, or whose records cleanup removed, are read past at once, as a TCP
-        consumer pulls again at once on PULL_RETRY_IMMEDIATELY."""
+        filter skips, messages a SQL92 filter (``sql``) does not match, or whose records
+        cleanup removed, are read past at once, as a TCP consumer pulls again at once on
+        PULL_RETRY_IMMEDIATELY."""
         now = time.monotonic()
         deadline = now + timeout
         reader = self.reader
@@ -165,6 +168,8 @@ class _ConsumerLink:
                     msgs = reader.messages(mq.topic, mq.queue_id, fetch)
                     if tags is not None:
                         msgs = [m for m in msgs if m.tags in tags]
+                    elif sql is not None:
+                        msgs = [m for m in msgs if sql(m.properties)]
                     if msgs:
                         self._got(slot, len(msgs))
                         return PullResult(PullStatus.FOUND, fetch.next_begin_offset, low,
@@ -266,6 +271,7 @@ class QueueReader:
         self._retired: list[tuple[float, _ConsumerLink | TcpConsumerLink]] = []
         self._brokers: dict[str, BrokerQueues] = {}  # by broker name, from the latest route
         self._suggested: dict[MessageQueue, int] = {}  # broker id to pull each queue from
+        self._sql_checked: set[tuple[str, str]] = set()  # (address, expression) accepted
         self._lock = threading.Lock()
         self._wakes = 0  # raised by ``wake``: ends the waits under way
 
@@ -330,12 +336,14 @@ class QueueReader:
         mq: MessageQueue,
         offset: int,
         max_nums: int = 32,
-        expression: str | None = "*",
+        expression: str | MessageSelector | None = "*",
         timeout: float = 0.0,
     ) -> PullResult:
         """Up to ``max_nums`` (≤ 1,024) messages from ``offset``; when none is there yet,
         wait up to ``timeout`` seconds for one (long polling). Tag filtering as RocketMQ:
-        hash in the consume queue, then the tag string here."""
+        hash in the consume queue, then the tag string here. A SQL92 ``MessageSelector``
+        is evaluated here on shared memory, by the broker over TCP; the broker must have
+        ``enablePropertyFilter=true`` (asked once per broker by CHECK_CLIENT_CONFIG)."""
         return self._pull(mq, offset, min(max_nums, MAX_PULL), expression, timeout, False)
 
     def pull_bulk(
@@ -356,23 +364,58 @@ class QueueReader:
         mq: MessageQueue,
         offset: int,
         max_nums: int,
-        expression: str | None,
+        expression: str | MessageSelector | None,
         timeout: float,
         bulk: bool,
     ) -> PullResult:
         max_nums = max(1, max_nums)
-        codes = parse_tag_filter(expression)
-        tags = None if codes is None else frozenset(t.strip() for t in expression.split("||"))
+        sql = None
+        if isinstance(expression, MessageSelector):
+            sql = expression.sql
+            if sql is None:
+                expression = expression.expression
+            elif bulk:
+                raise ClientError("a bulk pull takes a tag expression, not a SQL92 selector")
+        if sql is None:
+            codes = parse_tag_filter(expression)
+            tags = None if codes is None else frozenset(t.strip() for t in expression.split("||"))
+        else:
+            codes = tags = None
         try:
             link = self._link(mq)
+            if sql is not None:
+                self._check_sql(self.pull_address(mq), mq.topic, expression)
             if isinstance(link, _ConsumerLink):
-                return link.pull(mq, offset, max_nums, codes, tags, timeout, bulk, self.spin_s)
+                return link.pull(mq, offset, max_nums, codes, tags, timeout, bulk, self.spin_s,
+                                 sql)  # fmt: skip
             result = link.pull(mq, offset, max_nums, expression, tags, timeout, bulk)
         except ShmqError:
             self._forget_route(mq)
             raise
         self._suggested[mq] = result.suggest_which_broker_id
         return result
+
+    def _check_sql(self, address: str, topic: str, selector: MessageSelector) -> None:
+        """CHECK_CLIENT_CONFIG of a SQL92 selector, once per broker and expression, as a
+        RocketMQ push consumer asks at start: a broker without ``enablePropertyFilter``
+        refuses it (SYSTEM_ERROR), as it refuses such a PULL_MESSAGE; raises
+        ``ResponseError``. A consumer on shared memory reads without a pull, so this is
+        where it learns the broker's answer."""
+        key = (address, selector.expression)
+        if key in self._sql_checked:
+            return
+        sub = {
+            "topic": topic,
+            "subString": selector.expression,
+            "expressionType": "SQL92",
+            "tagsSet": [],
+            "codeSet": [],
+            "subVersion": 0,
+            "classFilterMode": False,
+        }
+        body = {"clientId": "", "group": self.group, "subscriptionData": sub}
+        self.client.invoke_json(address, RequestCode.CHECK_CLIENT_CONFIG, {}, body)
+        self._sql_checked.add(key)
 
     def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
         """Park until any of the queues has a message at or after its offset in

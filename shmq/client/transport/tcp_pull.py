@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from shmq.client.selector import MessageSelector
 from shmq.client.types import MessageQueue, PullResult, PullStatus
 from shmq.codec import pull_body
 from shmq.codec import record as rec
@@ -54,17 +55,22 @@ PULL_STATUSES = {  # how a consumer reads the broker's answer to a pull (4.9's P
 
 
 def pull_request(
-    group: str, mq: MessageQueue, offset: int, max_nums: int, expression: str, suspend_ms: int
-) -> RemotingCommand:
-    """A PULL_MESSAGE of ``mq`` from ``offset`` with the subscription ``expression`` (TAG),
-    committing nothing; held up to ``suspend_ms`` by the broker when nothing is there."""
+    group: str, mq: MessageQueue, offset: int, max_nums: int,
+    expression: str | MessageSelector, suspend_ms: int,
+) -> RemotingCommand:  # fmt: skip
+    """A PULL_MESSAGE of ``mq`` from ``offset`` with the subscription ``expression`` (TAG,
+    or a ``MessageSelector``'s type), committing nothing; held up to ``suspend_ms`` by the
+    broker when nothing is there."""
+    kind = "TAG"
+    if isinstance(expression, MessageSelector):
+        kind, expression = expression.expression_type, expression.expression
     flags = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
     return RemotingCommand.request(
         RequestCode.PULL_MESSAGE,
         {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id,
          "queueOffset": offset, "maxMsgNums": max_nums, "sysFlag": flags,
          "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
-         "subscription": expression, "subVersion": 0, "expressionType": "TAG"},
+         "subscription": expression, "subVersion": 0, "expressionType": kind},
         serialize_type=SerializeType.ROCKETMQ,
     )  # fmt: skip
 
@@ -74,7 +80,7 @@ class _Pull:
 
     __slots__ = ("done", "error", "expression", "max_nums", "offset", "opaque", "reply")
 
-    def __init__(self, offset: int, max_nums: int, expression: str) -> None:
+    def __init__(self, offset: int, max_nums: int, expression: str | MessageSelector) -> None:
         self.offset = offset
         self.max_nums = max_nums
         self.expression = expression
@@ -103,8 +109,9 @@ class TcpConsumerLink:
     # -- the reader's calls -----------------------------------------------------------------
 
     def pull(
-        self, mq: MessageQueue, offset: int, max_nums: int, expression: str | None,
-        tags: frozenset[str] | None, timeout: float, bulk: bool,
+        self, mq: MessageQueue, offset: int, max_nums: int,
+        expression: str | MessageSelector | None, tags: frozenset[str] | None, timeout: float,
+        bulk: bool,
     ) -> PullResult:  # fmt: skip
         """Up to ``max_nums`` messages of ``mq`` from ``offset`` (``tags``: the tag strings
         to keep after the broker's hash filter), waiting up to ``timeout`` seconds."""
@@ -179,7 +186,12 @@ class TcpConsumerLink:
     # -- requests ---------------------------------------------------------------------------
 
     def _start(
-        self, mq: MessageQueue, offset: int, max_nums: int, expression: str, suspend_ms: int
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int,
+        expression: str | MessageSelector,
+        suspend_ms: int,
     ) -> _Pull:
         """Send a pull of ``mq`` (call with ``_cond`` held); a pull of the queue still in
         flight is forgotten. A pull that cannot be written is answered with its error."""

@@ -1,0 +1,187 @@
+"""RocketMQ's ``AsyncTraceDispatcher``: trace contexts from the hooks are packed into trace
+messages and sent to the trace topic by a thread of their own, so a traced send or consume
+only queues its context.
+
+The hooks queue anything with a ``transfer()`` giving its records and keys (a
+``TraceContext``, or a producer's lighter Pub); the thread encodes them. A trace message
+holds up to ``batch_size`` contexts (20), never more than ``max_msg_size`` (128000)
+characters of records (RocketMQ counts characters too) nor ``MAX_MSG_KEY_SIZE`` of keys, and
+leaves ``wait_time_threshold_ms`` (500) after its first record at the latest; the thread
+looks every ``polling_ms`` (100), and at once when a trace message's worth is queued. Its
+keys are its records' message ids and user keys (``encoder.trans_keys``), so the broker's
+index finds a message's trace by its id. When ``queue_size`` (2048, RocketMQ's appender
+queue) trace messages' worth of contexts wait, new ones are dropped and counted
+(``discarded``), as RocketMQ does: tracing never blocks the traced client. The trace
+messages go through a producer of their own (group
+``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>-<n>``), asynchronously; a failed one is
+logged.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import threading
+import time
+from typing import Any, Protocol
+
+from shmq.message import Message
+
+log = logging.getLogger(__name__)
+
+GROUP_NAME_PREFIX = "_INNER_TRACE_PRODUCER"  # TraceConstants.GROUP_NAME_PREFIX
+QUEUE_SIZE = 2048  # trace messages' worth of contexts that may wait
+BATCH_SIZE = 20
+MAX_MSG_SIZE = 128_000
+POLLING_MS = 100
+WAIT_TIME_THRESHOLD_MS = 500
+MAX_MSG_KEY_SIZE = 32767 - 10000  # the KEYS property's bound (Short.MAX_VALUE - 10000)
+SEND_TIMEOUT_S = 5.0  # the trace producer's sendMsgTimeout
+SHUTDOWN_FLUSH_S = 5.0  # what a shutdown waits for the thread
+
+_COUNTER = itertools.count(1)
+
+
+def trace_group_name(group: str, kind: str) -> str:
+    """The trace producer's group for a client of ``group`` (``kind``: PRODUCE or
+    CONSUME), numbered as RocketMQ's ``genGroupNameForTrace``."""
+    return f"{GROUP_NAME_PREFIX}-{group}-{kind}-{next(_COUNTER)}"
+
+
+class TraceItem(Protocol):
+    """What the hooks queue: it becomes records and their keys in the dispatcher's thread
+    (RocketMQ's ``TraceTransferBean``)."""
+
+    def transfer(self) -> tuple[str, set[str]]: ...
+
+
+class _Segment:
+    """The records of the trace message being packed."""
+
+    __slots__ = ("contexts", "data", "first", "key_size", "keys", "size")
+
+    def __init__(self) -> None:
+        self.data: list[str] = []
+        self.keys: set[str] = set()
+        self.contexts = 0
+        self.size = 0
+        self.key_size = 0
+        self.first = 0.0  # monotonic time of its first record
+
+
+class AsyncTraceDispatcher:
+    """Sends trace contexts to ``trace_topic`` through ``producer`` (anything with
+    ``send_async(Message)`` returning a future, and ``close()``; it is closed with the
+    dispatcher)."""
+
+    def __init__(
+        self,
+        trace_topic: str,
+        producer: Any,
+        *,
+        queue_size: int = QUEUE_SIZE,
+        batch_size: int = BATCH_SIZE,
+        max_msg_size: int = MAX_MSG_SIZE,
+        polling_ms: int = POLLING_MS,
+        wait_time_threshold_ms: int = WAIT_TIME_THRESHOLD_MS,
+    ) -> None:
+        self.trace_topic = trace_topic
+        self.producer = producer
+        self.batch_size = batch_size
+        self.max_msg_size = max_msg_size
+        self.max_waiting = queue_size * batch_size
+        self.polling_s = polling_ms / 1000
+        self.wait_s = wait_time_threshold_ms / 1000
+        self.discarded = 0
+        self.sent = 0  # trace messages handed to the producer
+        self._queue: collections.deque[TraceItem] = collections.deque()
+        self._segment = _Segment()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._worker = threading.Thread(target=self._run, name="shmq-trace-dispatcher",
+                                        daemon=True)  # fmt: skip
+        self._worker.start()
+
+    def append(self, ctx: TraceItem) -> bool:
+        """Queue ``ctx`` to be sent; False (and counted) when too many wait already."""
+        n = len(self._queue)
+        if n >= self.max_waiting:
+            self.discarded += 1
+            return False
+        self._queue.append(ctx)
+        if n == self.batch_size:
+            self._wake.set()
+        return True
+
+    def stats(self) -> dict[str, int]:
+        """Trace messages sent, contexts dropped and waiting."""
+        return {"sent": self.sent, "discarded": self.discarded, "waiting": len(self._queue)}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.polling_s)
+            self._wake.clear()
+            try:
+                self._drain()
+                seg = self._segment
+                if seg.contexts and time.monotonic() - seg.first >= self.wait_s:
+                    self._send()
+            except Exception:
+                log.exception("trace dispatcher for %s failed a round", self.trace_topic)
+
+    def _drain(self) -> None:
+        queue = self._queue
+        while queue:
+            self._add(queue.popleft())
+
+    def _add(self, ctx: TraceItem) -> None:
+        data, keys = ctx.transfer()
+        size = len(data)  # characters, as RocketMQ counts them
+        key_size = sum(map(len, keys)) + len(keys)
+        seg = self._segment
+        if seg.contexts and (seg.size + size > self.max_msg_size
+                             or seg.key_size + key_size > MAX_MSG_KEY_SIZE):  # fmt: skip
+            self._send()
+            seg = self._segment
+        if not seg.contexts:
+            seg.first = time.monotonic()
+        seg.data.append(data)
+        seg.keys |= keys
+        seg.contexts += 1
+        seg.size += size
+        seg.key_size += key_size
+        if seg.contexts >= self.batch_size or seg.size >= self.max_msg_size:
+            self._send()
+
+    def _send(self) -> None:
+        seg, self._segment = self._segment, _Segment()
+        msg = Message(self.trace_topic, "".join(seg.data).encode(), keys=sorted(seg.keys))
+        try:
+            future = self.producer.send_async(msg)
+        except Exception as exc:
+            log.error("trace data of %d context(s) not sent to %s: %s", seg.contexts,
+                      self.trace_topic, exc)  # fmt: skip
+            return
+        self.sent += 1
+        future.add_done_callback(self._sent)
+
+    def _sent(self, future: Any) -> None:
+        exc = future.exception()
+        if exc is not None:
+            log.error("trace data not sent to %s: %s", self.trace_topic, exc)
+
+    def flush(self, timeout: float = SHUTDOWN_FLUSH_S) -> None:
+        """Stop the thread, then send everything queued from the caller's thread."""
+        self._stop.set()
+        self._wake.set()
+        self._worker.join(timeout)
+        self._drain()
+        if self._segment.contexts:
+            self._send()
+
+    def shutdown(self) -> None:
+        """Send everything queued, wait for those sends (the producer's close settles them),
+        close the producer."""
+        self.flush()
+        self.producer.close()
