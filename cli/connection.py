@@ -52,8 +52,8 @@ def client_options() -> dict[str, Any]:
     """The ``credentials=`` and ``tls=`` of the running command's options, for a client's
     constructor; a ``UsageError`` for an access key without its secret, or the reverse,
     or a TLS key without its certificate."""
-    from shmq.remoting.credentials import Credentials
-    from shmq.remoting.tls import TlsOptions
+    from shmq.remoting.security.credentials import Credentials
+    from shmq.remoting.security.tls import TlsOptions
 
     given = click.get_current_context().meta.get(_KEPT, {})
     access_key, secret_key = given.get("access_key"), given.get("secret_key")

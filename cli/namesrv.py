@@ -19,7 +19,7 @@ from shmq.namesrv.controller import DEFAULT_STORE_PATH, HEARTBEAT_TIMEOUT_MS
 from shmq.namesrv.kv_config import DEFAULT_KV_CONFIG_PATH
 from shmq.namesrv.routes import BROKER_EXPIRE_MS
 from shmq.namesrv.server import DEFAULT_PORT, SCAN_INTERVAL_MS, NameServer
-from shmq.remoting.tls_server import CLIENT_AUTH, MODES, PERMISSIVE, TlsServerConfig
+from shmq.remoting.security.tls_server import CLIENT_AUTH, MODES, PERMISSIVE, TlsServerConfig
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

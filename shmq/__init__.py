@@ -36,8 +36,8 @@ _EXPORTS = {
     "PopBatch": "shmq.client.consumer.pop_batch",
     "Admin": "shmq.client.admin.admin",
     "EmbeddedBroker": "shmq.embedded",
-    "Credentials": "shmq.remoting.credentials",
-    "TlsOptions": "shmq.remoting.tls",
+    "Credentials": "shmq.remoting.security.credentials",
+    "TlsOptions": "shmq.remoting.security.tls",
     "Message": "shmq.message",
     "MessageExt": "shmq.message",
     "MessageBatch": "shmq.message",
@@ -171,5 +171,5 @@ if TYPE_CHECKING:
         ShmqError,
     )
     from shmq.message import Message, MessageBatch, MessageExt
-    from shmq.remoting.credentials import Credentials
-    from shmq.remoting.tls import TlsOptions
+    from shmq.remoting.security.credentials import Credentials
+    from shmq.remoting.security.tls import TlsOptions

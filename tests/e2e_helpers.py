@@ -25,7 +25,7 @@ from shmq.errors import RemotingError
 from shmq.remoting.admin_bodies import runtime_stats
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.tls import TlsOptions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -385,7 +385,7 @@ def embedded(root: str, host: str = "127.0.0.1", **conf: object) -> Iterator[Emb
 def tls_certs(directory: str) -> tuple[str, str]:
     """``(certificate, key)`` PEM paths in ``directory``: a self-signed pair for localhost
     and 127.0.0.1, its own CA (a client trusts it with ``TlsOptions(ca_file=certificate)``)."""
-    from shmq.remoting.self_signed import self_signed
+    from shmq.remoting.security.self_signed import self_signed
 
     cert, key = self_signed()
     paths = os.path.join(directory, "tls-cert.pem"), os.path.join(directory, "tls-key.pem")

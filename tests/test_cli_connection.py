@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from shmq.errors import ShmqError
-from shmq.remoting.credentials import Credentials
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 from shmq_cli.main import cli
 
 SECRET = "cli-secret-not-shown"

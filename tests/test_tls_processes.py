@@ -18,7 +18,7 @@ from shmq.client.types import SendStatus
 from shmq.errors import RemotingConnectError
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.tls import TlsOptions
 
 TOPIC = "TlsTopic"
 

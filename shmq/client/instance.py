@@ -26,10 +26,10 @@ from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import NoRouteError, RemotingError, ResponseError
 from shmq.remoting import fastjson
 from shmq.remoting.admin_bodies import queue_items, queue_table
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.duplex import DuplexChannel
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, request_name
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 
 log = logging.getLogger(__name__)
 

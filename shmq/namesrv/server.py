@@ -44,8 +44,8 @@ from shmq.namesrv.kv_config import KVConfigManager
 from shmq.namesrv.routes import BROKER_EXPIRE_MS, FLAG_UNIT, FLAG_UNIT_SUB, RouteInfoManager
 from shmq.remoting import fastjson
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.security.tls_server import TlsServerConfig
 from shmq.remoting.server import Connection, RemotingServer
-from shmq.remoting.tls_server import TlsServerConfig
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from shmq.proxy.context import RequestContext
 from shmq.proxy.status import Code, ProxyError
 from shmq.proxy.v2 import definition_pb2 as pb
 from shmq.proxy.v2 import service_pb2 as spb
-from shmq.remoting.signature import grpc_signature
+from shmq.remoting.security.signature import grpc_signature
 
 CONSUMER_TYPES = (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER, pb.PULL_CONSUMER)
 

@@ -19,10 +19,10 @@ from typing import Any
 
 from shmq.errors import RemotingError, RemotingTimeoutError
 from shmq.proxy.status import Code, ProxyError, remoting_code
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.duplex import DuplexChannel
 from shmq.remoting.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 
 CONFIG_TTL_S = 3.0  # how long a topic's or group's config is taken as current
 POP_CHANNELS = 4

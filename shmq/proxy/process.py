@@ -35,8 +35,8 @@ from shmq.proxy.authorization import GrpcAcl
 from shmq.proxy.proxy_config import GRPC_MAX_INBOUND_MESSAGE_SIZE, ProxyConfig
 from shmq.proxy.service import MessagingService
 from shmq.proxy.v2 import service_pb2_grpc
-from shmq.remoting.credentials import Credentials
-from shmq.remoting.tls_server import ENFORCING
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls_server import ENFORCING
 
 log = logging.getLogger(__name__)
 

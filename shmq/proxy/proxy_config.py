@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shmq.broker.config.broker_config import BrokerConfig
-from shmq.remoting.tls import TlsOptions
-from shmq.remoting.tls_server import ENFORCING
+from shmq.remoting.security.tls import TlsOptions
+from shmq.remoting.security.tls_server import ENFORCING
 
 MAX_MSG_NUMS_FOR_POP_REQUEST = 32  # RocketMQ's cap on a POP's batch
 GRPC_MAX_INBOUND_MESSAGE_SIZE = 130 << 20  # grpcMaxInboundMessageSize

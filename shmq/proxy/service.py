@@ -46,8 +46,8 @@ from shmq.proxy.v2 import definition_pb2 as pb
 from shmq.proxy.v2 import service_pb2 as spb
 from shmq.proxy.v2 import service_pb2_grpc
 from shmq.proxy.validation import validate_group, validate_invisible_time, validate_topic
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import RemotingCommand
+from shmq.remoting.security.credentials import Credentials
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from shmq.errors import (
     RemotingError,
     RemotingTimeoutError,
 )
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.frames import read_frame
 from shmq.remoting.protocol import (
     FLAG_ONEWAY,
@@ -31,7 +30,8 @@ from shmq.remoting.protocol import (
     check_response,
     request_name,
 )
-from shmq.remoting.tls import TlsOptions, open_connection, tls_options
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions, open_connection, tls_options
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class RemotingClient:
     """Sends requests to namesrv and broker control servers and waits for the responses.
 
     ``credentials`` (``(access_key, secret_key)``) signs every request for a server with
-    ACL on (``remoting.credentials``); ``tls`` (True or ``TlsOptions``) connects with TLS.
+    ACL on (``remoting.security.credentials``); ``tls`` (True or ``TlsOptions``) connects with TLS.
     The other connections a client opens (duplex, data path) take the same two from here.
     """
 

@@ -35,7 +35,6 @@ from typing import Any
 
 from shmq.errors import RemotingConnectError, RemotingError
 from shmq.remoting.client import parse_addr
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.frames import FrameReader
 from shmq.remoting.pending import PendingCalls
 from shmq.remoting.protocol import (
@@ -46,7 +45,8 @@ from shmq.remoting.protocol import (
     check_response,
     request_name,
 )
-from shmq.remoting.tls import TlsOptions, open_connection, tls_options
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions, open_connection, tls_options
 from shmq.wakeup import Signal
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 class DuplexChannel:
     """One connection to ``addr``; ``invoke`` may be called from any thread. With
-    ``credentials`` the requests it sends are signed (``remoting.credentials``), the answers
+    ``credentials`` the requests it sends are signed (``remoting.security.credentials``), the answers
     to the server's requests not, as RocketMQ signs requests only."""
 
     def __init__(

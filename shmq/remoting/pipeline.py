@@ -42,7 +42,7 @@ from shmq.errors import (
 )
 from shmq.remoting.client import parse_addr
 from shmq.remoting.protocol import FLAG_RESPONSE, MAX_FRAME_SIZE, decode_frame
-from shmq.remoting.tls import WOULD_BLOCK, TlsOptions, open_connection, tls_pending
+from shmq.remoting.security.tls import WOULD_BLOCK, TlsOptions, open_connection, tls_pending
 
 log = logging.getLogger(__name__)
 

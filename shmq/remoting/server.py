@@ -67,7 +67,7 @@ from shmq.remoting.protocol import (
     decode_frame,
     request_name,
 )
-from shmq.remoting.tls_server import (
+from shmq.remoting.security.tls_server import (
     DISABLED,
     HANDSHAKE_TIMEOUT_S,
     TlsGate,

@@ -26,8 +26,8 @@ from typing import Literal
 from shmq.client.transport.chooser import check_transport
 from shmq.errors import ConfigError
 from shmq.message import validate_topic
-from shmq.remoting.credentials import Credentials
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 
 EARLIEST = -2
 LATEST = -1

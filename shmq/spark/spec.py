@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 
 from shmq.errors import DataLossError
-from shmq.remoting.credentials import Credentials
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 from shmq.store.reader import StoreReader
 
 log = logging.getLogger(__name__)

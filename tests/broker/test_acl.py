@@ -25,8 +25,8 @@ from shmq.proxy.context import RequestContext
 from shmq.proxy.status import Code, ProxyError
 from shmq.proxy.v2 import definition_pb2 as pb
 from shmq.proxy.v2 import service_pb2 as spb
-from shmq.remoting import signature
 from shmq.remoting.protocol import RemotingCommand, RequestCode
+from shmq.remoting.security import signature
 
 EXAMPLE = """\
 globalWhiteRemoteAddresses:

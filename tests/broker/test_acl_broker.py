@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from waiting import wait_for
 
 from e2e_helpers import embedded
-from shmq.remoting import signature
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.security import signature
 from shmq_cli.main import cli
 
 ACL = """\

@@ -14,9 +14,9 @@ from grpc_client import Client, message
 from e2e_helpers import embedded
 from shmq.proxy.v2 import definition_pb2 as pb
 from shmq.proxy.v2 import service_pb2 as spb
-from shmq.remoting import signature
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
+from shmq.remoting.security import signature
 
 ACL = """\
 accounts:

@@ -11,7 +11,7 @@ from grpc_client import Client, message
 from e2e_helpers import cluster, free_port, tls_certs
 from shmq.proxy.v2 import definition_pb2 as pb
 from shmq.proxy.v2 import service_pb2 as spb
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.tls import TlsOptions
 
 TOPIC = "TlsGrpc"
 

@@ -16,10 +16,10 @@ from shmq.errors import ConfigError, RemotingConnectError
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.pipeline import PipelinedChannel
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
-from shmq.remoting.self_signed import self_signed
+from shmq.remoting.security.self_signed import self_signed
+from shmq.remoting.security.tls import TlsOptions
+from shmq.remoting.security.tls_server import TlsServerConfig
 from shmq.remoting.server import RemotingServer
-from shmq.remoting.tls import TlsOptions
-from shmq.remoting.tls_server import TlsServerConfig
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,11 @@ from shmq.client.transport.tcp_pull import TcpConsumerLink
 from shmq.client.types import MessageQueue, PullStatus
 from shmq.errors import ConfigError, RemotingConnectError
 from shmq.remoting.client import RemotingClient
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.duplex import DuplexChannel
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, decode_frame
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.signature import ACCESS_KEY, SIGNATURE, verify
 from shmq.remoting.server import Connection, RemotingServer
-from shmq.remoting.signature import ACCESS_KEY, SIGNATURE, verify
 from shmq.spark.options import parse_read_options
 
 ECHO = 1001  # a test-only code

@@ -19,10 +19,10 @@ from shmq.broker.acl.permission import PUB, SUB
 from shmq.broker.acl.validator import AccessRequest, AclException, PlainAcl
 from shmq.errors import RemotingError, ResponseError
 from shmq.names import RETRY_GROUP_TOPIC_PREFIX, retry_topic
-from shmq.remoting import signature
 from shmq.remoting.codes import RequestCode as C
 from shmq.remoting.codes import ResponseCode
 from shmq.remoting.protocol import RemotingCommand
+from shmq.remoting.security import signature
 from shmq.remoting.server import Connection
 
 ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"

@@ -23,7 +23,7 @@ from shmq.codec.ring_append import TopicIndex
 from shmq.ipc import registry as rg
 from shmq.ipc.ring import REASON_ACL
 from shmq.names import RETRY_GROUP_TOPIC_PREFIX
-from shmq.remoting.signature import ACCESS_KEY
+from shmq.remoting.security.signature import ACCESS_KEY
 
 
 def ring_account(acl: PlainAcl, ext_fields: dict[str, str], host: str) -> int:

@@ -45,7 +45,7 @@ from shmq.errors import DiskFullError, HAFrameError
 from shmq.ipc import counters as cn
 from shmq.ipc.segment import fence, open_semaphore
 from shmq.message import pack_host
-from shmq.remoting.tls import WOULD_BLOCK, open_connection, tls_pending
+from shmq.remoting.security.tls import WOULD_BLOCK, open_connection, tls_pending
 from shmq.store.commitlog import SCAN_ROWS, CommitLog
 from shmq.store.warm_up import scratch_store
 

@@ -52,8 +52,8 @@ from shmq.errors import HAFrameError
 from shmq.ipc import counters as cn
 from shmq.ipc import ha_table as ht
 from shmq.ipc.segment import Segment, fence, open_semaphore
-from shmq.remoting.tls import WOULD_BLOCK, tls_pending
-from shmq.remoting.tls_server import TlsGate, TlsRefused
+from shmq.remoting.security.tls import WOULD_BLOCK, tls_pending
+from shmq.remoting.security.tls_server import TlsGate, TlsRefused
 from shmq.store.commitlog import CommitLog
 
 log = logging.getLogger(__name__)

@@ -27,8 +27,8 @@ from shmq.ipc.idle import STRATEGIES, spare_cpus
 from shmq.java_properties import escape, parse_properties
 from shmq.remoting.frame_budget import MAX_BUFFERED_BYTES
 from shmq.remoting.protocol import MAX_FRAME_SIZE
-from shmq.remoting.tls import TlsOptions
-from shmq.remoting.tls_server import TlsServerConfig
+from shmq.remoting.security.tls import TlsOptions
+from shmq.remoting.security.tls_server import TlsServerConfig
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ from shmq.client.admin.transactions import Transactions
 from shmq.client.admin.types import ConsumerProgress, QueueStatus
 from shmq.client.trace.encoder import TRACE_TOPIC
 from shmq.client.types import MessageQueue
-from shmq.remoting.credentials import Credentials
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 
 
 class Admin:

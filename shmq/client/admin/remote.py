@@ -23,7 +23,6 @@ from shmq.errors import (
     ResponseError,
 )
 from shmq.remoting.client import RemotingClient
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import (
     RemotingCommand,
     RequestCode,
@@ -31,7 +30,8 @@ from shmq.remoting.protocol import (
     check_response,
     request_name,
 )
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 
 MASTER_ID = "0"
 

@@ -37,9 +37,9 @@ from shmq.client.transport.chooser import check_transport
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import validate_topic
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import RemotingCommand
-from shmq.remoting.tls import TlsOptions, tls_options
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions, tls_options
 
 log = logging.getLogger(__name__)
 

@@ -62,9 +62,9 @@ from shmq.codec import pull_body
 from shmq.errors import ClientError, ConfigError, NoRouteError, RemotingError, ResponseError
 from shmq.message import MessageExt
 from shmq.pop_receipt import Receipt, parse_receipt
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, check_response
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 from shmq.store.reader import StoreReader
 
 Rc = ResponseCode

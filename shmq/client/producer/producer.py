@@ -87,8 +87,8 @@ from shmq.ipc import ring
 from shmq.message import Message, body_arrays
 from shmq.properties import build_properties
 from shmq.remoting.client import RemotingClient
-from shmq.remoting.credentials import Credentials
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 
 __all__ = ["MessageQueueSelector", "Producer", "select_by_hash", "select_by_random"]
 

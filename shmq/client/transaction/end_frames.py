@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import struct
 
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import (
     FLAG_ONEWAY,
     RemotingCommand,
@@ -22,6 +21,7 @@ from shmq.remoting.protocol import (
     SerializeType,
     next_opaque,
 )
+from shmq.remoting.security.credentials import Credentials
 
 _LENGTHS = struct.Struct(">II")
 

@@ -56,9 +56,9 @@ from shmq.ipc.parking import Parking
 from shmq.ipc.procs import pid_alive
 from shmq.ipc.segment import Segment, open_semaphore, post
 from shmq.remoting.client import RemotingClient
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import RequestCode, ResponseCode
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 from shmq.store.fetch import LOCAL, QueueBounds, pull_response_code
 from shmq.store.reader import StoreReader
 from shmq.store.results import GetStatus, parse_tag_filter

@@ -33,9 +33,9 @@ from shmq.errors import (
     ShmqError,
 )
 from shmq.remoting.codes import response_name
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.protocol import FLAG_ONEWAY, LanguageCode, RequestCode, ResponseCode
-from shmq.remoting.signature import ACCESS_KEY, SIGNATURE
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.signature import ACCESS_KEY, SIGNATURE
 
 # A batch response lists every offset message id (33 bytes each) in its header, which the
 # remoting layer bounds (``MAX_HEADER_SIZE``), so a request carries at most this many

@@ -55,9 +55,9 @@ from shmq.errors import (
     SendTimeoutError,
     ShmqError,
 )
-from shmq.remoting.credentials import Credentials
 from shmq.remoting.pipeline import PipelinedChannel, Reply
-from shmq.remoting.tls import TlsOptions
+from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls import TlsOptions
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 
-from shmq.remoting.tls_socket import SharedTlsSocket
+from shmq.remoting.security.tls_socket import SharedTlsSocket
 
 # What a non-blocking read or write raises when it would wait: a plain socket's
 # BlockingIOError, or an SSL socket's wish to read or write first.

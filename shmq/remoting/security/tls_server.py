@@ -102,7 +102,7 @@ class TlsServerConfig:
         """``(private key, certificate chain)`` as PEM, the key unencrypted (as gRPC's server
         credentials take it): the configured files, or a new self-signed pair."""
         if not self.cert_path:
-            from shmq.remoting.self_signed import self_signed  # cryptography: only for TLS
+            from shmq.remoting.security.self_signed import self_signed  # cryptography: only for TLS
 
             cert, key = self_signed()
             return key, cert

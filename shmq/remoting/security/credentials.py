@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from shmq.errors import ConfigError
 from shmq.remoting.protocol import RemotingCommand
-from shmq.remoting.signature import ACCESS_KEY, SIGNATURE, sign
+from shmq.remoting.security.signature import ACCESS_KEY, SIGNATURE, sign
 
 
 @dataclass(frozen=True)
