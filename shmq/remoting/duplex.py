@@ -54,8 +54,8 @@ log = logging.getLogger(__name__)
 
 class DuplexChannel:
     """One connection to ``addr``; ``invoke`` may be called from any thread. With
-    ``credentials`` the requests it sends are signed (``remoting.security.credentials``), the answers
-    to the server's requests not, as RocketMQ signs requests only."""
+    ``credentials`` the requests it sends are signed (``remoting.security.credentials``),
+    the answers to the server's requests not, as RocketMQ signs requests only."""
 
     def __init__(
         self,
