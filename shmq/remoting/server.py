@@ -16,10 +16,9 @@ Nothing a peer sends may cost the server more than a bound:
   (``max_buffered_bytes`` over all connections) until their request is done; a frame that
   finds no room within ``frame_budget.wait`` closes its connection, with a warning naming
   the budget;
-- a connection whose requests wait unhandled past ``MAX_INBOX_BYTES``, or whose answers
-  wait unsent past ``WRITE_HIGH_WATER`` (a peer that does not read them), is not read
-  until they drain (Netty's channel water marks): its further requests wait in the peer's
-  socket, not in the broker;
+- a connection whose requests wait unhandled past ``MAX_INBOX_BYTES`` is not read until
+  they drain: its further requests wait in the peer's socket, not in the broker; one whose
+  answers wait unsent past ``MAX_UNSENT_BYTES`` (a peer that does not read them) is closed;
 - a connection silent for ``idle_timeout`` (RocketMQ's ``serverChannelMaxIdleTimeSeconds``,
   120 s) is closed, at most ``max_connections`` are served at once (more are closed at
   accept), and the warnings about bad peers are rate-limited.
@@ -88,9 +87,12 @@ SWEEP_S = 0.25  # how often idle connections and slow frames are looked for
 BUDGET_RETRY_S = 0.02  # how often a frame waiting for room in the budget looks again
 MAX_INBOX_BYTES = 1 << 20  # a connection's requests read but not handled yet: their bytes
 MAX_INBOX_REQUESTS = 256  # and their number
-TURN = 32  # requests of one connection a worker handles before the others' turn
-WRITE_HIGH_WATER = 256 << 10  # a connection's answers not sent yet (Netty's water marks)
-WRITE_LOW_WATER = 64 << 10
+TURN = 8  # requests of one connection a worker handles before the others' turn
+# a connection's answers and pushes not sent yet past which it is closed (its peer does not
+# read them). Reading is never paused for unsent answers, as Netty does not: a peer that
+# reads only once its own writes are done (a producer answering a burst of check-backs)
+# would then never be read again, and neither side would move
+MAX_UNSENT_BYTES = 16 << 20
 # a request read and not handled yet: itself, the frame budget bytes it holds, its size
 _Queued = tuple[RemotingCommand, int, int]
 _END_OF_INPUT = (None, 0, 0)  # the peer sent its last request: close once it is answered
@@ -157,8 +159,13 @@ class Connection:
         with self._lock:
             frames, self._outbox = self._outbox, []
             self._flush_due = False
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(b"".join(frames) if len(frames) > 1 else frames[0])
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(b"".join(frames) if len(frames) > 1 else frames[0])
+            if transport.get_write_buffer_size() > MAX_UNSENT_BYTES:
+                log.warning("closing %s: %d bytes of answers it does not read", self.peer,
+                            transport.get_write_buffer_size())  # fmt: skip
+                transport.abort()
 
     def close(self) -> None:
         """Close the connection; idempotent. A caller still waiting in ``invoke`` fails at
@@ -217,14 +224,13 @@ class _FrameProtocol(asyncio.Protocol):
         self._budget_deadline = 0.0
         self.frame_started: float | None = None  # a frame's length is read, not its end
         self.last_read = time.monotonic()
-        self._paused = {"inbox": False, "writes": False, "budget": False}
+        self._paused = {"inbox": False, "budget": False}
 
     # -- asyncio's callbacks -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        transport.set_write_buffer_limits(WRITE_HIGH_WATER, WRITE_LOW_WATER)
         self.conn.tls = transport.get_extra_info("ssl_object") is not None
         self.conn._transport = transport
         self.server._protocols[self.conn.id] = self
@@ -263,12 +269,6 @@ class _FrameProtocol(asyncio.Protocol):
             self._large = None
         self._waiting_budget = 0
         self.server._lost(self)
-
-    def pause_writing(self) -> None:
-        self._pause("writes")
-
-    def resume_writing(self) -> None:
-        self._resume("writes")
 
     # -- frames --------------------------------------------------------------------------------
 
@@ -722,8 +722,8 @@ class RemotingServer:
                 if not conn._inbox:
                     conn._draining = False
                     return
+                was_full = _full(conn)  # before the pop: it may be the one that crosses
                 item = conn._inbox.popleft()
-                was_full = _full(conn)
                 if item is not None:
                     conn._inbox_bytes -= item[2]
                 resume = was_full and not _full(conn)

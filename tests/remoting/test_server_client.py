@@ -456,3 +456,26 @@ def test_a_duplex_client_answers_later_through_a_future(server, rec):
     assert answers["ok"].code == ResponseCode.SUCCESS and answers["ok"].body == b"done"
     assert answers["bad"].code == ResponseCode.SYSTEM_ERROR
     assert "the listener broke" in answers["bad"].remark
+
+
+def test_a_connection_paused_for_its_unhandled_requests_is_read_again_once_they_drain():
+    """More requests pipelined than a connection's inbox holds (256): the server stops
+    reading it, and reads it again as its worker drains them (the crossing was once missed,
+    and the connection was never read again: check-back answers never arrived)."""
+
+    srv = RemotingServer(port=0, name="inbox", workers=1)
+    srv.register(ECHO, echo)
+    srv.start()
+    n = 20_000  # more than one read takes: reading must go on after the pause
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+            frames = b"".join(
+                RemotingCommand(ECHO, opaque=i, body=str(i).encode()).encode() for i in range(n)
+            )
+            sender = threading.Thread(target=sock.sendall, args=(frames,))
+            sender.start()  # the answers are read meanwhile: neither side's buffers fill
+            got = [read_frame(sock) for _ in range(n)]
+            sender.join(10)
+        assert [r.opaque for r in got] == list(range(n))
+    finally:
+        srv.stop()
