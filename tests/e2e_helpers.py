@@ -309,7 +309,9 @@ def read_json_lines(path: str) -> list[dict]:
     """The whole lines of a JSON-lines file (one still being written ends without its
     newline and is left out)."""
     with open(path) as f:
-        return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
+        text = f.read()  # at once: lines read one by one can meet the writer mid-line
+    whole = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
 
 @contextlib.contextmanager

@@ -4,9 +4,12 @@ refused (the broker is a real process of ``e2e_helpers.cluster``)."""
 
 from __future__ import annotations
 
+import socket
+
 import grpc
 import pytest
 from grpc_client import Client, message
+from waiting import wait_for
 
 from e2e_helpers import cluster, free_port, tls_certs
 from shmq.proxy.v2 import definition_pb2 as pb
@@ -14,6 +17,11 @@ from shmq.proxy.v2 import service_pb2 as spb
 from shmq.remoting.security.tls import TlsOptions
 
 TOPIC = "TlsGrpc"
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_an_enforcing_broker_serves_grpc_over_tls_only(tmp_path):
@@ -24,6 +32,8 @@ def test_an_enforcing_broker_serves_grpc_over_tls_only(tmp_path):
     namesrv = ("--tls-server-cert-path", cert, "--tls-server-key-path", key)
     with cluster(tmp_path, namesrv, tls=TlsOptions(ca_file=cert), **conf) as c:
         c.create_topic(TOPIC, 2)
+        # the broker registers (the cluster's start waits for that) before its proxy serves
+        wait_for(lambda: port_open(port), what="the gRPC port listening")
         with open(cert, "rb") as f:
             client = Client(f"127.0.0.1:{port}", root_certificates=f.read())
         try:
