@@ -256,7 +256,9 @@ class _FrameProtocol(asyncio.Protocol):
                          " read)")  # fmt: skip
             return False
         self.server._enqueue(self.conn, _END_OF_INPUT)
-        return True  # keep writing the answers; ``Connection.finish`` closes
+        # keep writing the answers (``Connection.finish`` closes); a TLS connection cannot
+        # be half closed (asyncio closes it and warns when asked to keep it)
+        return not self.conn.tls
 
     def _needed(self) -> int:
         """The bytes of the frame begun in the buffer (its length once 4 bytes are in)."""
