@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 
 from shmq.client.consumer.pop_messages import body_messages
 from shmq.client.consumer.receipt import PopHeader
-from shmq.errors import RemotingFrameError
+from shmq.errors import FilterExpressionError, RemotingFrameError
+from shmq.filter.sql92 import compile_sql
 from shmq.message import MessageExt
 from shmq.pop_receipt import InvalidReceiptError, Receipt, parse_receipt
 from shmq.proxy.broker import BrokerClient
@@ -58,6 +59,16 @@ def _with_offset(msg: MessageExt) -> Receipt:
     return replace(parse_receipt(msg.receipt_handle), commitlog_offset=msg.commit_log_offset)
 
 
+def sql_expression(expression: str) -> str:
+    """A subscription's SQL92 expression, checked here so that a bad one is
+    ILLEGAL_FILTER_EXPRESSION with its position (the broker compiles it again, cached)."""
+    try:
+        compile_sql(expression)
+    except FilterExpressionError as exc:
+        raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
+    return expression
+
+
 class ConsumerActivity:
     """The consumer RPCs against one broker."""
 
@@ -75,14 +86,16 @@ class ConsumerActivity:
         invisible_ms = (self.cfg.default_invisible_time_mills if request.auto_renew
                         else request.invisible_duration.ToMilliseconds())  # fmt: skip
         expression = request.filter_expression
-        if expression.type == pb.SQL:
-            raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filter is not supported")
-        tag_expression = expression.expression.strip() or "*"
+        if expression.type == pb.SQL:  # the broker filters (with enablePropertyFilter)
+            kind, exp, tags = "SQL92", sql_expression(expression.expression), None
+        else:
+            kind, exp = "TAG", expression.expression.strip() or "*"
+            tags = tags_of(exp)
         fields = {
             "consumerGroup": group, "topic": topic, "queueId": -1,
             "maxMsgNums": max(1, min(request.batch_size, MAX_MSG_NUMS_FOR_POP_REQUEST)),
             "invisibleTime": invisible_ms, "pollTime": polling_ms, "bornTime": now_ms(),
-            "initMode": INIT_MODE_MAX, "expType": "TAG", "exp": tag_expression, "order": fifo,
+            "initMode": INIT_MODE_MAX, "expType": kind, "exp": exp, "order": fifo,
         }  # fmt: skip
         if request.HasField("attempt_id"):
             fields["attemptId"] = request.attempt_id
@@ -97,7 +110,6 @@ class ConsumerActivity:
         found = self._handles(response, topic)
         if not found:
             return Popped(status(Code.MESSAGE_NOT_FOUND, "no new message"))
-        tags = tags_of(tag_expression)
         delivered = []
         for msg, handle in found:
             if tags is not None and msg.tags not in tags:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shmq.client.consumer.subscription import Subscription
+from shmq.client.selector import MessageSelector
 from shmq.proxy.broker import BrokerClient
 from shmq.proxy.v2 import definition_pb2 as pb
 from shmq.remoting.protocol import RequestCode
@@ -42,7 +43,7 @@ class Registered:
 def consumer_data(settings: pb.Settings) -> dict[str, Any]:
     """A consumer's settings as a heartbeat's ``ConsumerData`` (RocketMQ's
     ``GrpcClientSettingsManager`` → ``registerConsumer``: clustering, from the last offset,
-    tag subscriptions)."""
+    tag or SQL92 subscriptions)."""
     subscription = settings.subscription
     return {
         "groupName": subscription.group.name,
@@ -51,10 +52,18 @@ def consumer_data(settings: pb.Settings) -> dict[str, Any]:
         "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
         "unitMode": False,
         "subscriptionDataSet": [
-            Subscription.parse(e.topic.name, e.expression.expression).to_json()
+            Subscription.parse(e.topic.name, selector(e.expression)).to_json()
             for e in subscription.subscriptions
         ],
     }
+
+
+def selector(expression: pb.FilterExpression) -> str | MessageSelector:
+    """A gRPC subscription's filter as shmq's clients write it: a tag expression or a
+    SQL92 ``MessageSelector``."""
+    if expression.type == pb.SQL:
+        return MessageSelector.by_sql(expression.expression)
+    return expression.expression
 
 
 class BrokerRegistration:

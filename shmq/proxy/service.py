@@ -33,7 +33,7 @@ from shmq.proxy import route
 from shmq.proxy.authorization import GrpcAcl, PermissionDenied
 from shmq.proxy.broker import BrokerClient
 from shmq.proxy.clients import ClientRegistry, TelemetryStream
-from shmq.proxy.consumer import ConsumerActivity, Popped
+from shmq.proxy.consumer import ConsumerActivity, Popped, sql_expression
 from shmq.proxy.context import RequestContext
 from shmq.proxy.messages import incoming
 from shmq.proxy.producer import ProducerActivity
@@ -258,9 +258,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             for entry in settings.subscription.subscriptions:
                 validate_topic(entry.topic.name)
                 if entry.expression.type == pb.SQL:
-                    raise ProxyError(
-                        Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filter is not supported"
-                    )
+                    sql_expression(entry.expression.expression)
+                    continue
                 try:
                     Subscription.parse(entry.topic.name, entry.expression.expression)
                 except InvalidMessageError as exc:

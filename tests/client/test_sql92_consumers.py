@@ -171,7 +171,48 @@ def test_selectors_in_the_client():
     with pytest.raises(FilterExpressionError, match="at position 3"):
         MessageSelector.by_sql("a > 'x'")
     with pytest.raises(ClientError, match="SQL92"):
-        SimpleConsumer("sql-simple").subscribe(TOPIC, MessageSelector.by_sql("a > 1"))
+        PushConsumer("sql-bulk", bulk=True).subscribe(TOPIC, MessageSelector.by_sql("a > 1"))
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_simple_consumer_pops_exactly_the_matching_messages(sql_broker, transport):
+    """POP with ``expType=SQL92``: the broker pops only what matches and moves the group's
+    offset past the rest (a second consumer of the group finds nothing left)."""
+    group = f"sql-simple-{transport}"
+    subs = {TOPIC: MessageSelector.by_sql(EXPRESSION)}
+    got: list[bytes] = []
+    consumer = SimpleConsumer(group, sql_broker.namesrv, subscriptions=subs,
+                              transport=transport, consume_from_where="FIRST_OFFSET",
+                              await_duration=0.5)  # fmt: skip
+    consumer.start()
+    with consumer:
+        deadline = time.monotonic() + 60
+        while len(got) < len(WANTED) and time.monotonic() < deadline:
+            msgs = consumer.receive(32)
+            got += [m.body for m in msgs]
+            for m in msgs:
+                consumer.ack(m)
+        assert consumer.receive(32) == []
+    assert sorted(got) == sorted(WANTED)
+
+
+def test_pop_message_with_sql92_over_the_wire(sql_broker):
+    """A RocketMQ 5 remoting client's POP_MESSAGE names ``expType=SQL92``; a bad expression
+    is SUBSCRIPTION_PARSE_FAILED naming its position."""
+    header = {"consumerGroup": "sql-pop-wire", "topic": TOPIC, "queueId": "-1",
+              "maxMsgNums": "32", "invisibleTime": "60000", "pollTime": "0",
+              "bornTime": str(int(time.time() * 1000)), "initMode": "0",
+              "expType": "SQL92", "exp": EXPRESSION}  # fmt: skip
+    got: list[bytes] = []
+    with wc.WireClient(f"127.0.0.1:{sql_broker.broker_port}") as c:
+        for _ in range(20):
+            resp = c.call(200050, header)  # POP_MESSAGE
+            if resp.code != wc.SUCCESS:
+                break
+            got += [r["body"] for r in wc.pulled_records(resp.body)]
+        assert sorted(got) == sorted(WANTED)
+        bad = c.call(200050, header | {"exp": "amount >"})
+        assert bad.code == 23 and "at position 9" in bad.remark  # SUBSCRIPTION_PARSE_FAILED
 
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])

@@ -69,12 +69,15 @@ class Client:
         return getattr(self.stub, rpc)(request, metadata=self.metadata, timeout=timeout)
 
     def receive(self, group: str, topic: str, *, batch: int = 32, invisible_ms: int = 30_000,
-                polling_ms: int = 5_000, expression: str = "*", timeout: float = 30.0):  # fmt: skip
-        """``(status, messages, delivery_timestamp_last)`` of one ReceiveMessage."""
+                polling_ms: int = 5_000, expression: str = "*", timeout: float = 30.0,
+                sql: bool = False):  # fmt: skip
+        """``(status, messages, delivery_timestamp_last)`` of one ReceiveMessage
+        (``sql``: ``expression`` is a SQL92 filter, else a tag expression)."""
         request = spb.ReceiveMessageRequest(
             group=pb.Resource(name=group),
             message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
-            filter_expression=pb.FilterExpression(type=pb.TAG, expression=expression),
+            filter_expression=pb.FilterExpression(type=pb.SQL if sql else pb.TAG,
+                                                  expression=expression),
             batch_size=batch, invisible_duration=millis(invisible_ms),
             long_polling_timeout=millis(polling_ms))  # fmt: skip
         parts = list(self.call("ReceiveMessage", request, timeout))
@@ -112,10 +115,11 @@ class Client:
             publishing=pb.Publishing(topics=[pb.Resource(name=t) for t in topics])))  # fmt: skip
 
     def subscribe(self, group: str, topic: str, client_type=pb.SIMPLE_CONSUMER,
-                  fifo: bool = False) -> pb.TelemetryCommand:  # fmt: skip
+                  fifo: bool = False, sql: str | None = None) -> pb.TelemetryCommand:  # fmt: skip
+        expression = (pb.FilterExpression(type=pb.SQL, expression=sql) if sql is not None
+                      else pb.FilterExpression(type=pb.TAG, expression="*"))  # fmt: skip
         sub = pb.Subscription(group=pb.Resource(name=group), subscriptions=[pb.SubscriptionEntry(
-            topic=pb.Resource(name=topic),
-            expression=pb.FilterExpression(type=pb.TAG, expression="*"))])  # fmt: skip
+            topic=pb.Resource(name=topic), expression=expression)])  # fmt: skip
         if fifo:
             sub.fifo = True
         return self.open_telemetry(pb.Settings(client_type=client_type, subscription=sub,

@@ -114,6 +114,26 @@ def test_tags_the_subscription_does_not_take_are_acked(client):
     assert [m.body for m in got] == [b"yes"]
 
 
+def test_sql92_filter_expression(client):
+    """A SQL92 FilterExpression: the subscription registers, the broker pops only what
+    matches; a bad expression is ILLEGAL_FILTER_EXPRESSION naming its position."""
+    c = client()
+    expression = "amount > 10 AND region = 'eu'"
+    assert c.subscribe("g-sql", "Sql", sql=expression).status.code == Code.OK
+    for amount, region in ((5, "eu"), (20, "eu"), (30, "us"), (40, "eu")):
+        m = message("Sql", b"%d-%s" % (amount, region.encode()))
+        m.user_properties.update({"amount": str(amount), "region": region})
+        assert c.send(m).status.code == Code.OK
+    got = _receive_all(c, "g-sql", "Sql", 2, expression=expression, sql=True)
+    assert sorted(m.body for m in got) == [b"20-eu", b"40-eu"]
+    assert c.ack("g-sql", "Sql", *got).status.code == Code.OK
+    status, _ = c.receive("g-sql", "Sql", expression="amount >", sql=True)
+    assert status.code == Code.ILLEGAL_FILTER_EXPRESSION and "position" in status.message
+    bad = client().subscribe("g-sql-bad", "Sql", sql="region IN (")
+    assert isinstance(bad, grpc.RpcError) and bad.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "position" in bad.details()
+
+
 def test_fifo_order_per_message_group_across_two_consumers(client):
     producer = client()
     for i in range(6):

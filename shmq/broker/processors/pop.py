@@ -8,7 +8,10 @@ One implementation serves every POP client: RocketMQ 5 remoting clients, the gRP
 (a process of the broker's group that sends these requests) and shmq's SimpleConsumer. A
 pop reads queues by the store's one rule (``store.fetch``), from where the group's last pop
 of each queue ended (``pop.service``), and records a checkpoint before it answers; a pop
-that finds nothing waits (long polling, ``pull_hold``) up to its ``pollTime``.
+that finds nothing waits (long polling, ``pull_hold``) up to its ``pollTime``. A pop whose
+``expType`` is SQL92 (with ``enablePropertyFilter``) takes only the messages its expression
+matches; the others are passed over as a tag filter's are, and the group's offset moves past
+them.
 
 As RocketMQ: a pop of queue -1 reads every readable queue of the topic, from a random one
 on; ``popFromRetryProbability`` percent of pops read the group's POP retry topic first,
@@ -36,12 +39,13 @@ import numpy as np
 
 from shmq.broker.context import BrokerContext
 from shmq.broker.pop.service import Popped, PopService
-from shmq.broker.processors.pull import check_expression_type
+from shmq.broker.processors.pull import SQL92, check_expression_type, compiled_sql, sql_matched
 from shmq.broker.processors.pull_hold import HeldPull, PullHold
 from shmq.broker.ring_puts import broker_ring, put_records, refusal
 from shmq.codec import record as rec
 from shmq.codec.record_rebuild import edit_properties, property_value, rebuild_record
-from shmq.errors import InvalidMessageError
+from shmq.errors import FilterExpressionError, InvalidMessageError
+from shmq.filter.sql92 import SqlFilter
 from shmq.ipc import counters as cn
 from shmq.names import dlq_topic
 from shmq.pop_receipt import (
@@ -171,9 +175,20 @@ class PopRequest:
         if not group_cfg.consume_enable:
             raise ResponseError(Rc.NO_PERMISSION, f"subscription group no permission, {self.group}")
         self.max_times = group_cfg.retry_max_times
-        check_expression_type(h.get("expType"))
+        kind = h.get("expType")
+        check_expression_type(kind, cfg.enable_property_filter)
+        # a SQL92 filter reads each unit's properties (never a retry topic's, as in pull)
+        self.sql: SqlFilter | None = None
+        self.codes = None
         try:
-            self.codes = parse_tag_filter(h.get("exp"))
+            if kind == SQL92:
+                self.sql = compiled_sql(h.get("exp"))
+            else:
+                self.codes = parse_tag_filter(h.get("exp"))
+        except FilterExpressionError as exc:
+            raise ResponseError(
+                Rc.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+            ) from None
         except InvalidMessageError:
             raise ResponseError(
                 Rc.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
@@ -439,6 +454,8 @@ class PopProcessor:
         records: dict[int, bytes] = {}
         with self.ctx.store.reading() as reader:
             fetch = reader.fetch(topic, queue_id, start, want, req.codes, bounds, limits)
+            if fetch.status is GetStatus.FOUND and req.sql is not None and topic == req.topic:
+                fetch = sql_matched(reader.messages(topic, queue_id, fetch), fetch, req.sql)
             if fetch.status is not GetStatus.FOUND:
                 return [], max(fetch.next_begin_offset, start), records
             if req.local and not req.order:

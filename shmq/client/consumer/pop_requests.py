@@ -26,14 +26,15 @@ INIT_MODE_MIN, INIT_MODE_MAX = 0, 1  # ConsumeInitMode: a new group starts at th
 
 def pop_request(
     group: str, topic: str, expression: str, max_nums: int, invisible_ms: int, poll_ms: int,
-    born_ms: int, init_mode: int, order: bool, local: bool,
+    born_ms: int, init_mode: int, order: bool, local: bool, expression_type: str = "TAG",
 ) -> RemotingCommand:  # fmt: skip
     """POP_MESSAGE of every queue of ``topic`` (queueId −1) on one broker; ``local``: shmq's
     ``shmqLocal``, the broker answers without a body and the client reads the records
-    from the store's files."""
+    from the store's files; ``expression_type``: TAG or SQL92 (the broker filters)."""
     fields = {"consumerGroup": group, "topic": topic, "queueId": -1, "maxMsgNums": max_nums,
               "invisibleTime": invisible_ms, "pollTime": poll_ms, "bornTime": born_ms,
-              "initMode": init_mode, "expType": "TAG", "exp": expression, "order": order,
+              "initMode": init_mode, "expType": expression_type, "exp": expression,
+              "order": order,
               "shmqLocal": True if local else None}  # fmt: skip
     return RemotingCommand.request(RequestCode.POP_MESSAGE, fields)
 

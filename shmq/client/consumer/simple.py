@@ -56,6 +56,7 @@ from shmq.client.consumer.pop_requests import (
 from shmq.client.consumer.receipt import AckKey, PopHeader, ack_key, changed
 from shmq.client.consumer.subscription import Subscription
 from shmq.client.route import PERM_READ
+from shmq.client.selector import MessageSelector
 from shmq.client.transport.tcp_pull import SUSPEND_SLACK_S
 from shmq.client.types import ConsumeFromWhere, MessageModel, MessageQueue
 from shmq.codec import pull_body
@@ -93,7 +94,8 @@ def _ms(seconds: float) -> int:
 
 class SimpleConsumer(ConsumerBase):
     """A POP consumer of ``group`` (see the module docstring). ``subscriptions``: topic →
-    tag expression (``*``, ``TagA || TagB``); ``await_duration``: how long a ``receive``
+    tag expression (``*``, ``TagA || TagB``) or ``MessageSelector`` (``by_sql``: the broker
+    pops only the messages a SQL92 expression matches); ``await_duration``: how long a ``receive``
     waits for a message (seconds, long polling on the broker; 0: answer at once);
     ``invisible_duration``: how long received messages stay invisible unless a call says
     otherwise; ``consume_from_where``: where a group that never consumed a queue starts
@@ -113,14 +115,13 @@ class SimpleConsumer(ConsumerBase):
     """
 
     consume_type = "CONSUME_POP"
-    takes_sql = False  # POP with SQL92 is not built yet
 
     def __init__(
         self,
         group: str,
         namesrv: str = "127.0.0.1:9876",
         *,
-        subscriptions: Mapping[str, str | None] | None = None,
+        subscriptions: Mapping[str, str | MessageSelector | None] | None = None,
         await_duration: float = 20.0,
         invisible_duration: float = 60.0,
         fifo: bool = False,
@@ -264,7 +265,8 @@ class SimpleConsumer(ConsumerBase):
             INIT_MODE_MAX)  # fmt: skip
         request = pop_request(self.group, sub.topic, sub.expression, max_message_num,
                               _ms(invisible), _ms(self.await_duration), int(time.time() * 1000),
-                              init, self.fifo, store is not None)  # fmt: skip
+                              init, self.fifo, store is not None,
+                              sub.expression_type)  # fmt: skip
         try:
             response = self._invoke(address, request, self.await_duration + SUSPEND_SLACK_S)
         except RemotingError:
