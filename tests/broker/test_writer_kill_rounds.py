@@ -19,7 +19,7 @@ from waiting import wait_for
 
 from e2e_helpers import embedded
 from shmq.client.producer.producer import Producer
-from shmq.errors import ShmqError
+from shmq.errors import SendTimeoutError, ShmqError
 from shmq.ipc import counters as cn
 from shmq.message import Message
 from spec_decoder import walk_commitlog
@@ -125,3 +125,38 @@ def test_writer_killed_in_many_rounds_stores_every_acked_id_once(tmp_path):
     lost = [one for s in senders for one in s.acked if one not in stored]
     assert not lost, f"{len(lost)} acknowledged ids not stored: {lost[:5]}"
     assert all(s.acked for s in senders), {s.kind: len(s.acked) for s in senders}
+
+
+def test_an_async_send_answered_late_is_not_stored_twice(tmp_path):
+    """The writer stopped (SIGSTOP) past the producer's send timeout: the async sends fail
+    with SendTimeoutError, unretried, and once the writer runs again each is stored once.
+    Before, the completion thread sent them again through a new ring while the writer
+    still had them in the old one (which it drains when released): stored two or three
+    times, and the producer saw no error (the duplicates of issue 53, item 1)."""
+    root = str(tmp_path / "store")
+    n = 40
+    with (
+        embedded(root, topics={TOPIC: 1}, flush_disk_type="SYNC_FLUSH") as mq,
+        Producer("late", mq.namesrv, send_timeout=1) as producer,
+    ):
+        producer.send(Message(TOPIC, b"first"))  # the ring is registered
+        pid = mq.stats()["agents"]["writer"]["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            futures = [producer.send_async(Message(TOPIC, b"late-%d" % i)) for i in range(n)]
+            # the writer runs again once the sends failed, or (before the fix) once they
+            # were sent again through a new ring, which it then reads beside the old one
+            wait_for(lambda: all(f.done() for f in futures)
+                     or producer.stats().get("async_retries", 0) >= n, timeout=30,
+                     what="the sends to time out")  # fmt: skip
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        errors = [f.exception(30) for f in futures]
+        producer.send(Message(TOPIC, b"last"))
+    records, _ = walk_commitlog(os.path.join(root, "commitlog"))
+    stored = collections.Counter(r["body"] for r in records if r["topic"] == TOPIC)
+    assert {b"late-%d" % i: stored[b"late-%d" % i] for i in range(n)} == {
+        b"late-%d" % i: 1 for i in range(n)
+    }
+    assert all(isinstance(e, SendTimeoutError) for e in errors), errors[:3]
+    assert "may still be stored" in str(errors[0])

@@ -5,6 +5,9 @@ completion thread reads the broker's answers in ring order, a whole run of them 
 and settles each future with its ``SendResult`` (after the flush, in SYNC_FLUSH). A failed
 send is retried on the same broker ``retry_times_when_send_async_failed`` times (RocketMQ's
 ``onExceptionImpl``); a send unanswered after ``send_timeout``, or whose broker is gone, fails.
+A send whose broker is alive but late is not retried, unlike RocketMQ's: its record is still
+in the ring and will be stored, so a retry would store it twice (issue 53, item 1); one whose
+ring the broker fenced is retried, since the fence settles what the writer stored from it.
 """
 
 from __future__ import annotations
@@ -319,13 +322,16 @@ class AsyncCompletion:
             self.links.close_if_unused(link)
             for entry in expired:
                 if gone is not None:
-                    exc: ShmqError = link.gone_error(entry[MQ], gone)
-                else:
-                    exc = SendTimeoutError(
-                        f"broker {link.broker_name} ({link.address}) did not answer the send "
-                        f"to {entry[MQ].topic} within send_timeout {self.send_timeout:g} s"
-                    )
-                self.failed(entry, exc)
+                    self.failed(entry, link.gone_error(entry[MQ], gone))
+                    continue
+                # The record stays in the ring, which the writer reads (a released ring is
+                # drained, a restarted writer resumes it): a copy sent through another ring
+                # would be stored beside it. So a late answer fails the send, unretried.
+                self.failed(entry, SendTimeoutError(
+                    f"broker {link.broker_name} ({link.address}) did not answer the send to "
+                    f"{entry[MQ].topic} within send_timeout {self.send_timeout:g} s; the "
+                    "message is in the broker's ring and may still be stored, so it is not "
+                    "sent again"), retry=False)  # fmt: skip
         except BaseException as exc:
             error = SendError(f"failing expired async sends failed: {exc!r}")
             for entry in expired:
@@ -334,11 +340,12 @@ class AsyncCompletion:
 
     # -- failures ---------------------------------------------------------------------------
 
-    def failed(self, entry: tuple, exc: BaseException) -> None:
-        """Retry ``entry`` on the same broker, or fail its future."""
+    def failed(self, entry: tuple, exc: BaseException, retry: bool = True) -> None:
+        """Retry ``entry`` on the same broker (unless ``retry`` is False), or fail its
+        future."""
         future, mq = entry[FUTURE], entry[MQ]
         self.fault(mq.broker_name, entry[STARTED], True)
-        if answers.retryable(exc) and future.attempts < self.retries and not self.closing:
+        if retry and answers.retryable(exc) and future.attempts < self.retries and not self.closing:
             future.attempts += 1
             self.stats["async_retries"] += 1
             self.invalidate(mq.topic)
