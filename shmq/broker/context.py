@@ -25,6 +25,7 @@ from shmq.broker.live_config import LiveConfig
 from shmq.broker.offset.consumer_offsets import ConsumerOffsetManager
 from shmq.broker.process_group import ProcessGroup
 from shmq.broker.registration import NamesrvRegistration
+from shmq.broker.stats.events import BrokerEvents
 from shmq.broker.stats.get_counts import GetCounts
 from shmq.broker.stats.items import BrokerStatsItems
 from shmq.broker.stats.rates import BrokerRates
@@ -55,6 +56,7 @@ class BrokerContext:
     producers: ProducerManager
     queue_locks: QueueLocks
     gets: GetCounts
+    events: BrokerEvents  # what processors count as they answer (for the metrics)
     rates: BrokerRates
     stats_items: BrokerStatsItems
     topic_table: TopicTable

@@ -69,6 +69,7 @@ from shmq.broker.processors.send import RemotingSend
 from shmq.broker.processors.send_back import SendBack
 from shmq.broker.proxy_process import ProxyProcess
 from shmq.broker.registration import NamesrvRegistration
+from shmq.broker.stats.events import BrokerEvents
 from shmq.broker.stats.get_counts import GetCounts
 from shmq.broker.stats.items import BrokerStatsItems
 from shmq.broker.stats.rates import BrokerRates
@@ -364,6 +365,8 @@ class Broker:
             self.slave_sync, stop=self._stop, promote=self._become_master, halt=self._halt,
         )  # fmt: skip
         self.registration.epoch = epoch
+        events = BrokerEvents()
+        self.server.observe = events.answered
         return BrokerContext(
             settings=self.settings,
             names=self.names,
@@ -379,6 +382,7 @@ class Broker:
             producers=ProducerManager(self.server.connection),
             queue_locks=self.queue_locks,
             gets=self.gets,
+            events=events,
             rates=self.rates,
             stats_items=self.stats_items,
             topic_table=self.topic_table,

@@ -62,6 +62,7 @@ from shmq.remoting.protocol import (
     MAX_FRAME_SIZE,
     RemotingCommand,
     RemotingHeaderError,
+    RequestCode,
     ResponseCode,
     decode_frame,
     request_name,
@@ -101,6 +102,14 @@ _DISCONNECTED = None  # the inbox's last entry: the disconnect callbacks run aft
 Handler = Callable[[RemotingCommand, "Connection"], RemotingCommand | None]
 # None when the request may be handled; raises (a ResponseError: its code and remark) if not
 Authorizer = Callable[[RemotingCommand, "Connection"], None]
+# ``observe(request code, response code, started, is long polling, result)`` as a request
+# is answered (response code -1 for a oneway one; ``started``: perf_counter when its
+# handling began, so a held pull's time includes its hold, as RocketMQ's rpc latency does)
+Observer = Callable[[int, int, float, bool, str], None]
+# requests a handler may hold unanswered until a message comes (long polling)
+LONG_POLLING_CODES = frozenset(
+    {RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE, RequestCode.NOTIFICATION}
+)
 
 
 def _addr(host: str, port: int) -> str:
@@ -126,6 +135,27 @@ class Connection:
         self._inbox: collections.deque[_Queued | None] = collections.deque()
         self._inbox_bytes = 0
         self._draining = False
+        # with the server's ``observe``: the requests being handled, by opaque: (code,
+        # perf_counter when its handling began, whether it is held for long polling)
+        self.observe: Observer | None = None
+        self._handling: dict[int, list] = {}
+
+    def handling(self, request: RemotingCommand) -> None:
+        """A worker starts handling ``request`` (only with ``observe``)."""
+        key = -request.opaque - 1 if request.is_oneway else request.opaque
+        self._handling[key] = [request.code, time.perf_counter(), False]
+
+    def handled(self, request: RemotingCommand) -> None:
+        """Its handler returned no response: a oneway request is done; a request answered
+        later (a held pull, a send answered once stored) stays until ``send``."""
+        if request.is_oneway:
+            entry = self._handling.pop(-request.opaque - 1, None)
+            if entry is not None:
+                self.observe(entry[0], -1, entry[1], False, "oneway")
+        elif request.code in LONG_POLLING_CODES:
+            entry = self._handling.get(request.opaque)
+            if entry is not None:  # marked in place: ``send`` may have taken it meanwhile
+                entry[2] = True
 
     def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``request`` to the client and wait for its response (any code);
@@ -141,6 +171,10 @@ class Connection:
     def send(self, cmd: RemotingCommand) -> None:
         """Queue one frame for the connection; ``RemotingConnectError`` if it is closed.
         Frames sent while the loop has not written the last ones go out in one write."""
+        if self.observe is not None and cmd.is_response:
+            entry = self._handling.pop(cmd.opaque, None)
+            if entry is not None:
+                self.observe(entry[0], cmd.code, entry[1], entry[2], "success")
         frame = cmd.encode()
         with self._lock:
             if self._closed:
@@ -446,6 +480,9 @@ class RemotingServer:
         # the broker's ACL check (RocketMQ's RPC hook): every request passes it before its
         # handler, unknown codes too; set before ``start``
         self.authorize: Authorizer | None = None
+        # the broker's metrics hook (``Observer``), called as each request is answered;
+        # set before ``start``
+        self.observe: Observer | None = None
         self._disconnect_callbacks: list[Callable[[Connection], None]] = []
         self._listener: socket.socket | None = None
         self._port = port
@@ -578,6 +615,8 @@ class RemotingServer:
             with self._lock:
                 full = len(self._connections) >= self.max_connections
                 conn = None if full else Connection(next(self._conn_ids), peer, self.loop)
+                if conn is not None:
+                    conn.observe = self.observe
                 if conn is not None:
                     self._connections[conn.id] = conn
             if conn is None:
@@ -741,10 +780,14 @@ class RemotingServer:
                 conn.finish()
                 continue
             request, held, _ = item
+            if conn.observe is not None:
+                conn.handling(request)
             try:
                 response = self._dispatch(request, conn)
                 if response is not None and not request.is_oneway:
                     conn.send(response)
+                elif conn.observe is not None:
+                    conn.handled(request)
             except RemotingConnectError as exc:
                 log.debug("%s server: %s", self.name, exc)
             finally:

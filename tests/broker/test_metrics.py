@@ -5,6 +5,7 @@ default."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -13,10 +14,12 @@ import time
 import urllib.request
 
 import pytest
+import wire_client as wc
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import wait_for
 
 from e2e_helpers import embedded
+from shmq import LocalTransactionState, TransactionProducer
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.client.producer.producer import Producer
 from shmq.client.transport.queue_reader import QueueReader
@@ -24,6 +27,7 @@ from shmq.client.types import MessageQueue
 from shmq.errors import ConfigError
 from shmq.ipc import counters as cn
 from shmq.ipc import ring
+from shmq.message import Message
 
 TOPIC, GROUP = "MetricsT", "metrics-g"
 Sample = tuple[str, frozenset]
@@ -99,6 +103,47 @@ def test_sends_and_gets_are_counted_exactly_and_lag_is_the_backlog(mq):
     assert value(samples, "shmq_messages_stored_total") >= sent
     assert value(samples, "shmq_agent_up", agent="writer") == 1
     assert value(samples, "shmq_agent_cpu_seconds_total", agent="writer") > 0
+
+
+class Decide:
+    """A transaction listener that commits a body ``c…`` and rolls back the others."""
+
+    def execute_local_transaction(self, msg, _arg):
+        committed = msg.body.startswith(b"c")
+        return LocalTransactionState.COMMIT_MESSAGE if committed else (
+            LocalTransactionState.ROLLBACK_MESSAGE)  # fmt: skip
+
+    def check_local_transaction(self, _msg):
+        return LocalTransactionState.UNKNOW
+
+
+def test_tcp_producers_request_latency_and_transactions_are_counted(mq):
+    """A producer's sends over TCP are observations of rocketmq_rpc_latency, a Java
+    producer's heartbeat is a remoting producer connection, and transactions ended count
+    per topic."""
+    rpc = {"request_code": "send_message_v2", "response_code": "success", "result": "success"}
+    before = scrape(mq)
+    with Producer("metrics-tcp", mq.namesrv, transport="tcp") as p:
+        for i in range(5):
+            p.send(Message(TOPIC, b"tcp-%d" % i))
+    with wc.WireClient(mq.broker.address) as java:  # a Java producer's heartbeat
+        beat = {"clientID": "127.0.0.1@java", "producerDataSet": [{"groupName": "metrics-java"}],
+                "consumerDataSet": []}  # fmt: skip
+        assert java.call(34, {}, json.dumps(beat).encode()).code == wc.SUCCESS  # HEART_BEAT
+        remoting = {"protocol_type": "remoting", "language": "java"}
+        assert value(scrape(mq), "rocketmq_producer_connections", **remoting) == 1
+    samples = scrape(mq)
+    count = value(samples, "rocketmq_rpc_latency_count", **rpc)
+    assert count - value(before, "rocketmq_rpc_latency_count", **rpc) == 5
+    assert value(samples, "rocketmq_rpc_latency_bucket", le="+Inf", **rpc) == count
+    assert value(samples, "rocketmq_rpc_latency_sum", **rpc) > 0
+    with TransactionProducer("metrics-tx", mq.namesrv, listener=Decide()) as tx:
+        for body in (b"c1", b"c2", b"r1"):
+            tx.send_message_in_transaction(Message(TOPIC, body))
+    topic = {"topic": TOPIC}
+    wait_for(lambda: (value(s := scrape(mq), "rocketmq_commit_messages_total", **topic),
+                      value(s, "rocketmq_rollback_messages_total", **topic)) == (2, 1),
+             what="2 commits and 1 rollback")  # fmt: skip
 
 
 def test_a_fenced_ring_is_counted(mq):

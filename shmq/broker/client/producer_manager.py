@@ -58,6 +58,11 @@ class ProducerManager:
                     break
         return None if conn_id is None else self.open_connection(conn_id)
 
+    def members(self) -> list[ClientChannel]:
+        """Every producer client of every group (one per group it heartbeats for)."""
+        with self._lock:
+            return [ch for members in self._groups.values() for ch in members.values()]
+
     def channels(self, group: str) -> list[dict[str, Any]]:
         """RocketMQ's ``Connection`` of each member of ``group``."""
         with self._lock:

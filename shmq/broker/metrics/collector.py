@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 
+import numpy as np
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -31,6 +33,7 @@ from shmq import __version__
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.broker.metrics.supervisor_numbers import ASK, SupervisorNumbers
 from shmq.broker.metrics.topic_traffic import SIZE_BUCKETS, TopicTraffic
+from shmq.broker.stats.events import RPC_BUCKETS_MS, EventCounts
 from shmq.broker.subscription.groups import SYSTEM_GROUPS
 from shmq.ipc import counters as cn
 from shmq.ipc import ha_table as ht
@@ -133,6 +136,7 @@ class BrokerCollector(Collector):
             self._agents(out)
             self._rings(out, numbers)
             self._ha(out)
+            self._events(out, numbers.events)
         yield from out.made
 
     def _supervisor_numbers(self) -> SupervisorNumbers:
@@ -205,13 +209,17 @@ class BrokerCollector(Collector):
         )
         for key, n in sorted(connections.items()):
             out.add(family, n, *key)
-        producers = sum(1 for r in numbers.rings if not r.own and not r.fenced)
+        producers = Counter(("python", __version__, "shm") for r in numbers.rings
+                            if not r.own and not r.fenced)  # fmt: skip
+        producers.update((language, version, "remoting")
+                         for language, version in numbers.tcp_producers)  # fmt: skip
         family = out.gauge(
             "rocketmq_producer_connections",
-            "Producers on this host with a ring (protocol_type shm).",
+            "Producers connected: over TCP (remoting), or on this host with a ring (shm).",
             ("language", "version", "protocol_type"),
         )
-        out.add(family, producers, "python", __version__, "shm")
+        for key, n in sorted(producers.items()):
+            out.add(family, n, *key)
         lag = out.gauge(
             "rocketmq_consumer_lag_messages",
             "Messages stored past the group's committed offsets.",
@@ -321,6 +329,33 @@ class BrokerCollector(Collector):
         )
         for row in ht.read_rows(self.ha_words):
             out.add(lag, max(write - row[ht.ACK_OFFSET], 0), cn.unpack_address(row[ht.ADDR]))
+
+    def _events(self, out: Families, events: EventCounts) -> None:
+        rpc = out.histogram(
+            "rocketmq_rpc_latency",
+            "Milliseconds from a request's handling to its answer (a held pull's hold included).",
+            ("protocol_type", "request_code", "response_code", "is_long_polling", "result"),
+        )
+        for (request, response, polling, result), (counts, total) in sorted(events.rpc.items()):
+            cumulative = np.cumsum(counts).tolist()
+            buckets = [(str(float(b)), n) for b, n in zip(RPC_BUCKETS_MS, cumulative, strict=False)]
+            buckets.append(("+Inf", cumulative[-1]))
+            labels = ["remoting", request, response, polling, result]
+            rpc.add_metric(out.values + labels, buckets, total)
+        for name, doc, counts in (
+            ("rocketmq_commit_messages", "Transactions committed.", events.commits),
+            ("rocketmq_rollback_messages", "Transactions rolled back.", events.rollbacks),
+        ):
+            family = out.counter(name, doc, ("topic",))
+            for topic, n in sorted(counts.items()):
+                out.add(family, n, topic)
+        dlq = out.counter(
+            "rocketmq_send_to_dlq_messages",
+            "Messages a group sent to its dead-letter queue.",
+            ("consumer_group", "topic", "is_system"),
+        )
+        for (group, topic), n in sorted(events.dlq.items()):
+            out.add(dlq, n, group, topic, flag(group in SYSTEM_GROUPS or is_system_topic(topic)))
 
 
 def cpu_seconds(pid: int) -> float | None:

@@ -1,12 +1,13 @@
 """The numbers only the supervisor holds, handed to the metrics process when it asks.
 
 Consumer offsets, the messages each group got (TCP pulls are counted as the control server
-answers them), client connections and the rings' state live in the supervisor's memory, not
-in shared memory. The metrics process asks over its pipe at scrape time and posts the
-supervisor's semaphore; housekeeping wakes and answers with a copy of them (``answer``;
-every 100 ms it looks for a question anyway): no work for the supervisor while nobody
-scrapes, one small pickled object per scrape while someone does, never a lock the data path
-takes (the tables' own locks, held for a dict copy, are the control server's).
+answers them), client connections, the rings' state and what the processors counted
+(``stats.events``: request latencies, transactions ended, DLQ sends) live in the
+supervisor's memory, not in shared memory. The metrics process asks over its pipe at scrape
+time and posts the supervisor's semaphore; housekeeping wakes and answers with a copy of
+them (``answer``; every 100 ms it looks for a question anyway): no work for the supervisor
+while nobody scrapes, one small pickled object per scrape while someone does, never a lock
+the data path takes (the tables' own locks, held for a dict copy, are the control server's).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
+
+from shmq.broker.stats.events import EventCounts
 
 if TYPE_CHECKING:
     from shmq.broker.context import BrokerContext
@@ -61,6 +64,9 @@ class SupervisorNumbers:
     consumers: list[ConsumerConnection] = field(default_factory=list)
     rings: list[RingState] = field(default_factory=list)
     permission: int = 0  # brokerPermission now (updateBrokerConfig changes it)
+    # producers heartbeating over TCP, as (language, version) per group membership
+    tcp_producers: list[tuple[str, str]] = field(default_factory=list)
+    events: EventCounts = field(default_factory=EventCounts)
 
 
 def collect(ctx: BrokerContext) -> SupervisorNumbers:
@@ -99,6 +105,8 @@ def collect(ctx: BrokerContext) -> SupervisorNumbers:
         consumers=consumers,
         rings=rings,
         permission=ctx.config.broker_permission,
+        tcp_producers=[(c.language.lower(), str(c.version)) for c in ctx.producers.members()],
+        events=ctx.events.snapshot(),
     )
 
 

@@ -111,6 +111,7 @@ class TransactionService:
         self.words = ctx.counters.words
         self.topics = ctx.topics
         self.store = ctx.store
+        self.events = ctx.events  # transactions ended, for the metrics
         # parks at once on an answer: a spinning thread here takes the CPU the writer needs
         self.ring = broker_ring(ctx, "shmq-transactions", spin_us=0)
         self.born_host = pack_host(*parse_host(cfg.store.store_host))
@@ -253,6 +254,7 @@ class TransactionService:
             elif not op_stored:
                 log.warning("the op record of half message %d was refused; tried again later",
                             half.identity)  # fmt: skip
+            self.events.ended(half.real_topic, commit is not None)
             request.succeed()
         self._close(later, "end transaction")
 
