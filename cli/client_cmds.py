@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from shmq.errors import ShmqError
+from shmq.errors import BodyDecompressionError, ShmqError
 from shmq.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, name_problem
 from shmq_cli.connection import client_options, connection_options
 from shmq_cli.feedback import plural, say_if_slow
@@ -324,11 +324,10 @@ def consume(
         return
     from shmq.client.consumer.base import PERSIST_CONSUMER_OFFSET_INTERVAL
     from shmq.client.transport.queue_reader import QueueReader
-    from shmq.message import message_to_json
 
     if persist_interval is None:
         persist_interval = PERSIST_CONSUMER_OFFSET_INTERVAL
-    message_line = (lambda m: json.dumps(message_to_json(m))) if as_json else _message_line
+    message_line = _json_line if as_json else _message_line
     summary = count is not None and count > SHOW_EACH and not as_json
     received = 0
     closed = False  # stdout: its reader quit
@@ -421,9 +420,8 @@ def _consume_pop(
 ) -> None:  # fmt: skip
     """``consume --pop``: receive, print, ack what was printed."""
     from shmq.client.consumer.simple import SimpleConsumer
-    from shmq.message import message_to_json
 
-    message_line = (lambda m: json.dumps(message_to_json(m))) if as_json else _message_line
+    message_line = _json_line if as_json else _message_line
     summary = count is not None and count > SHOW_EACH and not as_json
     received = 0
     closed = False  # stdout: its reader quit
@@ -467,8 +465,20 @@ def _consume_pop(
                         "without a new one")  # fmt: skip
 
 
+def _json_line(msg) -> str:
+    """A message as one JSON line: its body decompressed (``bodyError`` when it does not
+    decompress, the body then as stored)."""
+    from shmq.client.admin.messages import plain_body
+    from shmq.message import message_to_json
+
+    return json.dumps(plain_body(message_to_json(msg)))
+
+
 def _message_line(msg) -> str:
-    body = msg.body.decode("utf-8", "replace")
+    try:
+        body = msg.body.decode("utf-8", "replace")
+    except BodyDecompressionError as exc:
+        body = f"<{exc}>"
     return (
         f"{msg.topic} q{msg.queue_id} #{msg.queue_offset} msgId={msg.msg_id} "
         f"tags={msg.tags or ''} keys={' '.join(msg.keys)} body={body[:200]}"

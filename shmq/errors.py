@@ -172,3 +172,10 @@ class EpochNotReadyError(ShmqError):
     """The namesrv's controller cannot decide a broker's role yet: the epoch the broker
     must truncate to has not reported its start offset yet; its registration is answered
     SYSTEM_ERROR until the master reports it."""
+
+
+class BodyDecompressionError(ShmqError):
+    """A stored body marked compressed (sysFlag COMPRESSED) that does not decompress with
+    the algorithm its sysFlag names, or whose algorithm's library is not installed. The
+    message names the message; the stored bytes stay readable (``MessageExt.stored_body``,
+    ``MessageBatch.errors``)."""

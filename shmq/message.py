@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from shmq.body_compression import COMPRESSED_FLAG, decompress
 from shmq.errors import (
+    BodyDecompressionError,
     InvalidMessageError,
     InvalidMessageIdError,
     InvalidTopicError,
@@ -97,7 +99,9 @@ class MessageBatch:
     """Consecutive messages of one queue as columns, without a ``MessageExt`` per message
     (what ``QueueReader.pull_bulk`` returns; the consume side of ``Producer.send_bulk``):
     ``bodies`` (uint8, back to back, a copy out of the store) with ``body_offsets`` (n + 1
-    int64 boundaries), ``queue_offsets`` and ``store_timestamps`` (int64, ms).
+    int64 boundaries), ``queue_offsets`` and ``store_timestamps`` (int64, ms). Compressed
+    bodies come decompressed; ``errors`` maps the index of each one that did not decompress
+    to its ``BodyDecompressionError`` (that body is left as stored; empty normally).
 
     Example::
 
@@ -107,8 +111,8 @@ class MessageBatch:
         lengths = np.diff(batch.body_offsets)  # numpy all the way, no per-message object
     """
 
-    __slots__ = ("bodies", "body_offsets", "queue_id", "queue_offsets", "store_timestamps",
-                 "topic")  # fmt: skip
+    __slots__ = ("bodies", "body_offsets", "errors", "queue_id", "queue_offsets",
+                 "store_timestamps", "topic")  # fmt: skip
 
     def __init__(
         self,
@@ -118,6 +122,7 @@ class MessageBatch:
         body_offsets: np.ndarray,
         queue_offsets: np.ndarray,
         store_timestamps: np.ndarray,
+        errors: dict[int, BodyDecompressionError] | None = None,
     ) -> None:
         self.topic = topic
         self.queue_id = queue_id
@@ -125,6 +130,7 @@ class MessageBatch:
         self.body_offsets = body_offsets
         self.queue_offsets = queue_offsets
         self.store_timestamps = store_timestamps
+        self.errors = {} if errors is None else errors
 
     def __len__(self) -> int:
         return self.queue_offsets.shape[0]
@@ -152,6 +158,12 @@ class MessageExt:
     the producer's unique key (``UNIQ_KEY``) when the message has one, else the offset
     message id, as RocketMQ clients show it.
 
+    ``body`` is the body as its producer gave it: a body stored compressed (sysFlag
+    COMPRESSED, ``shmq.body_compression``) is decompressed on first use, as RocketMQ's
+    ``MessageDecoder`` does; one that does not decompress raises ``BodyDecompressionError``
+    naming the message (a push consumer's listener that meets it fails that message only,
+    which goes to retry). ``stored_body`` and ``sysflag`` are the record's own.
+
     Example, in a push consumer's listener::
 
         def on_message(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeResult:
@@ -162,9 +174,10 @@ class MessageExt:
 
     __slots__ = (
         "_at",  # where the record starts in _raw
-        "_body",
+        "_body",  # as stored
         "_head",  # None until decoded: (born ts, store ts, born host, store host, sysflag,
         #           flag, body crc, prepared transaction offset)
+        "_plain",  # the decompressed body, once a compressed one was read
         "_properties",
         "_props_raw",
         "_raw",  # bytes holding the record (None for a message built from values)
@@ -203,6 +216,7 @@ class MessageExt:
         self._raw = None
         self._at = 0
         self._body = body
+        self._plain = None
         self._props_raw = properties
         self._properties: dict[str, str] | None = None
         self._head = (born_timestamp, store_timestamp, born_host, store_host, sysflag, flag,
@@ -240,9 +254,21 @@ class MessageExt:
 
     @property
     def body(self) -> bytes:
+        if (self._head or self._decode())[4] & COMPRESSED_FLAG:
+            return self._plain or self._decompressed()
+        return self._body
+
+    @property
+    def stored_body(self) -> bytes:
+        """The body as the record holds it (compressed when ``sysflag`` says so)."""
         if self._head is None:
             self._decode()
         return self._body
+
+    def _decompressed(self) -> bytes:
+        what = f"message {self.topic}:{self.queue_id}@{self.queue_offset}"
+        self._plain = decompress(self._body, self._head[4], what)
+        return self._plain
 
     @property
     def born_timestamp(self) -> int:
@@ -339,7 +365,8 @@ class MessageExt:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageExt):
             return NotImplemented
-        fields = ("topic", "queue_id", "queue_offset", "physical_offset", "body", "properties")
+        fields = ("topic", "queue_id", "queue_offset", "physical_offset", "stored_body",
+                  "properties")  # fmt: skip
         return all(getattr(self, n) == getattr(other, n) for n in fields) and (
             self.store_timestamp == other.store_timestamp
         )
@@ -347,7 +374,11 @@ class MessageExt:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        body = self.body if len(self.body) <= 32 else self.body[:29] + b"..."
+        try:
+            body = self.body
+        except BodyDecompressionError:
+            body = self.stored_body
+        body = body if len(body) <= 32 else body[:29] + b"..."
         return (
             f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, "
             f"queue_offset={self.queue_offset}, msg_id={self.msg_id!r}, tags={self.tags!r}, "
@@ -370,6 +401,7 @@ def stored_message(
     msg._raw = raw
     msg._at = at
     msg._head = None
+    msg._plain = None
     msg._properties = None
     return msg
 
@@ -386,8 +418,9 @@ _SYSFLAG_STOREHOST_V6 = 0x20
 
 
 def message_to_json(msg: MessageExt) -> dict:
-    """A message as a JSON-ready dict (the body base64-encoded), for the control plane and
-    ``shmq consume --json``."""
+    """A message as a JSON-ready dict (the body base64-encoded), for the control plane: the
+    body as stored, with ``sysFlag`` saying whether it is compressed (the broker never
+    decompresses; the admin client does, ``shmq.client.admin.messages``)."""
     return {
         "topic": msg.topic,
         "queueId": msg.queue_id,
@@ -404,7 +437,8 @@ def message_to_json(msg: MessageExt) -> dict:
         "storeHost": msg.store_host,
         "reconsumeTimes": msg.reconsume_times,
         "flag": msg.flag,
-        "body": base64.b64encode(msg.body).decode(),
+        "sysFlag": msg.sysflag,
+        "body": base64.b64encode(msg.stored_body).decode(),
     }
 
 

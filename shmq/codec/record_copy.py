@@ -114,12 +114,14 @@ def owned_room(sizes, limit):
 
 @njit(cache=True, nogil=True)
 def gather_owned_bodies(
-    buf, positions, sizes, queue_offsets, topic, queue_id, base, out, out_offs, k, qoffs, stamps
-):
+    buf, positions, sizes, queue_offsets, topic, queue_id, base, out, out_offs, k, qoffs, stamps,
+    sysflags,
+):  # fmt: skip
     """Copy the body of each record at ``positions`` of ``buf`` (as ``copy_owned_records``)
     that its unit owns to ``out`` from ``out_offs[k]``, back to back, filling
-    ``out_offs[k + 1:]`` and the record's queue offset and store timestamp at ``qoffs[k:]``
-    and ``stamps[k:]``; returns the new ``k``."""
+    ``out_offs[k + 1:]`` and the record's queue offset, store timestamp and sysFlag at
+    ``qoffs[k:]``, ``stamps[k:]`` and ``sysflags[k:]`` (a compressed body is copied as
+    stored); returns the new ``k``."""
     limit = buf.shape[0]
     d = out_offs[k]
     for i in range(positions.shape[0]):
@@ -131,7 +133,9 @@ def gather_owned_bodies(
         copy_bytes(out, d, buf, body_len_pos + 4, n)
         d += n
         qoffs[k] = queue_offsets[i]
-        born_host = 20 if get_i32(buf, p + 36) & SYSFLAG_BORNHOST_V6 else 8
+        sysflag = get_i32(buf, p + 36)
+        sysflags[k] = sysflag
+        born_host = 20 if sysflag & SYSFLAG_BORNHOST_V6 else 8
         stamps[k] = get_i64(buf, p + 48 + born_host)
         k += 1
         out_offs[k] = d

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from shmq.body_compression import COMPRESSED_FLAG
 from shmq.codec import record as rec
 from shmq.message import MessageExt
 from shmq.properties import RESERVED_PROPERTY_NAMES
@@ -23,7 +24,6 @@ from shmq.proxy.proxy_config import ProxyConfig
 from shmq.proxy.status import Code, ProxyError
 from shmq.proxy.v2 import definition_pb2 as pb
 
-COMPRESSED_FLAG = 0x1  # MessageSysFlag.COMPRESSED_FLAG
 TRANSACTION_PREPARED = rec.SYSFLAG_TRANSACTION_PREPARED
 # 5.x's MessageConst names besides 4.x's (RESERVED_PROPERTY_NAMES): never user properties
 _SYSTEM_NAMES = RESERVED_PROPERTY_NAMES | {
@@ -132,7 +132,7 @@ def _timestamp(ms: int) -> Timestamp:
 def incoming(msg: MessageExt, receipt_handle: str | None) -> pb.Message:
     """The gRPC form of a stored message (``GrpcConverter.buildMessage``)."""
     props = msg.properties
-    body = msg.body
+    body = msg.stored_body  # a compressed one as stored, flagged GZIP, as RocketMQ's proxy
     sp = pb.SystemProperties(
         keys=msg.keys,
         message_id=msg.uniq_key or msg.offset_msg_id,

@@ -3,18 +3,24 @@
 ``rec.parse_at`` (the codec's kernel) decodes the headers of a whole run of records into a
 ``RECORD_ROW`` table; the kernels here then pull the property values (tags, keys, unique key, all
 pairs) and copy bodies and strings into contiguous buffers, from which Arrow arrays are made
-without a Python call per row. Spark takes the resulting ``RecordBatch``\\ es as they are,
-so their types must equal the Arrow form of the source's schema exactly (``int32`` for INT,
+without a Python call per row (a compressed body, sysFlag COMPRESSED, costs one: it is
+decompressed). Spark takes the resulting ``RecordBatch``\\ es as they are, so their types
+must equal the Arrow form of the source's schema exactly (``int32`` for INT,
 ``timestamp[us, tz=UTC]``, ``list<element: string>``, a map with a non-null key).
 """
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from shmq.body_compression import decompress_bodies
 from shmq.codec import record as rec
+
+log = logging.getLogger(__name__)
 
 _SPACE = 32
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
@@ -253,6 +259,10 @@ def record_batch(
     )
     tags_data, tags_offsets = gather(buf, props[:, P_TAGS], props[:, P_TAGS + 1])
     body_data, body_offsets = gather(buf, rows["body_start"], rows["body_len"])
+    body_data, body_offsets, errors = decompress_bodies(body_data, body_offsets, rows["sysflag"],
+                                                        f"topic {topic}")  # fmt: skip
+    for i, exc in errors.items():  # a row cannot carry an error: its body stays as stored
+        log.warning("queue %d offset %d: %s", rows["queue_id"][i], rows["queue_offset"][i], exc)
     columns = [
         _strings(topic_data, topic_offsets),
         _fixed(rows["queue_id"].astype(np.int32), pa.int32()),

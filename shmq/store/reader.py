@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from shmq.body_compression import decompress_bodies
 from shmq.codec import record as rec
 from shmq.codec.consume_queue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, own_records
 from shmq.codec.record_copy import copy_owned_records, gather_owned_bodies, owned_room
@@ -253,14 +254,16 @@ class StoreReader:
         body_offs = np.zeros(n + 1, dtype=np.int64)
         queue_offs = np.empty(n, dtype=np.int64)
         store_ts = np.empty(n, dtype=np.int64)
+        sysflags = np.empty(n, dtype=np.int32)
         name = topic_bytes(topic)
         k = 0
         for mf, i, j in self._file_runs(phys):
             k = gather_owned_bodies(mf.read_view, phys[i:j] - mf.file_from_offset, sizes[i:j],
                                     qoffs[i:j], name, queue_id, mf.file_from_offset, bodies,
-                                    body_offs, k, queue_offs, store_ts)  # fmt: skip
-        return MessageBatch(topic, queue_id, bodies[: body_offs[k]], body_offs[: k + 1],
-                            queue_offs[:k], store_ts[:k])  # fmt: skip
+                                    body_offs, k, queue_offs, store_ts, sysflags)  # fmt: skip
+        bodies, offs, errors = decompress_bodies(bodies[: body_offs[k]], body_offs[: k + 1],
+                                                 sysflags[:k], f"{topic}:{queue_id}")  # fmt: skip
+        return MessageBatch(topic, queue_id, bodies, offs, queue_offs[:k], store_ts[:k], errors)
 
     def _tagged(
         self,

@@ -208,7 +208,9 @@ def test_rejections_name_the_reason(make_broker):
         too_big = Message("RW", b"x" * (4 * 1024 * 1024 + 1))
         with pytest.raises(MessageTooLargeError, match="maxMessageSize"):
             producer.send(too_big)  # the client checks first
-    with Producer("pg", namesrv, max_message_size=8 << 20) as lenient:
+    # uncompressed (compressed, 4 MiB of "x" would be a few KiB: the broker sees those)
+    with Producer("pg", namesrv, max_message_size=8 << 20,
+                  compress_msg_body_over_howmuch=8 << 20) as lenient:  # fmt: skip
         with pytest.raises(SendError, match="maxMessageSize"):
             lenient.send(too_big)  # and the broker checks again
         assert lenient.send(Message("RW", "ok")).queue_offset == 0  # the ring goes on

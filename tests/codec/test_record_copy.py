@@ -68,10 +68,12 @@ def by_the_rule(buf, positions, sizes, qoffs, queue_id) -> bytes:
 
 
 def bodies_by_the_rule(buf, positions, sizes, qoffs, queue_id):
-    """The bodies, queue offsets and store timestamps of the records the rule gives."""
+    """The bodies, queue offsets, store timestamps and sysFlags of the records the rule
+    gives."""
     rows = owned_rows(buf, positions, sizes, qoffs, queue_id)
     bodies = [buf[r["body_start"] : r["body_start"] + r["body_len"]].tobytes() for r in rows]
-    return bodies, [r["queue_offset"] for r in rows], [r["store_ts"] for r in rows]
+    return (bodies, [r["queue_offset"] for r in rows], [r["store_ts"] for r in rows],
+            [r["sysflag"] for r in rows])  # fmt: skip
 
 
 def copied(buf, positions, sizes, qoffs, queue_id) -> tuple[bytes, int]:
@@ -88,11 +90,12 @@ def gathered(buf, positions, sizes, qoffs, queue_id):
     out_offs = np.zeros(n + 1, dtype=np.int64)
     out_offs[1] = 3  # a body of 3 bytes before
     got_qoffs, stamps = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    sysflags = np.full(n, -1, np.int32)
     k = gather_owned_bodies(buf, positions, sizes, qoffs, TOPIC, queue_id, BASE, out,
-                            out_offs, 1, got_qoffs, stamps)  # fmt: skip
+                            out_offs, 1, got_qoffs, stamps, sysflags)  # fmt: skip
     bodies = [out[out_offs[i] : out_offs[i + 1]].tobytes() for i in range(1, k)]
-    assert (got_qoffs[0], stamps[0]) == (-1, -1)
-    return bodies, got_qoffs[1:k].tolist(), stamps[1:k].tolist()
+    assert (got_qoffs[0], stamps[0], sysflags[0]) == (-1, -1, -1)
+    return bodies, got_qoffs[1:k].tolist(), stamps[1:k].tolist(), sysflags[1:k].tolist()
 
 
 @settings(max_examples=300, deadline=None)

@@ -4,7 +4,9 @@
 there after ``max_reconsume_times`` failed attempts (or a negative delay level), with
 ``RETRY_TOPIC`` naming the topic it was first sent to and ``ORIGIN_MESSAGE_ID`` the first
 stored copy. ``query_dlq`` lists it; ``resend_dlq`` sends copies back to their original
-topics, where the group consumes them afresh (reconsume count 0). As in RocketMQ, a resent
+topics, where the group consumes them afresh (reconsume count 0), with their original
+bodies (the resending producer compresses a large one again, as any send does; a body
+that did not decompress is not resent). As in RocketMQ, a resent
 message also stays in the DLQ: its consume queue is a log, not a set. ``Admin`` documents
 each call.
 """
@@ -68,6 +70,8 @@ class DeadLetterQueues:
                 row = {"msgId": m["msgId"], "originTopic": m["originTopic"]}
                 if not m["originTopic"]:
                     row["error"] = "no RETRY_TOPIC property: the original topic is unknown"
+                elif "bodyError" in m:
+                    row["error"] = m["bodyError"]
                 else:
                     try:
                         row["sendMsgId"] = producer.send(_original(m)).msg_id

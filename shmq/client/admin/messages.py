@@ -2,17 +2,29 @@
 ``queryMsgByUniqueKey`` and a query by store time find them, each as the brokers' JSON
 (``message_to_json``'s shape), a message's trace timeline (``queryMsgTraceById``), and a
 message consumed on request by a group member (``queryMsgById -g -d``, RocketMQ's
-``consumeMessageDirectly``). ``Admin`` documents each call."""
+``consumeMessageDirectly``). ``Admin`` documents each call.
+
+The brokers answer with bodies as stored; a compressed one (``sysFlag`` COMPRESSED) is
+decompressed here, as RocketMQ's admin tools decode it, and one that does not decompress
+stays as stored with ``bodyError`` saying why."""
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
+from shmq.body_compression import COMPRESSED_FLAG, decompress
 from shmq.client.admin.remote import Remote
 from shmq.client.trace.encoder import TRACE_TOPIC
 from shmq.client.trace.view import timeline, trace_records
-from shmq.errors import ClientError, InvalidMessageIdError, ResponseError, ShmqError
+from shmq.errors import (
+    BodyDecompressionError,
+    ClientError,
+    InvalidMessageIdError,
+    ResponseError,
+    ShmqError,
+)
 from shmq.message import parse_offset_msg_id
 from shmq.remoting.protocol import RequestCode, ResponseCode
 
@@ -36,8 +48,8 @@ class MessageQueries:
         target = self._remote.by_store_host(host)
         if target is not None:
             try:
-                return self._remote.call(target, RequestCode.VIEW_MESSAGE_BY_ID,
-                                         {"offset": offset})[1]  # fmt: skip
+                return plain_body(self._remote.call(target, RequestCode.VIEW_MESSAGE_BY_ID,
+                                                    {"offset": offset})[1])  # fmt: skip
             except ResponseError:
                 if topic is None:
                     raise
@@ -73,7 +85,7 @@ class MessageQueries:
         for target in self._remote.topic_brokers(topic):
             try:
                 body = self._remote.call(target, RequestCode.QUERY_MESSAGE, fields)[1]
-                found += body["messages"]
+                found += map(plain_body, body["messages"])
             except ResponseError as exc:
                 if exc.code != ResponseCode.QUERY_NOT_FOUND:
                     raise
@@ -132,8 +144,25 @@ class MessageQueries:
         found = []
         for target in self._remote.topic_brokers(topic):
             body = self._remote.call(target, RequestCode.QUERY_MESSAGE_BY_TIME, fields)[1]
-            found += body["messages"]
+            found += map(plain_body, body["messages"])
         return sorted(found, key=_store_order)[:max_num]
+
+
+def plain_body(msg: dict[str, Any]) -> dict[str, Any]:
+    """A broker's message JSON with its body decompressed when its ``sysFlag`` says it is
+    compressed (the flag cleared then, as RocketMQ's ``MessageDecoder`` clears it), or with
+    ``bodyError`` when it does not decompress (the body left as stored)."""
+    sysflag = msg.get("sysFlag", 0)
+    if sysflag & COMPRESSED_FLAG:
+        what = f"message {msg.get('msgId')} of {msg.get('topic')}"
+        try:
+            body = decompress(base64.b64decode(msg["body"]), sysflag, what)
+        except BodyDecompressionError as exc:
+            msg["bodyError"] = str(exc)
+        else:
+            msg["body"] = base64.b64encode(body).decode()
+            msg["sysFlag"] = sysflag & ~COMPRESSED_FLAG
+    return msg
 
 
 def _store_order(msg: dict[str, Any]) -> tuple[int, str, int]:

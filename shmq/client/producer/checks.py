@@ -8,8 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from shmq.body_compression import CompressionType
 from shmq.client.route import AUTO_CREATE_TOPIC_KEY
-from shmq.errors import ClientError, InvalidMessageError, InvalidTopicError, MessageTooLargeError
+from shmq.errors import (
+    ClientError,
+    ConfigError,
+    InvalidMessageError,
+    InvalidTopicError,
+    MessageTooLargeError,
+)
 from shmq.message import Message, validate_topic
 from shmq.names import NOT_ALLOWED_SEND_TOPICS
 
@@ -25,6 +32,23 @@ def check_topic(topic: str) -> bytes:
             f"send to a topic of your own"
         )
     return raw
+
+
+# the levels each compressor takes (LZ4's frame is written at its default level: any)
+_LEVELS = {CompressionType.ZLIB: range(-1, 10), CompressionType.ZSTD: range(-7, 23)}
+
+
+def check_compression(ctype: CompressionType, over_howmuch: int, level: int) -> None:
+    """A producer's compression options: a threshold of 0 bytes or more (bodies of that
+    length or longer are compressed) and a level ``ctype`` takes."""
+    if not isinstance(over_howmuch, int) or over_howmuch < 0:
+        raise ConfigError(
+            f"compress_msg_body_over_howmuch must be an int >= 0 bytes, not {over_howmuch!r}"
+        )
+    levels = _LEVELS.get(ctype)
+    if not isinstance(level, int) or (levels is not None and level not in levels):
+        span = "an int" if levels is None else f"in [{levels.start}, {levels.stop - 1}]"
+        raise ConfigError(f"compress_level for {ctype.name} must be {span}, not {level!r}")
 
 
 def check_selection(selector: Any, sharding_key: Any) -> None:

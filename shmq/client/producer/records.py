@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from shmq.body_compression import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK
 from shmq.codec import record as rec
 from shmq.codec.record_pack import record_struct, topic_head
 from shmq.delay_topics import (
@@ -159,39 +160,48 @@ _RETRY_DROPPED = frozenset(("REAL_TOPIC", "REAL_QID", "DELAY", "TRAN_MSG", "RECO
 def retried_record(msg: MessageExt, group_retry_topic: str, level: int, max_times: int) -> tuple:
     """``one_record`` of consumed ``msg`` resent to ``group_retry_topic`` (its properties
     kept, unique key included, with ``RETRY_TOPIC`` and ``ORIGIN_MESSAGE_ID`` added, one
-    more reconsume counted, born now): RocketMQ's client builds the same message."""
+    more reconsume counted, born now): RocketMQ's client builds the same message. Its body
+    goes as stored, compressed or not, with the compression bits of its sysFlag (a body
+    that does not decompress is retried as it is)."""
     props = {k: v for k, v in msg.properties.items() if k not in _RETRY_DROPPED}
     props.setdefault("RETRY_TOPIC", msg.topic)
     props.setdefault("ORIGIN_MESSAGE_ID", msg.msg_id)
     raw = _checked("".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode())
     uniq = props.get(PROPERTY_UNIQ_KEY, msg.msg_id).encode()
     retried = Retried(group_retry_topic, raw, level, msg.reconsume_times + 1, max_times)
-    return None, 0, 0, msg.flag, time.time_ns() // 1_000_000, msg.body, retried, uniq
+    sysflag = msg.sysflag & _COMPRESSION_BITS
+    return (None, 0, 0, msg.flag, time.time_ns() // 1_000_000, msg.stored_body, retried,
+            sysflag, uniq)  # fmt: skip
 
 
+_COMPRESSION_BITS = COMPRESSED_FLAG | COMPRESSION_TYPE_MASK
 _HEADS = {t: topic_head(t.encode()) for t in (SCHEDULE_TOPIC, TIMER_TOPIC)}
 _HALF_HEAD = topic_head(HALF_TOPIC.encode())
 
 
-def one_record(topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKeys) -> tuple:
+def one_record(
+    topic: TopicRecords, msg: Message, body: bytes, uniq_keys: UniqKeys, sysflag: int = 0
+) -> tuple:
     """One message encoded for the ring, kept for every attempt (a retry sends the same
     record, with the same unique key): ``(record struct, size, magic, flag, born time,
-    body, tail, msg id)`` (a tuple: this runs once per message)."""
+    body, tail, sysflag, msg id)`` (a tuple: this runs once per message). ``sysflag``: the
+    compression bits of a compressed ``body`` (``body_compression``), else 0."""
     now_ms = time.time_ns() // 1_000_000
     uniq = uniq_keys.key(now_ms)
     if msg._delay_level or msg._deliver_ms:  # made once the queue is known (``placed``)
-        return None, 0, 0, msg.flag, now_ms, body, Delayed(topic.topic, msg, uniq), uniq
+        return (None, 0, 0, msg.flag, now_ms, body, Delayed(topic.topic, msg, uniq), sysflag,
+                uniq)  # fmt: skip
     tail = topic.tail(msg, uniq)
     n, t = len(body), len(tail)
     return (record_struct(n, t), rec.HEADER_BODY_START + n + t, topic.magic, msg.flag, now_ms,
-            body, tail, uniq)  # fmt: skip
+            body, tail, sysflag, uniq)  # fmt: skip
 
 
 def half_record(one: tuple, msg: Message, group: str) -> tuple:
     """``one_record`` of ``msg`` as the half message of a transaction of ``group`` (same
     unique key), made once its queue is known (``placed``)."""
-    _, _, _, flag, born_ts, body, _, uniq = one
-    return None, 0, 0, flag, born_ts, body, Half(msg.topic, msg, uniq, group), uniq
+    _, _, _, flag, born_ts, body, _, sysflag, uniq = one
+    return None, 0, 0, flag, born_ts, body, Half(msg.topic, msg, uniq, group), sysflag, uniq
 
 
 def placed(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[tuple, int, int]:
@@ -200,7 +210,7 @@ def placed(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[t
     timer, half or dead-letter topic, as RocketMQ's broker stores it), the queue id there
     and its RECONSUMETIMES. A timer message whose time has passed is an ordinary one; one
     beyond ``max_delay_ms`` from now is refused (``InvalidMessageError``)."""
-    _, _, _, flag, born_ts, body, delayed, uniq = one
+    _, _, _, flag, born_ts, body, delayed, sysflag, uniq = one
     reconsume = 0
     if isinstance(delayed, Retried):
         reconsume = delayed.reconsume
@@ -222,11 +232,11 @@ def placed(one: tuple, queue_id: int, levels: int, max_delay_ms: int) -> tuple[t
     tail = head + _with_length(_checked(delayed.props + extra))
     n, t = len(body), len(tail)
     return (record_struct(n, t), rec.HEADER_BODY_START + n + t, magic, flag, born_ts,
-            body, tail, uniq), qid, reconsume  # fmt: skip
+            body, tail, sysflag, uniq), qid, reconsume  # fmt: skip
 
 
 # the fields of ``one_record``'s tuple that are read by name
-ONE_SIZE, ONE_FLAG, ONE_BORN, ONE_BODY, ONE_TAIL, ONE_MSG_ID = 1, 3, 4, 5, 6, 7
+ONE_SIZE, ONE_FLAG, ONE_BORN, ONE_BODY, ONE_TAIL, ONE_SYSFLAG, ONE_MSG_ID = 1, 3, 4, 5, 6, 7, 8
 
 
 def laid_out(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -241,8 +251,8 @@ class RecordBatch:
     """Records of one topic as the arrays ``encode_batch`` takes (unique keys included),
     encoded once per attempt: all but the per-attempt fields (queue id, born time, host)."""
 
-    __slots__ = ("bodies", "body_offs", "flags", "n", "props", "props_offs", "topic",
-                 "topic_raw", "uniq")  # fmt: skip
+    __slots__ = ("bodies", "body_offs", "flags", "n", "props", "props_offs", "sysflag",
+                 "topic", "topic_raw", "uniq")  # fmt: skip
 
     def __init__(self, topic: str, raw: bytes, messages: Sequence[Message], uniq: list[str]):
         self.topic = topic
@@ -253,11 +263,13 @@ class RecordBatch:
         self.props, self.props_offs = laid_out(props)
         self.bodies, self.body_offs = laid_out([m.body for m in messages])
         self.flags = np.fromiter((m.flag for m in messages), np.int64, n)
+        self.sysflag = 0  # RocketMQ never compresses a batch
 
     @classmethod
     def bulk(cls, topic: str, raw: bytes, data: np.ndarray, offsets: np.ndarray,
-             props: bytes) -> RecordBatch:  # fmt: skip
-        """Bodies sharing one properties string, without unique keys (``send_bulk``)."""
+             props: bytes, sysflag: int = 0) -> RecordBatch:  # fmt: skip
+        """Bodies sharing one properties string, without unique keys (``send_bulk``), and
+        one ``sysflag`` (the compression bits when every body is compressed)."""
         self = cls.__new__(cls)
         self.topic = topic
         self.topic_raw = np.frombuffer(raw, dtype=np.uint8)
@@ -267,6 +279,7 @@ class RecordBatch:
         self.props = np.frombuffer(props, dtype=np.uint8)
         self.props_offs = np.array([0, len(props)], dtype=np.int64)
         self.flags = 0
+        self.sysflag = sysflag
         return self
 
     def fields(self, queue_id: int, born_host: int, start: int = 0, end: int = -1) -> np.ndarray:
@@ -275,6 +288,7 @@ class RecordBatch:
         fields = np.zeros(end - start, dtype=rec.ENCODE_ROW)
         fields["queue_id"] = queue_id
         fields["flag"] = self.flags if np.isscalar(self.flags) else self.flags[start:end]
+        fields["sysflag"] = self.sysflag
         fields["born_ts"] = time.time_ns() // 1_000_000
         fields["born_host"] = born_host
         return fields

@@ -57,7 +57,7 @@ class RingProducer(RingAppender):
         """Write one record (``send_records.one_record``) at the tail and publish it;
         returns its sequence number. Blocks while the ring is full. The caller wakes the
         writer (``wake_writer``) after releasing the lock it appended under."""
-        record, size, magic, flag, born_ts, body, tail, _ = one
+        record, size, magic, flag, born_ts, body, tail, sysflag, _ = one
         t = self.tail
         local = t & self.mask
         if (
@@ -68,7 +68,7 @@ class RingProducer(RingAppender):
             t, local = self._reserve(size, deadline)
         crc = zlib.crc32(body) & 0x7FFFFFFF if self.check_crc else 0
         record.pack_into(
-            self.mm, ring.DATA + local, size, magic, crc, queue_id, flag, 0, t, 0,
+            self.mm, ring.DATA + local, size, magic, crc, queue_id, flag, 0, t, sysflag,
             born_ts, born_host, 0, 0, reconsume, 0, len(body), body, tail,
         )  # fmt: skip
         seq = self.seq

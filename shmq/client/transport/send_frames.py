@@ -132,12 +132,14 @@ class SendTemplate:
         code = RequestCode.SEND_BATCH_MESSAGE if batch else _SINGLE_CODES[reply]
         return b"".join((_head(ext, len(body), code, opaque, oneway), ext, body))
 
-    def batch_frame(self, queue_id: int, born_ms: int, body_size: int) -> tuple[np.ndarray, int]:
+    def batch_frame(
+        self, queue_id: int, born_ms: int, body_size: int, sysflag: int = 0
+    ) -> tuple[np.ndarray, int]:
         """A SEND_BATCH_MESSAGE frame with room for a body of ``body_size`` bytes, to be
         encoded in place (no copy of the body into a frame), and where the body starts;
         ``sign_batch`` signs it once the body is written, ``set_opaque`` gives it its
-        opaque before each write."""
-        ext = self._ext(queue_id, 0, born_ms, 0, b"", 0, None, True)
+        opaque before each write. ``sysflag``: every message's (a compressed bulk's)."""
+        ext = self._ext(queue_id, sysflag, born_ms, 0, b"", 0, None, True)
         if self.credentials is not None:  # a Signature's room, filled by sign_batch
             ext += self._access_key() + _field(SIGNATURE.encode(), b"=" * _SIGNATURE_LEN)
         body_at = _FRAME.size + len(ext)
@@ -190,18 +192,18 @@ class SendTemplate:
         ``send_records.one_record``: its properties as the ring record has them; a delayed,
         half or retried message asks the broker with RocketMQ's properties (``DELAY``,
         ``TIMER_DELIVER_MS``, ``TRAN_MSG``, ``PGROUP``) to place it, as the ring path places
-        it itself."""
-        _, _, _, flag, born_ms, body, tail, _ = one
+        it itself. A compressed body's sysFlag bits go in the header's sysFlag."""
+        _, _, _, flag, born_ms, body, tail, sysflag, _ = one
         if one[0] is not None:
-            return self.frame(opaque, mq.queue_id, 0, born_ms, flag, tail[self.head_len :],
+            return self.frame(opaque, mq.queue_id, sysflag, born_ms, flag, tail[self.head_len :],
                               body, oneway=oneway, reply=reply)  # fmt: skip
         if isinstance(tail, Half):
             props = tail.props + b"TRAN_MSG\x01true\x02PGROUP\x01" + tail.group.encode() + b"\x02"
-            return self.frame(opaque, mq.queue_id, rec.SYSFLAG_TRANSACTION_PREPARED, born_ms,
-                              flag, props, body, oneway=oneway)  # fmt: skip
+            return self.frame(opaque, mq.queue_id, sysflag | rec.SYSFLAG_TRANSACTION_PREPARED,
+                              born_ms, flag, props, body, oneway=oneway)  # fmt: skip
         if isinstance(tail, Retried):
             props = tail.props + (b"DELAY\x01%d\x02" % tail.level if tail.level > 0 else b"")
-            return self.frame(opaque, mq.queue_id, 0, born_ms, flag, props, body,
+            return self.frame(opaque, mq.queue_id, sysflag, born_ms, flag, props, body,
                               reconsume=tail.reconsume, max_reconsume=tail.max_times,
                               oneway=oneway)  # fmt: skip
         assert isinstance(tail, Delayed)
@@ -209,7 +211,8 @@ class SendTemplate:
             props = tail.props + b"DELAY\x01%d\x02" % tail.level
         else:
             props = tail.props + b"TIMER_DELIVER_MS\x01%d\x02" % tail.deliver_ms
-        return self.frame(opaque, mq.queue_id, 0, born_ms, flag, props, body, oneway=oneway)
+        return self.frame(opaque, mq.queue_id, sysflag, born_ms, flag, props, body,
+                          oneway=oneway)  # fmt: skip
 
 
 def failure(code: int, remark: str | None, mq: MessageQueue, broker: str) -> AttemptError:

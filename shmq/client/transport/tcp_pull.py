@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from shmq.body_compression import decompress_bodies
 from shmq.client.selector import MessageSelector
 from shmq.client.types import MessageQueue, PullResult, PullStatus
 from shmq.codec import pull_body
@@ -265,9 +266,12 @@ class TcpConsumerLink:
             bodies = np.empty(int(rows["body_len"][keep].sum()), dtype=np.uint8)
             body_offs = np.zeros(keep.shape[0] + 1, dtype=np.int64)
             rec.gather_bodies(buf, rows, keep, bodies, body_offs, 0)
+            bodies, body_offs, errors = decompress_bodies(
+                bodies, body_offs, rows["sysflag"][keep], str(mq)
+            )
             batch = MessageBatch(mq.topic, mq.queue_id, bodies, body_offs,
                                  rows["queue_offset"][keep].copy(),
-                                 rows["store_ts"][keep].copy())  # fmt: skip
+                                 rows["store_ts"][keep].copy(), errors)  # fmt: skip
             return PullResult(PullStatus.FOUND, next_offset, low, high, batch=batch,
                               suggest_which_broker_id=suggest)  # fmt: skip
         raw = reply.body

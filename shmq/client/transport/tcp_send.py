@@ -31,6 +31,7 @@ import numpy as np
 
 from shmq.client.producer.answers import retryable, settle_failed
 from shmq.client.producer.async_completion import SendFuture
+from shmq.client.producer.records import ONE_MSG_ID, ONE_SYSFLAG
 from shmq.client.route import BrokerQueues
 from shmq.client.transport.send_frames import (
     CHUNK_MESSAGES,
@@ -163,9 +164,9 @@ class TcpSends:
     ) -> None:  # fmt: skip
         """Send one record without waiting; ``future`` is settled from the response (or by
         the retries); raises when the request cannot be written. A plain record is batched
-        with the queue's other async sends (``tcp_batching``); a delayed, half or retried
-        one, which RocketMQ never batches, goes alone."""
-        if one[0] is not None:
+        with the queue's other async sends (``tcp_batching``); a delayed, half, retried or
+        compressed one (a batch has one sysFlag), which RocketMQ never batches, goes alone."""
+        if one[0] is not None and not one[ONE_SYSFLAG]:
             self._batches.append(broker, mq, one, future, started)
             return
         ch = self.channel(broker)
@@ -212,7 +213,7 @@ class TcpSends:
         waiters = []
         for start, end in itertools.pairwise(bounds):
             size = batch_body_size(batch.body_offs, batch.props_offs, start, end)
-            buf, at = tpl.batch_frame(mq.queue_id, born, size)
+            buf, at = tpl.batch_frame(mq.queue_id, born, size, batch.sysflag)
             write_entries(batch.bodies, batch.body_offs, batch.props, batch.props_offs, flags,
                           start, end, buf[at:])  # fmt: skip
             tpl.sign_batch(buf, at)
@@ -363,4 +364,4 @@ class TcpSends:
 
 
 def _answered(status: SendStatus, one: tuple, mq: MessageQueue, reply: Reply) -> Any:
-    return result(status, one[7].decode(), mq, reply.ext, one[0] is None)
+    return result(status, one[ONE_MSG_ID].decode(), mq, reply.ext, one[0] is None)
