@@ -20,7 +20,7 @@ from shmq.client.consumer.lite_pull import PullConsumer
 from shmq.client.producer.producer import Producer
 from shmq.client.transport.queue_reader import QueueReader
 from shmq.message import Message
-from shmq_cli.admin_output import parse_timestamp
+from shmq_cli.admin.output import parse_timestamp
 from shmq_cli.main import cli
 
 

@@ -43,6 +43,7 @@ class Frame:
     ext: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     serialize: int = JSON
+    version: int = VERSION_4_9_4  # the client version the header names
 
 
 def encode(frame: Frame, *, raw_ext: dict | None = None) -> bytes:
@@ -56,11 +57,11 @@ def encode(frame: Frame, *, raw_ext: dict | None = None) -> bytes:
             for k, v in frame.ext.items()
         )  # fmt: skip
         header = (
-            struct.pack(">hbhii", frame.code, JAVA, VERSION_4_9_4, frame.opaque, frame.flag)
+            struct.pack(">hbhii", frame.code, JAVA, frame.version, frame.opaque, frame.flag)
             + struct.pack(">i", len(remark)) + remark + struct.pack(">i", len(ext)) + ext
         )  # fmt: skip
     else:
-        obj = {"code": frame.code, "language": "JAVA", "version": VERSION_4_9_4,
+        obj = {"code": frame.code, "language": "JAVA", "version": frame.version,
                "opaque": frame.opaque, "flag": frame.flag}  # fmt: skip
         if frame.remark is not None:
             obj["remark"] = frame.remark
@@ -107,10 +108,12 @@ class WireClient:
     """One connection; requests are matched to responses by opaque (responses to held
     pulls may come back out of order)."""
 
-    def __init__(self, address: str, serialize: int = JSON, timeout: float = 10.0) -> None:
+    def __init__(self, address: str, serialize: int = JSON, timeout: float = 10.0,
+                 version: int = VERSION_4_9_4) -> None:  # fmt: skip
         host, port = address.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.serialize = serialize
+        self.version = version
         self.opaque = 100
         self.early: dict[int, Frame] = {}
         self.pushed: list[Frame] = []
@@ -118,7 +121,8 @@ class WireClient:
     def send(self, code: int, ext: dict[str, str], body: bytes = b"", *, oneway: bool = False,
              raw_ext: dict | None = None) -> int:  # fmt: skip
         self.opaque += 1
-        frame = Frame(code, self.opaque, ONEWAY if oneway else 0, None, ext, body, self.serialize)
+        frame = Frame(code, self.opaque, ONEWAY if oneway else 0, None, ext, body, self.serialize,
+                      self.version)  # fmt: skip
         self.sock.sendall(encode(frame, raw_ext=raw_ext))
         return self.opaque
 

@@ -402,6 +402,102 @@ class Controller:
             self._open_epoch(name, group, winner, group.epoch + 1, NO_TRUNCATE)
             elections.append((name, winner))
 
+    def elect(
+        self, broker_name: str, broker_id: int | None = None, now_ms: int | None = None
+    ) -> tuple[str, int]:
+        """mqadmin's electMaster: the replica with controller id ``broker_id`` of
+        ``broker_name`` becomes its master at a new epoch (None: the controller's own choice
+        among the in-sync slaves, as when a master falls silent). Only a replica the
+        automatic election could pick may be designated (a live slave at the group's epoch,
+        of a SYNC group's sync state set, or within an ASYNC group's gap): it holds every
+        acknowledged send. A live old master learns at its next heartbeat that it is a
+        slave now and stops (restarted, it rejoins as one), as in RocketMQ 5. Returns the
+        master's address and epoch (designating the master changes nothing);
+        ``ValueError`` naming why no election happened."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            group = self._groups.get(broker_name)
+            if group is None:
+                raise ValueError(f"broker group {broker_name} is unknown to the controller")
+            candidates = [
+                addr
+                for _, _, addr in electable(
+                    group, now, self.heartbeat_timeout_ms, self.max_gap_not_in_sync
+                )
+            ]
+            if broker_id is None:
+                winner = elect_master(
+                    group, now, self.heartbeat_timeout_ms, self.max_gap_not_in_sync
+                )
+                if not winner:
+                    raise ValueError(f"{broker_name} has no slave in sync to elect")
+            else:
+                winner = next(
+                    (a for a, r in group.replicas.items() if r.broker_id == broker_id), ""
+                )
+                if not winner:
+                    raise ValueError(f"{broker_name} has no replica with broker id {broker_id}")
+                if winner == group.master_addr:
+                    return winner, group.epoch
+                if winner not in candidates:
+                    raise ValueError(
+                        f"broker id {broker_id} ({winner}) of {broker_name} is not in sync "
+                        "(a live slave at the group's epoch"
+                        + (", of the sync state set)" if group.sync else ", within the gap)")
+                    )
+            log.warning("%s: %s elected by an admin request", broker_name, winner)
+            self._open_epoch(broker_name, group, winner, group.epoch + 1, NO_TRUNCATE)
+            return winner, group.epoch
+
+    def clean(
+        self,
+        broker_name: str,
+        broker_ids: set[int] | None,
+        clean_living: bool = False,
+        now_ms: int | None = None,
+    ) -> list[str]:
+        """mqadmin's cleanBrokerMetadata: forget the replicas of ``broker_name`` with these
+        controller ids (None: the whole group). A replica heard from within the heartbeat
+        timeout is forgotten only with ``clean_living`` (it registers again at its next
+        heartbeat); the master of a group that keeps other replicas is never (elect another
+        first). Returns the addresses forgotten; ``ValueError`` naming why nothing was."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            group = self._groups.get(broker_name)
+            if group is None:
+                raise ValueError(f"broker group {broker_name} is unknown to the controller")
+            chosen = {
+                addr: r
+                for addr, r in group.replicas.items()
+                if broker_ids is None or r.broker_id in broker_ids
+            }
+            if broker_ids is not None and len(chosen) < len(broker_ids):
+                known = sorted(r.broker_id for r in group.replicas.values())
+                raise ValueError(
+                    f"{broker_name} has replicas {known}, not all of {sorted(broker_ids)}"
+                )
+            living = sorted(
+                a for a, r in chosen.items() if r.last_seen_ms + self.heartbeat_timeout_ms >= now
+            )
+            if living and not clean_living:
+                raise ValueError(
+                    f"{', '.join(living)} of {broker_name} is alive (clean living brokers too "
+                    "with -l)"
+                )
+            if broker_ids is None:
+                del self._groups[broker_name]
+            else:
+                if group.master_addr in chosen and len(chosen) < len(group.replicas):
+                    raise ValueError(
+                        f"{group.master_addr} is the master of {broker_name}: elect another first"
+                    )
+                for addr in chosen:
+                    del group.replicas[addr]
+                group.sync_set -= chosen.keys()
+            self._persist()
+            log.warning("%s: forgot %s by an admin request", broker_name, ", ".join(sorted(chosen)))
+            return sorted(chosen)
+
     def sync_state(self) -> dict[str, dict[str, object]]:
         """brokerName → master, epoch, epochs and replicas, for status displays and tests."""
         with self._lock:
@@ -419,14 +515,15 @@ class Controller:
             }
 
 
-def elect_master(group: BrokerGroup, now_ms: int, timeout_ms: int, max_gap: int) -> str:
-    """RocketMQ 5's ElectMaster from the in-sync replicas: among live slaves at the group's
-    epoch (a SYNC group's: of its recorded sync state set; an ASYNC group's: no more than
-    ``max_gap`` behind the master's last report), the highest max offset (then the lowest
-    broker id) wins; "" if there is none, as when a SYNC group is alone."""
+def electable(
+    group: BrokerGroup, now_ms: int, timeout_ms: int, max_gap: int
+) -> list[tuple[int, int, str]]:
+    """The in-sync replicas as ``(max offset, -broker id, address)``: live slaves at the
+    group's epoch (a SYNC group's: of its recorded sync state set; an ASYNC group's: no
+    more than ``max_gap`` behind the master's last report)."""
     master = group.replicas.get(group.master_addr)
     master_offset = master.max_offset if master is not None else 0
-    candidates = [
+    return [
         (r.max_offset, -r.broker_id, addr)
         for addr, r in group.replicas.items()
         if addr != group.master_addr
@@ -435,6 +532,13 @@ def elect_master(group: BrokerGroup, now_ms: int, timeout_ms: int, max_gap: int)
         and r.last_seen_ms + timeout_ms >= now_ms
         and (addr in group.sync_set if group.sync else master_offset - r.max_offset <= max_gap)
     ]
+
+
+def elect_master(group: BrokerGroup, now_ms: int, timeout_ms: int, max_gap: int) -> str:
+    """RocketMQ 5's ElectMaster from the in-sync replicas (``electable``): the highest max
+    offset (then the lowest broker id) wins; "" if there is none, as when a SYNC group is
+    alone."""
+    candidates = electable(group, now_ms, timeout_ms, max_gap)
     return max(candidates)[2] if candidates else ""
 
 

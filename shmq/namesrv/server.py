@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 9876
 SCAN_INTERVAL_MS = 10_000  # RocketMQ 4.9's scanNotActiveBroker period
+# getControllerMetaData's answer: the namesrv's controller is one node, its own leader
+CONTROLLER_GROUP, CONTROLLER_ID = "DefaultControllerGroup", "n0"
 FIRST_SCAN_DELAY_MS = 5_000
 
 
@@ -137,6 +139,9 @@ class NameServer:
         if self.controller is not None:
             handlers[RequestCode.CONTROLLER_REGISTER_BROKER] = self._controller_register
             handlers[RequestCode.CONTROLLER_GET_SYNC_STATE_DATA] = self._sync_state
+            handlers[RequestCode.CONTROLLER_GET_METADATA_INFO] = self._controller_metadata
+            handlers[RequestCode.CONTROLLER_ELECT_MASTER] = self._elect_master
+            handlers[RequestCode.CLEAN_BROKER_DATA] = self._clean_broker_data
         for code, handler in handlers.items():
             self._server.register(code, handler)
         self._server.on_disconnect(lambda conn: self.routes.on_connection_closed(conn.id))
@@ -246,6 +251,49 @@ class NameServer:
     def _sync_state(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         body = RemotingCommand.body_json(self.controller.sync_state())
         return RemotingCommand.response_to(request, body=body)
+
+    def _controller_metadata(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """mqadmin getControllerMetaData: this namesrv's controller is the only one, its own
+        leader (RocketMQ 5's controller in the namesrv without DLedger peers)."""
+        fields = {"group": CONTROLLER_GROUP, "controllerLeaderId": CONTROLLER_ID,
+                  "controllerLeaderAddress": self.address, "isLeader": "true",
+                  "peers": f"{CONTROLLER_ID}-{self.address}"}  # fmt: skip
+        return RemotingCommand.response_to(request, ext_fields=fields)
+
+    def _elect_master(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """mqadmin electMaster (``Controller.elect``); the answer names the master, its
+        epoch and the group's members as RocketMQ's ``ElectMasterResponseHeader`` and
+        ``BrokerMemberGroup`` do. A refused election is CONTROLLER_ELECT_MASTER_FAILED."""
+        name = request.ext("brokerName")
+        designated = request.ext_fields.get("designateElect", "true").lower() == "true"
+        try:
+            broker_id = request.ext_int("brokerId") if designated else None
+            master, epoch = self.controller.elect(name, broker_id)
+        except ValueError as exc:
+            raise ResponseError(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED, str(exc)) from None
+        members = self.controller.sync_state().get(name, {}).get("replicas", {})
+        addrs = {str(0 if a == master else r["broker_id"]): a for a, r in members.items()}
+        body = {"cluster": request.ext_fields.get("clusterName", ""), "brokerName": name,
+                "brokerAddrs": addrs}  # fmt: skip
+        fields = {"masterBrokerId": "0", "masterAddress": master, "masterEpoch": str(epoch),
+                  "syncStateSetEpoch": str(epoch)}  # fmt: skip
+        return RemotingCommand.response_to(
+            request, ext_fields=fields, body=RemotingCommand.body_json(body)
+        )
+
+    def _clean_broker_data(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """mqadmin cleanBrokerMetadata (``Controller.clean``): ids as ``1;2;3`` (none: the
+        whole group); a refusal is CONTROLLER_INVALID_CLEAN_BROKER_METADATA naming why."""
+        ids = request.ext_fields.get("brokerControllerIdsToClean") or ""
+        living = request.ext_fields.get("isCleanLivingBroker", "false").lower() == "true"
+        try:
+            wanted = {int(i) for i in ids.replace(",", ";").split(";") if i.strip()} or None
+            self.controller.clean(request.ext("brokerName"), wanted, living)
+        except ValueError as exc:
+            raise ResponseError(
+                ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, str(exc)
+            ) from None
+        return RemotingCommand.response_to(request)
 
     def _query_data_version(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
         """A broker asks whether its topic configs must be registered again (RocketMQ's

@@ -59,6 +59,9 @@ MAX_HEADER_SIZE = 256 * 1024  # a batch answer's msgId lists 4,096 ids of 33 byt
 
 FLAG_RESPONSE = 1 << 0
 FLAG_ONEWAY = 1 << 1
+# MQVersion.Version.V3_4_9's ordinal: a CONSUMER_SEND_MSG_BACK from a client of this version
+# or later carries the consumer's own maxReconsumeTimes; an older client's is not read
+VERSION_V3_4_9 = 121
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")

@@ -376,3 +376,75 @@ def test_a_slave_elected_but_silent_before_it_led_takes_its_epoch_when_back():
     assert (d.role, d.epoch, d.truncate_offset) == ("MASTER", 2, -1)
     beat(c, S1, "SYNC_MASTER", epoch=2, max_offset=900, epoch_start=900, now=3 * T + 10)
     assert c.sync_state()["broker-a"]["epochs"][-1] == [2, 900, S1]
+
+
+def test_an_admin_elects_a_designated_in_sync_slave_and_the_old_master_follows():
+    """mqadmin electMaster -b ID: an in-sync slave becomes master at a new epoch while the
+    old master is alive; its next heartbeat makes it a slave. An out-of-sync or unknown
+    replica is refused, naming why; designating the master changes nothing."""
+    c = Controller(T)
+    beat(c, M, "ASYNC_MASTER", max_offset=100, now=0)
+    beat(c, M, "ASYNC_MASTER", epoch=1, max_offset=900, now=10)
+    beat(c, S1, broker_id=1, epoch=1, max_offset=900, now=20)
+    beat(c, S2, broker_id=2, epoch=0, max_offset=0, now=20)  # not at the group's epoch
+    assert c.elect("broker-a", 0, now_ms=30) == (M, 1)
+    with pytest.raises(ValueError, match="not in sync"):
+        c.elect("broker-a", 2, now_ms=30)
+    with pytest.raises(ValueError, match="no replica with broker id 7"):
+        c.elect("broker-a", 7, now_ms=30)
+    with pytest.raises(ValueError, match="unknown to the controller"):
+        c.elect("broker-b", 1, now_ms=30)
+    assert c.elect("broker-a", 1, now_ms=30) == (S1, 2)
+    d = beat(c, S1, broker_id=1, epoch=1, max_offset=900, now=40)
+    assert (d.role, d.epoch) == ("MASTER", 2)
+    beat(c, S1, "ASYNC_MASTER", epoch=2, max_offset=900, epoch_start=900, now=50)
+    d = beat(c, M, "ASYNC_MASTER", epoch=1, max_offset=950, now=60)
+    assert (d.role, d.master_addr, d.epoch, d.truncate_offset) == ("SLAVE", S1, 2, 900)
+
+
+def test_an_admin_cleans_dead_replicas_and_living_ones_only_when_asked():
+    c = Controller(T)
+    beat(c, M, "ASYNC_MASTER", now=0)
+    beat(c, S1, broker_id=1, epoch=1, now=0)
+    beat(c, S2, broker_id=2, epoch=1, now=5_000)
+    with pytest.raises(ValueError, match="is alive"):
+        c.clean("broker-a", {2}, now_ms=5_100)
+    with pytest.raises(ValueError, match="elect another first"):
+        c.clean("broker-a", {0}, clean_living=True, now_ms=5_100)
+    assert c.clean("broker-a", {1}, now_ms=5_100) == [S1]  # silent since 0: dead
+    assert c.clean("broker-a", {2}, clean_living=True, now_ms=5_100) == [S2]
+    assert set(c.sync_state()["broker-a"]["replicas"]) == {M}
+    with pytest.raises(ValueError, match=r"has replicas \[0\], not all of \[5\]"):
+        c.clean("broker-a", {5}, now_ms=9_000)
+    assert c.clean("broker-a", None, now_ms=9_000) == [M]  # the whole group, all dead
+    assert c.sync_state() == {}
+
+
+def test_the_namesrv_serves_the_controller_admin_requests():
+    ns = NameServer(port=0, enable_controller=True, controller_heartbeat_timeout_ms=T)
+    ns.start()
+    try:
+        with RemotingClient() as client:
+            register(client, ns, M)
+            meta, _ = client.invoke_json(ns.address, RequestCode.CONTROLLER_GET_METADATA_INFO)
+            assert meta.ext_fields["controllerLeaderAddress"] == ns.address
+            assert meta.ext_fields["isLeader"] == "true"
+            fields = {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 0,
+                      "designateElect": True}  # fmt: skip
+            elected, members = client.invoke_json(
+                ns.address, RequestCode.CONTROLLER_ELECT_MASTER, fields
+            )
+            assert (elected.ext_fields["masterAddress"], elected.ext_fields["masterEpoch"]) == (
+                M, "1")  # fmt: skip
+            assert members["brokerAddrs"] == {"0": M}
+            with pytest.raises(ResponseError) as refused:
+                client.invoke_json(ns.address, RequestCode.CONTROLLER_ELECT_MASTER,
+                                   {**fields, "brokerId": 3})  # fmt: skip
+            assert refused.value.code == ResponseCode.CONTROLLER_ELECT_MASTER_FAILED
+            with pytest.raises(ResponseError) as refused:
+                client.invoke_json(ns.address, RequestCode.CLEAN_BROKER_DATA,
+                                   {"brokerName": "broker-a"})  # fmt: skip
+            assert refused.value.code == ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+            assert "is alive" in refused.value.remark
+    finally:
+        ns.stop()

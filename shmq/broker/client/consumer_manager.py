@@ -27,6 +27,21 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# RocketMQ's ``MessageModel`` by ordinal: clients that write the enum as a number
+# (rocketmq-client-cpp sends ``1``) mean the same models as those that write its name.
+MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+
+
+def message_model_name(value: Any, default: str = "CLUSTERING") -> str:
+    """A heartbeat's ``messageModel`` as its enum name, whether sent as the name or as
+    the ordinal (BROADCASTING 0, CLUSTERING 1); ``default`` when absent."""
+    if value is None:
+        return default
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(MESSAGE_MODELS):
+        return MESSAGE_MODELS[value]
+    return str(value)
+
+
 @dataclass
 class ClientChannel:
     """One member of a consumer or producer group: its client id, connection, last
@@ -100,7 +115,7 @@ class ConsumerManager:
             if info is None:
                 info = self._groups[group] = ConsumerGroupInfo(group)
             info.consume_type = str(data.get("consumeType", info.consume_type))
-            info.message_model = str(data.get("messageModel", info.message_model))
+            info.message_model = message_model_name(data.get("messageModel"), info.message_model)
             info.consume_from_where = str(data.get("consumeFromWhere", info.consume_from_where))
             subs = data.get("subscriptionDataSet")
             if subs is not None:

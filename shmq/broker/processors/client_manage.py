@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import ClassVar
 
-from shmq.broker.client.consumer_manager import ClientChannel
+from shmq.broker.client.consumer_manager import ClientChannel, message_model_name
 from shmq.broker.processors.processor import Processor
 from shmq.broker.processors.pull import SQL92, check_expression_type, compiled_sql
 from shmq.errors import FilterExpressionError, ResponseError
@@ -50,7 +50,8 @@ class ClientManageProcessor(Processor):
             _check_name("group", entry.get("groupName"), MAX_GROUP_LENGTH)
         for entry in data.get("consumerDataSet", []):
             ctx.consumers.register(client_id, conn, entry, request.language, request.version)
-            if entry.get("messageModel") == "CLUSTERING":  # the group and its retry topic
+            # the group and its retry topic, however the client encodes the model
+            if message_model_name(entry.get("messageModel")) == "CLUSTERING":
                 group = entry["groupName"]
                 group_cfg = ctx.subscription_groups.find(
                     group, ctx.config.auto_create_subscription_group

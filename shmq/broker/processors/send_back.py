@@ -24,7 +24,13 @@ from shmq.codec.record_rebuild import edit_properties, property_value, rebuild_r
 from shmq.delay_topics import SCHEDULE_TOPIC, schedule_properties
 from shmq.message import offset_msg_id
 from shmq.names import dlq_topic, retry_topic
-from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
+from shmq.remoting.protocol import (
+    VERSION_V3_4_9,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    ResponseError,
+)
 from shmq.remoting.server import Connection, RemotingServer
 
 DLQ_NUMS_PER_GROUP = 1
@@ -56,7 +62,10 @@ class SendBack:
         delay_level = request.ext_int("delayLevel")
         group_cfg = ctx.subscription_groups.find(group, ctx.config.auto_create_subscription_group)
         max_times = group_cfg.retry_max_times
-        if request.ext_fields.get("maxReconsumeTimes") is not None:
+        if (
+            request.version >= VERSION_V3_4_9
+            and request.ext_fields.get("maxReconsumeTimes") is not None
+        ):
             max_times = request.ext_int("maxReconsumeTimes")
         if not group_cfg.retry_queue_nums:
             return RemotingCommand.response_to(request)  # retries are off for the group
@@ -82,7 +91,8 @@ class SendBack:
             store_host = buf[host_at : host_at + host_len].tobytes()
             add["ORIGIN_MESSAGE_ID"] = offset_msg_id(store_host, offset)
         props = edit_properties(props, remove={_REAL_TOPIC, _REAL_QID, _DELAY}, add=add)
-        if reconsume >= max_times or delay_level < 0:
+        dead = reconsume >= max_times or delay_level < 0
+        if dead:
             target = ctx.topic_publisher.ensure(dlq_topic(group), DLQ_NUMS_PER_GROUP)
             target_topic, qid = target.topic_name, 0
         else:
@@ -94,6 +104,8 @@ class SendBack:
             target_topic, props = SCHEDULE_TOPIC, props + extra
         record = rebuild_record(buf, row, target_topic.encode(), qid, props, reconsume + 1)
         self._append(record)
+        if dead:
+            ctx.events.dead_lettered(group, property_value(props, _RETRY_TOPIC) or topic)
         return RemotingCommand.response_to(request)
 
     def _append(self, record: bytearray) -> None:

@@ -9,19 +9,23 @@ with ``to_json()`` giving RocketMQ's field names.
 
 ``Admin`` is the one entry point, flat as RocketMQ's ``DefaultMQAdminExt`` is: each call
 delegates to the part that does it (``topics``, ``brokers``, ``offsets``, ``connections``,
-``sub_groups``, ``messages``, ``dlq``, ``transactions``, ``queues``, ``stats``,
-``pop``, ``namesrv``, ``acl``), objects ``Admin`` creates and owns that share one ``Remote``
-(where requests go and how they are sent). The calls are documented here.
+``sub_groups``, ``messages``, ``browse``, ``dlq``, ``transactions``, ``queues``, ``stats``,
+``send_rt``, ``pop``, ``namesrv``, ``acl``, ``controller``), objects ``Admin`` creates and
+owns that share one ``Remote`` (where requests go and how they are sent). The calls are
+documented here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
 from shmq.client.admin.acl import AclConfigs
 from shmq.client.admin.brokers import Brokers
+from shmq.client.admin.browse import QueueBrowser
 from shmq.client.admin.connections import GroupConnections
+from shmq.client.admin.controller import ControllerAdmin
 from shmq.client.admin.dlq import DeadLetterQueues
 from shmq.client.admin.messages import DEFAULT_QUERY_NUM, MessageQueries
 from shmq.client.admin.namesrv import NamesrvAdmin
@@ -29,6 +33,7 @@ from shmq.client.admin.offsets import GroupOffsets
 from shmq.client.admin.pop import PopGroups
 from shmq.client.admin.queues import QueueQueries
 from shmq.client.admin.remote import Remote
+from shmq.client.admin.send_rt import SendLatency
 from shmq.client.admin.stats import BrokerStats
 from shmq.client.admin.sub_groups import SubscriptionGroups
 from shmq.client.admin.topics import Topics
@@ -84,6 +89,9 @@ class Admin:
         self._pop = PopGroups(remote)
         self._namesrv = NamesrvAdmin(remote)
         self._acl = AclConfigs(remote)
+        self._browse = QueueBrowser(remote)
+        self._send_rt = SendLatency(remote)
+        self._controller = ControllerAdmin(remote)
 
     def close(self) -> None:
         self._remote.close()
@@ -163,6 +171,18 @@ class Admin:
             cluster=cluster,
         )
 
+    def update_topic_perm(
+        self, topic: str, perm: int, broker: str | None = None, cluster: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Change ``topic``'s permission (4 read, 2 write, 6 both) on ``broker``, or on the
+        brokers of ``cluster`` serving it (mqadmin ``updateTopicPerm``), keeping each
+        broker's queue counts as its route shows them. One row per broker: ``brokerName``,
+        ``brokerAddr``, ``oldPerm``, ``perm``, ``readQueueNums``, ``writeQueueNums`` and
+        ``changed`` (False where the perm was already ``perm``: nothing sent, as mqadmin's
+        "new perm equals to the old one!"). ``ClientError`` when none of them has the
+        topic."""
+        return self._topics.update_topic_perm(topic, perm, broker, cluster)
+
     def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from the brokers of ``cluster`` (default: those serving it),
         with its stored messages and its groups' offsets there, and from every namesrv;
@@ -183,6 +203,18 @@ class Admin:
         """Min and max offset and last store time of every queue of ``topic``, sorted by
         broker and queue."""
         return self._topics.topic_status(topic)
+
+    def topic_cluster_list(self, topic: str) -> list[str]:
+        """The clusters whose brokers serve ``topic``, sorted (mqadmin
+        ``topicClusterList``)."""
+        return self._topics.topic_cluster_list(topic)
+
+    def allocate_mq(self, topic: str, client_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """How a clustering group of consumers ``client_ids`` shares ``topic``'s readable
+        queues by RocketMQ's default strategy (``AllocateMessageQueueAveragely``, mqadmin
+        ``allocateMQ``): client id → its queues (``topic``, ``brokerName``,
+        ``queueId``)."""
+        return self._topics.allocate_mq(topic, client_ids)
 
     def topic_consume_by_who(self, topic: str) -> list[str]:
         """The groups that have offsets on ``topic`` or online members subscribing it."""
@@ -205,6 +237,14 @@ class Admin:
         brokers where the group has offsets or members; ``ResponseError``
         CONSUMER_NOT_ONLINE when it has them nowhere)."""
         return self._offsets.reset_offset(group, topic, timestamp_ms, force)
+
+    def skip_accumulated_message(
+        self, group: str, topic: str, force: bool = True, cluster: str | None = None
+    ) -> dict[MessageQueue, int]:
+        """Skip ``group``'s backlog on ``topic``: its offsets moved to the end of every
+        queue (mqadmin ``skipAccumulatedMessage``, a reset to timestamp -1), on the brokers
+        of ``cluster`` only when given. As ``reset_offset``."""
+        return self._offsets.reset_offset(group, topic, -1, force, cluster)
 
     def consumer_offsets(
         self, group: str, topic: str, client_id: str | None = None
@@ -355,6 +395,37 @@ class Admin:
         """The first ``max_num`` messages of ``topic`` stored in ``[begin, end]`` ms (end:
         now), by store time."""
         return self._messages.query_msg_by_time(topic, begin, end, max_num)
+
+    def query_msg_by_offset(
+        self, topic: str, broker: str, queue_id: int, offset: int
+    ) -> dict[str, Any]:
+        """The message at queue offset ``offset`` of ``topic``'s queue ``queue_id`` on
+        ``broker`` (a broker name), pulled as mqadmin ``queryMsgByOffset`` pulls it;
+        ``ClientError`` when the queue has none there."""
+        return self._browse.query_msg_by_offset(topic, broker, queue_id, offset)
+
+    def queue_ranges(
+        self,
+        topic: str,
+        begin: int | None = None,
+        end: int | None = None,
+        broker: str | None = None,
+        queue_id: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Each readable queue of ``topic`` (of ``broker``, ``queue_id`` only when given)
+        with the offsets ``browse_queue`` reads (mqadmin ``printMsg``): ``minOffset`` and
+        ``maxOffset`` of the queue, or, with ``begin`` / ``end`` (ms), the offsets of the
+        first messages stored at or after them."""
+        return self._browse.queue_ranges(topic, begin, end, broker, queue_id)
+
+    def browse_queue(
+        self, topic: str, broker: str, queue_id: int, start: int, stop: int, expression: str = "*"
+    ) -> Iterator[dict[str, Any]]:
+        """The messages of a queue from offset ``start`` to before ``stop`` whose tag
+        ``expression`` (``*``, ``TagA || TagB``) takes, read 32 per pull as the
+        ``TOOLS_CONSUMER`` group (nothing is committed); it ends early at the queue's
+        end."""
+        return self._browse.browse_queue(topic, broker, queue_id, start, stop, expression)
 
     # -- dead-letter queues -----------------------------------------------------------------------
 
@@ -517,6 +588,76 @@ class Admin:
         the broker has run shorter). A topic nobody consumes has one row with
         ``group`` None. ``active_only``: rows with messages put or got that day only."""
         return self._stats.stats_all(topic, active_only)
+
+    # -- send round trips -------------------------------------------------------------------------
+
+    def send_msg_status(
+        self, broker_name: str, message_size: int = 128, count: int = 50
+    ) -> list[dict[str, Any]]:
+        """``count`` timed sends of ``message_size`` bytes to the topic named after
+        ``broker_name`` (each broker has one), after a 16-byte warm-up (mqadmin
+        ``sendMsgStatus``): per send ``rtMs`` and ``sendResult`` (``SendResult.to_json``).
+        A failed send raises."""
+        return self._send_rt.send_msg_status(broker_name, message_size, count)
+
+    def check_msg_send_rt(self, topic: str, amount: int = 100, size: int = 128) -> dict[str, Any]:
+        """``amount`` timed sends of ``size`` bytes to ``topic``, send i to the i-th queue
+        of its route round (mqadmin ``checkMsgSendRT``): ``sends`` (``brokerName``,
+        ``queueId``, ``sendResult`` True/False, ``rtMs``) and ``avgRtMs`` (the first send
+        left out)."""
+        return self._send_rt.check_msg_send_rt(topic, amount, size)
+
+    def cluster_rt(
+        self, cluster: str | None = None, amount: int = 100, size: int = 128
+    ) -> list[dict[str, Any]]:
+        """``amount`` timed sends of ``size`` bytes to each broker of ``cluster`` (every
+        cluster's by default), to the topic named after it (one round of mqadmin
+        ``clusterRT``): per broker ``cluster``, ``brokerName``, ``rtMs`` (the average, the
+        first send left out), ``successCount`` and ``failCount``."""
+        return self._send_rt.cluster_rt(cluster, amount, size)
+
+    # -- controller mode --------------------------------------------------------------------------
+
+    def controller_meta_data(self, controller: str) -> dict[str, Any]:
+        """The controller group at ``controller`` (an address): ``group``,
+        ``controllerLeaderId``, ``controllerLeaderAddress``, ``isLeader``, ``peers``
+        (mqadmin ``getControllerMetaData``). ``ClientError`` when controller mode is not
+        enabled there."""
+        return self._controller.controller_meta_data(controller)
+
+    def elect_master(
+        self, controller: str, cluster: str, broker_name: str, broker_id: int
+    ) -> dict[str, Any]:
+        """Have the controller make broker ``broker_id`` of ``broker_name`` its group's
+        master (mqadmin ``electMaster``): ``masterBrokerId``, ``masterAddress``,
+        ``masterEpoch``, ``syncStateSetEpoch`` and ``brokerMemberGroup``. ``ClientError``
+        when controller mode is not enabled there."""
+        return self._controller.elect_master(controller, cluster, broker_name, broker_id)
+
+    def clean_broker_metadata(
+        self,
+        controller: str,
+        broker_name: str,
+        broker_ids: str | None = None,
+        cluster: str | None = None,
+        clean_living_broker: bool = False,
+    ) -> None:
+        """Have the controller forget ``broker_name``'s members (``broker_ids``:
+        ``1;2;3``, default all) (mqadmin ``cleanBrokerMetadata``). ``ClientError`` when
+        controller mode is not enabled there."""
+        self._controller.clean_broker_metadata(
+            controller, broker_name, broker_ids, cluster, clean_living_broker
+        )
+
+    def broker_epoch(
+        self, broker_name: str | None = None, cluster: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Each address of ``broker_name`` (or of the brokers of ``cluster``, default all)
+        with its epochs (mqadmin ``getBrokerEpoch``, RocketMQ's ``EpochEntryCache``:
+        ``clusterName``, ``brokerName``, ``brokerId``, ``epochList`` of ``{epoch,
+        startOffset, endOffset}``, ``maxOffset``) and ``brokerAddr``. ``ClientError`` for a
+        broker not in controller mode."""
+        return self._controller.broker_epoch(broker_name, cluster)
 
     # -- namesrvs ---------------------------------------------------------------------------------
 

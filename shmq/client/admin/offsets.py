@@ -53,12 +53,19 @@ class GroupOffsets:
         return sum(q.max_offset - q.min_offset for q in status)
 
     def reset_offset(
-        self, group: str, topic: str, timestamp_ms: int, force: bool = True
-    ) -> dict[MessageQueue, int]:
+        self, group: str, topic: str, timestamp_ms: int, force: bool = True,
+        cluster: str | None = None,
+    ) -> dict[MessageQueue, int]:  # fmt: skip
         table: dict[MessageQueue, int] = {}
         fields = {"topic": topic, "group": group, "timestamp": timestamp_ms, "isForce": force}
         unknown: ResponseError | None = None
-        for target in self._remote.topic_brokers(topic):
+        targets = self._remote.topic_brokers(topic)
+        if cluster is not None:
+            members = {name for name, _ in self._remote.masters(cluster)}
+            targets = [t for t in targets if t[0] in members]
+            if not targets:
+                raise ClientError(f"no broker of cluster {cluster} serves topic {topic}")
+        for target in targets:
             try:
                 body = self._remote.call(target, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                                          fields)[1]  # fmt: skip

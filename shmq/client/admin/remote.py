@@ -136,6 +136,13 @@ class Remote:
                 raise
             raise ResponseError(exc.code, f"broker {name} ({addr}): {exc.remark}") from None
 
+    def answer(
+        self, broker: Broker, request: RemotingCommand, timeout: float | None = None
+    ) -> RemotingCommand:
+        """``broker``'s response to a ready-made ``request``, whatever its code: for
+        requests whose other answers are results too (a pull's PULL_NOT_FOUND)."""
+        return self._client.invoke(broker[1], request, timeout)
+
     def call(
         self,
         broker: Broker,

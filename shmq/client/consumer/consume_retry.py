@@ -21,7 +21,7 @@ from shmq.client.types import MessageQueue
 from shmq.errors import RemotingError, ResponseError, ShmqError
 from shmq.message import MessageExt
 from shmq.names import retry_topic
-from shmq.remoting.protocol import RemotingCommand, RequestCode, check_response
+from shmq.remoting.protocol import VERSION_V3_4_9, RemotingCommand, RequestCode, check_response
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,7 @@ class MessageBack:
                     "maxReconsumeTimes": self.max_reconsume_times,
                 },
             )
+            request.version = VERSION_V3_4_9  # so the broker reads maxReconsumeTimes
             try:
                 check_response(channel.invoke(request, timeout=SEND_BACK_TIMEOUT_S))
             except (RemotingError, ResponseError) as exc:

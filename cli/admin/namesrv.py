@@ -12,7 +12,7 @@ import click
 from shmq.errors import ClientError
 from shmq.names import NAMESPACE_ORDER_TOPIC_CONFIG
 from shmq_cli.admin import admin
-from shmq_cli.admin_output import open_admin, options, print_json, show, show_configs
+from shmq_cli.admin.output import open_admin, options, print_json, show, show_configs
 
 _NAMESPACE = click.option("-s", "--namespace", required=True, help="KV config namespace.")
 _KEY = click.option("-k", "--key", required=True, help="Key name.")

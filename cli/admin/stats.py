@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from shmq_cli.admin import admin
-from shmq_cli.admin_output import open_admin, options, print_json, show
+from shmq_cli.admin.output import open_admin, options, print_json, show
 
 
 @admin.command("stats-all")

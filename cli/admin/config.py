@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from shmq_cli.admin import admin
-from shmq_cli.admin_output import open_admin, options, print_json, show_configs
+from shmq_cli.admin.output import open_admin, options, print_json, show_configs
 
 
 @admin.command("get-broker-config")

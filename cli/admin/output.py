@@ -115,9 +115,11 @@ class TimestampType(click.ParamType):
 TIMESTAMP = TimestampType()
 
 
-def body_preview(msg: dict[str, Any]) -> str:
-    text = base64.b64decode(msg.get("body", "")).decode("utf-8", "replace")
-    return text if len(text) <= BODY_PREVIEW else text[: BODY_PREVIEW - 3] + "..."
+def body_preview(msg: dict[str, Any], charset: str = "utf-8", full: bool = False) -> str:
+    """The body decoded in ``charset`` (bytes that do not decode replaced), cut for a
+    table unless ``full``."""
+    text = base64.b64decode(msg.get("body", "")).decode(charset, "replace")
+    return text if full or len(text) <= BODY_PREVIEW else text[: BODY_PREVIEW - 3] + "..."
 
 
 def show_messages(messages: list[dict[str, Any]]) -> None:
@@ -137,7 +139,7 @@ def show_messages(messages: list[dict[str, Any]]) -> None:
     show(columns, rows, f"{len(messages)} message(s)")
 
 
-def show_message(m: dict[str, Any]) -> None:
+def show_message(m: dict[str, Any], charset: str = "utf-8") -> None:
     props = {k: v for k, v in m.get("properties", {}).items() if k not in ("TAGS", "KEYS")}
     show_pairs(
         {
@@ -154,7 +156,7 @@ def show_message(m: dict[str, Any]) -> None:
             "Born Host": m["bornHost"],
             "Store Host": m["storeHost"],
             "Properties": json.dumps(props, ensure_ascii=False),
-            "Message Body": body_preview(m),
+            "Message Body": body_preview(m, charset),
         },
         f"message {m['msgId']}",
     )

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from shmq_cli.admin import admin
-from shmq_cli.admin_output import local_time, open_admin, options, print_json, show
+from shmq_cli.admin.output import local_time, open_admin, options, print_json, show
 
 
 def broker_or_cluster(f: Callable[..., Any]) -> Callable[..., Any]:

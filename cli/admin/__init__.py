@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from shmq_cli.admin_output import (
+from shmq_cli.admin.output import (
     TIMESTAMP,
     body_preview,
     local_time,
@@ -628,12 +628,15 @@ def delete_sub_group(
         click.echo(f"subscription group {group} deleted from {', '.join(brokers)}")
 
 
-from shmq_cli import (  # noqa: E402, F401  (register their commands)
-    admin_acl,
-    admin_config,
-    admin_namesrv,
-    admin_offsets,
-    admin_pop,
-    admin_queues,
-    admin_stats,
-)
+# the submodules register their commands on ``admin``
+import shmq_cli.admin.acl  # noqa: E402
+import shmq_cli.admin.browse  # noqa: E402
+import shmq_cli.admin.config  # noqa: E402
+import shmq_cli.admin.controller  # noqa: E402
+import shmq_cli.admin.namesrv  # noqa: E402
+import shmq_cli.admin.offsets  # noqa: E402
+import shmq_cli.admin.pop  # noqa: E402
+import shmq_cli.admin.queues  # noqa: E402
+import shmq_cli.admin.rt  # noqa: E402
+import shmq_cli.admin.stats  # noqa: E402
+import shmq_cli.admin.topics  # noqa: E402, F401

@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from shmq_cli.admin import admin
-from shmq_cli.admin_output import local_time, open_admin, options, print_json, show
+from shmq_cli.admin.output import local_time, open_admin, options, print_json, show
 
 
 def _targets(f):

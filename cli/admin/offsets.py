@@ -1,7 +1,8 @@
-"""``shmq admin reset-offset-by-time``, ``clone-group-offset``, ``get-consumer-status`` and
-``broker-consume-stats`` (mqadmin ``resetOffsetByTime``, ``cloneGroupOffset``,
-``getConsumerStatus`` and ``brokerConsumeStats``): consumer groups' offsets, moved, copied,
-asked of the members or shown for a whole broker; registered on the ``admin`` group by
+"""``shmq admin reset-offset-by-time``, ``skip-accumulated-message``, ``clone-group-offset``,
+``get-consumer-status`` and ``broker-consume-stats`` (mqadmin ``resetOffsetByTime``,
+``skipAccumulatedMessage``, ``cloneGroupOffset``, ``getConsumerStatus`` and
+``brokerConsumeStats``): consumer groups' offsets, moved, skipped to the end, copied, asked
+of the members or shown for a whole broker; registered on the ``admin`` group by
 ``shmq_cli.admin``."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import click
 
 from shmq_cli.admin import admin
-from shmq_cli.admin_output import TIMESTAMP, local_time, open_admin, options, print_json, show
+from shmq_cli.admin.output import TIMESTAMP, local_time, open_admin, options, print_json, show
 
 
 @admin.command("reset-offset-by-time")
@@ -26,6 +27,28 @@ def reset_offset_by_time(
     """Move a group's offsets to a point in time (mqadmin resetOffsetByTime)."""
     with open_admin(namesrv) as a:
         table = a.reset_offset(group, topic, timestamp, force)
+    _show_offsets(table, as_json, f"group {group} on {topic} reset to {timestamp}")
+
+
+@admin.command("skip-accumulated-message")
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-t", "--topic", required=True)
+@click.option("-f", "--force", type=click.BOOL, default=True, show_default=True,
+              help="true/false: also move offsets that are past the end.")  # fmt: skip
+@click.option("-c", "--cluster", help="Only the brokers of this cluster.")
+@options
+def skip_accumulated_message(
+    group: str, topic: str, force: bool, cluster: str | None, namesrv: str, as_json: bool
+) -> None:
+    """Skip a group's backlog: its offsets moved to the end of every queue of the topic
+    (mqadmin skipAccumulatedMessage)."""
+    with open_admin(namesrv) as a:
+        table = a.skip_accumulated_message(group, topic, force, cluster)
+    _show_offsets(table, as_json, f"group {group} on {topic} skipped to the end")
+
+
+def _show_offsets(table: dict, as_json: bool, title: str) -> None:
+    """A reset's resulting offset per queue (``brokerName``, ``queueId``, ``offset``)."""
     entries = [
         {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
         for mq, off in table.items()
@@ -34,7 +57,7 @@ def reset_offset_by_time(
         print_json(entries)
         return
     rows = [[e["brokerName"], e["queueId"], e["offset"]] for e in entries]
-    show(["broker", "queue", "offset"], rows, f"group {group} on {topic} reset to {timestamp}")
+    show(["broker", "queue", "offset"], rows, title)
 
 
 @admin.command("clone-group-offset")
