@@ -17,6 +17,7 @@ import click
 from shmq.errors import ConfigError
 from shmq.namesrv.controller import DEFAULT_STORE_PATH, HEARTBEAT_TIMEOUT_MS
 from shmq.namesrv.kv_config import DEFAULT_KV_CONFIG_PATH
+from shmq.namesrv.metrics import DEFAULT_METRICS_PORT
 from shmq.namesrv.routes import BROKER_EXPIRE_MS
 from shmq.namesrv.server import DEFAULT_PORT, SCAN_INTERVAL_MS, NameServer
 from shmq.remoting.security.tls_server import CLIENT_AUTH, MODES, PERMISSIVE, TlsServerConfig
@@ -83,12 +84,18 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
     "--tls-config-file", default="", type=click.Path(dir_okay=False),
     help="tls.config.file: a properties file of tls.server.* values over the options.",
 )  # fmt: skip
+@click.option(
+    "--metrics-port", type=click.IntRange(0, 65535), default=None,
+    help=f"Serve Prometheus metrics on this port (0: any free one; "
+         f"{DEFAULT_METRICS_PORT} is the usual); off when not given.",
+)  # fmt: skip
 def namesrv(
     host: str, port: int, scan_interval_ms: int, broker_expire_ms: int, enable_controller: bool,
     controller_heartbeat_timeout_ms: int, controller_store_path: str, kv_config_path: str,
     order_message_enable: bool, tls_server_mode: str, tls_server_cert_path: str,
     tls_server_key_path: str, tls_server_key_password: str, tls_server_need_client_auth: str,
     tls_server_trust_cert_path: str, tls_test_mode_enable: bool, tls_config_file: str,
+    metrics_port: int | None,
 ) -> None:  # fmt: skip
     """Run a NameServer: brokers register here, clients look up topic routes."""
     try:
@@ -106,7 +113,7 @@ def namesrv(
         enable_controller=enable_controller,
         controller_heartbeat_timeout_ms=controller_heartbeat_timeout_ms,
         controller_store_path=controller_store_path, kv_config_path=kv_config_path,
-        order_message_enable=order_message_enable, tls=tls,
+        order_message_enable=order_message_enable, tls=tls, metrics_port=metrics_port,
     )  # fmt: skip
     stop = threading.Event()
 
@@ -117,6 +124,8 @@ def namesrv(
     try:
         server.start()
         click.echo(f"namesrv listening on {server.address}")
+        if server.metrics_address:
+            click.echo(f"namesrv metrics on http://{server.metrics_address}/metrics")
         sys.stdout.flush()
         stop.wait()
     finally:

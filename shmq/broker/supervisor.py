@@ -366,7 +366,7 @@ class Broker:
         )  # fmt: skip
         self.registration.epoch = epoch
         events = BrokerEvents()
-        self.server.observe = events.answered
+        self.server.observe = events.rpc.answered
         return BrokerContext(
             settings=self.settings,
             names=self.names,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
 
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid runs (it may belong to another user). A zombie, dead
@@ -24,6 +26,25 @@ def start_time(pid: int) -> int | None:
     after a crash or a reboot the same pid may belong to another program."""
     fields = _stat(pid)
     return int(fields[19]) if fields is not None else None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User and system CPU seconds of process ``pid`` (stat fields 14 and 15), or None when
+    it does not run."""
+    fields = _stat(pid) if pid > 0 else None
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def descends(pid: int, ancestor: int) -> bool:
+    """Whether ``ancestor`` is in ``pid``'s chain of parents."""
+    while pid > 1:
+        fields = _stat(pid)
+        if fields is None:
+            return False
+        pid = int(fields[1])
+        if pid == ancestor:
+            return True
+    return False
 
 
 def _stat(pid: int) -> list[bytes] | None:

@@ -32,7 +32,7 @@ from typing import Any
 
 from shmq.errors import ConfigError, EpochNotReadyError, ResponseError
 from shmq.names import NAMESPACE_ORDER_TOPIC_CONFIG
-from shmq.namesrv import namesrv_config
+from shmq.namesrv import metrics, namesrv_config
 from shmq.namesrv.controller import (
     HEARTBEAT_TIMEOUT_MS,
     MASTER_ROLES,
@@ -44,6 +44,7 @@ from shmq.namesrv.kv_config import KVConfigManager
 from shmq.namesrv.routes import BROKER_EXPIRE_MS, FLAG_UNIT, FLAG_UNIT_SUB, RouteInfoManager
 from shmq.remoting import fastjson
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode
+from shmq.remoting.rpc_latency import RpcLatency
 from shmq.remoting.security.tls_server import TlsServerConfig
 from shmq.remoting.server import Connection, RemotingServer
 
@@ -80,7 +81,9 @@ class NameServer:
     ``kv_config`` its ``KVConfigManager`` (kept in ``kv_config_path``, RocketMQ's
     ``kvConfigPath``; None: in memory only). A ``kv_config_path`` whose file does not
     parse raises ``ConfigError`` naming it. ``tls``: the port's ``tls.server.*`` settings
-    (RocketMQ's defaults: permissive, test mode)."""
+    (RocketMQ's defaults: permissive, test mode). ``metrics_port``: serve Prometheus metrics
+    there (``namesrv.metrics``; 0: any free port, None: off) on ``metrics_host`` (default
+    ``host``)."""
 
     def __init__(
         self,
@@ -95,6 +98,8 @@ class NameServer:
         kv_config_path: str | None = None,
         order_message_enable: bool = False,
         tls: TlsServerConfig | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "",
     ) -> None:
         if scan_interval_ms <= 0 or broker_expire_ms <= 0:
             raise ValueError(
@@ -112,6 +117,12 @@ class NameServer:
             else None
         )
         self._server = RemotingServer(host, port, name="namesrv", tls=tls or TlsServerConfig())
+        # the Prometheus endpoint (``namesrv.metrics``), off unless given a port (0: any)
+        self._metrics_at = None if metrics_port is None else (metrics_host or host, metrics_port)
+        self._metrics = None
+        self._latency = RpcLatency()
+        if metrics_port is not None:
+            self._server.observe = self._latency.answered
         self._stop = threading.Event()
         self._scan_thread: threading.Thread | None = None
         handlers = {
@@ -154,9 +165,27 @@ class NameServer:
     def address(self) -> str:
         return self._server.address
 
+    @property
+    def metrics_address(self) -> str:
+        """``host:port`` of the metrics endpoint ("" when it is off)."""
+        if self._metrics is None:
+            return ""
+        host, port = self._metrics.server_address[:2]
+        return f"{host}:{port}"
+
     def start(self) -> None:
-        """Listen (``RemotingError`` if the port cannot be bound) and start the scan thread."""
+        """Listen (``RemotingError`` if the port cannot be bound; ``ConfigError`` if the
+        metrics port cannot) and start the scan thread."""
         self._server.start()
+        if self._metrics_at is not None:
+            host, port = self._metrics_at
+            try:
+                self._metrics = metrics.serve(self, self._latency, host, port)
+            except OSError as exc:
+                self._server.stop()
+                raise ConfigError(
+                    f"cannot listen on {host}:{port} for the namesrv's metrics: {exc}"
+                ) from None
         self._scan_thread = threading.Thread(
             target=self._scan_loop, name="namesrv-scan", daemon=True
         )
@@ -166,6 +195,10 @@ class NameServer:
         """Stop serving and scanning; idempotent."""
         self._stop.set()
         self._server.stop()
+        if self._metrics is not None:
+            self._metrics.shutdown()
+            self._metrics.server_close()
+            self._metrics = None
         if self._scan_thread is not None:
             self._scan_thread.join(1.0)
 

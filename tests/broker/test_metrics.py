@@ -146,6 +146,21 @@ def test_tcp_producers_request_latency_and_transactions_are_counted(mq):
              what="2 commits and 1 rollback")  # fmt: skip
 
 
+def test_a_message_sent_to_the_dlq_is_counted(mq):
+    """CONSUMER_SEND_MSG_BACK with delay level -1 puts the message in the group's DLQ at
+    once: rocketmq_send_to_dlq_messages_total counts it for the group and its topic."""
+    with Producer("metrics-dlq", mq.namesrv) as producer:
+        sent = producer.send(Message(TOPIC, b"dead"))
+    commit_log_offset = int(sent.offset_msg_id[-16:], 16)  # an offset msg id ends with it
+    with wc.WireClient(mq.broker.address) as c:
+        resp = c.call(36, {"offset": str(commit_log_offset), "group": "metrics-dlq-g",
+                           "delayLevel": "-1", "originMsgId": sent.msg_id,
+                           "originTopic": TOPIC, "unitMode": "false"})  # fmt: skip
+        assert resp.code == wc.SUCCESS, resp  # CONSUMER_SEND_MSG_BACK
+    labels = {"consumer_group": "metrics-dlq-g", "topic": TOPIC, "is_system": "false"}
+    assert value(scrape(mq), "rocketmq_send_to_dlq_messages_total", **labels) == 1
+
+
 def test_a_fenced_ring_is_counted(mq):
     assert value(scrape(mq), "shmq_rings_fenced") == 0
     with Producer("metrics-bad", mq.namesrv) as bad:

@@ -20,7 +20,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 
-import numpy as np
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -33,19 +32,20 @@ from shmq import __version__
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.broker.metrics.supervisor_numbers import ASK, SupervisorNumbers
 from shmq.broker.metrics.topic_traffic import SIZE_BUCKETS, TopicTraffic
-from shmq.broker.stats.events import RPC_BUCKETS_MS, EventCounts
+from shmq.broker.stats.events import EventCounts
 from shmq.broker.subscription.groups import SYSTEM_GROUPS
 from shmq.ipc import counters as cn
 from shmq.ipc import ha_table as ht
 from shmq.ipc import queue_table as qt
 from shmq.ipc import topic_table as tt
+from shmq.ipc.procs import cpu_seconds
 from shmq.ipc.segment import Segment
 from shmq.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
+from shmq.remoting import rpc_latency
 
 # housekeeping answers at once when woken; past this the last answer serves (an answer left
 # unread would hold up housekeeping's next one, so the wait is generous)
 ANSWER_WAIT_S = 2.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STORAGE = {"storage_type": "local", "storage_medium": "disk"}
 # each agent's parks counter: the three hot agents have their own line's word
 PARK_WORDS = {
@@ -69,6 +69,7 @@ class Families:
     """The metric families of one scrape, each sample given the constant labels."""
 
     def __init__(self, constant: dict[str, str]) -> None:
+        self.constant = constant
         self.names = list(constant)
         self.values = list(constant.values())
         self.made: list[Metric] = []
@@ -331,17 +332,7 @@ class BrokerCollector(Collector):
             out.add(lag, max(write - row[ht.ACK_OFFSET], 0), cn.unpack_address(row[ht.ADDR]))
 
     def _events(self, out: Families, events: EventCounts) -> None:
-        rpc = out.histogram(
-            "rocketmq_rpc_latency",
-            "Milliseconds from a request's handling to its answer (a held pull's hold included).",
-            ("protocol_type", "request_code", "response_code", "is_long_polling", "result"),
-        )
-        for (request, response, polling, result), (counts, total) in sorted(events.rpc.items()):
-            cumulative = np.cumsum(counts).tolist()
-            buckets = [(str(float(b)), n) for b, n in zip(RPC_BUCKETS_MS, cumulative, strict=False)]
-            buckets.append(("+Inf", cumulative[-1]))
-            labels = ["remoting", request, response, polling, result]
-            rpc.add_metric(out.values + labels, buckets, total)
+        out.made.append(rpc_latency.histogram(events.rpc, out.constant))
         for name, doc, counts in (
             ("rocketmq_commit_messages", "Transactions committed.", events.commits),
             ("rocketmq_rollback_messages", "Transactions rolled back.", events.rollbacks),
@@ -356,13 +347,3 @@ class BrokerCollector(Collector):
         )
         for (group, topic), n in sorted(events.dlq.items()):
             out.add(dlq, n, group, topic, flag(group in SYSTEM_GROUPS or is_system_topic(topic)))
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User and system CPU seconds of process ``pid``; None when it does not run."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)

@@ -115,6 +115,8 @@ class ReviveService:
             self.pop.retry_later(ck, now_ms() + RETRY_AFTER_MS)
             return
         self.pop.revived(ck, len(records) - dead, dead)
+        if dead:
+            self.ctx.events.dead_lettered(ck.group, ck.topic, dead)
         if records:
             self.wake_pops()
 

@@ -517,6 +517,7 @@ class PopProcessor:
             if error is not None:
                 raise error
         self.pop.dead_lettered(group, topic, len(out))
+        self.ctx.events.dead_lettered(group, topic, len(out))
 
     # -- ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME ----------------------
 

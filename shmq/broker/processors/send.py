@@ -345,6 +345,8 @@ class RemotingSend:
         if (header.reconsumeTimes or 0) < max_times:
             return cfg
         dlq = self.ctx.topic_publisher.ensure(dlq_topic(group), DLQ_NUMS_PER_GROUP)
+        original = property_value((header.properties or "").encode(), b"RETRY_TOPIC")
+        self.ctx.events.dead_lettered(group, original or header.topic)
         header.topic, header.queueId = dlq.topic_name, 0
         header.properties = edit_properties(
             (header.properties or "").encode(), remove={_DELAY}
