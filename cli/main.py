@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "admin": "shmq_cli.admin:admin",
     "broker": "shmq_cli.server:broker",
     "consume": "shmq_cli.client_cmds:consume",
+    "dashboard": "shmq_cli.dashboard:dashboard",
     "namesrv": "shmq_cli.namesrv:namesrv",
     "produce": "shmq_cli.client_cmds:produce",
     "start": "shmq_cli.server:start",

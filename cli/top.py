@@ -1,14 +1,9 @@
 """``shmq top`` (and ``shmq status --watch``): a live view of one running broker.
 
-Every ``--interval`` it asks the broker what ``shmq status`` and ``shmq admin`` ask
-(GET_BROKER_RUNTIME_INFO, GET_BROKER_CONSUME_STATS, GET_BROKER_HA_STATUS,
-GET_ALL_TOPIC_CONFIG and GET_TOPIC_STATS_INFO per topic), so it works the same against a
-broker on this host or on another one, and turns successive snapshots into rates: the
-broker's own counters give no per-topic rate finer than RocketMQ's 10 s stats windows. A
-topic's in rate is the growth of its queues' max offsets; a group's out rate the growth of
-its committed offsets (consumers commit every few seconds, so rates are taken over the
-last ``RATE_WINDOW_S``, not just the last interval). Agent CPU comes from ``/proc`` and is
-shown only for a broker whose processes run on this host.
+Every ``--interval`` it takes a snapshot of the broker (``shmq.client.broker_sampler``: the
+requests ``shmq status`` and ``shmq admin`` make, so it works the same against a broker on
+this host or on another one) and turns successive snapshots into rates: the broker's own
+counters give no per-topic rate finer than RocketMQ's 10 s stats windows.
 
 On a terminal the view is redrawn in place (``rich.live``); to a pipe or a file each
 snapshot is printed once, plain, so scripts and tests read the same numbers.
@@ -19,131 +14,14 @@ from __future__ import annotations
 import collections
 import os
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import click
 
+from shmq.client.broker_sampler import RATE_WINDOW_S, BrokerSampler, Snapshot
 from shmq.config import DEFAULT_STORE_ROOT
 from shmq.errors import ShmqError
 from shmq_cli.connection import client_options, connection_options
-
-RATE_WINDOW_S = 5.0  # rates span at most this much of the snapshots kept
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class Snapshot:
-    """What one round of requests to the broker saw, at ``at`` (monotonic seconds)."""
-
-    at: float
-    runtime: dict[str, Any]  # runtime_stats' numbers (shmq status)
-    disk_ratio: float | None  # commitLogDiskRatio: the store disk's used share
-    topics: dict[str, tuple[int, int]]  # topic -> (queues, sum of the queues' max offsets)
-    groups: dict[tuple[str, str], tuple[int, int]]  # (group, topic) -> (lag, committed)
-    ha: dict[str, Any]  # GET_BROKER_HA_STATUS's answer
-    cpu: dict[str, float] = field(default_factory=dict)  # process -> CPU seconds (local only)
-
-
-class BrokerSampler:
-    """Takes snapshots of the broker at ``addr`` over one connection (``client_options``:
-    ACL credentials and TLS as the other commands take them)."""
-
-    def __init__(self, addr: str, timeout: float = 5.0) -> None:
-        from shmq.remoting.client import RemotingClient
-
-        self.addr = addr
-        self._client = RemotingClient(default_timeout=timeout, **client_options())
-
-    def close(self) -> None:
-        self._client.close()
-
-    def _ask(self, code: int, fields: dict[str, Any] | None = None) -> Any:
-        return self._client.invoke_json(self.addr, code, fields)[1]
-
-    def sample(self) -> Snapshot:
-        from shmq.names import is_system_topic
-        from shmq.remoting.admin_bodies import queue_entries, runtime_stats
-        from shmq.remoting.protocol import RequestCode
-
-        raw = self._ask(RequestCode.GET_BROKER_RUNTIME_INFO)
-        try:
-            runtime = runtime_stats(raw)
-        except ValueError as exc:
-            raise ShmqError(f"broker {self.addr}: {exc}") from None
-        ratio = raw["table"].get("commitLogDiskRatio")
-        at = time.monotonic()
-        configs = self._ask(RequestCode.GET_ALL_TOPIC_CONFIG).get("topicConfigTable", {})
-        hidden = set(self._ask(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)["topicList"])
-        topics = {}
-        for topic in sorted(t for t in configs if t not in hidden and not is_system_topic(t)):
-            table = self._ask(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})["offsetTable"]
-            entries = queue_entries(table)
-            topics[topic] = (len(entries), sum(int(e["maxOffset"]) for e in entries))
-        stats = self._ask(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": False})
-        groups: dict[tuple[str, str], tuple[int, int]] = {}
-        for entry in stats["consumeStatsList"]:
-            for group, per_topic in entry.items():
-                for topic_stats in per_topic:
-                    for e in queue_entries(topic_stats["offsetTable"]):
-                        if is_system_topic(e["topic"]):
-                            continue
-                        lag, done = groups.get((group, e["topic"]), (0, 0))
-                        broker, committed = int(e["brokerOffset"]), int(e["consumerOffset"])
-                        groups[(group, e["topic"])] = (lag + broker - committed, done + committed)
-        ha = self._ask(RequestCode.GET_BROKER_HA_STATUS)
-        return Snapshot(at, runtime, None if ratio is None else float(ratio), topics, groups,
-                        ha, local_cpu(runtime))  # fmt: skip
-
-
-def local_cpu(runtime: dict[str, Any]) -> dict[str, float]:
-    """CPU seconds of the broker's supervisor and agents, by role, when they run on this
-    host: an agent that does not descend from the supervisor's pid is another host's pid
-    that happens to exist here, and then nothing is shown."""
-    supervisor = int(runtime["pid"])
-    seconds = _cpu_seconds(supervisor)
-    if seconds is None:
-        return {}
-    out = {"supervisor": seconds}
-    for kind, agent in runtime.get("agents", {}).items():
-        pid = int(agent.get("pid") or 0)
-        found = _cpu_seconds(pid)
-        if found is None:
-            continue
-        if not _descends(pid, supervisor):
-            return {}
-        out[kind] = found
-    return out
-
-
-def _stat(pid: int) -> list[bytes] | None:
-    """The fields of ``/proc/PID/stat`` after the command name; None when it does not run."""
-    if pid <= 0:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """User and system CPU seconds of ``pid`` (fields 14 and 15 of its stat)."""
-    fields = _stat(pid)
-    return None if fields is None else (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def _descends(pid: int, ancestor: int) -> bool:
-    """Whether ``ancestor`` is in ``pid``'s chain of parents (agents are started by the
-    supervisor's children as well as by it)."""
-    while pid > 1:
-        fields = _stat(pid)
-        if fields is None:
-            return False
-        pid = int(fields[1])
-        if pid == ancestor:
-            return True
-    return False
 
 
 def _rate(new: float, old: float | None, seconds: float) -> str:
@@ -279,7 +157,7 @@ def watch(addr: str, interval: float, iterations: int) -> None:
     console = Console()
     keep = max(2, int(RATE_WINDOW_S / interval) + 1)
     history: collections.deque[Snapshot] = collections.deque(maxlen=keep)
-    sampler = BrokerSampler(addr)
+    sampler = BrokerSampler(addr, options=client_options())
     live = Live(console=console, auto_refresh=False) if console.is_terminal else None
     try:
         if live is not None:
