@@ -1,4 +1,5 @@
-"""Spark batch read of a shmq topic against Spark's Parquet reader, in local[2].
+"""Spark batch read of a shmq topic against Spark's Parquet reader, and the sink's write rate
+at-least-once against exactly-once, in local[2].
 
     python bench/spark_bench.py --quick        # 200,000 messages (CI)
     python bench/spark_bench.py                # 1,000,000 messages of 100 bytes
@@ -10,6 +11,11 @@ The same rows, read once through the shmq source, are written as Parquet; then e
 source is read whole into Spark's ``noop`` sink (every column materialised, nothing
 written), ``--runs`` times after a warm-up, and the best run counts. The goal of issue 5:
 >= 1,000,000 rows/s and >= 0.5x the Parquet baseline.
+
+Then an embedded broker is started and ``--sink-rows`` of those rows (cached in Spark) are
+written with ``df.write.format("shmq")``, at-least-once (the default) and with
+``exactlyOnce=true`` (half messages, a ledger entry and END_TRANSACTION per row from the
+driver's commit; issue 57), best of ``--runs`` after a warm-up each.
 """
 
 from __future__ import annotations
@@ -59,6 +65,26 @@ def timed(df, runs: int) -> list[float]:
     return times
 
 
+def sink_rates(df, runs: int) -> dict[str, list[float]]:
+    """Seconds per ``df.write`` of ``df`` into a fresh broker, per delivery mode."""
+    from shmq.embedded import EmbeddedBroker
+
+    times: dict[str, list[float]] = {}
+    with EmbeddedBroker(topics={"SinkBench": 4}, mapped_file_size_commit_log=256 << 20,
+                        ring_size=16 << 20) as mq:  # fmt: skip
+        for mode, options in (("at_least_once", {}), ("exactly_once", {"exactlyOnce": "true"})):
+            times[mode] = []
+            for run in range(runs + 1):  # the first warms up
+                writer = df.limit(10_000) if run == 0 else df
+                writer = writer.write.format("shmq").option("namesrv", mq.namesrv)
+                writer = writer.option("topic", "SinkBench").options(**options).mode("append")
+                t = time.perf_counter()
+                writer.save()
+                if run:
+                    times[mode].append(time.perf_counter() - t)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="200,000 messages")
@@ -66,9 +92,11 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=4)
     parser.add_argument("--body", type=int, default=100, help="body bytes")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sink-rows", type=int, default=None, help="rows written per sink run")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     rows = args.rows or (200_000 if args.quick else 1_000_000)
+    sink_rows = min(rows, args.sink_rows or (100_000 if args.quick else 500_000))
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -107,6 +135,9 @@ def main() -> None:
         load_before = load_average()
         shmq_times = timed(shmq_df, args.runs)
         parquet_times = timed(parquet_df, args.runs)
+        sink_df = parquet_df.select("body").limit(sink_rows).cache()
+        assert sink_df.count() == sink_rows
+        sink_times = sink_rates(sink_df, min(args.runs, 2))
         load_after = load_average()
     finally:
         if spark is not None:
@@ -125,6 +156,9 @@ def main() -> None:
         "shmq_rows_per_s": round(shmq_rate),
         "parquet_rows_per_s": round(parquet_rate),
         "ratio": round(shmq_rate / parquet_rate, 3),
+        "sink_rows": sink_rows,
+        **{f"sink_{m}_seconds": [round(x, 3) for x in ts] for m, ts in sink_times.items()},
+        **{f"sink_{m}_rows_per_s": round(sink_rows / min(ts)) for m, ts in sink_times.items()},
         "load_average": {"before": load_before, "after": load_after},
         "cpus": os.cpu_count(),
     }
@@ -134,6 +168,10 @@ def main() -> None:
         f"  parquet batch read: {parquet_rate:>12,.0f} rows/s  runs {result['parquet_seconds']} s"
     )
     print(f"  ratio shmq/parquet: {result['ratio']:.2f} (goal >= 0.5; goal rate >= 1,000,000/s)")
+    for mode, label in (("at_least_once", "at-least-once"), ("exactly_once", "exactly-once")):
+        rate = result[f"sink_{mode}_rows_per_s"]
+        print(f"  sink {label:>13}: {rate:>12,.0f} rows/s  ({sink_rows:,} rows, runs "
+              f"{result[f'sink_{mode}_seconds']} s)")  # fmt: skip
     print(f"  load average before/after: {load_before} / {load_after} on {os.cpu_count()} CPUs")
     if args.json:
         with open(args.json, "w") as f:

@@ -60,13 +60,24 @@ READ_OPTIONS = frozenset(
     }
 )
 WRITE_OPTIONS = frozenset(
-    {"namesrv", "topic", "producergroup", "sendtimeout", "writebatchsize", *CONNECTION_OPTIONS}
+    {
+        "namesrv",
+        "topic",
+        "producergroup",
+        "sendtimeout",
+        "writebatchsize",
+        "exactlyonce",
+        "jobid",
+        *CONNECTION_OPTIONS,
+    }
 )
 # Names Spark itself may put among a source's options.
 _SPARK_OWNED = frozenset({"path", "checkpointlocation", "queryname"})
 
 DEFAULT_MAX_ROWS_PER_PARTITION = 1_000_000
 DEFAULT_PRODUCER_GROUP = "shmq-spark-writer"
+# the exactly-once sink's group: its producers answer check-backs, so no plain producer in it
+DEFAULT_TRANSACTIONAL_GROUP = "shmq-spark-eos-writer"
 DEFAULT_WRITE_BATCH_SIZE = 4096
 MAX_QUEUE_ID = (1 << 31) - 1
 
@@ -110,6 +121,8 @@ class WriteOptions:
     write_batch_size: int
     credentials: Credentials | None = None
     tls: TlsOptions | None = None
+    exactly_once: bool = False  # transactional sink (``shmq.spark.transactional_sink``)
+    job_id: str | None = None  # a batch write's identity across whole-job retries
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -382,6 +395,14 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         except Exception as exc:
             raise ConfigError(f"option topic: {exc}") from None
     credentials, tls = parse_connection(opts)
+    exactly_once = parse_bool(opts.get("exactlyonce"), "exactlyOnce", False)
+    job_id = opts.get("jobid") or None
+    if job_id is not None and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", job_id):
+        raise ConfigError(
+            f"option jobId must be 1 to 128 letters, digits or _.:- characters, not {job_id!r}"
+        )
+    if job_id is not None and not exactly_once:
+        raise ConfigError("option jobId is for exactlyOnce=true writes")
     timeout = opts.get("sendtimeout")
     send_timeout = 3.0
     if timeout is not None:
@@ -394,7 +415,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     return WriteOptions(
         namesrv=namesrv,
         topic=topic,
-        producer_group=opts.get("producergroup") or DEFAULT_PRODUCER_GROUP,
+        producer_group=opts.get("producergroup")
+        or (DEFAULT_TRANSACTIONAL_GROUP if exactly_once else DEFAULT_PRODUCER_GROUP),
         send_timeout=send_timeout,
         write_batch_size=parse_int(
             opts.get("writebatchsize"), "writeBatchSize", minimum=1, maximum=1 << 20
@@ -402,4 +424,6 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         or DEFAULT_WRITE_BATCH_SIZE,
         credentials=credentials,
         tls=tls,
+        exactly_once=exactly_once,
+        job_id=job_id,
     )

@@ -35,11 +35,15 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from shmq import half_messages as hm
+from shmq.client.producer.checks import check_bulk_sizes, check_topic
 from shmq.client.producer.producer import Producer
-from shmq.client.producer.records import half_record
+from shmq.client.producer.records import RecordBatch, half_record
 from shmq.client.route import BrokerQueues
 from shmq.client.transaction.end_frames import EndFrames
 from shmq.client.transaction.types import (
@@ -47,15 +51,18 @@ from shmq.client.transaction.types import (
     TransactionListener,
     TransactionSendResult,
 )
-from shmq.client.types import MessageQueue, SendResult, SendStatus
+from shmq.client.types import BulkSendResult, MessageQueue, SendResult, SendStatus
 from shmq.codec.record_message import record_message
 from shmq.errors import ConfigError, InvalidMessageError, RemotingError
-from shmq.message import Message, parse_offset_msg_id
+from shmq.message import Message, body_arrays, parse_offset_msg_id
+from shmq.properties import build_properties
 from shmq.remoting.protocol import RemotingCommand, RequestCode
 
 __all__ = ["TransactionProducer"]
 
 log = logging.getLogger(__name__)
+
+_HALF_RAW = hm.HALF_TOPIC.encode()
 
 _KIND = {
     LocalTransactionState.COMMIT_MESSAGE: hm.TRANSACTION_COMMIT_TYPE,
@@ -118,6 +125,22 @@ class TransactionProducer(Producer):
         check-back."""
         if not isinstance(msg, Message):
             raise InvalidMessageError(f"a transactional message is a Message, not {msg!r}")
+        half, mq = self._send_half(msg)
+        msg.transaction_id = half.msg_id
+        state = LocalTransactionState.ROLLBACK_MESSAGE  # not stored as it should be
+        if half.send_status is SendStatus.SEND_OK:
+            state = self._execute(msg, arg)
+        result = TransactionSendResult(half, mq, state)
+        try:
+            self._end(mq, result, state)
+        except RemotingError as exc:
+            log.warning("producer %s: END_TRANSACTION of %s (%s) not sent, the broker will "
+                        "check back: %s", self.group, result.msg_id, state.value, exc)  # fmt: skip
+        return result
+
+    def _send_half(self, msg: Message) -> tuple[SendResult, MessageQueue]:
+        """Store ``msg`` as one half message (sync, with the retries): the result and the
+        real queue it goes to once committed."""
         if msg.delay_level or msg.deliver_time_ms:
             raise InvalidMessageError(
                 "a transactional message cannot have a delay_level or a deliver_time_ms"
@@ -130,17 +153,52 @@ class TransactionProducer(Producer):
             return self._attempt_one(broker, mq, one, deadline)
 
         half = self._retry.send_with_retries(msg.topic, attempt, lambda r: r.send_status)
-        msg.transaction_id = half.msg_id
-        state = LocalTransactionState.ROLLBACK_MESSAGE  # not stored as it should be
-        if half.send_status is SendStatus.SEND_OK:
-            state = self._execute(msg, arg)
-        result = TransactionSendResult(half, chosen[-1], state)
-        try:
-            self._end(chosen[-1], result, state)
-        except RemotingError as exc:
-            log.warning("producer %s: END_TRANSACTION of %s (%s) not sent, the broker will "
-                        "check back: %s", self.group, result.msg_id, state.value, exc)  # fmt: skip
-        return result
+        return half, chosen[-1]
+
+    def send_half(self, msg: Message) -> SendResult:
+        """Store ``msg`` as a half message and leave its transaction open: someone else
+        ends it later (END_TRANSACTION naming the result's queue offset and CommitLog
+        offset), or the broker checks it back. For a sink whose commit is decided
+        elsewhere (the Spark sink's driver); ``message_queue`` is the real queue."""
+        return self._send_half(msg)[0]
+
+    def send_half_bulk(
+        self,
+        topic: str,
+        bodies: Sequence[bytes] | tuple[np.ndarray, np.ndarray],
+        *,
+        tags: str | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> BulkSendResult:
+        """``send_bulk``'s fast path for half messages: many bodies of ``topic`` (one queue,
+        shared tags and properties, no unique keys) stored as half messages in one ring
+        write, each its own open transaction, as ``send_half`` leaves it. The result's
+        ``message_queue`` is the real queue; its offsets are the half messages' (what
+        END_TRANSACTION names). Only over shared memory (a broker on this host)."""
+        check_topic(topic)
+        data, offsets = body_arrays(bodies)
+        if offsets.shape[0] < 2:
+            raise InvalidMessageError("send_half_bulk needs at least one body")
+        check_bulk_sizes(topic, offsets, self.max_message_size)
+        self._check_open()
+        user = build_properties(tags, None, properties)
+
+        def attempt(broker: BrokerQueues, mq: MessageQueue, deadline: float) -> BulkSendResult:
+            if self._transport.tcp(broker.address):
+                raise ConfigError(f"half messages in bulk go over shared memory only; broker "
+                                  f"{broker.address} is reached over TCP")  # fmt: skip
+            props = user + hm.half_properties(topic, mq.queue_id, self.group)
+            bulk = RecordBatch.bulk(hm.HALF_TOPIC, _HALF_RAW, data, offsets, props)
+            half_mq = MessageQueue(hm.HALF_TOPIC, mq.broker_name, hm.HALF_QUEUE_ID)
+            status, rows, _ = self._batch_answers(broker, half_mq, bulk)
+            return BulkSendResult(status, mq, rows[:, 1].copy(), rows[:, 2].copy())
+
+        return self._retry.send_with_retries(topic, attempt, lambda r: r.send_status)
+
+    def broker_address(self, mq: MessageQueue) -> str:
+        """The address of the broker serving ``mq`` in its topic's current route (where
+        END_TRANSACTION for a half message sent to ``mq`` goes)."""
+        return self._broker_of(mq).address
 
     def _execute(self, msg: Message, arg: Any) -> LocalTransactionState:
         try:
