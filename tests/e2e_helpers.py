@@ -20,6 +20,8 @@ from collections.abc import Iterator
 
 from waiting import wait_for
 
+from shmq.client.transport.queue_reader import QueueReader
+from shmq.client.types import MessageQueue
 from shmq.embedded import EmbeddedBroker
 from shmq.errors import RemotingError
 from shmq.remoting.admin_bodies import runtime_stats
@@ -395,3 +397,18 @@ def tls_certs(directory: str) -> tuple[str, str]:
         with open(path, "wb") as f:
             f.write(pem)
     return paths
+
+
+def read_all(c, topic: str, queue_id: int, count: int) -> list:
+    """The first ``count`` messages of a queue of ``c``'s broker-a, read through shared
+    memory."""
+    with QueueReader("tcp-check", c.namesrv) as reader:
+        mq = MessageQueue(topic, "broker-a", queue_id)
+        out: list = []
+
+        def all_read() -> bool:
+            out.extend(reader.pull(mq, len(out), count - len(out), timeout=0.5).messages)
+            return len(out) >= count
+
+        wait_for(all_read, interval=0, what=f"{count} messages of {topic}:{queue_id}")
+        return out

@@ -15,10 +15,10 @@ from types import SimpleNamespace
 
 import pytest
 from bad_peers import closes, sends, silent
-from conftest import read_all
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from e2e_helpers import read_all
 from shmq import Message
 from shmq.client.producer.async_completion import SendFuture
 from shmq.client.producer.producer import Producer

@@ -4,8 +4,7 @@ reads back."""
 
 from __future__ import annotations
 
-from conftest import read_all
-
+from e2e_helpers import read_all
 from shmq import Message
 from shmq.client.producer.producer import Producer
 from shmq.client.types import MessageQueue, SendStatus
