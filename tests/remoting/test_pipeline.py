@@ -18,7 +18,7 @@ from shmq.remoting.client import RemotingClient
 from shmq.remoting.pipeline import PipelinedChannel, decode_reply
 from shmq.remoting.protocol import RemotingCommand, ResponseCode, SerializeType
 
-ONE = (struct.Struct(">i"), 0, 0, 0, 1, b"body", b"\x01T\x00\x02a\x01b\x02", b"K" * 32)
+ONE = (struct.Struct(">i"), 0, 0, 0, 1, b"body", b"\x01T\x00\x02a\x01b\x02", 0, b"K" * 32)
 
 
 @pytest.mark.parametrize(("behaviour", "error"), [

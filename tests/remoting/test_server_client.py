@@ -31,15 +31,16 @@ from shmq.remoting.protocol import (
 )
 from shmq.remoting.server import Connection, RemotingServer
 
-# Test-only request codes, outside RocketMQ's and shmq's ranges.
-ECHO = 1001
-BUSY = 1002
-BAD_VALUE = 1003
-BUG = 1004
-SLOW = 1005
-SILENT = 1006
-HANG_UP = 1007
-PUSH = 1008
+# Test-only request codes, outside RocketMQ's and shmq's ranges (RocketMQ 5's controller
+# has 1001-1011).
+ECHO = 7001
+BUSY = 7002
+BAD_VALUE = 7003
+BUG = 7004
+SLOW = 7005
+SILENT = 7006
+HANG_UP = 7007
+PUSH = 7008
 ONEWAY = RequestCode.HEART_BEAT
 
 
@@ -195,7 +196,7 @@ def _framed(serialize_type: int, header: bytes) -> bytes:
         (struct.pack(">I", 100) + b"\x00" * 10, "middle of a frame"),
         (struct.pack(">I", 8) + struct.pack(">I", 4) + b"nope", "not UTF-8 JSON"),
         (RemotingCommand(ECHO, flag=1).encode(), "response frame"),
-        (_framed(0, b'{"code":1001,"opaque":3,"flag":1,"extFields":[]}'), "'extFields'"),
+        (_framed(0, b'{"code":7001,"opaque":3,"flag":1,"extFields":[]}'), "'extFields'"),
     ],
     ids=["garbage", "oversized", "truncated", "bad-header", "response", "bad-response"],
 )
@@ -219,8 +220,8 @@ def test_bad_client_is_disconnected_good_one_keeps_working(
 
 
 def test_malformed_header_past_the_opaque_is_answered_and_the_connection_kept(server, caplog):
-    bad_json = _framed(0, b'{"code":1001,"opaque":41,"flag":0,"extFields":["queueId",0]}')
-    bad_oneway = _framed(0, b'{"code":1001,"opaque":42,"flag":2,"extFields":"x"}')
+    bad_json = _framed(0, b'{"code":7001,"opaque":41,"flag":0,"extFields":["queueId",0]}')
+    bad_oneway = _framed(0, b'{"code":7001,"opaque":42,"flag":2,"extFields":"x"}')
     # code ECHO, language JAVA, version 0, opaque 43, flag 0, then a remark longer than all
     bad_rocketmq = _framed(1, struct.pack(">hbhiii", ECHO, 0, 0, 43, 0, 1000) + b"short")
     good = RemotingCommand.request(ECHO, {"queueId": 0}, b"abc", serialize_type=1)
@@ -249,7 +250,7 @@ def test_timeout_then_next_invoke_gets_its_own_response(server, client):
         client.invoke(server.address, RemotingCommand.request(SLOW, {"sleep": 0.4}), timeout=0.1)
     assert time.monotonic() - start < 0.35
     text = str(info.value)
-    assert server.address in text and "request code 1005" in text
+    assert server.address in text and "request code 7005" in text
     assert "0.1 s" in text
     resp = client.invoke(server.address, RemotingCommand.request(ECHO, body=b"12"), timeout=2)
     assert resp.body == b"21"
