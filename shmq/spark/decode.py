@@ -19,6 +19,8 @@ from numba import njit
 
 from shmq.body_compression import decompress_bodies
 from shmq.codec import record as rec
+from shmq.filter.sql92 import SqlFilter
+from shmq.properties import decode_properties
 
 log = logging.getLogger(__name__)
 
@@ -284,3 +286,18 @@ def record_batch(
             pa.MapArray.from_arrays(pa.array(map_offsets), names, values, type=PROPERTIES_TYPE)
         )
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def sql_matched(buf: np.ndarray, rows: np.ndarray, sql: SqlFilter | None) -> np.ndarray:
+    """The ``rows`` (RECORD_ROWs of ``buf``) whose properties, TAGS included, ``sql``
+    matches (all of them without a filter). RocketMQ evaluates a SQL92 filter on a map of
+    each message's properties; so does this, one dict per record."""
+    if sql is None:
+        return rows
+    spans = zip(rows["props_start"].tolist(), rows["props_len"].tolist(), strict=True)
+    keep = np.fromiter(
+        (sql(decode_properties(bytes(buf[s : s + n]))) for s, n in spans),
+        dtype=np.bool_,
+        count=rows.shape[0],
+    )
+    return np.ascontiguousarray(rows[keep])

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shmq.client.transport.chooser import check_transport
-from shmq.errors import ConfigError
+from shmq.errors import ConfigError, FilterExpressionError
+from shmq.filter.sql92 import compile_sql
 from shmq.message import validate_topic
 from shmq.remoting.security.credentials import Credentials
 from shmq.remoting.security.tls import TlsOptions
@@ -52,6 +53,7 @@ READ_OPTIONS = frozenset(
         "maxoffsetspertrigger",
         "failondataloss",
         "tags",
+        "sql",
         "includeproperties",
         "maxrowsperpartition",
         "minpartitions",
@@ -97,6 +99,7 @@ class ReadOptions:
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
     tags: frozenset[str] | None
+    sql: str | None  # a SQL92 property filter (RocketMQ's MessageSelector.bySql), checked
     include_properties: bool
     max_rows_per_partition: int
     min_partitions: int | None
@@ -178,6 +181,18 @@ def parse_int(
     if not minimum <= number <= maximum:
         raise ConfigError(f"option {option} must be in [{minimum}, {maximum}], not {number}")
     return number
+
+
+def parse_sql(expression: str | None) -> str | None:
+    """RocketMQ's SQL92 filter over a message's properties and TAGS, compiled here once so a
+    bad one is refused on the driver with its position (``ConfigError``); None: no filter."""
+    if expression is None or not expression.strip():
+        return None
+    try:
+        compile_sql(expression)
+    except FilterExpressionError as exc:
+        raise ConfigError(f"option sql: {exc}") from None
+    return expression
 
 
 def parse_tags(expression: str | None) -> frozenset[str] | None:
@@ -367,6 +382,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         ),
         fail_on_data_loss=parse_bool(opts.get("failondataloss"), "failOnDataLoss", True),
         tags=parse_tags(opts.get("tags")),
+        sql=parse_sql(opts.get("sql")),
         include_properties=parse_bool(opts.get("includeproperties"), "includeProperties", False),
         max_rows_per_partition=parse_int(
             opts.get("maxrowsperpartition"), "maxRowsPerPartition", minimum=1

@@ -160,7 +160,7 @@ class _CatalogUser:
             return  # Spark's placeholder partition when there is nothing to read
         opts = self.opts
         spec = ScanSpec(partition.source, opts.tags, opts.include_properties,
-                        opts.fail_on_data_loss)  # fmt: skip
+                        opts.fail_on_data_loss, opts.sql)  # fmt: skip
         read = remote.read_range if isinstance(partition.source, BrokerSource) else scan.read_range
         yield from read(spec, partition.topic, partition.queue_id, partition.start, partition.end)
 

@@ -23,9 +23,10 @@ from shmq.client.transport.tcp_pull import PULL_STATUSES, PULL_TIMEOUT_S, pull_r
 from shmq.client.types import MessageQueue, PullStatus
 from shmq.codec.pull_body import parse_pull_body
 from shmq.errors import ResponseError, StoreError
+from shmq.filter.sql92 import SqlFilter, compile_sql
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
-from shmq.spark.decode import arrow_schema, record_batch
+from shmq.spark.decode import arrow_schema, record_batch, sql_matched
 from shmq.spark.options import ReadOptions
 from shmq.spark.spec import BATCH_BYTES, BrokerSource, ScanSpec, report_lost
 
@@ -100,6 +101,8 @@ def read_range(spec: ScanSpec, topic: str, queue_id: int, start: int, end: int
     tags = spec.tags
     expression = " || ".join(sorted(tags)) if tags is not None else "*"
     wanted = pa.array(sorted(tags), pa.string()) if tags is not None else None
+    # evaluated here, as the local path does: the broker need not enablePropertyFilter
+    sql = None if spec.sql is None else compile_sql(spec.sql)
     mq = MessageQueue(topic, "", queue_id)
     bodies: list[bytes] = []
     size = 0
@@ -129,15 +132,16 @@ def read_range(spec: ScanSpec, topic: str, queue_id: int, start: int, end: int
             offset = next_offset
             if bodies and (len(bodies) * PULL_BATCH >= BATCH_ROWS or size >= BATCH_BYTES
                            or offset >= end):  # fmt: skip
-                yield from _batch(b"".join(bodies), topic, queue_id, end, schema, wanted)
+                yield from _batch(b"".join(bodies), topic, queue_id, end, schema, wanted, sql)
                 bodies, size = [], 0
 
 
 def _batch(
-    body: bytes, topic: str, queue_id: int, end: int, schema: pa.Schema, wanted: pa.Array | None
-) -> Iterator[pa.RecordBatch]:
+    body: bytes, topic: str, queue_id: int, end: int, schema: pa.Schema,
+    wanted: pa.Array | None, sql: SqlFilter | None,
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
     buf, rows = parse_pull_body(body, topic, queue_id)
-    rows = np.ascontiguousarray(rows[rows["queue_offset"] < end])
+    rows = sql_matched(buf, np.ascontiguousarray(rows[rows["queue_offset"] < end]), sql)
     if not rows.shape[0]:
         return
     batch = record_batch(buf, rows, topic, schema)

@@ -18,7 +18,8 @@ import pyarrow.compute as pc
 from shmq.codec import java_hash
 from shmq.codec import record as rec
 from shmq.errors import CorruptStoreError
-from shmq.spark.decode import arrow_schema, record_batch
+from shmq.filter.sql92 import SqlFilter, compile_sql
+from shmq.spark.decode import arrow_schema, record_batch, sql_matched
 from shmq.spark.spec import BATCH_BYTES, ScanSpec, StoreLayout, report_lost
 from shmq.store.reader import StoreReader, topic_bytes
 
@@ -32,6 +33,7 @@ def read_range(
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the messages at offsets ``[start, end)`` of one queue."""
     schema = arrow_schema(spec.include_properties)
+    sql = None if spec.sql is None else compile_sql(spec.sql)
     codes = None
     wanted = None
     if spec.tags is not None:
@@ -59,7 +61,8 @@ def read_range(
             if codes is not None:
                 keep = np.isin(units["tags_code"].astype(np.int64), codes)
                 phys, sizes, qoffs = phys[keep], sizes[keep], qoffs[keep]
-            yield from _decode(reader, spec, topic, queue_id, phys, sizes, qoffs, schema, wanted)
+            yield from _decode(reader, spec, topic, queue_id, phys, sizes, qoffs, schema, wanted,
+                               sql)  # fmt: skip
             offset += units.size
     finally:
         reader.close()
@@ -75,8 +78,10 @@ def _decode(
     qoffs: np.ndarray,
     schema: pa.Schema,
     wanted: pa.Array | None,
+    sql: SqlFilter | None,
 ) -> Iterator[pa.RecordBatch]:
-    """Batches of the records at CommitLog offsets ``phys`` (ascending), per file."""
+    """Batches of the records at CommitLog offsets ``phys`` (ascending), per file, those
+    ``sql`` matches when it is given."""
     file_size = reader.commitlog.file_size
     i = 0
     n = phys.shape[0]
@@ -107,7 +112,7 @@ def _decode(
                 f"points at CommitLog offset {int(phys[k])} (size {int(sizes[k])}), where no "
                 "matching record is"
             )
-        batch = record_batch(mf.buf, rows, topic, schema)
+        batch = record_batch(mf.buf, sql_matched(mf.buf, rows, sql), topic, schema)
         if wanted is not None:  # the units matched tag hashes; keep exact tags only
             batch = batch.filter(pc.fill_null(pc.is_in(batch.column(6), wanted), False))
         if batch.num_rows:

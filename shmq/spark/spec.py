@@ -58,6 +58,7 @@ class ScanSpec:
     tags: frozenset[str] | None
     include_properties: bool
     fail_on_data_loss: bool
+    sql: str | None = None  # a SQL92 filter over each message's properties and TAGS
 
 
 def report_lost(topic: str, queue_id: int, start: int, end: int, what: str, fail: bool) -> None:

@@ -22,7 +22,7 @@ from shmq.client.consumer.simple import SimpleConsumer
 from shmq.client.producer.producer import Producer
 from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import ConsumeResult, MessageQueue
-from shmq.errors import ClientError, FilterExpressionError, ResponseError
+from shmq.errors import ConfigError, FilterExpressionError, ResponseError
 from shmq.message import Message
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode
@@ -170,8 +170,6 @@ def test_selectors_in_the_client():
     assert not MessageSelector.by_tag().is_sql and MessageSelector.by_sql("a > 1").is_sql
     with pytest.raises(FilterExpressionError, match="at position 3"):
         MessageSelector.by_sql("a > 'x'")
-    with pytest.raises(ClientError, match="SQL92"):
-        PushConsumer("sql-bulk", bulk=True).subscribe(TOPIC, MessageSelector.by_sql("a > 1"))
 
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
@@ -228,3 +226,63 @@ def test_a_broker_without_property_filters_refuses_sql(make_broker, transport):
             reader.pull(mq, 0, 32, MessageSelector.by_sql("a > 1"))
         assert err.value.code == 1 and err.value.remark == REFUSED  # SYSTEM_ERROR
         assert reader.pull(mq, 0, 32, "*").next_begin_offset >= 0  # tags still work
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_bulk_pulls_and_a_bulk_push_consumer_get_exactly_the_matching_messages(
+    sql_broker, transport
+):
+    selector = MessageSelector.by_sql(EXPRESSION)
+    with QueueReader(f"sql-bulk-r-{transport}", sql_broker.namesrv, transport=transport) as r:
+        got = []
+        for queue_id in (0, 1):
+            mq = MessageQueue(TOPIC, "broker-a", queue_id)
+            offset = 0
+            while offset < r.max_offset(mq):
+                result = r.pull_bulk(mq, offset, 4096, selector)
+                if result.batch is not None:
+                    got += list(result.batch)
+                offset = result.next_begin_offset
+    assert sorted(got) == sorted(WANTED)
+    bodies: list[bytes] = []
+    lock = threading.Lock()
+
+    def listener(batch, _ctx):
+        with lock:
+            bodies.extend(batch)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer = PushConsumer(f"sql-bulk-{transport}", sql_broker.namesrv, listener=listener,
+                            bulk=True, transport=transport,
+                            consume_from_where="FIRST_OFFSET")  # fmt: skip
+    consumer.subscribe(TOPIC, selector)
+    consumer.start()
+    try:
+        wait_for(lambda: len(bodies) >= len(WANTED), timeout=60, what="the matching messages")
+        time.sleep(0.5)
+    finally:
+        consumer.shutdown()
+    assert sorted(bodies) == sorted(WANTED)
+
+
+@pytest.mark.parametrize("over_tcp", [False, True])
+def test_the_spark_sources_sql_option_reads_exactly_the_matching_rows(sql_broker, over_tcp):
+    """What an executor reads for option ``sql``: from the store's files, or pulled from the
+    broker (either way the expression is evaluated on the records' properties)."""
+    pytest.importorskip("pyarrow")
+    from shmq.spark.options import parse_sql
+    from shmq.spark.remote import read_range as pull_range
+    from shmq.spark.scan import read_range
+    from shmq.spark.spec import BrokerSource, ScanSpec, StoreLayout
+
+    source = (BrokerSource(f"127.0.0.1:{sql_broker.broker_port}") if over_tcp
+              else StoreLayout(sql_broker.store, 1 << 20, 20 * 1024))  # fmt: skip
+    spec = ScanSpec(source, None, False, True, parse_sql(EXPRESSION))
+    read = pull_range if over_tcp else read_range
+    with QueueReader("sql-spark-ends", sql_broker.namesrv) as reader:
+        ends = [reader.max_offset(MessageQueue(TOPIC, "broker-a", q)) for q in (0, 1)]
+    rows = [body for queue_id in (0, 1) for batch in read(spec, TOPIC, queue_id, 0, ends[queue_id])
+            for body in batch.column("body").to_pylist()]  # fmt: skip
+    assert sorted(rows) == sorted(WANTED)
+    with pytest.raises(ConfigError, match=r"option sql: .*at position 9"):
+        parse_sql("amount >")

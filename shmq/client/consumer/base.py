@@ -64,7 +64,6 @@ class ConsumerBase:
     background (``shmq.client.trace``); off, it costs nothing."""
 
     consume_type = "CONSUME_PASSIVELY"
-    takes_sql = True  # subscribe() takes MessageSelector.by_sql
     consume_timeout = 15 * 60.0  # seconds: a traced listener call this long ends as TIME_OUT
 
     def __init__(
@@ -140,9 +139,6 @@ class ConsumerBase:
         ``MessageSelector`` (``by_sql``: a SQL92 property filter, on brokers with
         ``enablePropertyFilter=true``); subscribing again replaces the expression."""
         sub = Subscription.parse(topic, expression)
-        if sub.selector is not None and (not self.takes_sql or getattr(self, "bulk", False)):
-            raise ClientError(f"a {type(self).__name__} that is a POP or bulk consumer does "
-                              "not take SQL92 selectors yet")  # fmt: skip
         with self._lock:
             self._subs[topic] = sub
         self._subscriptions_changed()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from shmq.body_compression import decompress_bodies
 from shmq.client.consumer.pop_batch import PopBatch
 from shmq.client.consumer.receipt import PopHeader, queue_topic, topic_flag
 from shmq.codec import record as rec
@@ -135,16 +134,5 @@ def messages_batch(
         by_queue.setdefault((receipt.retry_flag, receipt.queue_id), []).append(msg)
     parts = []
     for (flag, queue_id), queue in by_queue.items():
-        bodies = [m.stored_body for m in queue]
-        body_offs = np.zeros(len(queue) + 1, dtype=np.int64)
-        np.cumsum([len(b) for b in bodies], out=body_offs[1:])
-        data, body_offs, errors = decompress_bodies(
-            np.frombuffer(b"".join(bodies), dtype=np.uint8), body_offs,
-            np.array([m.sysflag for m in queue], np.int64), f"{topic}:{queue_id}",
-        )  # fmt: skip
-        batch = MessageBatch(topic, queue_id, data, body_offs,
-                             np.array([m.queue_offset for m in queue], np.int64),
-                             np.array([m.store_timestamp for m in queue], np.int64),
-                             errors)  # fmt: skip
-        parts.append((flag, queue_id, batch))
+        parts.append((flag, queue_id, MessageBatch.of_messages(topic, queue_id, queue)))
     return PopBatch(topic, broker_name, header, parts)

@@ -35,6 +35,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -55,6 +56,7 @@ from shmq.ipc import registry as rg
 from shmq.ipc.parking import Parking
 from shmq.ipc.procs import pid_alive
 from shmq.ipc.segment import Segment, open_semaphore, post
+from shmq.message import MessageBatch
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
 from shmq.remoting.security.credentials import Credentials
@@ -351,12 +353,14 @@ class QueueReader:
         mq: MessageQueue,
         offset: int,
         max_nums: int = 4096,
-        expression: str | None = "*",
+        expression: str | MessageSelector | None = "*",
         timeout: float = 0.0,
     ) -> PullResult:
         """``pull`` for bulk traffic (the consume side of ``Producer.send_bulk``): up to
         ``max_nums`` (≤ 65,536) messages as one ``MessageBatch`` in ``result.batch``
-        (``result.messages`` stays empty), their bodies gathered by one kernel call."""
+        (``result.messages`` stays empty), their bodies gathered by one kernel call. With a
+        SQL92 selector the expression reads each message's properties, so it is ``pull``'s
+        messages (at most 1,024) made into one batch."""
         return self._pull(mq, offset, min(max_nums, MAX_BULK_PULL), expression, timeout, True)
 
     def _pull(
@@ -374,8 +378,10 @@ class QueueReader:
             sql = expression.sql
             if sql is None:
                 expression = expression.expression
-            elif bulk:
-                raise ClientError("a bulk pull takes a tag expression, not a SQL92 selector")
+            elif bulk:  # the expression reads each record's properties: decode, then batch
+                found = self._pull(mq, offset, max_nums, expression, timeout, False)
+                batch = MessageBatch.of_messages(mq.topic, mq.queue_id, found.messages)
+                return dataclasses.replace(found, messages=[], batch=batch)
         if sql is None:
             codes = parse_tag_filter(expression)
             tags = None if codes is None else frozenset(t.strip() for t in expression.split("||"))
