@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from prometheus_client import CollectorRegistry
+
 from shmq.client.consumer.base import ConsumerBase, queues_of
 from shmq.client.consumer.consume_directly import consume_directly
 from shmq.client.consumer.consume_retry import MessageBack, restore_topics
@@ -42,6 +44,7 @@ from shmq.client.consumer.listener_pace import InlineCall, ListenerPace
 from shmq.client.consumer.orderly import OrderlyConsumption
 from shmq.client.consumer.process_queue import ProcessQueue
 from shmq.client.consumer.subscription import Subscription
+from shmq.client.metrics import ClientMetrics, client_id
 from shmq.client.transport.queue_reader import MAX_BULK_PULL, MAX_PULL
 from shmq.client.types import ConsumeContext, ConsumeResult, MessageModel, MessageQueue, PullStatus
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
@@ -68,7 +71,7 @@ class ConsumeRequest:
     process queue and offset are updated once for the whole request (a thread hand-off and
     two locks per message would cost more than a no-op listener)."""
 
-    __slots__ = ("abandoned", "delay_level", "mq", "msgs", "pq", "seq", "started")
+    __slots__ = ("abandoned", "arrived", "delay_level", "mq", "msgs", "pq", "seq", "started")
 
     def __init__(
         self, msgs: list[MessageExt] | MessageBatch, pq: ProcessQueue, mq: MessageQueue
@@ -76,6 +79,7 @@ class ConsumeRequest:
         self.msgs = msgs
         self.pq = pq
         self.mq = mq
+        self.arrived = time.monotonic()
         self.started = 0.0
         self.abandoned = False
         self.delay_level = 0  # the listener's delay_level_when_next_consume, for a send-back
@@ -112,6 +116,11 @@ class PushConsumer(ConsumerBase):
     ``bulk=True`` is the consume side of ``Producer.send_bulk``: the listener gets one
     ``MessageBatch`` per pull (up to ``pull_batch_size``, which may then be up to 65,536)
     instead of a list of ``MessageExt``, and its result applies to the whole batch.
+
+    ``metrics`` (True: the process's default ``prometheus_client`` registry, or a
+    ``CollectorRegistry``) records RocketMQ 5's client metrics: delivery latency, await and
+    process time, cached messages and bytes (``shmq.client.metrics``). The orderly path
+    records none yet.
 
     ``transport`` (``"auto"``, ``"shm"``, ``"tcp"``): a broker whose store is on this host
     is read through shared memory, another over TCP with PULL_MESSAGE and long polling
@@ -153,6 +162,7 @@ class PushConsumer(ConsumerBase):
         bulk: bool = False,
         orderly: bool = False,
         suspend_current_queue_time_millis: int = 1000,
+        metrics: bool | CollectorRegistry = False,
         **options,
     ) -> None:
         super().__init__(group, namesrv, **options)
@@ -205,6 +215,21 @@ class PushConsumer(ConsumerBase):
         self._pull_wake = threading.Event()  # a flow-controlled queue drained
         self._pace = ListenerPace()  # of a consume request (one pull's messages)
         self.counters = {"consumed": 0, "failed": 0, "flowControlled": 0, "pulled": 0}
+        # RocketMQ 5's client metrics (``shmq.client.metrics``), None when off
+        self._metrics = ClientMetrics.of(metrics)
+        self.metrics_client_id = client_id(group)
+        if self._metrics is not None:
+            self._metrics.cached.watch(self)
+
+    def cached(self) -> dict[str, tuple[int, int]]:
+        """Per topic, the messages and bytes pulled and not consumed yet."""
+        with self._lock:
+            table = list(self._table.items())
+        out: dict[str, tuple[int, int]] = {}
+        for mq, pq in table:
+            n, size = out.get(mq.topic, (0, 0))
+            out[mq.topic] = (n + pq.count, size + pq.size)
+        return out
 
     def register_message_listener(self, listener: Listener) -> None:
         """RocketMQ's ``registerMessageListener``: ``listener(msgs, ctx) -> ConsumeResult``."""
@@ -428,6 +453,9 @@ class PushConsumer(ConsumerBase):
         pq.last_pull = time.monotonic()
         caught_up = result.next_begin_offset >= result.max_offset
         if result.batch is not None:
+            if self._metrics is not None:
+                self._metrics.arrived(mq.topic, self.metrics_client_id, self.group,
+                                      result.batch.store_timestamps.tolist())  # fmt: skip
             pq.next_offset = result.next_begin_offset
             pq.put_batch(result.batch)
             self.counters["pulled"] += len(result.batch)
@@ -439,6 +467,9 @@ class PushConsumer(ConsumerBase):
                 restore_topics(msgs)
             pq.next_offset = result.next_begin_offset
             if msgs:
+                if self._metrics is not None:
+                    self._metrics.arrived(mq.topic, self.metrics_client_id, self.group,
+                                          [m.store_timestamp for m in msgs])  # fmt: skip
                 pq.put(msgs)
                 self.counters["pulled"] += len(msgs)
                 if self._orderly is not None:
@@ -492,6 +523,7 @@ class PushConsumer(ConsumerBase):
             return
         request.started = time.monotonic()
         self._running[request.seq] = request
+        failed = msgs  # until the listener says otherwise
         try:
             if isinstance(msgs, MessageBatch):  # a bulk listener's result covers the batch
                 ok = call_listener(self.listener, self.group, msgs, request)
@@ -503,6 +535,9 @@ class PushConsumer(ConsumerBase):
             self._running.pop(request.seq, None)
             pq.last_consume = now = time.monotonic()
             self._pace.add(now - request.started, len(msgs))
+            if self._metrics is not None:
+                self._metrics.consumed(request.mq.topic, self.metrics_client_id, self.group,
+                                       request.arrived, request.started, not failed)  # fmt: skip
         if request.abandoned:
             return  # consume_timeout passed: its messages are consumed again already
         self._finish(request, done, failed)
