@@ -97,6 +97,8 @@ def test_sends_and_gets_are_counted_exactly_and_lag_is_the_backlog(mq):
              what=f"{got} messages out")  # fmt: skip
     samples = scrape(mq)
     assert value(samples, "rocketmq_consumer_lag_messages", **group) == sent - got
+    # the oldest message not consumed was stored before this test's sends began
+    assert 0 < value(samples, "rocketmq_consumer_lag_latency", **group) < 600_000
     assert value(samples, "rocketmq_topic_number") >= 1
     assert value(samples, "rocketmq_consumer_group_number") >= 1
     assert value(samples, "rocketmq_broker_permission") == 6

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
@@ -226,21 +227,31 @@ class BrokerCollector(Collector):
             "Messages stored past the group's committed offsets.",
             ("consumer_group", "topic", "is_retry", "is_system"),
         )
+        latency = out.gauge(
+            "rocketmq_consumer_lag_latency",
+            "Milliseconds since the oldest message the group has not consumed was stored.",
+            ("consumer_group", "topic", "is_retry", "is_system"),
+        )
         self._directory.refresh()
+        now_ms = time.time() * 1000
         for (group, topic), committed in sorted(numbers.offsets.items()):
-            behind = 0
+            behind, oldest = 0, None
             for queue_id, offset in committed.items():
                 slot = self._directory.slot(topic.encode(), queue_id)
-                if slot >= 0:
-                    behind += max(int(self._maxima[slot]) - offset, 0)
-            out.add(
-                lag,
-                behind,
+                if slot < 0 or int(self._maxima[slot]) <= offset:
+                    continue
+                behind += int(self._maxima[slot]) - offset
+                stored = self.traffic.reader.store_timestamp(topic, queue_id, offset)
+                if stored is not None and (oldest is None or stored < oldest):
+                    oldest = stored
+            labels = (
                 group,
                 topic,
                 flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
                 flag(group in SYSTEM_GROUPS or is_system_topic(topic)),
             )
+            out.add(lag, behind, *labels)
+            out.add(latency, 0 if oldest is None else max(now_ms - oldest, 0), *labels)
 
     def _storage(self, out: Families) -> None:
         w = self.words
