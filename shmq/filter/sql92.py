@@ -174,7 +174,7 @@ class _Node:
     need to know about it (a constant's value and Java type, whether it is boolean, the
     property it names)."""
 
-    __slots__ = ("boolean", "const", "fn", "jtype", "prop")
+    __slots__ = ("boolean", "const", "fn", "jtype", "prop", "req")
 
     def __init__(
         self,
@@ -184,12 +184,40 @@ class _Node:
         jtype: str | None = None,
         boolean: bool = False,
         prop: str | None = None,
+        req: Required = (),
     ) -> None:
         self.fn = fn
         self.const = const
         self.jtype = jtype
         self.boolean = boolean
         self.prop = prop
+        self.req = req  # what the record's properties must hold for it to be TRUE
+
+
+# What a message's encoded properties (``name\x01value\x02`` pairs) must hold for an
+# expression to be TRUE: for each group, one of its byte strings. Sound, never complete: a
+# message without them is not matched, one with them is evaluated (``SqlFilter.required``).
+Required = tuple[frozenset[bytes], ...]
+MAX_GROUPS = 16  # an OR of ANDs multiplies groups; past this it requires nothing
+
+
+def _present(*nodes: _Node) -> Required:
+    """A comparison is TRUE only when its properties are set (NULL otherwise)."""
+    return tuple(frozenset({f"{n.prop}\x01".encode()}) for n in nodes if n.prop is not None)
+
+
+def _either(left: Required, right: Required) -> Required:
+    """An OR is TRUE only when one side is: each pair of groups, joined, holds."""
+    if not left or not right or len(left) * len(right) > MAX_GROUPS:
+        return ()
+    return tuple(a | b for a in left for b in right)
+
+
+def _equal_text(prop: _Node, const: _Node) -> Required:
+    """``name = 'text'``: the pair itself (a string compares as written)."""
+    if prop.prop is not None and const.jtype == "str":
+        return (frozenset({f"{prop.prop}\x01{const.const}".encode()}),)
+    return _present(prop)
 
 
 def _constant(value: Any, jtype: str) -> _Node:
@@ -406,12 +434,12 @@ class _Parser:
             self.fail(f"{left.const!r} cannot be compared with {right.const!r}", tok)
 
     # levels
-    def parse(self) -> Eval:
+    def parse(self) -> tuple[Eval, Required]:
         first = self.tok
         node = self.or_expr()
         if self.tok.kind != "end":
             self.fail(f"unexpected {self.tok.show()}")
-        return self.boolean(node, first)
+        return self.boolean(node, first), node.req
 
     def or_expr(self) -> _Node:
         first = self.tok
@@ -421,7 +449,7 @@ class _Parser:
             right_tok = self.tok
             right = self.and_expr()
             fn = _or(self.boolean(left, first), self.boolean(right, right_tok))
-            left = _Node(fn, boolean=True)
+            left = _Node(fn, boolean=True, req=_either(left.req, right.req))
         return left
 
     def and_expr(self) -> _Node:
@@ -432,7 +460,7 @@ class _Parser:
             right_tok = self.tok
             right = self.equality()
             left = _Node(_and(self.boolean(left, first), self.boolean(right, right_tok)),
-                         boolean=True)  # fmt: skip
+                         boolean=True, req=left.req + right.req)  # fmt: skip
         return left
 
     def equality(self) -> _Node:
@@ -443,7 +471,9 @@ class _Parser:
                 right = self.comparison()
                 self.equatable(left, right, op)
                 fn = _comparison("=", left, right)
-                left = _Node(fn if op.text == "=" else _not(fn), boolean=True)
+                req = (_equal_text(left, right) + _equal_text(right, left)
+                       if op.text == "=" else _present(left, right))  # fmt: skip
+                left = _Node(fn if op.text == "=" else _not(fn), boolean=True, req=req)
             elif self.at("IS"):
                 self.take()
                 negated = self.at("NOT")
@@ -452,7 +482,8 @@ class _Parser:
                 self.expect("NULL")
                 inner = left.fn
                 if negated:
-                    left = _Node(lambda p, f=inner: f(p) is not None, boolean=True)
+                    left = _Node(lambda p, f=inner: f(p) is not None, boolean=True,
+                                 req=_present(left))  # fmt: skip
                 else:
                     left = _Node(lambda p, f=inner: f(p) is None, boolean=True)
             else:
@@ -472,7 +503,8 @@ class _Parser:
                 right = self.unary()
                 self.orderable(left, op)
                 self.orderable(right, op)
-                left = _Node(_comparison(op.text, left, right), boolean=True)
+                left = _Node(_comparison(op.text, left, right), boolean=True,
+                             req=_present(left, right))  # fmt: skip
             elif self.at("BETWEEN"):
                 self.take()
                 low = self.unary()
@@ -487,7 +519,7 @@ class _Parser:
                     fn = _or(_comparison("<", left, low), _comparison(">", left, high))
                 else:
                     fn = _and(_comparison(">=", left, low), _comparison("<=", left, high))
-                left = _Node(fn, boolean=True)
+                left = _Node(fn, boolean=True, req=_present(left, low, high))
             elif self.at("IN"):
                 self.take()
                 if left.prop is None:
@@ -498,11 +530,13 @@ class _Parser:
                     self.take()
                     values.append(self.string())
                 self.expect(")")
-                left = _Node(_in(left.prop, frozenset(values), negated), boolean=True)
+                req = (_present(left) if negated else
+                       (frozenset(f"{left.prop}\x01{v}".encode() for v in values),))  # fmt: skip
+                left = _Node(_in(left.prop, frozenset(values), negated), boolean=True, req=req)
             elif self.at("CONTAINS", "STARTSWITH", "ENDSWITH"):
                 self.take()
                 fn = _string_test(op.text, left.fn, self.string(), negated)
-                left = _Node(fn, boolean=True)
+                left = _Node(fn, boolean=True, req=_present(left))
             else:
                 return left
 
@@ -569,11 +603,14 @@ class SqlFilter:
     """A compiled SQL92 expression: ``filter(properties)`` is True when the expression is
     TRUE for those properties (NULL, FALSE and evaluation errors do not match)."""
 
-    __slots__ = ("_fn", "expression")
+    __slots__ = ("_fn", "expression", "required")
 
-    def __init__(self, expression: str, fn: Eval) -> None:
+    def __init__(self, expression: str, fn: Eval, required: Required = ()) -> None:
         self.expression = expression
         self._fn = fn
+        # for each group, one of these byte strings is in the encoded properties of every
+        # message the expression matches: a reader skips the others without decoding them
+        self.required = required
 
     def __call__(self, properties: Props) -> bool:
         try:
@@ -600,4 +637,4 @@ def compile_sql(expression: str) -> SqlFilter:
         raise FilterExpressionError(f"expression {expression!r} is not a string", 1)
     if not expression.strip():
         raise FilterExpressionError("empty expression", 1)
-    return SqlFilter(expression, _Parser(expression).parse())
+    return SqlFilter(expression, *_Parser(expression).parse())

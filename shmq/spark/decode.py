@@ -21,6 +21,7 @@ from shmq.body_compression import decompress_bodies
 from shmq.codec import record as rec
 from shmq.filter.sql92 import SqlFilter
 from shmq.properties import decode_properties
+from shmq.store.reader import rows_holding
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +295,7 @@ def sql_matched(buf: np.ndarray, rows: np.ndarray, sql: SqlFilter | None) -> np.
     each message's properties; so does this, one dict per record."""
     if sql is None:
         return rows
+    rows = rows[rows_holding(buf, rows, sql.required)]  # what cannot match, undecoded
     spans = zip(rows["props_start"].tolist(), rows["props_len"].tolist(), strict=True)
     keep = np.fromiter(
         (sql(decode_properties(bytes(buf[s : s + n]))) for s, n in spans),

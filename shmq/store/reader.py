@@ -12,7 +12,7 @@ import contextlib
 import functools
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -31,6 +31,55 @@ from shmq.store.results import GetStatus
 
 VANISHED_CHECK_S = 1.0
 COMMITLOG_FILES_MAPPED = 8
+
+# a record batch's properties are searched as one copy unless they lie further apart than
+# this many times their own length (other queues' records between them)
+SPREAD_LIMIT = 16
+
+
+def rows_holding(
+    buf: np.ndarray, rows: np.ndarray, required: Sequence[frozenset[bytes]]
+) -> np.ndarray:
+    """Which of ``rows`` (RECORD_ROWs of ``buf``, in ``buf`` order) have encoded properties
+    that hold, for each group of ``required``, one of its byte strings: what a SQL92 filter
+    needs to be TRUE (``SqlFilter.required``). Found with ``bytes.find`` over one copy of
+    their properties, so a selective filter decodes and evaluates only the candidates."""
+    n = rows.shape[0]
+    keep = np.ones(n, dtype=np.bool_)
+    if not n or not required:
+        return keep
+    starts = rows["props_start"].astype(np.int64)
+    ends = starts + rows["props_len"].astype(np.int64)
+    lo, hi = int(starts[0]), int(ends.max())
+    if hi - lo > SPREAD_LIMIT * int((ends - starts).sum()) + 4096:
+        texts = [bytes(buf[s:e]) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+        for group in required:
+            keep &= np.fromiter((any(p in t for p in group) for t in texts), np.bool_, n)
+        return keep
+    blob = bytes(buf[lo:hi])
+    starts -= lo
+    ends -= lo
+    # the groups naming a value first (a name alone is in most records): once few records
+    # are left, the other groups are looked for in those alone
+    for group in sorted(required, key=lambda g: all(p.endswith(b"\x01") for p in g)):
+        left = np.flatnonzero(keep)
+        if left.size * 8 < n:
+            for i in left.tolist():
+                text = blob[starts[i] : ends[i]]
+                keep[i] = any(p in text for p in group)
+            continue
+        found = np.zeros(n, dtype=np.bool_)
+        for pattern in group:
+            at = blob.find(pattern)
+            while at >= 0:
+                i = int(np.searchsorted(starts, at, side="right")) - 1
+                if i >= 0 and at + len(pattern) <= ends[i]:
+                    found[i] = True
+                    at = blob.find(pattern, int(ends[i]))
+                else:
+                    at = blob.find(pattern, at + 1)
+        keep &= found
+    return keep
 
 
 class MappedFiles:
@@ -237,6 +286,28 @@ class StoreReader:
             if k:
                 messages += stored_messages(mf.buf, cols[:k].tolist(), lo, hi, total, topic)
         return messages
+
+    def holding(
+        self, topic: str, queue_id: int, fetch: Fetch, required: Sequence[frozenset[bytes]]
+    ) -> Fetch:
+        """``fetch`` narrowed to the units whose record's properties hold what a SQL92
+        filter needs (``rows_holding``), before any message is decoded; NO_MATCHED_MESSAGE,
+        with the same next offset, when none does. Units that do not own their record stay
+        (``messages`` leaves them out)."""
+        if not required or fetch.status is not GetStatus.FOUND:
+            return fetch
+        runs = self.records(topic, queue_id, fetch.phys, fetch.sizes, fetch.queue_offsets)
+        dropped = [
+            rows["queue_offset"][ok][~rows_holding(mf.buf, rows[ok], required)]
+            for mf, rows, ok in runs
+        ]
+        if not any(d.size for d in dropped):
+            return fetch
+        keep = ~np.isin(fetch.queue_offsets, np.concatenate(dropped))
+        if not keep.any():
+            return fetch._replace(status=GetStatus.NO_MATCHED_MESSAGE)
+        return fetch._replace(phys=fetch.phys[keep], sizes=fetch.sizes[keep],
+                              queue_offsets=fetch.queue_offsets[keep])  # fmt: skip
 
     def message_batch(
         self, topic: str, queue_id: int, fetch: Fetch, tags: frozenset[str] | None = None

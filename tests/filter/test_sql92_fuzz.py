@@ -176,6 +176,10 @@ def test_matches_an_independent_evaluator(tree, maps) -> None:
             got = "error"
         assert got == want, (render(tree), props)
         assert compiled(props) is (want is True)
+        if want is True:  # what a reader checks before it decodes: never a false negative
+            encoded = "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode()
+            for group in compiled.required:
+                assert any(pattern in encoded for pattern in group), (render(tree), props)
 
 
 TOKENS = ["a", "b", "TAGS", "AND", "OR", "NOT", "(", ")", "=", "<>", ">", ">=", "<", "<=",

@@ -455,7 +455,7 @@ class PopProcessor:
         with self.ctx.store.reading() as reader:
             fetch = reader.fetch(topic, queue_id, start, want, req.codes, bounds, limits)
             if fetch.status is GetStatus.FOUND and req.sql is not None and topic == req.topic:
-                fetch = sql_matched(reader.messages(topic, queue_id, fetch), fetch, req.sql)
+                fetch = sql_matched(reader, topic, queue_id, fetch, req.sql)
             if fetch.status is not GetStatus.FOUND:
                 return [], max(fetch.next_begin_offset, start), records
             if req.local and not req.order:

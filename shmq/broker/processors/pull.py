@@ -42,7 +42,7 @@ from shmq.remoting.custom_header import INT, LONG, STR, Spec, decode_header
 from shmq.remoting.protocol import RemotingCommand, RequestCode, ResponseCode, ResponseError
 from shmq.remoting.server import Connection, RemotingServer
 from shmq.store.fetch import Fetch, QueueBounds, pull_response_code, transfer_limits
-from shmq.store.reader import topic_bytes
+from shmq.store.reader import StoreReader, topic_bytes
 from shmq.store.results import GetStatus, parse_tag_filter
 
 Rc = ResponseCode
@@ -218,7 +218,7 @@ class RemotingPull:
             if fetch.status is not GetStatus.FOUND:
                 return fetch, b"", 0
             if sql is not None:
-                fetch = sql_matched(reader.messages(topic, queue_id, fetch), fetch, sql)
+                fetch = sql_matched(reader, topic, queue_id, fetch, sql)
                 if fetch.status is not GetStatus.FOUND:
                     return fetch, b"", 0
             body, copied = reader.copy_records(topic, queue_id, fetch)
@@ -249,10 +249,16 @@ def is_retry_topic(topic: str) -> bool:
     return topic.startswith("%RETRY%")
 
 
-def sql_matched(messages: list, fetch: Fetch, sql: SqlFilter) -> Fetch:
-    """``fetch`` narrowed to the units whose message ``sql`` matches (the messages are
-    those units', decoded); NO_MATCHED_MESSAGE when none does, with the same next offset."""
-    keep = [m.queue_offset for m in messages if sql(m.properties)]
+def sql_matched(
+    reader: StoreReader, topic: str, queue_id: int, fetch: Fetch, sql: SqlFilter
+) -> Fetch:
+    """``fetch`` narrowed to the units whose message ``sql`` matches: the units whose
+    properties cannot match skipped undecoded (``StoreReader.holding``), the others decoded
+    and evaluated; NO_MATCHED_MESSAGE when none does, with the same next offset."""
+    fetch = reader.holding(topic, queue_id, fetch, sql.required)
+    if fetch.status is not GetStatus.FOUND:
+        return fetch
+    keep = [m.queue_offset for m in reader.messages(topic, queue_id, fetch) if sql(m.properties)]
     if not keep:
         return fetch._replace(status=GetStatus.NO_MATCHED_MESSAGE)
     mask = np.isin(fetch.queue_offsets, np.array(keep, dtype=np.int64))

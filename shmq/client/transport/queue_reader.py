@@ -159,6 +159,8 @@ class _ConsumerLink:
             cleaned, end = cn.load(words, cn.MIN_PHYSICAL_OFFSET), cn.load(words, cn.WRITE_OFFSET)
             bounds = QueueBounds(low, max_offset, cleaned, end, self.commitlog_file_size)
             fetch = reader.fetch(mq.topic, mq.queue_id, offset, max_nums, codes, bounds, LOCAL)
+            if sql is not None:  # skip what cannot match before decoding a message
+                fetch = reader.holding(mq.topic, mq.queue_id, fetch, sql.required)
             if fetch.status is GetStatus.FOUND:
                 if bulk:
                     batch = reader.message_batch(mq.topic, mq.queue_id, fetch, tags)
