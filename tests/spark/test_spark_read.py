@@ -114,6 +114,19 @@ def test_offset_ranges_and_tags(spark, broker, produced):
         ).count()
 
 
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_the_sql_option_reads_the_matching_rows(spark, broker, produced, transport):
+    """Option ``sql``: a SQL92 filter on each message's properties and TAGS, from the
+    store's files or pulled over TCP; a bad one fails the query naming its position."""
+    topic, sent, _ = produced
+    expression = "color = 'red' OR TAGS = 'TagA'"
+    rows = _read(spark, broker, topic, sql=expression, transport=transport).collect()
+    want = sorted(b for (b, _, t, _) in sent.values() if t in ("TagA", "TagC"))
+    assert sorted(bytes(r.body) for r in rows) == want
+    with pytest.raises(Exception, match=r"option sql: .*position"):
+        _read(spark, broker, topic, sql="color =").count()
+
+
 def test_bad_option_fails_the_query_naming_it(spark, broker, produced):
     topic, _, _ = produced
     with pytest.raises(Exception, match="maxRowsPerPartition must be an integer"):
