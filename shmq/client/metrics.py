@@ -109,10 +109,14 @@ class ClientMetrics:
     ) -> None:
         """A listener call that began at ``started`` for messages that arrived at
         ``arrived`` (both ``time.monotonic``) ended now."""
-        now = time.monotonic()
         self.await_time.labels(topic, client, group).observe((started - arrived) * 1000)
-        status = "success" if ok else "failure"
-        self.process_time.labels(topic, client, group, status).observe((now - started) * 1000)
+        self.processed(topic, client, group, started, ok)
+
+    def processed(self, topic: str, client: str, group: str, started: float, ok: bool) -> None:
+        """A listener call that began at ``started`` (``time.monotonic``) ended now (where a
+        consumer knows no arrival time to measure the await from: the orderly path)."""
+        ms = (time.monotonic() - started) * 1000
+        self.process_time.labels(topic, client, group, "success" if ok else "failure").observe(ms)
 
 
 class CachedMessages(Collector):

@@ -520,6 +520,17 @@ class RemotingServer:
         ``max_buffered_bytes``)."""
         return self.frame_budget.reserved
 
+    def queued_requests(self) -> collections.Counter[int]:
+        """The requests waiting for a worker, by request code (the metrics' processor
+        watermarks). Read without the connections' locks: each inbox is copied in one step
+        under the GIL, so a count may miss a request queued or taken meanwhile, never
+        slows one."""
+        queued: collections.Counter[int] = collections.Counter()
+        for conn in list(self._connections.values()):
+            waiting = tuple(conn._inbox)
+            queued.update(item[0].code for item in waiting if item and item[0] is not None)
+        return queued
+
     @property
     def port(self) -> int:
         return self._port

@@ -9,7 +9,8 @@ Sources, none of them a lock on the data path: the counters segment, the topic t
 seqlock), the queue table's maxima, the HA table, the consume queues' units
 (``topic_traffic``), ``/proc`` for the agents' CPU time, and the supervisor's own numbers
 (``supervisor_numbers``, asked for over the pipe; the last answer is used when the
-supervisor is slow to give one).
+supervisor is slow to give one), and the schedule agent's progress files (``delayOffset.json``,
+``timercheck``: the progress as of the agent's last persist, a fraction of a second old).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from shmq import __version__
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.broker.metrics.supervisor_numbers import ASK, SupervisorNumbers
 from shmq.broker.metrics.topic_traffic import SIZE_BUCKETS, TopicTraffic
+from shmq.broker.schedule.delay_levels import FILE_NAME as DELAY_OFFSETS_FILE
+from shmq.broker.schedule.delay_levels import DelayLevels
 from shmq.broker.stats.events import EventCounts
 from shmq.broker.subscription.groups import SYSTEM_GROUPS
 from shmq.ipc import counters as cn
@@ -41,8 +44,15 @@ from shmq.ipc import queue_table as qt
 from shmq.ipc import topic_table as tt
 from shmq.ipc.procs import cpu_seconds
 from shmq.ipc.segment import Segment
-from shmq.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
+from shmq.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    is_system_topic,
+)
 from shmq.remoting import rpc_latency
+from shmq.store.timer import wheel
 
 # housekeeping answers at once when woken; past this the last answer serves (an answer left
 # unread would hold up housekeeping's next one, so the wait is generous)
@@ -125,6 +135,15 @@ class BrokerCollector(Collector):
         self._numbers = SupervisorNumbers(permission=config.broker_permission)
         self._directory = qt.QueueDirectory(self.queue_seg.buf, self.queue_seg.words)
         self._maxima = qt.max_offsets(self.queue_seg.buf)
+        root = config.store.store_path_root_dir
+        self._delay_levels = DelayLevels(
+            os.path.join(root, "config", DELAY_OFFSETS_FILE),
+            config.store.delay_levels_ms,
+            traffic.reader,
+            self._directory,
+            self._maxima,
+        )
+        self._timer_checkpoint = wheel.paths(root)[2]
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
@@ -139,6 +158,9 @@ class BrokerCollector(Collector):
             self._rings(out, numbers)
             self._ha(out)
             self._events(out, numbers.events)
+            self._watermarks(out, numbers.watermarks)
+            self._schedule(out)
+            self._timer(out)
         yield from out.made
 
     def _supervisor_numbers(self) -> SupervisorNumbers:
@@ -252,6 +274,43 @@ class BrokerCollector(Collector):
             )
             out.add(lag, behind, *labels)
             out.add(latency, 0 if oldest is None else max(now_ms - oldest, 0), *labels)
+        self._ready_and_inflight(out, numbers)
+
+    def _ready_and_inflight(self, out: Families, numbers: SupervisorNumbers) -> None:
+        """RocketMQ's ready (stored, not pulled) and inflight (pulled, not committed) messages
+        of each group's queues with a committed offset. A TCP pull's next offset is the
+        pulled offset (clamped between the committed and the max offset); a queue no TCP
+        pull read (a local consumer reads the files itself, a POP group's pops commit the
+        offset) counts as pulled up to its committed offset, so its lag is ready; a POP
+        group's inflight is what it popped and did not ack (the POP processor's count)."""
+        labels = ("consumer_group", "topic", "is_retry", "is_system")
+        ready = out.gauge(
+            "rocketmq_consumer_ready_messages", "Messages stored, not pulled yet.", labels
+        )
+        inflight = out.gauge(
+            "rocketmq_consumer_inflight_messages", "Messages pulled, not committed yet.", labels
+        )
+        pulled, popped = numbers.events.pulled, numbers.events.popped
+        for key in sorted(set(numbers.offsets) | set(popped)):
+            group, topic = key
+            waiting, taken = 0, popped.get(key, 0)
+            queues = pulled.get(key, {})
+            for queue_id, committed in numbers.offsets.get(key, {}).items():
+                slot = self._directory.slot(topic.encode(), queue_id)
+                if slot < 0:
+                    continue
+                top = max(int(self._maxima[slot]), committed)
+                at = min(max(queues.get(queue_id, committed), committed), top)
+                waiting += top - at
+                taken += at - committed
+            values = (
+                group,
+                topic,
+                flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
+                flag(group in SYSTEM_GROUPS or is_system_topic(topic)),
+            )
+            out.add(ready, waiting, *values)
+            out.add(inflight, taken, *values)
 
     def _storage(self, out: Families) -> None:
         w = self.words
@@ -341,6 +400,48 @@ class BrokerCollector(Collector):
         )
         for row in ht.read_rows(self.ha_words):
             out.add(lag, max(write - row[ht.ACK_OFFSET], 0), cn.unpack_address(row[ht.ADDR]))
+
+    def _watermarks(self, out: Families, watermarks: dict[str, int]) -> None:
+        family = out.gauge(
+            "rocketmq_processor_watermark",
+            "Requests waiting for the control server's workers, by processor.",
+            ("processor",),
+        )
+        for processor, n in watermarks.items():
+            out.add(family, n, processor)
+
+    def _max_offset(self, topic: str, queue_id: int) -> int:
+        slot = self._directory.slot(topic.encode(), queue_id)
+        return int(self._maxima[slot]) if slot >= 0 else 0
+
+    def _schedule(self, out: Families) -> None:
+        """Delay-level messages not delivered yet, per level: the level's queue past the
+        schedule agent's persisted progress (and the deliveries it made beyond a gap)."""
+        self._directory.refresh()
+        levels = self._delay_levels
+        levels.load()
+        family = out.gauge(
+            "shmq_schedule_messages",
+            "Delay-level messages not delivered yet.",
+            ("delay_level", "delay_ms"),
+        )
+        for qid, delay_ms in enumerate(levels.delays):
+            behind = self._max_offset(SCHEDULE_TOPIC, qid) - int(levels.offsets[qid])
+            behind -= len(levels.done[qid])
+            out.add(family, max(behind, 0), str(qid + 1), str(delay_ms))
+
+    def _timer(self, out: Families) -> None:
+        """Timer messages stored and not yet on the timing wheel (RocketMQ 5's enqueue lag,
+        as of the timer's last commit) and how long the oldest of them has waited."""
+        enqueued = wheel.TimerCheckpoint.load(self._timer_checkpoint).enqueue_offset
+        behind = max(self._max_offset(TIMER_TOPIC, 0) - enqueued, 0)
+        out.add(out.gauge("rocketmq_timer_enqueue_lag", "Timer messages not on the wheel."),
+                behind)  # fmt: skip
+        oldest = self.traffic.reader.store_timestamp(TIMER_TOPIC, 0, enqueued) if behind else None
+        waited = 0 if oldest is None else max(time.time() * 1000 - oldest, 0)
+        out.add(out.gauge("rocketmq_timer_enqueue_latency",
+                          "Milliseconds the oldest timer message not on the wheel waited."),
+                waited)  # fmt: skip
 
     def _events(self, out: Families, events: EventCounts) -> None:
         out.made.append(rpc_latency.histogram(events.rpc, out.constant))

@@ -231,6 +231,7 @@ class PopProcessor:
             ctx, self._answer_held, ctx.config.max_pop_polling_size, "shmq-pop-hold"
         )
         self.ring = broker_ring(ctx, "shmq-pop-dlq")  # FIFO messages past their attempts
+        ctx.events.pop_inflight = self.inflight
 
     def register(self, server: RemotingServer) -> None:
         for code, handler in (
@@ -248,6 +249,16 @@ class PopProcessor:
     def close(self) -> None:
         self.hold.close()
         self.ring.close()
+
+    def inflight(self) -> dict[tuple[str, str], int]:
+        """Per (group, topic as stored: a POP retry topic is its own), the messages popped
+        and not acked (the metrics' ``rocketmq_consumer_inflight_messages``). Read without
+        the POP lock: the checkpoints are copied in one step under the GIL."""
+        counts: dict[tuple[str, str], int] = {}
+        for ck in list(self.pop.state.checkpoints.values()):
+            key = (ck.group, ck.topic)
+            counts[key] = counts.get(key, 0) + len(ck.members) - len(ck.acked)
+        return counts
 
     def wake(self) -> None:
         """Held pops look again (revived copies, an unblocked FIFO queue)."""

@@ -113,6 +113,9 @@ class RemotingPull:
             code, next_offset, body = Rc.PULL_RETRY_IMMEDIATELY, h["queueOffset"], b""
         if code == Rc.SUCCESS:
             self.ctx.gets.pulled(group, topic, count)
+        if not cfg.is_slave:  # the consumer's next pull starts where this one left it
+            pulled_to = next_offset if code == Rc.SUCCESS else h["queueOffset"]
+            self.ctx.events.pulled(group, topic, queue_id, pulled_to)
         response: RemotingCommand | None = RemotingCommand.response_to(
             request,
             code,

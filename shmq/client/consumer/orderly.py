@@ -273,6 +273,16 @@ class OrderlyConsumption:
         return -1.0, len(taken)
 
     def _call_listener(self, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> bool:
+        metrics = self.c._metrics
+        if metrics is None:
+            return self._listener_says(msgs, ctx)
+        started = time.monotonic()
+        ok = self._listener_says(msgs, ctx)
+        topic = ctx.message_queue.topic
+        metrics.processed(topic, self.c.metrics_client_id, self.c.group, started, ok)
+        return ok
+
+    def _listener_says(self, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> bool:
         try:
             status = self.c.listener(msgs, ctx)
         except Exception as exc:

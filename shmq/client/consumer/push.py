@@ -119,8 +119,9 @@ class PushConsumer(ConsumerBase):
 
     ``metrics`` (True: the process's default ``prometheus_client`` registry, or a
     ``CollectorRegistry``) records RocketMQ 5's client metrics: delivery latency, await and
-    process time, cached messages and bytes (``shmq.client.metrics``). The orderly path
-    records none yet.
+    process time, cached messages and bytes (``shmq.client.metrics``); the orderly path
+    records delivery latency and process time, not await time (its process queue keeps no
+    arrival time per message).
 
     ``transport`` (``"auto"``, ``"shm"``, ``"tcp"``): a broker whose store is on this host
     is read through shared memory, another over TCP with PULL_MESSAGE and long polling

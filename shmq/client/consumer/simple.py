@@ -35,6 +35,8 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
+from prometheus_client import CollectorRegistry
+
 from shmq.client.consumer.base import ConsumerBase
 from shmq.client.consumer.pop_batch import PopBatch
 from shmq.client.consumer.pop_messages import (
@@ -55,6 +57,7 @@ from shmq.client.consumer.pop_requests import (
 )
 from shmq.client.consumer.receipt import AckKey, PopHeader, ack_key, changed
 from shmq.client.consumer.subscription import Subscription
+from shmq.client.metrics import ClientMetrics, client_id
 from shmq.client.route import PERM_READ
 from shmq.client.selector import MessageSelector
 from shmq.client.transport.tcp_pull import SUSPEND_SLACK_S
@@ -101,7 +104,10 @@ class SimpleConsumer(ConsumerBase):
     otherwise; ``consume_from_where``: where a group that never consumed a queue starts
     (``FIRST_OFFSET``: its first message, else its end); ``transport``: ``"auto"`` (shared
     memory on the broker's host, else TCP), ``"tcp"`` or ``"shm"``; ``credentials`` and
-    ``tls`` as every consumer's (``ConsumerBase``).
+    ``tls`` as every consumer's (``ConsumerBase``). ``metrics`` (True: the process's default
+    ``prometheus_client`` registry, or a ``CollectorRegistry``) records RocketMQ 5's
+    ``rocketmq_delivery_latency`` for what ``receive`` and ``receive_batch`` return, as
+    RocketMQ 5's SimpleConsumer does (it has no listener to time; ``shmq.client.metrics``).
 
     Example, bulk receive and one batch ack per pop::
 
@@ -132,6 +138,7 @@ class SimpleConsumer(ConsumerBase):
         instance_name: str = "DEFAULT",
         credentials: Credentials | tuple[str, str] | None = None,
         tls: bool | TlsOptions | None = None,
+        metrics: bool | CollectorRegistry = False,
     ) -> None:
         super().__init__(group, namesrv, message_model=MessageModel.CLUSTERING,
                          consume_from_where=consume_from_where,
@@ -147,6 +154,8 @@ class SimpleConsumer(ConsumerBase):
         self._turn = 0  # the next target of the round robin
         self._stores: dict[str, StoreReader | None] = {}  # by address; None: over TCP
         self._store_lock = threading.Lock()  # the store readers are not thread-safe
+        self._metrics = ClientMetrics.of(metrics)  # None when off
+        self.metrics_client_id = client_id(group)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -202,6 +211,9 @@ class SimpleConsumer(ConsumerBase):
         if len(kept) < len(msgs):  # two tags share a hash: not this subscription's
             matched = {id(m) for m in kept}
             self.ack_batch([m for m in msgs if id(m) not in matched])
+        if self._metrics is not None and kept:
+            self._metrics.arrived(sub.topic, self.metrics_client_id, self.group,
+                                  [m.store_timestamp for m in kept])  # fmt: skip
         return kept
 
     def receive_batch(
@@ -226,6 +238,9 @@ class SimpleConsumer(ConsumerBase):
         left_out = batch.left_out()
         if left_out:
             self._batch_ack(broker, left_out)
+        if self._metrics is not None and len(batch):
+            self._metrics.arrived(sub.topic, self.metrics_client_id, self.group,
+                                  batch.store_timestamps.tolist())  # fmt: skip
         return batch
 
     def _any_topic(self) -> str:
