@@ -33,7 +33,8 @@ BULK_TOPIC = "Bench_W1_shmq_send_bulk"  # the W1 send_bulk case's topic (ShmqPee
 
 def _row(workload: str, system: str, api: str, durable: bool, **values: Any) -> dict[str, Any]:
     out = dict.fromkeys(("messages", "msgs_per_s", "mb_per_s", "p50_us", "p99_us", "p999_us",
-                         "skipped", "msgs_per_fsync"))  # fmt: skip
+                         "consumer_cpu_us", "library_cpu_us", "skipped",
+                         "msgs_per_fsync"))  # fmt: skip
     out.update(workload=workload, system=system, api=api, durable=durable, **values)
     return out
 

@@ -20,6 +20,7 @@ import importlib
 import multiprocessing as mp
 import os
 import queue
+import resource
 import struct
 import time
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ class Outcome:
     p50_us: float | None = None
     p99_us: float | None = None
     p999_us: float | None = None
+    consumer_cpu_us: float | None = None  # the consumer process's CPU per paced message
+    library_cpu_us: float | None = None  # of it, the threads other than the harness's
 
 
 class CaseFailed(Exception):
@@ -134,15 +137,25 @@ def _paced(sender: Any, case: Case) -> None:
         i += len(bodies)
 
 
+def cpu_seconds() -> float:
+    """This process's CPU time, user and system, all threads (``getrusage``)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def consumer_main(module: str, endpoint: Endpoint, case: Case, expected: int, events: Any) -> None:
     """The consumer process: receive ``expected`` messages (warm-ups included), report how
-    many arrived, when the last did, and the latency percentiles of a paced run."""
+    many arrived, when the last did, and of a paced run the latency percentiles and the
+    process's CPU per message from the first paced message on: all of it (every thread
+    of the library and this loop's bookkeeping), and that of the threads other than this
+    one (a library's own threads: a push consumer's pull and consume threads)."""
     receiver = importlib.import_module(module).open_receiver(endpoint, case)
     try:
         latency = case.workload.latency
         lat = np.zeros(case.total if latency else 0, dtype=np.int64)
         k = received = 0
         last = 0
+        cpu_from = None  # (process CPU, this thread's CPU, messages) at the first paced one
         events.put(("ready", "consumer"))
         idle_limit = time.monotonic() + READY_TIMEOUT_S  # until the first message
         while received < expected:
@@ -161,6 +174,8 @@ def consumer_main(module: str, endpoint: Endpoint, case: Case, expected: int, ev
                     if seq >= 0 and k < lat.shape[0]:
                         lat[k] = at - intended
                         k += 1
+                if cpu_from is None and k:
+                    cpu_from = (cpu_seconds(), time.thread_time(), k)
         summary = None
         dump = os.environ.get("SHMQ_BENCH_DUMP_LATENCY")  # a directory: raw ns, in seq order
         if dump and k:
@@ -168,6 +183,11 @@ def consumer_main(module: str, endpoint: Endpoint, case: Case, expected: int, ev
         if k:
             us = lat[:k] / 1000.0
             summary = tuple(float(np.percentile(us, q)) for q in (50, 99, 99.9))
+            if cpu_from is not None and k > cpu_from[2]:
+                n = k - cpu_from[2]
+                process = cpu_seconds() - cpu_from[0]
+                library = process - (time.thread_time() - cpu_from[1])
+                summary = (*summary, process * 1e6 / n, library * 1e6 / n)
         events.put(("consumer", (received, last, summary)))
     finally:
         receiver.close()
@@ -216,7 +236,9 @@ def run_case(peer: Peer, endpoint: Endpoint, case: Case, timeout_s: float) -> Ou
         seconds = (max(last, *ends) - min(starts)) / 1e9
         out = Outcome(case.total, seconds, (max(ends) - min(starts)) / 1e9)
         if summary is not None:
-            out.p50_us, out.p99_us, out.p999_us = summary
+            out.p50_us, out.p99_us, out.p999_us = summary[:3]
+            if len(summary) > 3:
+                out.consumer_cpu_us, out.library_cpu_us = summary[3:]
         finished = True
         return out
     finally:

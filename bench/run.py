@@ -18,7 +18,9 @@ time budget sends fewer messages (``Peer.cap``); the row says how many.
 
 Writes ``<out>/<date>.json`` (``<date>-quick.json`` for --quick, ignored by git): a list of
 rows ``{"workload", "system", "api", "durable", "messages", "msgs_per_s", "mb_per_s",
-"p50_us", "p99_us", "p999_us", "skipped", "msgs_per_fsync"}`` (null where not measured),
+"p50_us", "p99_us", "p999_us", "consumer_cpu_us", "library_cpu_us", "skipped",
+"msgs_per_fsync"}`` (null where not measured; ``consumer_cpu_us``: the consumer process's CPU
+per paced message, ``library_cpu_us`` that of its threads other than the harness's loop),
 and a PNG chart per workload next to it.
 """
 
@@ -63,6 +65,8 @@ def row(
         "p50_us": None,
         "p99_us": None,
         "p999_us": None,
+        "consumer_cpu_us": None,
+        "library_cpu_us": None,
         "skipped": skipped,
         "msgs_per_fsync": None,
     }
@@ -131,6 +135,8 @@ def run_one(
         p50_us=outcome.p50_us,
         p99_us=outcome.p99_us,
         p999_us=outcome.p999_us,
+        consumer_cpu_us=outcome.consumer_cpu_us,
+        library_cpu_us=outcome.library_cpu_us,
         **extra,
     )
     _log(

@@ -18,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {
     "workload", "system", "api", "durable", "messages", "msgs_per_s", "mb_per_s",
-    "p50_us", "p99_us", "p999_us", "skipped", "msgs_per_fsync",
+    "p50_us", "p99_us", "p999_us", "consumer_cpu_us", "library_cpu_us",
+    "skipped", "msgs_per_fsync",
 }  # fmt: skip
 
 
