@@ -386,7 +386,13 @@ class PushConsumer(ConsumerBase):
         return count, size
 
     def _pull_loop(self, gen: int) -> None:
+        """Pull every due queue, then wait on those read to their end. After a wait that
+        names the queues that advanced, the others it watched are waited on again without
+        a pull: a paced stream on one queue of a consumer that holds several (its retry
+        topic's at least) costs one pull per wake-up, not one per queue."""
         reader = self.instance.reader
+        waited: dict[MessageQueue, int] = {}  # what the last wait watched, at which offsets
+        advanced: set[MessageQueue] | None = None  # of those, what it found (None: pull all)
         while not self._stop.is_set() and gen == self._pull_gen:
             self._pull_wake.clear()
             with self._lock:
@@ -402,6 +408,9 @@ class PushConsumer(ConsumerBase):
                     continue
                 if now < pq.next_pull_at:
                     next_due = min(next_due, pq.next_pull_at)
+                    continue
+                if advanced is not None and mq not in advanced and waited.get(mq) == pq.next_offset:
+                    waiting[mq] = pq.next_offset  # the wait found nothing new on it
                     continue
                 count_limit, size_limit = self._limits(mq.topic)
                 room = count_limit - pq.count
@@ -425,12 +434,14 @@ class PushConsumer(ConsumerBase):
                     progressed = True
                 else:  # nothing there, or all there was: wait on the queue, not pull it again
                     waiting[mq] = pq.next_offset
+            advanced = None
             if progressed or self._stop.is_set():
                 continue
             timeout = max(0.0, next_due - time.monotonic())
             if waiting:
                 try:
-                    reader.wait(waiting, timeout)
+                    advanced = set(reader.wait(waiting, timeout)) or None
+                    waited = waiting
                 except (RemotingError, ShmqError) as exc:
                     log.warning("consumer %s: wait failed: %s", self.group, exc)
                     self._stop.wait(min(timeout, EXCEPTION_DELAY_S))

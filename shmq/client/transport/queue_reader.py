@@ -61,7 +61,7 @@ from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RequestCode, ResponseCode
 from shmq.remoting.security.credentials import Credentials
 from shmq.remoting.security.tls import TlsOptions
-from shmq.store.fetch import LOCAL, QueueBounds, pull_response_code
+from shmq.store.fetch import LOCAL, Fetch, QueueBounds, pull_response_code
 from shmq.store.reader import StoreReader
 from shmq.store.results import GetStatus, parse_tag_filter
 from shmq.store.warm_up import warm_up_reads
@@ -97,8 +97,9 @@ class _ConsumerLink:
         self.reg = self.link.registry.words
         self.base = rg.consumer_base(int(self.reg[rg.PRODUCERS]), info["slot"])
         self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
-        # the messages read per queue-table slot, which the broker counts as the group's
-        # gets (it sees no request per read); one lock for the threads of this process
+        # the messages and record bytes read per queue-table slot, which the broker counts
+        # as the group's gets (it sees no request per read); one lock for the threads of
+        # this process
         self.gets_seg = Segment.attach(info["gets"])
         self.gets = cg.client_row(self.gets_seg.words, info["slot"])
         self._gets_lock = threading.Lock()
@@ -165,7 +166,7 @@ class _ConsumerLink:
                 if bulk:
                     batch = reader.message_batch(mq.topic, mq.queue_id, fetch, tags)
                     if len(batch):
-                        self._got(slot, len(batch))
+                        self._got(slot, len(batch), fetch)
                         return PullResult(PullStatus.FOUND, fetch.next_begin_offset, low,
                                           max_offset, batch=batch)  # fmt: skip
                 else:
@@ -175,7 +176,7 @@ class _ConsumerLink:
                     elif sql is not None:
                         msgs = [m for m in msgs if sql(m.properties)]
                     if msgs:
-                        self._got(slot, len(msgs))
+                        self._got(slot, len(msgs), fetch)
                         return PullResult(PullStatus.FOUND, fetch.next_begin_offset, low,
                                           max_offset, msgs)  # fmt: skip
             elif (
@@ -195,9 +196,14 @@ class _ConsumerLink:
             self._park(slot, mq, max_offset, deadline, spin_s)
             now = time.monotonic()
 
-    def _got(self, slot: int, count: int) -> None:
+    def _got(self, slot: int, count: int, fetch: Fetch) -> None:
+        """Count ``count`` messages read and the bytes of the records ``fetch`` took (as a
+        TCP pull's body holds them: a tag or SQL92 mismatch found after decoding is in it);
+        the messages first (``ipc.consumer_gets``)."""
+        size = int(fetch.sizes.sum())
         with self._gets_lock:
-            self.gets[slot] += count
+            self.gets[cg.GOT_MESSAGES, slot] += count
+            self.gets[cg.GOT_BYTES, slot] += size
 
     def _park(self, slot: int, mq: MessageQueue, seen: int, deadline: float, spin_s: float):
         spin_end = time.perf_counter() + spin_s
@@ -210,22 +216,36 @@ class _ConsumerLink:
             max(0.0, min(deadline - time.monotonic(), 1.0)),
         )
 
-    def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
-        """Park until any of the queues has a message at or after its offset (True), or
-        ``timeout`` passes or ``wake`` is called (False), as a TCP link's wait."""
+    def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> list[MessageQueue]:
+        """Park until any of the queues has a message at or after its offset, or
+        ``timeout`` passes or ``wake`` is called; the queues that have one (none: the time
+        passed or a wake), as a TCP link's wait. Each queue's slot is looked up once per
+        call, so a wake-up costs one read of each queue's max offset."""
         deadline = time.monotonic() + timeout
         wakes = self._wakes
+        watched = [(mq, self.slot_max(mq.topic, mq.queue_id)[0], off)
+                   for mq, off in offsets.items()]  # fmt: skip
+        maxima = self.maxima
 
-        def arrived() -> bool:
-            return any(self.max_offset(mq) > off for mq, off in offsets.items())
+        def arrived() -> list[MessageQueue]:
+            out = []
+            for i, (mq, slot, off) in enumerate(watched):
+                if slot < 0:  # not published when the wait began: look it up again
+                    slot = self.slot_max(mq.topic, mq.queue_id)[0]
+                    if slot < 0:
+                        continue
+                    watched[i] = (mq, slot, off)
+                if maxima[slot] > off:
+                    out.append(mq)
+            return out
 
         def ready() -> bool:
-            return self._wakes != wakes or arrived()
+            return self._wakes != wakes or bool(arrived())
 
         while not ready():
             left = deadline - time.monotonic()
             if left <= 0:
-                return False
+                return []
             rg.set_watch(self.reg, self.base, None)
             self.parking.park(ready, min(left, 1.0))
         return arrived()
@@ -425,10 +445,11 @@ class QueueReader:
         self.client.invoke_json(address, RequestCode.CHECK_CLIENT_CONFIG, {}, body)
         self._sql_checked.add(key)
 
-    def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
+    def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> list[MessageQueue]:
         """Park until any of the queues has a message at or after its offset in
-        ``offsets``, or ``timeout`` seconds pass, or ``wake`` is called; True when one has
-        a message. Queues of several brokers are waited on in turns of 10 ms."""
+        ``offsets``, or ``timeout`` seconds pass, or ``wake`` is called; the queues that
+        have one (none: the time passed or a wake), so a caller pulls only those. Queues
+        of several brokers are waited on in turns of 10 ms."""
         by_link: dict = {}
         for mq, offset in offsets.items():
             by_link.setdefault(self._link(mq), {})[mq] = offset
@@ -440,10 +461,11 @@ class QueueReader:
         while True:
             for link, offs in by_link.items():
                 left = deadline - time.monotonic()
-                if link.wait(offs, max(0.0, min(left, 0.01))):
-                    return True
+                ready = link.wait(offs, max(0.0, min(left, 0.01)))
+                if ready:
+                    return ready
             if time.monotonic() >= deadline or self._wakes != wakes:
-                return False
+                return []
 
     # -- offsets on the broker --------------------------------------------------------------
 

@@ -139,9 +139,10 @@ class TcpConsumerLink:
                     self._start(mq, result.next_begin_offset, max_nums, expression, SUSPEND_MS)
         return result
 
-    def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> bool:
+    def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> list[MessageQueue]:
         """Until a pull of one of ``offsets``' queues is answered (held pulls started where
-        none is in flight), ``wake`` is called, or ``timeout`` seconds pass."""
+        none is in flight), ``wake`` is called, or ``timeout`` seconds pass; the queues
+        whose pull was answered (none: the time passed or a wake)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             wakes = self._wakes
@@ -149,15 +150,14 @@ class TcpConsumerLink:
                 p = self._pulls.get(mq)
                 if p is None or p.offset != offset:
                     max_nums, expression = self._asked.get(mq, (32, "*"))
-                    p = self._start(mq, offset, max_nums, expression, SUSPEND_MS)
-                if p.done:
-                    return True
+                    self._start(mq, offset, max_nums, expression, SUSPEND_MS)
             while True:
-                if any(self._pulls[mq].done for mq in offsets if mq in self._pulls):
-                    return True
+                answered = [mq for mq in offsets if mq in self._pulls and self._pulls[mq].done]
+                if answered:
+                    return answered
                 left = deadline - time.monotonic()
                 if left <= 0 or self._wakes != wakes or self.closed:
-                    return False
+                    return []
                 self._cond.wait(left)
 
     def wake(self) -> None:
