@@ -14,10 +14,12 @@ An agent calls ``idle(work)`` after every pass. The strategies are Aeron's:
 
 A client that waits for the answer to what the agent just did (a sync send) comes back with
 more as soon as it has read it, but its round trip is longer than the recent gaps allow a
-spin: the agent then ``linger``s, staying awake ``linger_us`` after the answer whatever the
-gaps (with ``backoff``), so that neither side pays a park per message. Like ``busy_spin``,
-only on hosts with cores to spare: on 2 cores the lingering agent takes the CPU that the
-other agents and the consumers need.
+spin: the agent then ``linger``s, staying awake ``linger_us`` after the answer (with
+``backoff``), so that neither side pays a park per message. It lingers only while such
+clients have lately come back within ``linger_us`` (a moving average of the time from one
+answer to the next), so an occasional sync send costs no lingering. On hosts without cores
+to spare it lingers in ``sched_yield``: awake for the sender, but giving the CPU to any other
+runnable thread (reput, the consumers) at once.
 
 A steady stream of small appends (``send_async`` and ``send_oneway`` in a loop) costs the
 agent a pass, and the agents after it a wake-up, for every few records; on a small host
@@ -83,6 +85,9 @@ class IdleStrategy:
         self._gap = self._spin_s  # moving average of idle stretches, seconds
         self._linger_s = config.linger_us / 1e6
         self._linger_until = 0.0
+        self._answered_at = 0.0  # when the last pass that answered a waiter ended
+        self._answer_gap = 0.0  # moving average from one such answer to the next
+        self._linger_yields = not spare_cpus()
         self._batch_s = config.batch_linger_us / 1e6
         self._answered_waiter = False  # this pass answered a client waiting for it
         self.parks = 0
@@ -90,8 +95,16 @@ class IdleStrategy:
 
     def linger(self) -> None:
         """A client waits on the work just done and will likely bring more at once: stay
-        awake ``linger_us`` from now, and do not sleep after this pass."""
-        self._linger_until = time.perf_counter() + self._linger_s
+        awake ``linger_us`` from now while such clients lately came back within it, and do
+        not sleep after this pass. A gap counts at most four lingers' worth, so one pause
+        of the sender stops the lingering for a few answers, not for good."""
+        now = time.perf_counter()
+        if self._answered_at:
+            gap = min(now - self._answered_at, 4 * self._linger_s)
+            self._answer_gap += GAP_WEIGHT * (gap - self._answer_gap)
+        self._answered_at = now
+        if self._answer_gap < self._linger_s:
+            self._linger_until = now + self._linger_s
         self._answered_waiter = True
 
     def idle(self, work: int, has_work: Callable[[], bool] | None = None) -> None:
@@ -114,6 +127,8 @@ class IdleStrategy:
             return
         if cfg.strategy == "backoff":
             if now < self._linger_until:
+                if self._linger_yields:
+                    os.sched_yield()
                 return
             idle_for = now - self._idle_since
             gap = self._gap

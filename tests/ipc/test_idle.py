@@ -75,3 +75,22 @@ def test_batch_linger_is_off_by_default(sem):
     idle = IdleStrategy(IdleConfig("backoff"), sem)
     idle.idle(100)
     assert idle.batch_lingers == 0
+
+
+def test_linger_only_while_answered_senders_come_back_within_it(sem):
+    """An occasional sync send costs no lingering: once the answers lately came further
+    apart than ``linger_us``, the agent parks after one; quick returns bring it back."""
+    idle = IdleStrategy(IdleConfig("backoff", spin_us=0, park_us=100, linger_us=50_000), sem)
+    for _ in range(5):  # a sender that comes back 200 ms after each answer
+        idle.linger()
+        time.sleep(0.2)
+    idle.idle(1)
+    idle.linger()
+    idle.idle(0)
+    assert idle.parks == 1  # the gaps averaged above 50 ms: no linger
+    for _ in range(200):  # one that comes back at once
+        idle.linger()
+    parks = idle.parks
+    for _ in range(10):
+        idle.idle(0)
+    assert idle.parks == parks  # lingering again

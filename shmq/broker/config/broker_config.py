@@ -286,12 +286,11 @@ class BrokerConfig:
     # topic created on request are posted too): each wake-up costs ~80 µs of CPU on a small
     # VM, so 1 ms parks kept an idle writer and reput at 8 % of a core each
     idle_park_us: int = setting(10_000, "shmq's own: the longest park, in µs.")
-    # 0 below 4 CPUs, where the lingering writer takes the CPU reput and the consumers need
     idle_linger_us: int = setting(
-        200 if spare_cpus() else 0,
+        200,
         "shmq's own: µs the writer stays awake after answering a sync send, whose sender "
-        "comes straight back with the next one.",
-        shown="`200` with 4 CPUs or more, else `0`",
+        "comes straight back with the next one (while sync senders lately came back within "
+        "it; below 4 CPUs yielding the CPU to any other runnable thread meanwhile).",
     )
     # 0 with 4 CPUs or more, where the agents may spin
     idle_batch_linger_us: int = setting(
