@@ -60,12 +60,18 @@ def test_rows_fold_clamped_and_a_slot_changes_hands(segments):
     maxima[:3] = (100, 100, 5)
     counts = GetCounts(gets, queues, 2)
     counts.hold(0, "g")
-    row, other = cg.client_row(gets.words, 0), cg.client_row(gets.words, 1)
+    both, other = cg.client_row(gets.words, 0), cg.client_row(gets.words, 1)
+    row, size = both[cg.GOT_MESSAGES], both[cg.GOT_BYTES]
     row[:3] += (30, 20, 3)
-    other[0] += 5  # a slot nobody holds: not counted
-    counts.pulled("g", "T", 7)  # a TCP pull
+    size[:3] += (3000, 2000, 300)
+    other[:, 0] += 5  # a slot nobody holds: not counted
+    counts.pulled("g", "T", 7, 700)  # a TCP pull
     counts.collect()
     assert counts.counts() == {("g", "T"): 57, ("g", "U"): 3}
+    assert counts.sizes() == {("g", "T"): 5700, ("g", "U"): 300}
+    size[2] += 5 * (1 << 31)  # more than 5 messages' largest records: clamped
+    counts.collect()
+    assert counts.sizes()[("g", "U")] == 300 + 5 * ((1 << 31) - 1)
     row[2] += 1000  # more than the queue holds: at most its max offset per look
     row[1] -= 50  # a row that went down counts nothing, what it grows by next does
     counts.collect()

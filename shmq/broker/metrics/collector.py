@@ -203,16 +203,20 @@ class BrokerCollector(Collector):
             buckets.append(("+Inf", int(cumulative[-1])))
             sizes.add_metric(out.values + values, buckets, counts.bytes)
         out_labels = ("topic", "consumer_group", "is_retry", "is_system")
-        got = out.counter("rocketmq_messages_out", "Messages consumers got.", out_labels)
-        for (group, topic), n in sorted(numbers.gets.items()):
-            out.add(
-                got,
-                n,
-                topic,
-                group,
-                flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
-                flag(group in SYSTEM_GROUPS or is_system_topic(topic)),
-            )
+        for name, doc, counts in (
+            ("rocketmq_messages_out", "Messages consumers got.", numbers.gets),
+            ("rocketmq_throughput_out", "Record bytes consumers got.", numbers.got_bytes),
+        ):
+            family = out.counter(name, doc, out_labels)
+            for (group, topic), n in sorted(counts.items()):
+                out.add(
+                    family,
+                    n,
+                    topic,
+                    group,
+                    flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
+                    flag(group in SYSTEM_GROUPS or is_system_topic(topic)),
+                )
 
     def _consumers(self, out: Families, numbers: SupervisorNumbers) -> None:
         connections: dict[tuple[str, ...], int] = {}
@@ -452,6 +456,13 @@ class BrokerCollector(Collector):
             family = out.counter(name, doc, ("topic",))
             for topic, n in sorted(counts.items()):
                 out.add(family, n, topic)
+        halves = out.gauge(
+            "rocketmq_half_messages",
+            "Transaction half messages without an outcome (as of the half queue's last scan).",
+            ("topic",),
+        )
+        for topic, n in sorted(events.halves.items()):
+            out.add(halves, n, topic)
         dlq = out.counter(
             "rocketmq_send_to_dlq_messages",
             "Messages a group sent to its dead-letter queue.",

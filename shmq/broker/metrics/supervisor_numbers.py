@@ -1,7 +1,7 @@
 """The numbers only the supervisor holds, handed to the metrics process when it asks.
 
-Consumer offsets, the messages each group got (TCP pulls are counted as the control server
-answers them), client connections, the rings' state, what the processors counted
+Consumer offsets, the messages each group got and their bytes (TCP pulls are counted as
+the control server answers them), client connections, the rings' state, what the processors counted
 (``stats.events``: request latencies, transactions ended, DLQ sends, where TCP pulls left
 each queue, POP messages not acked) and the requests waiting for the control server's
 workers (``processor_watermarks``) live in the supervisor's memory, not in shared memory.
@@ -85,6 +85,7 @@ class SupervisorNumbers:
     """What the supervisor answers (see the module docstring)."""
 
     gets: dict[Key, int] = field(default_factory=dict)  # messages got since the start
+    got_bytes: dict[Key, int] = field(default_factory=dict)  # their records' bytes
     offsets: dict[Key, dict[int, int]] = field(default_factory=dict)  # committed, by queue id
     groups: int = 0  # subscription groups
     consumers: list[ConsumerConnection] = field(default_factory=list)
@@ -136,6 +137,7 @@ def collect(ctx: BrokerContext) -> SupervisorNumbers:
     ]
     return SupervisorNumbers(
         gets=ctx.gets.counts(),
+        got_bytes=ctx.gets.sizes(),
         offsets=offsets,
         groups=len(ctx.subscription_groups.all()),
         consumers=consumers,

@@ -340,7 +340,8 @@ class PopProcessor:
                 counts += order_count_entries(flag, queue_id, popped_counts)
         if not taken:
             return None
-        self.ctx.gets.pulled(req.group, req.topic, taken)
+        # the records' bytes as answered (a local pop answers none: its reads count none)
+        self.ctx.gets.pulled(req.group, req.topic, taken, sum(map(len, body)))
         fields: dict[str, Any] = {
             "popTime": pop_time,
             "invisibleTime": req.invisible,

@@ -112,7 +112,7 @@ class RemotingPull:
         elif cfg.is_slave:  # a slave serves no reads: back to the master, skipping nothing
             code, next_offset, body = Rc.PULL_RETRY_IMMEDIATELY, h["queueOffset"], b""
         if code == Rc.SUCCESS:
-            self.ctx.gets.pulled(group, topic, count)
+            self.ctx.gets.pulled(group, topic, count, len(body))
         if not cfg.is_slave:  # the consumer's next pull starts where this one left it
             pulled_to = next_offset if code == Rc.SUCCESS else h["queueOffset"]
             self.ctx.events.pulled(group, topic, queue_id, pulled_to)

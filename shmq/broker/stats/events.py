@@ -5,8 +5,10 @@ RocketMQ 5 records these from its processors: the remoting server's request late
 ``rocketmq_rollback_messages_total``) and messages sent to a dead-letter queue
 (``rocketmq_send_to_dlq_messages_total``), and where a TCP pull left each group's queues
 (the pulled offset behind ``rocketmq_consumer_ready_messages`` and ``_inflight_messages``:
-RocketMQ's broker keeps it as it answers a pull) and the POP messages popped, not acked
-(``pop_inflight``, set by the POP processor while a master serves POP). They happen in the
+RocketMQ's broker keeps it as it answers a pull), the POP messages popped, not acked
+(``pop_inflight``, set by the POP processor while a master serves POP) and the open
+transactions per real topic (``half_messages``, set by the transaction service; read from
+its table without its lock). They happen in the
 supervisor's threads, so they are kept here, in its memory, and copied (``snapshot``) when
 the metrics process asks (``metrics.supervisor_numbers``). Recording one costs a short lock
 held for an increment (the latency: ``remoting.rpc_latency``), never a wait for a scrape.
@@ -33,6 +35,7 @@ class EventCounts:
     # (group, topic) -> queue id -> the offset the group's next TCP pull of it starts at
     pulled: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
     popped: dict[tuple[str, str], int] = field(default_factory=dict)  # not acked yet
+    halves: dict[str, int] = field(default_factory=dict)  # open transactions by real topic
 
 
 class BrokerEvents:
@@ -47,6 +50,7 @@ class BrokerEvents:
         self._dlq: Counter[tuple[str, str]] = Counter()
         self._pulled: dict[tuple[str, str], dict[int, int]] = {}
         self.pop_inflight: Callable[[], dict[tuple[str, str], int]] | None = None
+        self.half_messages: Callable[[], dict[str, int]] | None = None
 
     def ended(self, topic: str, committed: bool) -> None:
         """A transaction of ``topic`` was committed or rolled back."""
@@ -68,4 +72,5 @@ class BrokerEvents:
             counts = dict(self._commits), dict(self._rollbacks), dict(self._dlq)
             pulled = {key: dict(queues) for key, queues in self._pulled.items()}
         popped = self.pop_inflight() if self.pop_inflight is not None else {}
-        return EventCounts(self.rpc.snapshot(), *counts, pulled, popped)
+        halves = self.half_messages() if self.half_messages is not None else {}
+        return EventCounts(self.rpc.snapshot(), *counts, pulled, popped, halves)

@@ -32,12 +32,13 @@ from shmq.broker.transaction.records import HalfRecord
 @dataclass(frozen=True, slots=True)
 class OpenHalf:
     """An open transaction's newest half record (what a check-back sends, what the admin
-    shows)."""
+    shows, and its real topic, which the metrics count it under)."""
 
     identity: int
     queue_offset: int
     commit_log_offset: int
     group: str
+    real_topic: str
     check_times: int
     born_ms: int
     store_ms: int
@@ -46,14 +47,18 @@ class OpenHalf:
     @classmethod
     def of(cls, half: HalfRecord) -> OpenHalf:
         return cls(half.identity, half.queue_offset, half.commit_log_offset, half.group,
-                   half.check_times, half.born_ms, half.store_ms, half.msg_id)  # fmt: skip
+                   half.real_topic, half.check_times, half.born_ms, half.store_ms,
+                   half.msg_id)  # fmt: skip
 
 
 class HalfTable:
     """The open, done and copied transactions, and the scan positions (see the module)."""
 
     def __init__(self, half_offset: int = 0, op_offset: int = 0) -> None:
-        self.open: dict[int, OpenHalf] = {}
+        self.open: dict[int, OpenHalf] = {}  # change it only through _open and _drop
+        # the open transactions per real topic, kept with ``open`` so that the metrics read
+        # it (``open_per_topic``) without the lock its writers hold
+        self._per_topic: dict[str, int] = {}
         self.done: dict[int, int] = {}
         self.copies: dict[int, int] = {}
         self.scanned = half_offset  # half queue offset the scan reached
@@ -65,7 +70,7 @@ class HalfTable:
 
     def seen_op(self, identity: int, op_queue_offset: int) -> None:
         """An op record (read back from the op queue, or just written) closes ``identity``."""
-        self.open.pop(identity, None)
+        self._drop(identity)
         self.done[identity] = op_queue_offset
         self.ops_end = max(self.ops_end, op_queue_offset + 1)
 
@@ -82,7 +87,7 @@ class HalfTable:
             return
         known = self.open.get(half.identity)
         if known is None or half.queue_offset > known.queue_offset:
-            self.open[half.identity] = OpenHalf.of(half)
+            self._open(OpenHalf.of(half))
 
     def scanned_to(self, queue_offset: int) -> None:
         self.scanned = max(self.scanned, queue_offset)
@@ -104,7 +109,7 @@ class HalfTable:
     def finished(self, identity: int, op_queue_offset: int) -> None:
         """``identity`` got its outcome; its op record is at ``op_queue_offset`` (-1: not
         written yet, ``op_written`` follows)."""
-        self.open.pop(identity, None)
+        self._drop(identity)
         self.done[identity] = op_queue_offset
         if op_queue_offset >= 0:
             self.ops_end = max(self.ops_end, op_queue_offset + 1)
@@ -118,7 +123,7 @@ class HalfTable:
         """A check-back copy of an open transaction was appended (it is now the newest)."""
         self.copies[copy.identity] = max(copy.queue_offset, self.copies.get(copy.identity, -1))
         if copy.identity in self.open:
-            self.open[copy.identity] = copy
+            self._open(copy)
 
     def unwritten_ops(self) -> list[int]:
         return [identity for identity, op in self.done.items() if op < 0]
@@ -140,6 +145,28 @@ class HalfTable:
         op = max(self.op_offset, min(ops, default=self.ops_end))
         self.half_offset, self.op_offset = half, op
         return half, op
+
+    def open_per_topic(self) -> dict[str, int]:
+        """The open transactions per real topic (RocketMQ's ``rocketmq_half_messages``),
+        from any thread without the lock: the copy of a dict of str keys is one C call the
+        GIL is not released in, so it sees the counts between two changes, never during."""
+        return self._per_topic.copy()
+
+    def _open(self, half: OpenHalf) -> None:
+        """Note ``half`` as its transaction's newest half record."""
+        self._drop(half.identity)
+        self.open[half.identity] = half
+        self._per_topic[half.real_topic] = self._per_topic.get(half.real_topic, 0) + 1
+
+    def _drop(self, identity: int) -> None:
+        half = self.open.pop(identity, None)
+        if half is None:
+            return
+        left = self._per_topic[half.real_topic] - 1
+        if left:
+            self._per_topic[half.real_topic] = left
+        else:
+            del self._per_topic[half.real_topic]
 
     def groups(self) -> dict[str, list[OpenHalf]]:
         """The open transactions per producer group, oldest first."""

@@ -117,6 +117,8 @@ class TransactionService:
         self.born_host = pack_host(*parse_host(cfg.store.store_host))
         self.table = HalfTable()
         self.lock = threading.Lock()  # the table and the ring
+        # rocketmq_half_messages: the metrics read the table's counts without that lock
+        ctx.events.half_messages = lambda: self.table.open_per_topic()
         self.ready = threading.Event()  # recovered: outcomes may be taken
         self.producers: Producers = lambda _group: []
         self._ends: queue.SimpleQueue[EndRequest] = queue.SimpleQueue()
