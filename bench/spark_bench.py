@@ -1,5 +1,5 @@
-"""Spark batch read of a shmq topic against Spark's Parquet reader, and the sink's write rate
-at-least-once against exactly-once, in local[2].
+"""Spark batch read of a shmq topic against Spark's Parquet reader and against the floor of a
+Python data source, and the sink's write rate at-least-once against exactly-once, in local[2].
 
     python bench/spark_bench.py --quick        # 200,000 messages (CI)
     python bench/spark_bench.py                # 1,000,000 messages of 100 bytes
@@ -7,10 +7,14 @@ at-least-once against exactly-once, in local[2].
 
 Messages are appended to a temporary store with ``MessageStore.put_batch`` (no broker
 processes compete for the two cores while Spark reads), spread over ``--queues`` queues.
-The same rows, read once through the shmq source, are written as Parquet; then each
-source is read whole into Spark's ``noop`` sink (every column materialised, nothing
-written), ``--runs`` times after a warm-up, and the best run counts. The goal of issue 5:
->= 1,000,000 rows/s and >= 0.5x the Parquet baseline.
+The same rows, read once through the shmq source, are written as Parquet; the Arrow batches
+the shmq source yields are written, per input partition, as Arrow IPC files that format
+``shmq_floor`` (``bench/spark_floor.py``) hands to Spark without decoding anything: the
+floor, what any Python data source pays for the Python -> JVM hand-off of those batches.
+Then each source is read whole into Spark's ``noop`` sink (every column materialised,
+nothing written), ``--runs`` rounds after a warm-up (the sources take turns in a round, so
+a burst of load hits all of them), and the best run counts. The goals: >= 1,000,000 rows/s
+and >= 0.5x Parquet (issue 5), >= 0.8x the floor (issue 57).
 
 Then an embedded broker is started and ``--sink-rows`` of those rows (cached in Spark) are
 written with ``df.write.format("shmq")``, at-least-once (the default) and with
@@ -55,14 +59,30 @@ def fill_store(path: str, rows: int, queues: int, body_size: int) -> None:
         store.dispatch()
 
 
-def timed(df, runs: int) -> list[float]:
-    df.write.format("noop").mode("overwrite").save()  # warm-up: workers, numba cache, pages
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
+def timed(frames: dict, runs: int) -> dict[str, list[float]]:
+    """Seconds per full read of each DataFrame into the ``noop`` sink, in ``runs`` rounds."""
+    for df in frames.values():  # warm-up: workers, numba cache, pages
         df.write.format("noop").mode("overwrite").save()
-        times.append(time.perf_counter() - t)
+    times: dict[str, list[float]] = {name: [] for name in frames}
+    for _ in range(runs):
+        for name, df in frames.items():
+            t = time.perf_counter()
+            df.write.format("noop").mode("overwrite").save()
+            times[name].append(time.perf_counter() - t)
     return times
+
+
+def write_floor(store: str, path: str) -> None:
+    """The shmq read's batches, partition by partition, as ``shmq_floor`` reads them."""
+    from bench.spark_floor import write_partitions
+    from shmq.spark.decode import arrow_schema
+    from shmq.spark.options import parse_read_options
+    from shmq.spark.reader import ShmqBatchReader
+
+    reader = ShmqBatchReader(
+        parse_read_options({"store": store, "topic": "SparkBench"}, streaming=False)
+    )
+    write_partitions(path, [reader.read(p) for p in reader.partitions()], arrow_schema(False))
 
 
 def sink_rates(df, runs: int) -> dict[str, list[float]]:
@@ -93,6 +113,7 @@ def main() -> None:
     parser.add_argument("--body", type=int, default=100, help="body bytes")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sink-rows", type=int, default=None, help="rows written per sink run")
+    parser.add_argument("--no-sink", action="store_true", help="measure the reads only")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     rows = args.rows or (200_000 if args.quick else 1_000_000)
@@ -106,6 +127,7 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     import shmq.spark
+    from bench.spark_floor import FloorDataSource
 
     tmp = tempfile.mkdtemp(prefix="shmq-spark-bench-")
     spark = None
@@ -117,11 +139,13 @@ def main() -> None:
             SparkSession.builder.master("local[2]")
             .appName("shmq-spark-bench")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.local.dir", os.path.join(tmp, "spark"))
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
         shmq.spark.register(spark)
+        spark.dataSource.register(FloorDataSource)
         shmq_df = (
             spark.read.format("shmq")
             .option("store", os.path.join(tmp, "store"))
@@ -132,30 +156,34 @@ def main() -> None:
         shmq_df.write.parquet(parquet_path)
         parquet_df = spark.read.parquet(parquet_path)
         assert parquet_df.count() == rows
+        floor_path = os.path.join(tmp, "floor")
+        write_floor(os.path.join(tmp, "store"), floor_path)
+        floor_df = spark.read.format("shmq_floor").option("path", floor_path).load()
+        assert floor_df.count() == rows
+        assert floor_df.rdd.getNumPartitions() == shmq_df.rdd.getNumPartitions()
         load_before = load_average()
-        shmq_times = timed(shmq_df, args.runs)
-        parquet_times = timed(parquet_df, args.runs)
-        sink_df = parquet_df.select("body").limit(sink_rows).cache()
-        assert sink_df.count() == sink_rows
-        sink_times = sink_rates(sink_df, min(args.runs, 2))
+        read_times = timed({"shmq": shmq_df, "floor": floor_df, "parquet": parquet_df}, args.runs)
+        sink_times = {}
+        if not args.no_sink:
+            sink_df = parquet_df.select("body").limit(sink_rows).cache()
+            assert sink_df.count() == sink_rows
+            sink_times = sink_rates(sink_df, min(args.runs, 2))
         load_after = load_average()
     finally:
         if spark is not None:
             spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
-    shmq_rate = rows / min(shmq_times)
-    parquet_rate = rows / min(parquet_times)
+    rates = {name: rows / min(ts) for name, ts in read_times.items()}
     result = {
         "rows": rows,
         "body_bytes": args.body,
         "queues": args.queues,
         "fill_seconds": round(fill_s, 2),
-        "shmq_seconds": [round(x, 3) for x in shmq_times],
-        "parquet_seconds": [round(x, 3) for x in parquet_times],
-        "shmq_rows_per_s": round(shmq_rate),
-        "parquet_rows_per_s": round(parquet_rate),
-        "ratio": round(shmq_rate / parquet_rate, 3),
+        **{f"{name}_seconds": [round(x, 3) for x in ts] for name, ts in read_times.items()},
+        **{f"{name}_rows_per_s": round(rate) for name, rate in rates.items()},
+        "ratio": round(rates["shmq"] / rates["parquet"], 3),
+        "ratio_floor": round(rates["shmq"] / rates["floor"], 3),
         "sink_rows": sink_rows,
         **{f"sink_{m}_seconds": [round(x, 3) for x in ts] for m, ts in sink_times.items()},
         **{f"sink_{m}_rows_per_s": round(sink_rows / min(ts)) for m, ts in sink_times.items()},
@@ -163,12 +191,13 @@ def main() -> None:
         "cpus": os.cpu_count(),
     }
     print(f"rows {rows:,} x {args.body} B in {args.queues} queues, local[2], best of {args.runs}")
-    print(f"  shmq    batch read: {shmq_rate:>12,.0f} rows/s  runs {result['shmq_seconds']} s")
-    print(
-        f"  parquet batch read: {parquet_rate:>12,.0f} rows/s  runs {result['parquet_seconds']} s"
-    )
+    for name in read_times:
+        print(f"  {name:>7} batch read: {rates[name]:>12,.0f} rows/s  runs "
+              f"{result[f'{name}_seconds']} s")  # fmt: skip
+    print(f"  ratio shmq/floor:   {result['ratio_floor']:.2f} (goal >= 0.8)")
     print(f"  ratio shmq/parquet: {result['ratio']:.2f} (goal >= 0.5; goal rate >= 1,000,000/s)")
-    for mode, label in (("at_least_once", "at-least-once"), ("exactly_once", "exactly-once")):
+    for mode in sink_times:
+        label = mode.replace("_", "-")
         rate = result[f"sink_{mode}_rows_per_s"]
         print(f"  sink {label:>13}: {rate:>12,.0f} rows/s  ({sink_rows:,} rows, runs "
               f"{result[f'sink_{mode}_seconds']} s)")  # fmt: skip

@@ -12,7 +12,10 @@ are read and written alike; they reach every client the source makes, on the dri
 the executors.
 
 Offsets follow Spark's Kafka source: ``"earliest"``, ``"latest"``, or a JSON object
-``{"Topic": {"0": 12, "1": -2}}`` per queue, where -2 means earliest and -1 latest.
+``{"Topic": {"0": 12, "1": -2}}`` per queue, where -2 means earliest and -1 latest. The
+timestamp and trigger options (``startingOffsetsByTimestamp``, ``endingTimestamp``,
+``minOffsetsPerTrigger``, ``maxTriggerDelay``, ...) take the values and defaults of Spark's
+Kafka source too; the README's Spark section lists each Kafka option and what shmq does.
 """
 
 from __future__ import annotations
@@ -50,11 +53,18 @@ READ_OPTIONS = frozenset(
         "startingoffsets",
         "endingoffsets",
         "startingtimestamp",
+        "startingoffsetsbytimestamp",
+        "startingoffsetsbytimestampstrategy",
+        "endingtimestamp",
+        "endingoffsetsbytimestamp",
         "maxoffsetspertrigger",
+        "minoffsetspertrigger",
+        "maxtriggerdelay",
         "failondataloss",
         "tags",
         "sql",
         "includeproperties",
+        "includeheaders",
         "maxrowsperpartition",
         "minpartitions",
         "transport",
@@ -73,10 +83,17 @@ WRITE_OPTIONS = frozenset(
         *CONNECTION_OPTIONS,
     }
 )
+# Options that make sense for one kind of query only (Kafka's split), refused for the other.
+_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+_BATCH_ONLY = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 # Names Spark itself may put among a source's options.
 _SPARK_OWNED = frozenset({"path", "checkpointlocation", "queryname"})
 
 DEFAULT_MAX_ROWS_PER_PARTITION = 1_000_000
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Kafka's maxTriggerDelay default, "15m"
+# Spark's time-string suffixes (JavaUtils.timeStringAsMs): a bare number is milliseconds
+_DURATION_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+                "d": 86_400_000}  # fmt: skip
 DEFAULT_PRODUCER_GROUP = "shmq-spark-writer"
 # the exactly-once sink's group: its producers answer check-backs, so no plain producer in it
 DEFAULT_TRANSACTIONAL_GROUP = "shmq-spark-eos-writer"
@@ -96,7 +113,14 @@ class ReadOptions:
     starting: OffsetSpec
     ending: OffsetSpec
     starting_timestamp: int | None
+    starting_by_timestamp: Offsets | None  # {topic: {queue id: ms}}, like startingOffsets
+    # what a starting timestamp that matches no stored message means: fail, or the max offset
+    starting_timestamp_strategy: Literal["error", "latest"]
+    ending_timestamp: int | None  # batch only; no match: the max offset
+    ending_by_timestamp: Offsets | None
     max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int  # how long minOffsetsPerTrigger may hold a micro-batch back
     fail_on_data_loss: bool
     tags: frozenset[str] | None
     sql: str | None  # a SQL92 property filter (RocketMQ's MessageSelector.bySql), checked
@@ -106,6 +130,7 @@ class ReadOptions:
     transport: str = "auto"  # "shm": the store's files; "tcp": PULL_MESSAGE; "auto": by host
     credentials: Credentials | None = None
     tls: TlsOptions | None = None
+    include_headers: bool = False  # Kafka's headers column: the user properties
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` is subscribed (by name, or fully matching the pattern)."""
@@ -183,6 +208,20 @@ def parse_int(
     return number
 
 
+def parse_duration_ms(value: str | None, option: str, default: int) -> int:
+    """A Spark time string (``"15m"``, ``"30s"``, ``"500ms"``, ``"1h"``; a bare number is
+    milliseconds), as Spark's Kafka source reads ``maxTriggerDelay``, in whole ms."""
+    if value is None:
+        return default
+    match = re.fullmatch(r"\s*(\d{1,15})\s*([a-z]*)\s*", str(value).lower())
+    if match is None or match.group(2) not in ("", *_DURATION_MS):
+        raise ConfigError(
+            f"option {option} must be a duration like 15m, 30s, 500ms, 1h or 1d (a bare "
+            f"number is ms), not {value!r}"
+        )
+    return int(int(match.group(1)) * _DURATION_MS.get(match.group(2), 1))
+
+
 def parse_sql(expression: str | None) -> str | None:
     """RocketMQ's SQL92 filter over a message's properties and TAGS, compiled here once so a
     bad one is refused on the driver with its position (``ConfigError``); None: no filter."""
@@ -232,13 +271,48 @@ def parse_offsets(
         if (word == "earliest" and not allow_earliest) or (word == "latest" and not allow_latest):
             raise ConfigError(f"option {option}: {word!r} is not allowed here")
         return word  # type: ignore[return-value]
+    offsets = _per_queue_json(
+        text,
+        option,
+        """'earliest', 'latest' or JSON like {"Topic": {"0": 12, "1": -2}}""",
+        "offset",
+        minimum=EARLIEST,
+        range_text=">= 0, or -2 (earliest) or -1 (latest)",
+    )
+    flat = {o for queues in offsets.values() for o in queues.values()}
+    if EARLIEST in flat and not allow_earliest:
+        raise ConfigError(f"option {option}: -2 (earliest) is not allowed here")
+    if LATEST in flat and not allow_latest:
+        raise ConfigError(f"option {option}: -1 (latest) is not allowed here")
+    return offsets
+
+
+def parse_timestamps(text: str | None, option: str) -> Offsets | None:
+    """Kafka's ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``: a timestamp
+    (ms since the epoch, matched against each message's storeTimestamp) per queue, as JSON
+    ``{"Topic": {"0": 1700000000000}}``; None when absent."""
+    if text is None:
+        return None
+    return _per_queue_json(
+        text,
+        option,
+        'JSON like {"Topic": {"0": 1700000000000}} (ms since the epoch per queue)',
+        "timestamp",
+        minimum=0,
+        range_text=">= 0 (ms since the epoch)",
+    )
+
+
+def _per_queue_json(
+    text: str, option: str, expected: str, what: str, *, minimum: int, range_text: str
+) -> Offsets:
+    """A JSON object of topics, each an object of queue ids to integers in
+    ``[minimum, 2**63)``: the shape offsets and timestamps share, checked entry by entry
+    so that the error names the option, the topic and the queue."""
     try:
-        data = json.loads(stripped)
+        data = json.loads(str(text).strip())
     except (ValueError, RecursionError) as exc:
-        raise ConfigError(
-            f"option {option} must be 'earliest', 'latest' or JSON like "
-            f'{{"Topic": {{"0": 12, "1": -2}}}}, not {text!r} ({exc})'
-        ) from None
+        raise ConfigError(f"option {option} must be {expected}, not {text!r} ({exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"option {option}: the JSON must be an object of topics, not {text!r}")
     out: Offsets = {}
@@ -253,26 +327,21 @@ def parse_offsets(
                 f"not {queues!r}"
             )
         per: dict[int, int] = {}
-        for qid, offset in queues.items():
+        for qid, value in queues.items():
             if not re.fullmatch(r"\d{1,10}", qid) or int(qid) > MAX_QUEUE_ID:
                 raise ConfigError(
                     f"option {option}: queue id {qid!r} of topic {topic} must be an integer "
                     f"in [0, {MAX_QUEUE_ID}]"
                 )
-            if isinstance(offset, bool) or not isinstance(offset, int):
+            if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(
-                    f"option {option}: offset {offset!r} of {topic} queue {qid} must be an integer"
+                    f"option {option}: {what} {value!r} of {topic} queue {qid} must be an integer"
                 )
-            if offset < EARLIEST or offset >= 1 << 63:
+            if not minimum <= value < 1 << 63:
                 raise ConfigError(
-                    f"option {option}: offset {offset} of {topic} queue {qid} must be >= 0, "
-                    "or -2 (earliest) or -1 (latest)"
+                    f"option {option}: {what} {value} of {topic} queue {qid} must be {range_text}"
                 )
-            if offset == EARLIEST and not allow_earliest:
-                raise ConfigError(f"option {option}: -2 (earliest) is not allowed here")
-            if offset == LATEST and not allow_latest:
-                raise ConfigError(f"option {option}: -1 (latest) is not allowed here")
-            per[int(qid)] = offset
+            per[int(qid)] = value
         out[topic] = per
     return out
 
@@ -326,6 +395,24 @@ def _subscription(opts: dict[str, str]) -> tuple[tuple[str, ...] | None, str | N
     return tuple(dict.fromkeys(names)), None
 
 
+def _trigger_limits(opts: dict[str, str]) -> tuple[int | None, int | None, int]:
+    """``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (ms),
+    checked together: a minimum above the maximum could never be met, and a delay without a
+    minimum would be silently ignored (Kafka ignores it; here it is refused)."""
+    most = parse_int(opts.get("maxoffsetspertrigger"), "maxOffsetsPerTrigger", minimum=1)
+    least = parse_int(opts.get("minoffsetspertrigger"), "minOffsetsPerTrigger", minimum=1)
+    delay = parse_duration_ms(
+        opts.get("maxtriggerdelay"), "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS
+    )
+    if least is not None and most is not None and least > most:
+        raise ConfigError(
+            f"option minOffsetsPerTrigger ({least}) must not exceed maxOffsetsPerTrigger ({most})"
+        )
+    if "maxtriggerdelay" in opts and least is None:
+        raise ConfigError("option maxTriggerDelay only applies with option minOffsetsPerTrigger")
+    return most, least, delay
+
+
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """Check every read option; ``streaming`` selects the stream defaults (start at latest,
     no ending offsets) as Spark's Kafka source does."""
@@ -351,17 +438,32 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         default="latest" if streaming else "earliest",
         allow_latest=streaming,
     )
-    if streaming:
-        if "endingoffsets" in opts:
-            raise ConfigError("option endingOffsets is for batch queries only")
-        ending: OffsetSpec = "latest"
-    else:
-        ending = parse_offsets(
-            opts.get("endingoffsets"), "endingOffsets", default="latest", allow_earliest=False
+    for name in _STREAM_ONLY if not streaming else _BATCH_ONLY:
+        if name.lower() in opts:
+            kind = "streaming" if name in _STREAM_ONLY else "batch"
+            raise ConfigError(f"option {name} is for {kind} queries only")
+    ending = parse_offsets(
+        opts.get("endingoffsets"), "endingOffsets", default="latest", allow_earliest=False
+    )
+    starting_by_timestamp = parse_timestamps(
+        opts.get("startingoffsetsbytimestamp"), "startingOffsetsByTimestamp"
+    )
+    ending_by_timestamp = parse_timestamps(
+        opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp"
+    )
+    strategy = (opts.get("startingoffsetsbytimestampstrategy") or "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise ConfigError(
+            "option startingOffsetsByTimestampStrategy must be error or latest, not "
+            f"{opts['startingoffsetsbytimestampstrategy']!r}"
         )
-        if "maxoffsetspertrigger" in opts:
-            raise ConfigError("option maxOffsetsPerTrigger is for streaming queries only")
-    for spec, name in ((starting, "startingOffsets"), (ending, "endingOffsets")):
+    max_per_trigger, min_per_trigger, max_delay = _trigger_limits(opts)
+    for spec, name in (
+        (starting, "startingOffsets"),
+        (ending, "endingOffsets"),
+        (starting_by_timestamp, "startingOffsetsByTimestamp"),
+        (ending_by_timestamp, "endingOffsetsByTimestamp"),
+    ):
         if isinstance(spec, dict) and topics is not None:
             extra = sorted(set(spec) - set(topics))
             if extra:
@@ -377,13 +479,18 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         starting=starting,
         ending=ending,
         starting_timestamp=parse_int(opts.get("startingtimestamp"), "startingTimestamp", minimum=0),
-        max_offsets_per_trigger=parse_int(
-            opts.get("maxoffsetspertrigger"), "maxOffsetsPerTrigger", minimum=1
-        ),
+        starting_by_timestamp=starting_by_timestamp,
+        starting_timestamp_strategy=strategy,  # type: ignore[arg-type]
+        ending_timestamp=parse_int(opts.get("endingtimestamp"), "endingTimestamp", minimum=0),
+        ending_by_timestamp=ending_by_timestamp,
+        max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=max_delay,
         fail_on_data_loss=parse_bool(opts.get("failondataloss"), "failOnDataLoss", True),
         tags=parse_tags(opts.get("tags")),
         sql=parse_sql(opts.get("sql")),
         include_properties=parse_bool(opts.get("includeproperties"), "includeProperties", False),
+        include_headers=parse_bool(opts.get("includeheaders"), "includeHeaders", False),
         max_rows_per_partition=parse_int(
             opts.get("maxrowsperpartition"), "maxRowsPerPartition", minimum=1
         )

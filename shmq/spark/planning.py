@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from shmq.errors import ConfigError, DataLossError
@@ -43,17 +43,18 @@ def nest(flat: Mapping[Queue, int]) -> Offsets:
 
 
 def resolve(
-    spec: OffsetSpec, bounds: Bounds, *, default: int, by_time: Callable[[Queue], int] | None
+    spec: OffsetSpec, bounds: Bounds, *, default: int, pinned: Mapping[Queue, int] | None = None
 ) -> dict[Queue, int]:
     """Concrete offsets for every queue of ``bounds``: ``spec`` ("earliest", "latest" or
     per-queue JSON with -2/-1; ``default`` (EARLIEST or LATEST) for queues it leaves out),
-    or the first offset at or after a timestamp when ``by_time`` is given (it wins, as
-    ``startingTimestamp`` wins over ``startingOffsets`` in Spark's Kafka source)."""
+    except the queues of ``pinned`` (offsets found by timestamp), which win, as Kafka's
+    timestamp options win over ``startingOffsets`` / ``endingOffsets``."""
     flat = flatten(spec) if isinstance(spec, dict) else {}
+    pinned = pinned or {}
     out: dict[Queue, int] = {}
     for queue, (low, high) in bounds.items():
-        if by_time is not None:
-            out[queue] = by_time(queue)
+        if queue in pinned:
+            out[queue] = pinned[queue]
             continue
         if spec == "earliest":
             wanted = EARLIEST
@@ -63,6 +64,18 @@ def resolve(
             wanted = flat.get(queue, default)
         out[queue] = low if wanted == EARLIEST else high if wanted == LATEST else wanted
     return out
+
+
+def queue_timestamps(
+    queues: Iterable[Queue], timestamp: int | None, per_queue: Offsets | None
+) -> dict[Queue, int]:
+    """The timestamp to look up for each of ``queues``: ``timestamp`` for all of them (a
+    global ``startingTimestamp`` / ``endingTimestamp`` wins over the per-queue JSON, as in
+    Kafka), else the ones ``per_queue`` names; the others keep their offset options."""
+    if timestamp is not None:
+        return dict.fromkeys(queues, timestamp)
+    flat = flatten(per_queue or {})
+    return {q: flat[q] for q in queues if q in flat}
 
 
 def check_start(queue: Queue, start: int, low: int, fail_on_data_loss: bool, why: str = "") -> int:
@@ -101,7 +114,7 @@ def batch_ranges(
             topic, qid = queue
             raise ConfigError(
                 f"{topic} queue {qid}: starting offset {start} is after ending offset {end} "
-                f"(startingOffsets/endingOffsets/startingTimestamp; max offset {high})"
+                f"(by the starting and ending offset or timestamp options; max offset {high})"
             )
         if queue in explicit:
             start = check_start(queue, start, low, fail_on_data_loss)
@@ -138,7 +151,7 @@ def cap(start: Mapping[Queue, int], latest: Mapping[Queue, int], max_rows: int) 
     """End offsets that admit at most ``max_rows`` new offsets, shared in proportion to each
     queue's lag (largest remainders first, ties by queue), as Kafka's
     ``maxOffsetsPerTrigger``. Queues missing from ``start`` start at 0."""
-    lag = {q: max(0, latest[q] - start.get(q, 0)) for q in latest}
+    lag = lags(start, latest)
     total = sum(lag.values())
     if total <= max_rows:
         return dict(latest)
@@ -148,3 +161,17 @@ def cap(start: Mapping[Queue, int], latest: Mapping[Queue, int], max_rows: int) 
     for q in order[:left]:
         share[q] += 1
     return {q: (start.get(q, 0) + share[q] if lag[q] else latest[q]) for q in latest}
+
+
+def lags(start: Mapping[Queue, int], latest: Mapping[Queue, int]) -> dict[Queue, int]:
+    """Offsets each queue of ``latest`` has that ``start`` has not read (0 at least; queues
+    missing from ``start`` start at 0)."""
+    return {q: max(0, latest[q] - start.get(q, 0)) for q in latest}
+
+
+def holds(new_rows: int, min_rows: int | None, waited_ms: float, max_delay_ms: int) -> bool:
+    """Whether a trigger waits for more rows instead of starting a micro-batch now, as
+    Kafka's ``minOffsetsPerTrigger``: fewer than ``min_rows`` new rows and less than
+    ``maxTriggerDelay`` since the last micro-batch. Spark has no ReadLimit that carries both
+    a minimum and a maximum, so the source applies this itself."""
+    return min_rows is not None and new_rows < min_rows and waited_ms < max_delay_ms

@@ -12,6 +12,7 @@ and a restarted query plans the same ranges from them, so each message is read e
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -137,16 +138,46 @@ class _CatalogUser:
         if missing:
             raise ConfigError(_missing_topics(missing, known, self.catalog.where, self.opts))
 
-    def _by_time(self, bounds: dict[Queue, tuple[int, int]]):
-        ts = self.opts.starting_timestamp
-        if ts is None:
-            return None
-
-        def first_at(queue: Queue) -> int:
+    def _pinned(self, bounds: dict[Queue, tuple[int, int]], *, starting: bool) -> dict[Queue, int]:
+        """Offsets the starting (or ending) timestamp options give: per queue, the first
+        offset stored at or after the timestamp (storeTimestamp, RocketMQ's searchOffset).
+        When no message is that new, an ending one reads to the max offset, and a starting
+        one fails unless ``startingOffsetsByTimestampStrategy`` is ``latest`` (Kafka's rules)."""
+        opts = self.opts
+        if starting:
+            wanted = planning.queue_timestamps(
+                bounds, opts.starting_timestamp, opts.starting_by_timestamp
+            )
+        else:
+            wanted = planning.queue_timestamps(
+                bounds, opts.ending_timestamp, opts.ending_by_timestamp
+            )
+        out: dict[Queue, int] = {}
+        for queue, timestamp in wanted.items():
             low, high = bounds[queue]
-            return self.catalog.offset_by_time(queue[0], queue[1], ts, low, high)
+            found = self.catalog.offset_by_time(queue[0], queue[1], timestamp, low, high)
+            if found >= high and starting and opts.starting_timestamp_strategy == "error":
+                option = (
+                    "startingTimestamp"
+                    if opts.starting_timestamp is not None
+                    else "startingOffsetsByTimestamp"
+                )
+                raise ConfigError(
+                    f"option {option}: {queue[0]} queue {queue[1]} has no message stored at or "
+                    f"after {timestamp} (its offsets [{low}, {high})); set option "
+                    "startingOffsetsByTimestampStrategy=latest to start such queues at their "
+                    "max offset"
+                )
+            out[queue] = found
+        return out
 
-        return first_at
+    def _explicit_starts(self, pinned: dict[Queue, int]) -> list[Queue]:
+        """Queues whose start ``startingOffsets`` names as a number (not -2/-1) and no
+        timestamp option overrides: a start below the queue's min offset is data loss."""
+        if not isinstance(self.opts.starting, dict):
+            return []
+        named = planning.flatten(self.opts.starting).items()
+        return [q for q, o in named if o >= 0 and q not in pinned]
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -160,7 +191,7 @@ class _CatalogUser:
             return  # Spark's placeholder partition when there is nothing to read
         opts = self.opts
         spec = ScanSpec(partition.source, opts.tags, opts.include_properties,
-                        opts.fail_on_data_loss, opts.sql)  # fmt: skip
+                        opts.fail_on_data_loss, opts.sql, opts.include_headers)  # fmt: skip
         read = remote.read_range if isinstance(partition.source, BrokerSource) else scan.read_range
         yield from read(spec, partition.topic, partition.queue_id, partition.start, partition.end)
 
@@ -175,15 +206,12 @@ class ShmqBatchReader(_CatalogUser, DataSourceReader):
         try:
             bounds = self._bounds()
             self._check_topics(bounds)
-            starts = planning.resolve(
-                opts.starting, bounds, default=EARLIEST, by_time=self._by_time(bounds)
+            pinned = self._pinned(bounds, starting=True)
+            starts = planning.resolve(opts.starting, bounds, default=EARLIEST, pinned=pinned)
+            ends = planning.resolve(
+                opts.ending, bounds, default=LATEST, pinned=self._pinned(bounds, starting=False)
             )
-            ends = planning.resolve(opts.ending, bounds, default=LATEST, by_time=None)
-            explicit = (
-                [q for q, o in planning.flatten(opts.starting).items() if o >= 0]
-                if isinstance(opts.starting, dict) and opts.starting_timestamp is None
-                else []
-            )
+            explicit = self._explicit_starts(pinned)
             ranges = planning.batch_ranges(starts, ends, bounds, opts.fail_on_data_loss, explicit)
             source = self.catalog.source
         finally:
@@ -198,27 +226,28 @@ class ShmqBatchReader(_CatalogUser, DataSourceReader):
 class ShmqStreamReader(_CatalogUser, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader. ``maxOffsetsPerTrigger`` becomes Spark's ``ReadMaxRows``, shared
     over queues in proportion to their lag; ``Trigger.AvailableNow`` stops at the maxima seen
-    when the query started. Queues that appear later are read from offset 0 (a queue whose
-    first offsets were already cleaned then counts as data loss, as in Kafka's source)."""
+    when the query started. ``minOffsetsPerTrigger`` holds micro-batches back in the source
+    itself (see ``_holds``): Spark has no ReadLimit combining a minimum with a maximum.
+    Queues that appear later are read from offset 0 (a queue whose first offsets were
+    already cleaned then counts as data loss, as in Kafka's source)."""
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
         self._catalog = None
         self._target: dict[Queue, int] | None = None
         self._latest: dict[str, dict[str, int]] | None = None
+        self._last_batch: float | None = None  # time.monotonic() of the last micro-batch
 
     def initialOffset(self) -> dict:
         bounds = self._bounds()
         self._check_topics(bounds)
-        start = planning.resolve(
-            self.opts.starting, bounds, default=EARLIEST, by_time=self._by_time(bounds)
-        )
-        if isinstance(self.opts.starting, dict) and self.opts.starting_timestamp is None:
-            for queue, offset in planning.flatten(self.opts.starting).items():
-                if queue in bounds and offset >= 0:
-                    planning.check_start(
-                        queue, offset, bounds[queue][0], self.opts.fail_on_data_loss
-                    )
+        pinned = self._pinned(bounds, starting=True)
+        start = planning.resolve(self.opts.starting, bounds, default=EARLIEST, pinned=pinned)
+        for queue in self._explicit_starts(pinned):
+            if queue in bounds:
+                planning.check_start(
+                    queue, start[queue], bounds[queue][0], self.opts.fail_on_data_loss
+                )
         return offsets_to_json(planning.nest(start))
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -248,9 +277,29 @@ class ShmqStreamReader(_CatalogUser, DataSourceStreamReader, SupportsTriggerAvai
         if self._target is not None:
             latest = {q: min(o, self._target.get(q, begin.get(q, 0))) for q, o in latest.items()}
             latest = {q: max(o, begin.get(q, 0)) for q, o in latest.items()}
+        elif self._holds(begin, latest):
+            return start  # end == start: Spark runs no micro-batch and asks again
         if isinstance(limit, ReadMaxRows):
             latest = planning.cap(begin, latest, limit.max_rows)
         return offsets_to_json(planning.nest(latest))
+
+    def _holds(self, begin: dict[Queue, int], latest: dict[Queue, int]) -> bool:
+        """``minOffsetsPerTrigger``: hold the next micro-batch until that many rows are
+        there or ``maxTriggerDelay`` has passed since the last one (or since the query
+        (re)started). Never under ``Trigger.AvailableNow``, which ends at the first trigger
+        with nothing new: holding would end it before its target."""
+        new_rows = sum(planning.lags(begin, latest).values())
+        now = time.monotonic()
+        if self._last_batch is None:
+            self._last_batch = now
+        waited_ms = (now - self._last_batch) * 1000
+        opts = self.opts
+        if planning.holds(new_rows, opts.min_offsets_per_trigger, waited_ms,
+                          opts.max_trigger_delay_ms):  # fmt: skip
+            return True
+        if new_rows:
+            self._last_batch = now
+        return False
 
     def reportLatestOffset(self) -> dict | None:
         return self._latest

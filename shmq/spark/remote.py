@@ -97,7 +97,7 @@ def read_range(spec: ScanSpec, topic: str, queue_id: int, start: int, end: int
     that they moved) are data loss, as in the local path."""
     source = spec.source
     assert isinstance(source, BrokerSource)
-    schema = arrow_schema(spec.include_properties)
+    schema = arrow_schema(spec.include_properties, spec.include_headers)
     tags = spec.tags
     expression = " || ".join(sorted(tags)) if tags is not None else "*"
     wanted = pa.array(sorted(tags), pa.string()) if tags is not None else None

@@ -32,7 +32,7 @@ def read_range(
     spec: ScanSpec, topic: str, queue_id: int, start: int, end: int
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the messages at offsets ``[start, end)`` of one queue."""
-    schema = arrow_schema(spec.include_properties)
+    schema = arrow_schema(spec.include_properties, spec.include_headers)
     sql = None if spec.sql is None else compile_sql(spec.sql)
     codes = None
     wanted = None

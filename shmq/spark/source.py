@@ -47,12 +47,15 @@ _BASE: list[tuple[str, DataType]] = [
 ]
 
 
-def read_schema(include_properties: bool = False) -> StructType:
+def read_schema(include_properties: bool = False, include_headers: bool = False) -> StructType:
     """The rows a read yields (built in code: ``StructType.fromDDL`` needs a JVM, which
-    Spark's Python workers do not have)."""
+    Spark's Python workers do not have). ``headers`` has the type of Kafka's column."""
     fields = list(_BASE)
     if include_properties:
         fields.append(("properties", MapType(StringType(), StringType())))
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(("headers", ArrayType(header)))
     return StructType([StructField(name, t) for name, t in fields])
 
 
@@ -99,11 +102,11 @@ class ShmqDataSource(DataSource):
     def name(cls) -> str:
         return "shmq"
 
-    def _include_properties(self) -> bool:
-        return parse_bool(self.options.get("includeProperties"), "includeProperties", False)
-
     def schema(self) -> StructType:
-        return read_schema(self._include_properties())
+        return read_schema(
+            parse_bool(self.options.get("includeProperties"), "includeProperties", False),
+            parse_bool(self.options.get("includeHeaders"), "includeHeaders", False),
+        )
 
     def _check_schema(self, schema: StructType) -> None:
         expected = self.schema()

@@ -59,6 +59,7 @@ class ScanSpec:
     include_properties: bool
     fail_on_data_loss: bool
     sql: str | None = None  # a SQL92 filter over each message's properties and TAGS
+    include_headers: bool = False  # Kafka's headers column (user properties)
 
 
 def report_lost(topic: str, queue_id: int, start: int, end: int, what: str, fail: bool) -> None:
