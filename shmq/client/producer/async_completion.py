@@ -105,14 +105,15 @@ class SendFuture(Future):
                 return
         super().add_done_callback(fn)  # settled (called now), or waited on already
 
-    def settle(self, result: Any = None, exc: BaseException | None = None) -> None:
-        """Complete the future once (a second settling is ignored: ``close`` may race the
-        completion thread)."""
+    def settle(self, result: Any = None, exc: BaseException | None = None) -> bool:
+        """Complete the future once: False when it was settled already (``close`` may race
+        the completion thread)."""
         guard = SendFuture._guard
         guard.acquire()
         if self._cond is None:
             callbacks = None
-            if self._state == RUNNING:
+            settled = self._state == RUNNING
+            if settled:
                 self._result = result
                 self._exception = exc
                 self._state = FINISHED
@@ -120,7 +121,7 @@ class SendFuture(Future):
             guard.release()
             if callbacks:
                 self._invoke_callbacks()
-            return
+            return settled
         guard.release()
         try:
             if exc is None:
@@ -128,7 +129,8 @@ class SendFuture(Future):
             else:
                 self.set_exception(exc)
         except InvalidStateError:
-            pass
+            return False
+        return True
 
 
 class AsyncCompletion:

@@ -500,7 +500,8 @@ class Producer(RequestReply):
         Invalid messages and arguments raise here; routing and sending failures are
         reported through the future and the callbacks."""
         one = self._record(msg, selector, sharding_key)
-        future = SendFuture()
+        # traced, the future queues the Pub of the message when it settles with a result
+        future = SendFuture() if self._trace is None else self._trace.future(msg)
         if self._metrics is not None:
             future.add_done_callback(self._metrics.send_callback(
                 msg.topic, self._metrics_client, time.perf_counter()))  # fmt: skip

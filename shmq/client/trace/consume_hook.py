@@ -12,10 +12,10 @@ the call's time divided among its messages; its contextCode says how the call en
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from shmq.client.producer.records import UniqKeys
 from shmq.client.trace.dispatcher import AsyncTraceDispatcher
 from shmq.client.trace.encoder import (
     DEFAULT_REGION,
@@ -42,6 +42,8 @@ class ConsumeMessageTraceHook:
         self.group = group
         self.dispatcher = dispatcher
         self.consume_timeout = consume_timeout
+        # requestId: a unique id as RocketMQ's createUniqID makes (uuid4 costs ~9x as much)
+        self._request_ids = UniqKeys()
 
     def shutdown(self) -> None:
         self.dispatcher.shutdown()
@@ -89,8 +91,9 @@ class ConsumeMessageTraceHook:
             ))  # fmt: skip
         if not beans:
             return None
-        ctx = TraceContext(TraceType.SubBefore, self.group, beans, region_id=region,
-                           request_id=uuid.uuid4().hex.upper())  # fmt: skip
+        now = time.time_ns() // 1_000_000
+        ctx = TraceContext(TraceType.SubBefore, self.group, beans, now, region,
+                           request_id=self._request_ids.key(now).decode())  # fmt: skip
         self.dispatcher.append(ctx)
         return ctx
 

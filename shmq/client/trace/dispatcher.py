@@ -3,11 +3,13 @@ messages and sent to the trace topic by a thread of their own, so a traced send 
 only queues its context.
 
 The hooks queue anything with a ``transfer()`` giving its records and keys (a
-``TraceContext``, or a producer's lighter Pub); the thread encodes them. A trace message
+``TraceContext``), and a producer's hook every traced send that settled (``facts``), which
+its ``encode_facts`` formats a run at a time; the thread encodes them. A trace message
 holds up to ``batch_size`` contexts (20), never more than ``max_msg_size`` (128000)
 characters of records (RocketMQ counts characters too) nor ``MAX_MSG_KEY_SIZE`` of keys, and
 leaves ``wait_time_threshold_ms`` (500) after its first record at the latest; the thread
-looks every ``polling_ms`` (100), and at once when a trace message's worth is queued. Its
+looks every ``polling_ms`` (100), and at once when ``WAKE_AT`` contexts wait (a Python
+thread woken per trace message would take the GIL from the traced client that often). Its
 keys are its records' message ids and user keys (``encoder.trans_keys``), so the broker's
 index finds a message's trace by its id. When ``queue_size`` (2048, RocketMQ's appender
 queue) trace messages' worth of contexts wait, new ones are dropped and counted
@@ -24,6 +26,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from shmq.message import Message
@@ -35,6 +38,9 @@ QUEUE_SIZE = 2048  # trace messages' worth of contexts that may wait
 BATCH_SIZE = 20
 MAX_MSG_SIZE = 128_000
 POLLING_MS = 100
+FACT_WIDTH = 2  # items per fact on ``facts``: a settled PubFuture and when it settled
+FACT_CHUNK = 256  # facts encoded at a time
+WAKE_AT = QUEUE_SIZE * BATCH_SIZE // 4  # items queued that wake the thread before its poll
 WAIT_TIME_THRESHOLD_MS = 500
 MAX_MSG_KEY_SIZE = 32767 - 10000  # the KEYS property's bound (Short.MAX_VALUE - 10000)
 SEND_TIMEOUT_S = 5.0  # the trace producer's sendMsgTimeout
@@ -50,10 +56,15 @@ def trace_group_name(group: str, kind: str) -> str:
 
 
 class TraceItem(Protocol):
-    """What the hooks queue: it becomes records and their keys in the dispatcher's thread
-    (RocketMQ's ``TraceTransferBean``)."""
+    """A context the hooks queue: it becomes records and their keys in the dispatcher's
+    thread (RocketMQ's ``TraceTransferBean``)."""
 
     def transfer(self) -> tuple[str, set[str]]: ...
+
+
+# Pops ``n`` facts (FACT_WIDTH items each) off a deque: their records and, per record, the
+# keys of the trace message that carries it.
+FactEncoder = Callable[[collections.deque, int], tuple[list[str], list[tuple[str, ...]]]]
 
 
 class _Segment:
@@ -73,7 +84,13 @@ class _Segment:
 class AsyncTraceDispatcher:
     """Sends trace contexts to ``trace_topic`` through ``producer`` (anything with
     ``send_async(Message)`` returning a future, and ``close()``; it is closed with the
-    dispatcher)."""
+    dispatcher).
+
+    ``append`` queues ``TraceItem`` contexts; a producer's hook puts each settled traced
+    send on ``facts``, ``FACT_WIDTH`` items in a row (no tuple of them: an object that
+    outlives a young-generation collection makes every later collection dearer), which
+    ``encode_facts`` (the hook's) turns into records, ``FACT_CHUNK`` at a time. The hooks
+    call ``admit`` before queueing once ``wake_at`` contexts or facts wait."""
 
     def __init__(
         self,
@@ -91,11 +108,14 @@ class AsyncTraceDispatcher:
         self.batch_size = batch_size
         self.max_msg_size = max_msg_size
         self.max_waiting = queue_size * batch_size
+        self.wake_at = max(1, min(WAKE_AT, self.max_waiting // 4))
         self.polling_s = polling_ms / 1000
         self.wait_s = wait_time_threshold_ms / 1000
         self.discarded = 0
         self.sent = 0  # trace messages handed to the producer
-        self._queue: collections.deque[TraceItem] = collections.deque()
+        self.queue: collections.deque[TraceItem] = collections.deque()
+        self.facts: collections.deque[Any] = collections.deque()
+        self.encode_facts: FactEncoder | None = None
         self._segment = _Segment()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -103,20 +123,28 @@ class AsyncTraceDispatcher:
                                         daemon=True)  # fmt: skip
         self._worker.start()
 
-    def append(self, ctx: TraceItem) -> bool:
-        """Queue ``ctx`` to be sent; False (and counted) when too many wait already."""
-        n = len(self._queue)
-        if n >= self.max_waiting:
+    def admit(self, waiting: int) -> bool:
+        """Whether one more item may be queued when ``waiting`` wait already (called from
+        ``wake_at`` on): False (and counted) when the queue is full; the thread is woken."""
+        if waiting >= self.max_waiting:
             self.discarded += 1
             return False
-        self._queue.append(ctx)
-        if n == self.batch_size:
+        if not self._wake.is_set():
             self._wake.set()
+        return True
+
+    def append(self, ctx: TraceItem) -> bool:
+        """Queue ``ctx`` to be sent; False (and counted) when too many wait already."""
+        n = len(self.queue)
+        if n >= self.wake_at and not self.admit(n):
+            return False
+        self.queue.append(ctx)
         return True
 
     def stats(self) -> dict[str, int]:
         """Trace messages sent, contexts dropped and waiting."""
-        return {"sent": self.sent, "discarded": self.discarded, "waiting": len(self._queue)}
+        waiting = len(self.queue) + len(self.facts) // FACT_WIDTH
+        return {"sent": self.sent, "discarded": self.discarded, "waiting": waiting}
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -131,28 +159,47 @@ class AsyncTraceDispatcher:
                 log.exception("trace dispatcher for %s failed a round", self.trace_topic)
 
     def _drain(self) -> None:
-        queue = self._queue
-        while queue:
-            self._add(queue.popleft())
+        """Pack the facts queued (``FACT_CHUNK`` at a time), then the contexts."""
+        facts = self.facts
+        n = len(facts) // FACT_WIDTH
+        while n:
+            chunk = min(n, FACT_CHUNK)
+            self._pack(*self.encode_facts(facts, chunk))  # type: ignore[misc]
+            n -= chunk
+        queue = self.queue
+        for _ in range(len(queue)):
+            data, keys = queue.popleft().transfer()
+            self._pack([data], [tuple(keys)])
 
-    def _add(self, ctx: TraceItem) -> None:
-        data, keys = ctx.transfer()
-        size = len(data)  # characters, as RocketMQ counts them
-        key_size = sum(map(len, keys)) + len(keys)
-        seg = self._segment
-        if seg.contexts and (seg.size + size > self.max_msg_size
-                             or seg.key_size + key_size > MAX_MSG_KEY_SIZE):  # fmt: skip
-            self._send()
+    def _pack(self, records: list[str], keys: list[tuple[str, ...]]) -> None:
+        """Add the contexts whose records are ``records`` (and trace message keys ``keys``)
+        to trace messages: as many at once as fit the one being packed."""
+        i, n = 0, len(records)
+        while i < n:
             seg = self._segment
-        if not seg.contexts:
-            seg.first = time.monotonic()
-        seg.data.append(data)
-        seg.keys |= keys
-        seg.contexts += 1
-        seg.size += size
-        seg.key_size += key_size
-        if seg.contexts >= self.batch_size or seg.size >= self.max_msg_size:
-            self._send()
+            j = min(n, i + self.batch_size - seg.contexts)
+            while True:
+                size = sum(map(len, records[i:j]))  # characters, as RocketMQ counts them
+                chunk_keys = set(itertools.chain.from_iterable(keys[i:j]))
+                key_size = sum(map(len, chunk_keys)) + len(chunk_keys)
+                fits = seg.size + size <= self.max_msg_size and \
+                    seg.key_size + key_size <= MAX_MSG_KEY_SIZE  # fmt: skip
+                if fits or j - i == 1:
+                    break
+                j = i + 1  # a chunk too large: one context at a time
+            if not fits and seg.contexts:
+                self._send()
+                continue
+            if not seg.contexts:
+                seg.first = time.monotonic()
+            seg.data += records[i:j]
+            seg.keys |= chunk_keys
+            seg.contexts += j - i
+            seg.size += size
+            seg.key_size += key_size
+            if seg.contexts >= self.batch_size or seg.size >= self.max_msg_size:
+                self._send()
+            i = j
 
     def _send(self) -> None:
         seg, self._segment = self._segment, _Segment()

@@ -121,6 +121,12 @@ def _record(fields: tuple) -> str:
     return CONTENT_SPLITOR.join(map(_text, fields)) + FIELD_SPLITOR
 
 
+# a Pub record (spec §6): timeStamp, regionId, groupName, topic, msgId, tags, keys, storeHost,
+# bodyLength, costTime, msgType ordinal, offsetMsgId, success ("true" / "false")
+PUB_FORMAT = CONTENT_SPLITOR.join(["Pub", "%d", *["%s"] * 7, "%d", "%d", "%d", "%s", "%s"]) + \
+    FIELD_SPLITOR  # fmt: skip
+
+
 def pub_record(
     time_stamp: int,
     region_id: str,
@@ -136,13 +142,12 @@ def pub_record(
     offset_msg_id: str,
     success: bool,
 ) -> str:
-    """One Pub record (a producer traces every message it sends, so this is one format
-    string; the fields other than tags and keys are names, numbers and ids that hold no
-    separator)."""
-    a = CONTENT_SPLITOR
-    return (f"Pub{a}{time_stamp}{a}{region_id}{a}{group}{a}{topic}{a}{msg_id}{a}{_text(tags)}"
-            f"{a}{_text(keys)}{a}{store_host}{a}{body_length}{a}{cost_time}{a}{int(msg_type)}"
-            f"{a}{offset_msg_id}{a}{'true' if success else 'false'}{FIELD_SPLITOR}")  # fmt: skip
+    """One Pub record of a context: ``PUB_FORMAT`` with user text (tags, keys) made safe; the
+    other fields are names, numbers and ids that hold no separator. (A producer's own Pubs
+    are formatted a whole batch at a time: ``send_hook.pub_records``.)"""
+    return PUB_FORMAT % (time_stamp, region_id, group, topic, msg_id, _text(tags), _text(keys),
+                         store_host, body_length, cost_time, msg_type, offset_msg_id,
+                         "true" if success else "false")  # fmt: skip
 
 
 def encode(ctx: TraceContext) -> str:
