@@ -468,7 +468,7 @@ def _consume_pop(
 def _json_line(msg) -> str:
     """A message as one JSON line: its body decompressed (``bodyError`` when it does not
     decompress, the body then as stored)."""
-    from shmq.client.admin.messages import plain_body
+    from shmq.client.admin.message.queries import plain_body
     from shmq.message import message_to_json
 
     return json.dumps(plain_body(message_to_json(msg)))

@@ -436,7 +436,7 @@ _SYSFLAG_STOREHOST_V6 = 0x20
 def message_to_json(msg: MessageExt) -> dict:
     """A message as a JSON-ready dict (the body base64-encoded), for the control plane: the
     body as stored, with ``sysFlag`` saying whether it is compressed (the broker never
-    decompresses; the admin client does, ``shmq.client.admin.messages``)."""
+    decompresses; the admin client does, ``shmq.client.admin.message.queries``)."""
     return {
         "topic": msg.topic,
         "queueId": msg.queue_id,

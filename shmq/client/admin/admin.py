@@ -23,21 +23,21 @@ from typing import Any
 
 from shmq.client.admin.acl import AclConfigs
 from shmq.client.admin.brokers import Brokers
-from shmq.client.admin.browse import QueueBrowser
 from shmq.client.admin.connections import GroupConnections
 from shmq.client.admin.controller import ControllerAdmin
-from shmq.client.admin.dlq import DeadLetterQueues
-from shmq.client.admin.messages import DEFAULT_QUERY_NUM, MessageQueries
+from shmq.client.admin.message.browse import QueueBrowser
+from shmq.client.admin.message.dlq import DeadLetterQueues
+from shmq.client.admin.message.queries import DEFAULT_QUERY_NUM, MessageQueries
+from shmq.client.admin.message.send_rt import SendLatency
+from shmq.client.admin.message.transactions import Transactions
 from shmq.client.admin.namesrv import NamesrvAdmin
 from shmq.client.admin.offsets import GroupOffsets
 from shmq.client.admin.pop import PopGroups
 from shmq.client.admin.queues import QueueQueries
 from shmq.client.admin.remote import Remote
-from shmq.client.admin.send_rt import SendLatency
 from shmq.client.admin.stats import BrokerStats
 from shmq.client.admin.sub_groups import SubscriptionGroups
 from shmq.client.admin.topics import Topics
-from shmq.client.admin.transactions import Transactions
 from shmq.client.admin.types import ConsumerProgress, QueueStatus
 from shmq.client.trace.encoder import TRACE_TOPIC
 from shmq.client.types import MessageQueue

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from shmq.client.admin.messages import DEFAULT_QUERY_NUM, MessageQueries
+from shmq.client.admin.message.queries import DEFAULT_QUERY_NUM, MessageQueries
 from shmq.client.admin.remote import Remote
 from shmq.errors import ClientError, NoRouteError
 from shmq.message import Message

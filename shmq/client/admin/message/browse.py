@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from shmq.client.admin.messages import plain_body
+from shmq.client.admin.message.queries import plain_body
 from shmq.client.admin.remote import Broker, Remote
 from shmq.client.admin.topics import subscribe_queues
 from shmq.client.types import MessageQueue

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shmq.client.admin.messages import MessageQueries
+from shmq.client.admin.message.queries import MessageQueries
 from shmq.client.admin.remote import Broker, Remote
 from shmq.errors import ClientError, InvalidMessageIdError
 from shmq.message import parse_offset_msg_id
