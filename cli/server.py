@@ -101,7 +101,7 @@ def broker(config_path: str, namesrv: str | None, metrics: bool) -> None:
     b.start()
     click.echo(f"broker {cfg.broker_name} listening on {b.address}", nl=True)
     if b.metrics is not None:
-        click.echo(_metrics_line(b.metrics.address))
+        click.echo(b.metrics.describe())
     sys.stdout.flush()
     _run_until_signal(b)
 
@@ -197,17 +197,13 @@ def _serve(mq, store_dir: str, runtime: str, mapped_file_size: int) -> None:
     _say(f"shmq started: namesrv {mq.namesrv}, broker {mq.broker_address}, store {store_dir}")
     _say(_store_line(store_dir, mapped_file_size))
     if mq.broker.metrics is not None:
-        _say(_metrics_line(mq.broker.metrics.address))
+        _say(mq.broker.metrics.describe())
     sys.stdout.flush()
     try:
         _run_until_signal(mq)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(runtime)
-
-
-def _metrics_line(address: str) -> str:
-    return f"metrics for Prometheus: http://{address}/metrics"
 
 
 def _say(text: str) -> None:

@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,9 +37,9 @@ BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 RECORD_OVERHEAD_MAX = 256 + 32 * 1024
 MIN_RING_SIZE = 64 * 1024
 MIN_RING_SLOTS = 16
-# RocketMQ 5's MetricsExporterType, by number; shmq serves the first and PROM
+# RocketMQ 5's MetricsExporterType, by number; shmq has all but LOG
 METRICS_EXPORTERS = ("DISABLE", "OTLP_GRPC", "PROM", "LOG")
-SERVED_EXPORTERS = ("DISABLE", "PROM")
+SERVED_EXPORTERS = ("DISABLE", "OTLP_GRPC", "PROM")
 
 # Fields whose RocketMQ key is not the plain camelCase of the field name.
 _CAMEL_ALIASES = {
@@ -199,8 +200,9 @@ class BrokerConfig:
     metrics_exporter_type: str = setting(
         "DISABLE",
         "RocketMQ 5's: `PROM` (or `2`) serves the broker's metrics for Prometheus from a "
-        "process of the broker's group (see Metrics); `DISABLE` (`0`) serves none. shmq has "
-        "no `OTLP_GRPC` (1) or `LOG` (3) exporter.",
+        "process of the broker's group (see Metrics); `OTLP_GRPC` (`1`) pushes them to "
+        "`metricsGrpcExporterTarget` instead (the `otlp` extra); `DISABLE` (`0`) serves none. "
+        "shmq has no `LOG` (3) exporter.",
     )
     metrics_prom_exporter_host: str = setting(
         "", "RocketMQ 5's: the address the metrics endpoint listens on.", shown="`brokerIP1`"
@@ -212,6 +214,24 @@ class BrokerConfig:
         "", "RocketMQ 5's: constant labels added to every metric, `k1:v1,k2:v2`.",
         shown="(none)",
     )  # fmt: skip
+    metrics_grpc_exporter_target: str = setting(
+        "",
+        "RocketMQ 5's: the OTLP collector `OTLP_GRPC` pushes to, `http://host:port` "
+        "(plaintext) or `https://host:port` (TLS); `https://` is prepended when it does not "
+        "start with `http`, and the scheme's port (80, 443) is taken when it names none. "
+        "Required for `OTLP_GRPC`.",
+        shown="(none)",
+    )
+    metrics_grpc_exporter_header: str = setting(
+        "", "RocketMQ 5's: gRPC headers sent with every OTLP push, `k1:v1,k2:v2`.",
+        shown="(none)",
+    )  # fmt: skip
+    metric_grpc_exporter_time_out_in_mills: int = setting(
+        3_000, "RocketMQ 5's: how long one OTLP push may take."
+    )
+    metric_grpc_exporter_interval_in_mills: int = setting(
+        60_000, "RocketMQ 5's: how often `OTLP_GRPC` pushes the metrics."
+    )
     # TLS: RocketMQ's JVM properties ``tls.*`` (TlsSystemConfig) as broker.conf keys
     tls_server_mode: str = setting(
         "permissive",
@@ -415,8 +435,13 @@ class BrokerConfig:
         _range(self, "grpc_server_port", 0, 65535)
         _range(self, "metrics_prom_exporter_port", 0, 65535)
         _require(self.metrics_exporter in SERVED_EXPORTERS, "metrics_exporter_type",
-                 self.metrics_exporter_type, "DISABLE (0) or PROM (2)")  # fmt: skip
+                 self.metrics_exporter_type, "DISABLE (0), OTLP_GRPC (1) or PROM (2)")  # fmt: skip
         self.metrics_labels  # noqa: B018 - validates metricsLabel
+        self.metrics_grpc_headers  # noqa: B018 - validates metricsGrpcExporterHeader
+        _range(self, "metric_grpc_exporter_time_out_in_mills", 1)
+        _range(self, "metric_grpc_exporter_interval_in_mills", 1)
+        if self.metrics_exporter == "OTLP_GRPC":
+            self.metrics_grpc_endpoint  # noqa: B018 - validates metricsGrpcExporterTarget
         _range(self, "pop_from_retry_probability", 0, 100)
         _range(self, "server_max_connections", 1, 65536)
         _range(self, "server_worker_threads", 1, 1024)
@@ -508,20 +533,44 @@ class BrokerConfig:
 
     @property
     def metrics_enabled(self) -> bool:
-        """Whether the broker serves its metrics (``metricsExporterType`` PROM)."""
-        return self.metrics_exporter == "PROM"
+        """Whether the broker has a metrics process (``metricsExporterType`` PROM or
+        OTLP_GRPC)."""
+        return self.metrics_exporter in ("PROM", "OTLP_GRPC")
 
     @property
     def metrics_labels(self) -> dict[str, str]:
-        """``metricsLabel``'s ``k1:v1,k2:v2`` pairs."""
-        labels = {}
-        for pair in filter(None, (p.strip() for p in self.metrics_label.split(","))):
-            key, sep, value = pair.partition(":")
-            ok = bool(sep and re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", key.strip()))
-            rule = "`key:value` pairs separated by commas, keys of letters, digits and _"
-            _require(ok, "metrics_label", self.metrics_label, rule)
-            labels[key.strip()] = value.strip()
-        return labels
+        """``metricsLabel``'s ``k1:v1,k2:v2`` pairs (Prometheus label names as keys)."""
+        return dict(_pairs(self, "metrics_label", r"[a-zA-Z_][a-zA-Z0-9_]*",
+                           "keys of letters, digits and _"))  # fmt: skip
+
+    @property
+    def metrics_grpc_headers(self) -> list[tuple[str, str]]:
+        """``metricsGrpcExporterHeader``'s ``k1:v1,k2:v2`` pairs as gRPC metadata: keys
+        lowercased, as HTTP/2 sends them and grpcio requires."""
+        pairs = _pairs(self, "metrics_grpc_exporter_header", r"[0-9a-zA-Z_.-]+",
+                       "keys of letters, digits, _, . and -")  # fmt: skip
+        return [(key.lower(), value) for key, value in pairs]
+
+    @property
+    def metrics_grpc_endpoint(self) -> tuple[str, bool]:
+        """``metricsGrpcExporterTarget`` as gRPC's ``host:port`` and whether it is TLS.
+        RocketMQ prepends ``https://`` to a target that does not start with ``http``, so a
+        bare ``host:port`` is a TLS collector there and here."""
+        target = self.metrics_grpc_exporter_target.strip()
+        rule = "`http://host:port` or `https://host:port` when metricsExporterType is OTLP_GRPC"
+        _require(bool(target), "metrics_grpc_exporter_target", target, rule)
+        if not target.startswith("http"):
+            target = "https://" + target
+        url = urllib.parse.urlsplit(target)
+        try:
+            port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+        except ValueError:  # a port that is not a number, or out of range
+            port = None
+        ok = url.scheme in ("http", "https") and bool(url.hostname) and port is not None
+        ok = ok and url.path in ("", "/")  # gRPC has no path: `ftp://x` became `https://ftp://x`
+        _require(ok, "metrics_grpc_exporter_target", self.metrics_grpc_exporter_target, rule)
+        host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+        return f"{host}:{port}", url.scheme == "https"
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -591,6 +640,19 @@ class BrokerConfig:
 def _require(ok: bool, name: str, value: Any, allowed: str) -> None:
     if not ok:
         raise ConfigError(f"{camel_case(name)} = {value!r} is invalid: must be {allowed}")
+
+
+def _pairs(cfg: BrokerConfig, name: str, key_pattern: str, keys: str) -> list[tuple[str, str]]:
+    """The ``k1:v1,k2:v2`` pairs of the key ``name`` (RocketMQ's format for metricsLabel and
+    metricsGrpcExporterHeader), each key matching ``key_pattern`` (``keys`` says how)."""
+    text = getattr(cfg, name)
+    pairs = []
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = pair.partition(":")
+        ok = bool(sep and re.fullmatch(key_pattern, key.strip()))
+        _require(ok, name, text, f"`key:value` pairs separated by commas, {keys}")
+        pairs.append((key.strip(), value.strip()))
+    return pairs
 
 
 def _range(cfg: BrokerConfig, name: str, low: int, high: int | None = None) -> None:

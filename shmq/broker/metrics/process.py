@@ -1,5 +1,6 @@
 """The metrics endpoint as a process of the broker's group (RocketMQ 5's ``metricsExporterType
-= PROM``, on ``metricsPromExporterHost:metricsPromExporterPort``).
+= PROM``, on ``metricsPromExporterHost:metricsPromExporterPort``), or the process that pushes
+the same metrics to an OTLP collector (``OTLP_GRPC``: ``otlp``).
 
 Its HTTP server and the Python of a scrape must not run in the supervisor's GIL, so the
 endpoint is a process of its own (``group_process``: spawned while the agents start, awaited
@@ -15,6 +16,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
@@ -23,13 +25,16 @@ from shmq.broker.group_process import GroupProcess
 from shmq.broker.metrics import supervisor_numbers
 
 if TYPE_CHECKING:
+    from prometheus_client.registry import Collector
+
     from shmq.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
 
 class MetricsProcess(GroupProcess):
-    """The endpoint's process; ``address`` is where it listens."""
+    """The endpoint's process; ``address`` is where it listens (PROM) or pushes (OTLP_GRPC:
+    the collector's ``host:port``)."""
 
     def __init__(self, config: BrokerConfig, prefix: str, log_level: int) -> None:
         super().__init__("shmq-metrics", "the metrics endpoint", config.agent_restart_max)
@@ -50,13 +55,25 @@ class MetricsProcess(GroupProcess):
         )
 
     def serve(self) -> str:
-        """Wait until the endpoint listens; its ``host:port``. ``ShmqError`` with the reason
-        when it cannot (a port taken). A port the system chose is kept by restarts."""
-        port = self.handshake()
+        """Wait until the endpoint listens (or the pusher is set up); its ``address``.
+        ``ShmqError`` with the reason when it cannot (a port taken, the ``otlp`` extra
+        missing). A port the system chose is kept by restarts."""
+        detail = self.handshake()
+        if self.config.metrics_exporter == "OTLP_GRPC":
+            self.address = detail
+            return self.address
+        port = detail
         self.address = f"{self.host}:{port}"
         if not self.config.metrics_prom_exporter_port:
             self.config = self.config.replace(metrics_prom_exporter_port=int(port))
         return self.address
+
+    def describe(self) -> str:
+        """Where the metrics go, for ``shmq start`` and ``shmq broker`` to print."""
+        if self.config.metrics_exporter == "OTLP_GRPC":
+            every = self.config.metric_grpc_exporter_interval_in_mills
+            return f"metrics pushed over OTLP gRPC to {self.address} every {every} ms"
+        return f"metrics for Prometheus: http://{self.address}/metrics"
 
     def restart(self) -> None:
         self.spawn()
@@ -72,11 +89,9 @@ class MetricsProcess(GroupProcess):
 
 
 def run_metrics(config: BrokerConfig, prefix: str, log_level: int, channel: Connection) -> None:
-    """Serve until SIGTERM: ``("ready", port)`` on ``channel`` once listening, or
-    ``("error", reason)`` and exit code 1."""
-    from prometheus_client import start_http_server
-    from prometheus_client.registry import CollectorRegistry
-
+    """Serve (or push) until SIGTERM: ``("ready", port)`` on ``channel`` once listening
+    (``("ready", "host:port")`` of the collector once pushing), or ``("error", reason)`` and
+    exit code 1."""
     from shmq.broker.agents.broker_names import BrokerNames
     from shmq.broker.agents.runner import die_with_parent
     from shmq.broker.metrics.collector import BrokerCollector
@@ -109,9 +124,41 @@ def run_metrics(config: BrokerConfig, prefix: str, log_level: int, channel: Conn
     )
     traffic = TopicTraffic(reader, segments["queues"].buf, segments["queues"].words)
     traffic.update()  # what the queues hold now is not traffic
-    registry = CollectorRegistry()
     supervisor_sem = open_semaphore(names.supervisor_sem)
     collector = BrokerCollector(config, segments, traffic, channel, lambda: post(supervisor_sem))
+    if config.metrics_exporter == "OTLP_GRPC":
+        _push(config, collector, channel, lambda: bool(stopping))
+    else:
+        _serve(config, collector, channel, lambda: bool(stopping))
+    reader.close()
+    supervisor_sem.close()
+
+
+def _push(
+    config: BrokerConfig, collector: Collector, channel: Connection, stopping: Callable[[], bool]
+) -> None:
+    """Push to the OTLP collector until ``stopping()``."""
+    try:
+        from shmq.broker.metrics.otlp import OtlpPusher
+    except ImportError as exc:
+        channel.send(("error", "metricsExporterType = OTLP_GRPC needs the otlp extra "
+                               f"(pip install 'shmq[otlp]'): {exc}"))  # fmt: skip
+        sys.exit(1)
+    pusher = OtlpPusher(config, collector)
+    channel.send(("ready", pusher.target))
+    log.info("metrics pushed over OTLP gRPC to %s every %.3g s", pusher.target, pusher.interval_s)
+    pusher.run(stopping)
+    pusher.close()
+
+
+def _serve(
+    config: BrokerConfig, collector: Collector, channel: Connection, stopping: Callable[[], bool]
+) -> None:
+    """Serve the Prometheus endpoint until ``stopping()``."""
+    from prometheus_client import start_http_server
+    from prometheus_client.registry import CollectorRegistry
+
+    registry = CollectorRegistry()
     registry.register(collector)
     host, port = (
         config.metrics_prom_exporter_host or config.broker_ip1,
@@ -130,10 +177,8 @@ def run_metrics(config: BrokerConfig, prefix: str, log_level: int, channel: Conn
         sys.exit(1)
     channel.send(("ready", server.server_port))
     log.info("metrics endpoint listening on http://%s:%d/metrics", host, server.server_port)
-    while not stopping:
+    while not stopping():
         time.sleep(0.2)
     server.shutdown()
     server.server_close()
     thread.join(5)
-    reader.close()
-    supervisor_sem.close()
