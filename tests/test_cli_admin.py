@@ -4,7 +4,6 @@ tables, timestamps, and failures as one ``error:`` line with exit status 1."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import subprocess
 import sys
@@ -12,10 +11,11 @@ import time
 
 import click
 import pytest
+from cli_admin_helpers import admin, admin_cluster, admin_json
 from click.testing import CliRunner
 from waiting import wait_for
 
-from e2e_helpers import cluster, env, shm_entries
+from e2e_helpers import env
 from shmq.client.consumer.lite_pull import PullConsumer
 from shmq.client.producer.producer import Producer
 from shmq.client.transport.queue_reader import QueueReader
@@ -26,24 +26,8 @@ from shmq_cli.main import cli
 
 @pytest.fixture(scope="module")
 def c(tmp_path_factory):
-    before = shm_entries()
-    with cluster(tmp_path_factory.mktemp("cli-admin"), defaultTopicQueueNums=2) as running:
-        pid = running.main.proc.pid
+    with admin_cluster(tmp_path_factory.mktemp("cli-admin")) as running:
         yield running
-    # only the broker's own segments (named after its pid): other runs may hold theirs
-    assert {e for e in shm_entries() - before if f"shmq-{pid}-" in e} == set()
-
-
-def admin(c, *args: str, ok: bool = True):
-    """``shmq admin ARGS -n NAMESRV``; with ``ok``, require exit status 0."""
-    result = CliRunner().invoke(cli, ["admin", *args, "-n", c.namesrv])
-    if ok:
-        assert result.exit_code == 0, (result.output, result.stderr, result.exception)
-    return result
-
-
-def admin_json(c, *args: str):
-    return json.loads(admin(c, *args, "--json").stdout)
 
 
 def test_topics_messages_progress_and_reset(c):

@@ -4,40 +4,22 @@ fields, their ``--json``, and their failures as one ``error:`` line with exit st
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from click.testing import CliRunner
+from cli_admin_helpers import admin, admin_cluster, admin_json
 from waiting import wait_for
 
 from e2e_helpers import cluster, shm_entries
 from shmq.client.producer.producer import Producer
 from shmq.client.transport.queue_reader import QueueReader
 from shmq.message import Message
-from shmq_cli.main import cli
 
 BROKER = "broker-a"
 
 
 @pytest.fixture(scope="module")
 def c(tmp_path_factory):
-    before = shm_entries()
-    with cluster(tmp_path_factory.mktemp("cli-admin-more"), defaultTopicQueueNums=2) as running:
-        pid = running.main.proc.pid
+    with admin_cluster(tmp_path_factory.mktemp("cli-admin-more")) as running:
         yield running
-    assert {e for e in shm_entries() - before if f"shmq-{pid}-" in e} == set()
-
-
-def admin(c, *args: str, ok: bool = True):
-    """``shmq admin ARGS -n NAMESRV``; with ``ok``, require exit status 0."""
-    result = CliRunner().invoke(cli, ["admin", *args, "-n", c.namesrv])
-    if ok:
-        assert result.exit_code == 0, (result.output, result.stderr, result.exception)
-    return result
-
-
-def admin_json(c, *args: str):
-    return json.loads(admin(c, *args, "--json").stdout)
 
 
 def failed(c, *args: str) -> str:
