@@ -44,11 +44,21 @@ processes write them::
                       allocated), FLUSH_FAILED (flush: an fsync failed; sticky until restart),
                       MIN_PHYSICAL_OFFSET (cleaner: the CommitLog's first byte after its last
                       deletion; readers unmap files below it)
-    10..  one line per agent kind: HEARTBEAT_MS  PID  RESTARTS  STOP  RING_SLOT  RING_GEN
+    10-15 one line per agent kind: HEARTBEAT_MS  PID  RESTARTS  STOP  RING_SLOT  RING_GEN
                       PARKED  PARKS (the agent writes the first two, PARKED and PARKS, the
                       supervisor the others; RING_SLOT / RING_GEN name the producer slot of
                       an agent that sends through the writer, the schedule agent's; PARKS
                       is counted by the HA agents, as WRITER_PARKS)
+    16    schedule    the timing wheel, as the agent works (RocketMQ 5's live timer state, which
+                      ``timercheck`` holds only as of a quiet, flushed moment):
+                      TIMER_DELIVERED_MS (every message on the wheel due before this wall-clock
+                      ms is delivered: the next due time after a pass that left nothing due,
+                      else the first slot not wholly delivered; 0 while timers are unused)
+                      TIMER_WAITING (messages on the wheel not yet delivered or dropped)
+    17    schedule    TIMER_SNAPSHOT: one word per bound of TIMER_BOUNDS_S, the messages of
+                      TIMER_WAITING due before that many seconds from the agent's last look
+                      and not before the previous bound (the first word also holds those
+                      overdue; those due beyond the last bound are in no word)
 
 A counter is published (stored) only after the data it covers is written; x86-64 keeps
 stores in program order and aligned 8-byte stores whole, so a reader that loads the counter
@@ -92,13 +102,19 @@ DISK_FULL, DISK_USED_PERMILLE, ALLOC_FAILED, FLUSH_FAILED, MIN_PHYSICAL_OFFSET =
 AGENT_KINDS = ("writer", "reput", "flush", "cleaner", "ha", "schedule")
 AGENT_LINE0 = 10
 HEARTBEAT_MS, PID, RESTARTS, STOP, RING_SLOT, RING_GEN, AGENT_PARKED, AGENT_PARKS = range(8)
-SIZE = (AGENT_LINE0 + len(AGENT_KINDS)) * CACHE_LINE
+TIMER_LINE = AGENT_LINE0 + len(AGENT_KINDS)
+TIMER_DELIVERED_MS, TIMER_WAITING = TIMER_LINE * W, TIMER_LINE * W + 1
+# RocketMQ 5's ``TimerMetrics.timerDist``: rocketmq_timer_message_snapshot's timer_bound_s
+TIMER_BOUNDS_S = (5, 60, 300, 900, 3600, 14400, 28800, 86400)
+TIMER_SNAPSHOT = (TIMER_LINE + 1) * W
+SIZE = (TIMER_LINE + 2) * CACHE_LINE
 
 # STATE values
 STATE_STARTING, STATE_RUNNING, STATE_STOPPING = 0, 1, 2
 
 assert TOPIC_REQUEST_NAME + TOPIC_NAME_MAX + 1 <= TOPIC_REQUEST_QUEUES * 8
 assert SIZE % CACHE_LINE == 0
+assert len(TIMER_BOUNDS_S) <= W
 
 
 def agent_word(kind: str, field: int) -> int:

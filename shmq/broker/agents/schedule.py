@@ -59,6 +59,8 @@ RESCAN_BYTES = 64 << 20  # a new scan_from while idle once the CommitLog grew th
 ANSWER_TIMEOUT_S = 30.0
 RETRY_AFTER_S = 1.0  # the writer refused for now (disk full): try the same messages again
 DRAIN_TIMEOUT_S = 30.0
+SNAPSHOT_INTERVAL_S = 0.5  # the timer snapshot's wheel pass, at most this often
+_BOUNDS_MS = np.array(cn.TIMER_BOUNDS_S, dtype=np.int64) * 1000
 
 
 def ring_info(names, words: np.ndarray, kind: str) -> dict:
@@ -128,6 +130,7 @@ class Schedule:
         self._persisted_from = 0
         self._pending: tuple[list, int] | None = None
         self._last_persist = 0.0
+        self._snapshot_at = 0.0
         self.delivered = 0
         self._recover()
         self.idle = ScheduleIdle(self)
@@ -215,6 +218,7 @@ class Schedule:
         now = _now_ms()
         work = self.timers.enqueue(now)
         next_due = now + int(MAX_PARK_S * 1000)
+        timers_next = -1
         for part in self.parts:
             runs, missing, part_next = part.due(now)
             if part_next >= 0:
@@ -225,7 +229,10 @@ class Schedule:
             if done:
                 part.settle(done)
                 work += len(done)
+            if part is self.timers:
+                timers_next = part_next
         self.next_due_ms = next_due
+        self._publish_timers(now, timers_next)
         if work:
             self._take_snapshot()
         self._persist_if_flushed()
@@ -259,6 +266,28 @@ class Schedule:
                       ring.REASONS.get(int(reason[k]), int(reason[k])))  # fmt: skip
         self.delivered += int(good.size)
         return done + [ids[k] for k in good[~later].tolist()]
+
+    def _publish_timers(self, now: int, next_due: int) -> None:
+        """Publish the wheel's live state for the metrics endpoint (the counters' timer
+        lines): ``timercheck`` holds the dequeue position only as of the last quiet, flushed
+        moment after a pass that worked, so read from it an idle broker would look behind.
+        ``next_due`` is the timers' next due time after this pass at ``now`` (``now``: due
+        entries were left for the next pass). The snapshot's pass over the wheel's slots
+        runs at most every ``SNAPSHOT_INTERVAL_S``, and at once when the wheel empties."""
+        timers = self.timers
+        if timers.wheel is None:
+            return
+        behind = next_due <= now or time.monotonic() < self._retry_at
+        cn.publish(self.words, cn.TIMER_DELIVERED_MS, timers.dequeue_ms if behind else next_due)
+        cn.publish(self.words, cn.TIMER_WAITING, timers.waiting)
+        if timers.waiting:
+            clock = time.monotonic()
+            if clock - self._snapshot_at < SNAPSHOT_INTERVAL_S:
+                return
+            self._snapshot_at = clock
+        counts = timers.distribution(now, _BOUNDS_MS).tolist()
+        for k, count in enumerate(counts):
+            cn.publish(self.words, cn.TIMER_SNAPSHOT + k, count)
 
     # -- persisting -------------------------------------------------------------------------
 

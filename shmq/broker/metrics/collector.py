@@ -10,7 +10,8 @@ seqlock), the queue table's maxima, the HA table, the consume queues' units
 (``topic_traffic``), ``/proc`` for the agents' CPU time, and the supervisor's own numbers
 (``supervisor_numbers``, asked for over the pipe; the last answer is used when the
 supervisor is slow to give one), and the schedule agent's progress files (``delayOffset.json``,
-``timercheck``: the progress as of the agent's last persist, a fraction of a second old).
+``timercheck``: the progress as of the agent's last persist, a fraction of a second old;
+the timing wheel's live state is in the counters, published by the agent as it works).
 """
 
 from __future__ import annotations
@@ -446,6 +447,29 @@ class BrokerCollector(Collector):
         out.add(out.gauge("rocketmq_timer_enqueue_latency",
                           "Milliseconds the oldest timer message not on the wheel waited."),
                 waited)  # fmt: skip
+        self._timer_wheel(out)
+
+    def _timer_wheel(self, out: Families) -> None:
+        """The wheel as the schedule agent publishes it while it works (the counters' timer
+        lines): RocketMQ 5's dequeue lag (every message on the wheel not yet delivered, as
+        its ``getAllNum(currReadTimeMs)``), dequeue latency (how long what is due has
+        waited: 0 with nothing due) and the snapshot by time ahead."""
+        waiting = cn.load(self.words, cn.TIMER_WAITING)
+        delivered_to = cn.load(self.words, cn.TIMER_DELIVERED_MS)
+        late = max(time.time() * 1000 - delivered_to, 0) if waiting else 0
+        lag = out.gauge("rocketmq_timer_dequeue_lag", "Timer messages on the wheel not delivered.")
+        out.add(lag, waiting)
+        latency = out.gauge(
+            "rocketmq_timer_dequeue_latency", "Milliseconds due timer messages wait for delivery."
+        )
+        out.add(latency, late)
+        snapshot = out.gauge(
+            "rocketmq_timer_message_snapshot",
+            "Timer messages on the wheel due within timer_bound_s (after the previous bound).",
+            ("timer_bound_s",),
+        )
+        for k, bound in enumerate(cn.TIMER_BOUNDS_S):
+            out.add(snapshot, cn.load(self.words, cn.TIMER_SNAPSHOT + k), str(bound))
 
     def _events(self, out: Families, events: EventCounts) -> None:
         out.made.append(rpc_latency.histogram(events.rpc, out.constant))

@@ -84,6 +84,7 @@ class Timers:
         # (slot ms, count, entries, mask of those dropped: delete markers and recalled)
         self._cache: tuple[int, int, np.ndarray, np.ndarray] | None = None
         self._keys: dict[int, str | None] = {}  # timer log position -> its delete key
+        self.waiting = 0  # entries on the wheel not yet delivered or dropped
         if os.path.exists(self.paths[0]):  # timers were used: recover them now
             self._open(now_ms)
 
@@ -121,6 +122,9 @@ class Timers:
         # a slot a whole lap old is gone from the wheel (RocketMQ starts no earlier either)
         floor = now_ms - wheel.lap_ms + self.precision
         self.dequeue_ms = self._slot_start(max(checkpoint.dequeue_ms, floor))
+        first = self.dequeue_ms // self.precision
+        live = (wheel.slots["time"] >= first) & (wheel.slots["time"] < first + wheel.slot_count)
+        self.waiting = int(wheel.slots["num"][live].sum())
         return True
 
     def _slot_start(self, ms: int) -> int:
@@ -165,7 +169,9 @@ class Timers:
         )  # fmt: skip
         self.enqueue_offset = offset + n
         commit(self.wheel, self.log, self.checkpoint, self.enqueue_offset)
-        return int(kept.sum())
+        added = int(kept.sum())
+        self.waiting += added
+        return added
 
     def _properties(
         self, phys: np.ndarray, sizes: np.ndarray, qoffs: np.ndarray
@@ -285,7 +291,9 @@ class Timers:
 
     def settle(self, ids: list) -> int:
         """Count ``ids`` delivered; move ``dequeue_ms`` over the slots wholly delivered."""
+        before = len(self.done)
         self.done.update(ids)
+        self.waiting -= len(self.done) - before
         self.advance(time.time_ns() // 1_000_000)
         return 0
 
@@ -301,6 +309,32 @@ class Timers:
             self.dequeue_ms += self.precision
             self.slot_scan_from = -1
             self._cache = None
+
+    def distribution(self, now: int, bounds_ms: np.ndarray) -> np.ndarray:
+        """The ``waiting`` entries by when they are due: element i counts those due before
+        ``now + bounds_ms[i]`` and not before the previous bound (element 0: from
+        ``dequeue_ms`` on, so the overdue too); those due later are in none. Read from the
+        wheel's slot counts (one vectorised pass over the slots up to the last bound, not
+        per entry), less what of the current slots was delivered."""
+        none = np.zeros(bounds_ms.shape[0], dtype=np.int64)
+        if self.wheel is None or not self.waiting:
+            return none
+        slots, count = self.wheel.slots, self.wheel.slot_count
+        first = self.dequeue_ms // self.precision
+        edges = np.clip((now + bounds_ms) // self.precision - first, 0, count)
+        n = int(edges[-1])
+        if not n:
+            return none
+        start = first % count
+        window = slots[start : start + n]
+        if window.shape[0] < n:  # the range wraps round the wheel's end
+            window = np.concatenate((window, slots[: n - window.shape[0]]))
+        live = window["time"] == np.arange(first, first + n)
+        totals = np.cumsum(np.where(live, window["num"], 0), dtype=np.int64)
+        at_edges = np.where(edges > 0, totals[np.maximum(edges - 1, 0)], 0)
+        counts = np.diff(at_edges, prepend=0)
+        counts[0] = max(int(counts[0]) - len(self.done), 0)
+        return counts
 
     def snapshot(self) -> tuple[int, int] | None:
         if self.wheel is None:
