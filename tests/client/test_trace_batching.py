@@ -85,7 +85,7 @@ def test_a_formatted_run_is_the_encoders_text():
     assert [c.beans[0].msg_type for c in contexts] == [0, 0, MessageType.Delay_Msg]
     assert (contexts[1].beans[0].tags, contexts[1].beans[0].keys) == ("Paid", "order-1 order-2")
     assert (contexts[0].beans[0].tags, contexts[0].beans[0].keys) == ("null", "null")
-    assert keys == [(results[0].msg_id,), (results[1].msg_id, "order-1", "order-2"), ("M3",)]
+    assert keys == [results[0].msg_id, f"{results[1].msg_id} order-1 order-2", "M3"]
 
 
 def test_runs_are_packed_into_trace_messages_of_twenty():
@@ -119,7 +119,7 @@ def test_only_a_send_settled_with_a_result_is_traced_once():
     waited.settle(answered(3))
     waiter.join(10)
     assert got == [answered(3)]
-    assert list(hook.facts)[::2] == [twice, waited]
+    assert list(hook.facts) == [twice, waited]
     assert type(hook.future(Message(TRACE_TOPIC, b"x"))) is SendFuture  # the trace isn't traced
 
 
@@ -148,6 +148,46 @@ def test_a_batchs_messages_share_its_time():
     records, _ = hook.pub_records(hook.facts, 4)
     costs = [decode(record)[0].cost_time for record in records]
     assert all(10 <= cost <= took_ms / 4 for cost in costs), (costs, took_ms)
+
+
+def test_a_traced_future_keeps_the_fields_of_its_pub_not_the_message():
+    hook, _ = traced()
+    msg = Message("TopicA", b"body", tags="Paid", keys=["order-1"], delay_level=2)
+    future = hook.future(msg)
+    assert all(value is not msg for value in vars(future).values())
+    msg.tags, msg.keys = "Changed", []  # what was sent is traced, not what became of it
+    future.settle(answered(1))
+    [record], [keys] = hook.pub_records(hook.facts, 1)
+    [ctx] = decode(record)
+    assert (ctx.beans[0].tags, ctx.beans[0].keys, ctx.beans[0].body_length) == (
+        "Paid", "order-1", 4)  # fmt: skip
+    assert ctx.beans[0].msg_type == MessageType.Delay_Msg
+    assert keys == f"{answered(1).msg_id} order-1"
+
+
+class FailingRecorder(Recorder):
+    """A trace producer whose every send fails once it is settled."""
+
+    def send_async(self, msg: Message) -> Future:
+        self.sent.append(msg)
+        future: Future = Future()
+        future.set_exception(SendError("the trace topic is gone"))
+        return future
+
+
+def test_a_failed_trace_send_is_logged_and_contexts_without_keys_are_packed(caplog):
+    recorder = FailingRecorder()
+    dispatcher = AsyncTraceDispatcher(TRACE_TOPIC, recorder, polling_ms=60_000)
+
+    class Keyless:
+        def transfer(self) -> tuple[str, set[str]]:
+            return "Pub\u0001record\u0002", set()
+
+    assert dispatcher.append(Keyless())
+    dispatcher.shutdown()
+    assert [(m.body, m.keys) for m in recorder.sent] == [(b"Pub\x01record\x02", [])]
+    assert "the trace topic is gone" in caplog.text
+    assert not dispatcher._in_flight
 
 
 NOT_YET = (ClientError, ResponseError, NoRouteError)

@@ -38,7 +38,6 @@ QUEUE_SIZE = 2048  # trace messages' worth of contexts that may wait
 BATCH_SIZE = 20
 MAX_MSG_SIZE = 128_000
 POLLING_MS = 100
-FACT_WIDTH = 2  # items per fact on ``facts``: a settled PubFuture and when it settled
 FACT_CHUNK = 256  # facts encoded at a time
 WAKE_AT = QUEUE_SIZE * BATCH_SIZE // 4  # items queued that wake the thread before its poll
 WAIT_TIME_THRESHOLD_MS = 500
@@ -62,9 +61,9 @@ class TraceItem(Protocol):
     def transfer(self) -> tuple[str, set[str]]: ...
 
 
-# Pops ``n`` facts (FACT_WIDTH items each) off a deque: their records and, per record, the
-# keys of the trace message that carries it.
-FactEncoder = Callable[[collections.deque, int], tuple[list[str], list[tuple[str, ...]]]]
+# Pops ``n`` facts off a deque: their records and, per record, the keys of the trace message
+# that carries it (space separated, as the KEYS property holds them).
+FactEncoder = Callable[[collections.deque, int], tuple[list[str], list[str]]]
 
 
 class _Segment:
@@ -87,10 +86,10 @@ class AsyncTraceDispatcher:
     dispatcher).
 
     ``append`` queues ``TraceItem`` contexts; a producer's hook puts each settled traced
-    send on ``facts``, ``FACT_WIDTH`` items in a row (no tuple of them: an object that
-    outlives a young-generation collection makes every later collection dearer), which
-    ``encode_facts`` (the hook's) turns into records, ``FACT_CHUNK`` at a time. The hooks
-    call ``admit`` before queueing once ``wake_at`` contexts or facts wait."""
+    send on ``facts`` (its future, nothing made for it: every object allocated brings the
+    next garbage collection nearer), which ``encode_facts`` (the hook's) turns into
+    records, ``FACT_CHUNK`` at a time. The hooks call ``admit`` before queueing once
+    ``wake_at`` contexts or facts wait."""
 
     def __init__(
         self,
@@ -117,6 +116,7 @@ class AsyncTraceDispatcher:
         self.facts: collections.deque[Any] = collections.deque()
         self.encode_facts: FactEncoder | None = None
         self._segment = _Segment()
+        self._in_flight: collections.deque[Any] = collections.deque()  # trace sends' futures
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._run, name="shmq-trace-dispatcher",
@@ -143,7 +143,7 @@ class AsyncTraceDispatcher:
 
     def stats(self) -> dict[str, int]:
         """Trace messages sent, contexts dropped and waiting."""
-        waiting = len(self.queue) + len(self.facts) // FACT_WIDTH
+        waiting = len(self.queue) + len(self.facts)
         return {"sent": self.sent, "discarded": self.discarded, "waiting": waiting}
 
     def _run(self) -> None:
@@ -155,13 +155,14 @@ class AsyncTraceDispatcher:
                 seg = self._segment
                 if seg.contexts and time.monotonic() - seg.first >= self.wait_s:
                     self._send()
+                self._check_sent()
             except Exception:
                 log.exception("trace dispatcher for %s failed a round", self.trace_topic)
 
     def _drain(self) -> None:
         """Pack the facts queued (``FACT_CHUNK`` at a time), then the contexts."""
         facts = self.facts
-        n = len(facts) // FACT_WIDTH
+        n = len(facts)
         while n:
             chunk = min(n, FACT_CHUNK)
             self._pack(*self.encode_facts(facts, chunk))  # type: ignore[misc]
@@ -169,9 +170,9 @@ class AsyncTraceDispatcher:
         queue = self.queue
         for _ in range(len(queue)):
             data, keys = queue.popleft().transfer()
-            self._pack([data], [tuple(keys)])
+            self._pack([data], [" ".join(keys)])
 
-    def _pack(self, records: list[str], keys: list[tuple[str, ...]]) -> None:
+    def _pack(self, records: list[str], keys: list[str]) -> None:
         """Add the contexts whose records are ``records`` (and trace message keys ``keys``)
         to trace messages: as many at once as fit the one being packed."""
         i, n = 0, len(records)
@@ -180,7 +181,8 @@ class AsyncTraceDispatcher:
             j = min(n, i + self.batch_size - seg.contexts)
             while True:
                 size = sum(map(len, records[i:j]))  # characters, as RocketMQ counts them
-                chunk_keys = set(itertools.chain.from_iterable(keys[i:j]))
+                chunk_keys = set(" ".join(keys[i:j]).split(" "))
+                chunk_keys.discard("")  # a context without keys
                 key_size = sum(map(len, chunk_keys)) + len(chunk_keys)
                 fits = seg.size + size <= self.max_msg_size and \
                     seg.key_size + key_size <= MAX_MSG_KEY_SIZE  # fmt: skip
@@ -211,12 +213,18 @@ class AsyncTraceDispatcher:
                       self.trace_topic, exc)  # fmt: skip
             return
         self.sent += 1
-        future.add_done_callback(self._sent)
+        self._in_flight.append(future)
 
-    def _sent(self, future: Any) -> None:
-        exc = future.exception()
-        if exc is not None:
-            log.error("trace data not sent to %s: %s", self.trace_topic, exc)
+    def _check_sent(self) -> None:
+        """Log the trace sends that failed, of those settled (in order: the producer settles
+        a ring's sends in order). Looked at once a round, not by a callback per send: a
+        callback costs a lock and a call in the producer's completion thread, which shares
+        the GIL with the traced client."""
+        in_flight = self._in_flight
+        while in_flight and in_flight[0].done():
+            exc = in_flight.popleft().exception()
+            if exc is not None:
+                log.error("trace data not sent to %s: %s", self.trace_topic, exc)
 
     def flush(self, timeout: float = SHUTDOWN_FLUSH_S) -> None:
         """Stop the thread, then send everything queued from the caller's thread."""
@@ -232,3 +240,4 @@ class AsyncTraceDispatcher:
         close the producer."""
         self.flush()
         self.producer.close()
+        self._check_sent()
