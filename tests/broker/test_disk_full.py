@@ -5,6 +5,7 @@ deleting it."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from pathlib import Path
 
@@ -30,10 +31,19 @@ def disk(tmp_path):
 
 
 def fill(disk, leave: int) -> None:
-    """Write a filler file until only ``leave`` bytes are free."""
+    """Write a filler file until only ``leave`` bytes are free, or none: the broker's mapped
+    files may take pages of the disk meanwhile, so a write that finds it full ends the fill."""
     free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
-    with open(disk / "filler", "ab") as f:
-        f.write(b"\0" * max(0, free - leave))
+    left = max(0, free - leave)
+    chunk = b"\0" * (1 << 16)
+    with open(disk / "filler", "ab", buffering=0) as f:
+        while left > 0:
+            try:
+                left -= f.write(chunk[: min(left, len(chunk))])
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                return
 
 
 def free_space(disk) -> None:
