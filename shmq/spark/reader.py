@@ -262,8 +262,12 @@ class ShmqStreamReader(_CatalogUser, DataSourceStreamReader, SupportsTriggerAvai
         latest = {q: high for q, (_, high) in self._bounds().items()}
         for queue, offset in begin.items():
             have = latest.get(queue)
-            if have is None:
-                latest[queue] = offset  # no longer listed (topic deleted): stay put
+            if have is None:  # no longer listed: its topic was deleted (or its queues cut)
+                message = f"{queue[0]} queue {queue[1]} is gone (the query read it to {offset})"
+                if self.opts.fail_on_data_loss:
+                    raise DataLossError(message + "; set failOnDataLoss=false to go on without it")
+                log.warning("%s; going on without it", message)
+                latest[queue] = offset  # kept in the offsets, so it is read if it comes back
             elif have < offset:
                 message = (
                     f"{queue[0]} queue {queue[1]}: its max offset {have} is below the "
