@@ -68,6 +68,7 @@ from shmq.store.warm_up import warm_up_reads
 
 MAX_PULL = 1024
 MAX_BULK_PULL = 65536
+SHORT_PULL = 64  # units of a pull whose sizes are summed in Python, not by numpy
 MIN_OFFSET_FRESH_S = 1.0  # a pull result's min offset is at most this old
 RETIRED_LINK_S = 60.0  # a link out of the route is closed once no pull can still use it
 
@@ -200,7 +201,8 @@ class _ConsumerLink:
         """Count ``count`` messages read and the bytes of the records ``fetch`` took (as a
         TCP pull's body holds them: a tag or SQL92 mismatch found after decoding is in it);
         the messages first (``ipc.consumer_gets``)."""
-        size = int(fetch.sizes.sum())
+        sizes = fetch.sizes  # a numpy sum costs ~1 µs: a paced consumer's pulls are short
+        size = sum(sizes.tolist()) if sizes.shape[0] <= SHORT_PULL else int(sizes.sum())
         with self._gets_lock:
             self.gets[cg.GOT_MESSAGES, slot] += count
             self.gets[cg.GOT_BYTES, slot] += size
