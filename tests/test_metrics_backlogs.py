@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 
 import pytest
 import wire_client as wc
+from metrics_scrape import Samples, sample, scrape_endpoint
 from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 from waiting import wait_for
 
 from e2e_helpers import embedded
@@ -37,25 +36,11 @@ def mq(tmp_path_factory):
         yield mq
 
 
-def samples(text: str) -> dict[tuple[str, frozenset], float]:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+def scrape(mq) -> Samples:
+    return scrape_endpoint(mq.broker.metrics.address)
 
 
-def scrape(mq) -> dict[tuple[str, frozenset], float]:
-    with urllib.request.urlopen(f"http://{mq.broker.metrics.address}/metrics", timeout=10) as r:
-        return samples(r.read().decode())
-
-
-def value(found: dict, name: str, **labels: str) -> float | None:
-    """The one sample ``name`` whose labels include ``labels``; None when there is none."""
-    want = set(labels.items())
-    hits = [v for (n, ls), v in found.items() if n == name and want <= ls]
-    assert len(hits) <= 1, f"{name} {labels}: {len(hits)} samples"
-    return hits[0] if hits else None
+value = sample
 
 
 def send(mq, topic: str, n: int, **kwargs) -> None:

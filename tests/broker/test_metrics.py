@@ -11,11 +11,10 @@ import signal
 import socket
 import threading
 import time
-import urllib.request
 
 import pytest
 import wire_client as wc
-from prometheus_client.parser import text_string_to_metric_families
+from metrics_scrape import Samples, sample, scrape_endpoint
 from waiting import wait_for
 
 from e2e_helpers import embedded
@@ -30,7 +29,6 @@ from shmq.ipc import ring
 from shmq.message import Message
 
 TOPIC, GROUP = "MetricsT", "metrics-g"
-Sample = tuple[str, frozenset]
 
 
 @pytest.fixture(scope="module")
@@ -44,23 +42,15 @@ def mq(tmp_path_factory):
         yield mq
 
 
-def scrape(mq) -> dict[Sample, float]:
+def scrape(mq) -> Samples:
     """Every sample of one scrape, keyed by name and labels."""
-    with urllib.request.urlopen(f"http://{mq.broker.metrics.address}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    return scrape_endpoint(mq.broker.metrics.address)
 
 
-def value(samples: dict[Sample, float], name: str, **labels: str) -> float:
+def value(samples: Samples, name: str, **labels: str) -> float:
     """The sample ``name`` whose labels include ``labels`` (0 when there is none)."""
-    want = set(labels.items())
-    found = [v for (n, ls), v in samples.items() if n == name and want <= ls]
-    assert len(found) <= 1, f"{name} {labels}: {len(found)} samples"
-    return found[0] if found else 0.0
+    found = sample(samples, name, **labels)
+    return 0.0 if found is None else found
 
 
 def test_sends_and_gets_are_counted_exactly_and_lag_is_the_backlog(mq):

@@ -4,10 +4,9 @@ the controller's view, scraped over HTTP from a real NameServer; off by default.
 from __future__ import annotations
 
 import socket
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from metrics_scrape import Samples, sample, scrape_endpoint
 
 from shmq.errors import ConfigError
 from shmq.namesrv.server import NameServer
@@ -17,20 +16,13 @@ from shmq.remoting.protocol import RequestCode
 M, S1 = "10.0.0.1:10911", "10.0.0.2:10911"
 
 
-def scrape(ns: NameServer) -> dict[tuple[str, frozenset], float]:
-    with urllib.request.urlopen(f"http://{ns.metrics_address}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+def scrape(ns: NameServer) -> Samples:
+    return scrape_endpoint(ns.metrics_address)
 
 
-def value(samples, name: str, **labels: str) -> float:
-    found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls]
-    assert len(found) <= 1, f"{name} {labels}: {len(found)} samples"
-    return found[0] if found else 0.0
+def value(samples: Samples, name: str, **labels: str) -> float:
+    found = sample(samples, name, **labels)
+    return 0.0 if found is None else found
 
 
 def register(client: RemotingClient, ns: NameServer, addr: str, broker_id: int):
