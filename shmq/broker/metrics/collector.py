@@ -73,6 +73,14 @@ def flag(value: bool) -> str:
     return "true" if value else "false"
 
 
+def group_flags(group: str, topic: str) -> tuple[str, str]:
+    """A consumer group's ``is_retry`` and ``is_system`` labels for ``topic``."""
+    return (
+        flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
+        flag(group in SYSTEM_GROUPS or is_system_topic(topic)),
+    )
+
+
 def is_retry_or_dlq(topic: str) -> bool:
     return topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
 
@@ -210,14 +218,7 @@ class BrokerCollector(Collector):
         ):
             family = out.counter(name, doc, out_labels)
             for (group, topic), n in sorted(counts.items()):
-                out.add(
-                    family,
-                    n,
-                    topic,
-                    group,
-                    flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
-                    flag(group in SYSTEM_GROUPS or is_system_topic(topic)),
-                )
+                out.add(family, n, topic, group, *group_flags(group, topic))
 
     def _consumers(self, out: Families, numbers: SupervisorNumbers) -> None:
         connections: dict[tuple[str, ...], int] = {}
@@ -271,12 +272,7 @@ class BrokerCollector(Collector):
                 stored = self.traffic.reader.store_timestamp(topic, queue_id, offset)
                 if stored is not None and (oldest is None or stored < oldest):
                     oldest = stored
-            labels = (
-                group,
-                topic,
-                flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
-                flag(group in SYSTEM_GROUPS or is_system_topic(topic)),
-            )
+            labels = (group, topic, *group_flags(group, topic))
             out.add(lag, behind, *labels)
             out.add(latency, 0 if oldest is None else max(now_ms - oldest, 0), *labels)
         self._ready_and_inflight(out, numbers)
@@ -308,12 +304,7 @@ class BrokerCollector(Collector):
                 at = min(max(queues.get(queue_id, committed), committed), top)
                 waiting += top - at
                 taken += at - committed
-            values = (
-                group,
-                topic,
-                flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX)),
-                flag(group in SYSTEM_GROUPS or is_system_topic(topic)),
-            )
+            values = (group, topic, *group_flags(group, topic))
             out.add(ready, waiting, *values)
             out.add(inflight, taken, *values)
 
