@@ -120,8 +120,9 @@ def test_start_produce_consume_status_stop(tmp_path):
         assert status.returncode == 0, status.stderr
         info = json.loads(status.stdout)
         assert info["msgs_in"] == 5001 and info["msgs_dispatched"] == 5001
+        # an ASYNC_FLUSH master's writer dispatches (dispatchInline): no reput process
         assert {p["role"] for p in info["processes"]} == {
-            "supervisor", "writer", "reput", "flush", "cleaner", "schedule", "ha"
+            "supervisor", "writer", "flush", "cleaner", "schedule", "ha"
         }  # fmt: skip
         assert all(p["alive"] for p in info["processes"])
         missing = shmq(

@@ -71,7 +71,7 @@ def test_top_shows_the_topic_the_group_and_its_lag(broker):
     topic_row = next(line for line in view.splitlines() if f"│ {TOPIC} " in line)
     assert f"{SENT:,}" in topic_row
     assert group_lag(view, GROUP, TOPIC) == SENT - READ
-    for agent in ("supervisor", "writer", "reput", "flush"):
+    for agent in ("supervisor", "writer", "flush"):
         assert re.search(rf"│ {agent} +│ \d+ +│ yes ", view), agent
     assert "0 fenced" in view and "HA: no slave connected" in view
 

@@ -120,6 +120,16 @@ HOUSEKEEPING_S = 0.1
 T = TypeVar("T")
 
 
+def agent_kinds(config: BrokerConfig) -> tuple[str, ...]:
+    """The agents a broker of ``config`` runs: a master whose writer or flush agent
+    dispatches (``dispatchInline``) runs no reput process."""
+    if config.is_slave:
+        return SLAVE_AGENTS
+    if config.dispatcher != "reput":
+        return tuple(k for k in AGENTS if k != "reput")
+    return AGENTS
+
+
 class Broker:
     """One broker process group. ``start()`` returns once agents and the control server run."""
 
@@ -131,8 +141,7 @@ class Broker:
         self.names = BrokerNames(new_prefix())
         self._segments: list[Segment] = []
         self._sems: list[Any] = []
-        kinds = SLAVE_AGENTS if config.is_slave else AGENTS
-        self.group = ProcessGroup(kinds, self.log_level, self._agent_ended)
+        self.group = ProcessGroup(agent_kinds(config), self.log_level, self._agent_ended)
         self._restarts: dict[str, list[float]] = {k: [] for k in AGENTS}
         self._role_lock = threading.Lock()  # a promotion and the agent watch take turns
         self._ring_deaths: dict[tuple[int, int], list[float]] = {}
@@ -207,7 +216,7 @@ class Broker:
         try:
             if cfg.enable_controller_mode:
                 self.config, decision = cm.start_role(self.config, store)
-                self.group.kinds = SLAVE_AGENTS if self.config.is_slave else AGENTS
+                self.group.kinds = agent_kinds(self.config)
                 epoch = cm.load_epoch(self.root)
             queue_maxima = {k: cq.max_offset for k, cq in store.consume_queues.items()}
             cl = store.commitlog  # dispatched: short of the end when a full disk stopped it
@@ -657,7 +666,7 @@ class Broker:
             self.config = cm.config_for(self.config, decision)
             cn.publish(self.counters.words, cn.MASTER_HA_ADDR, 0)
             self._follow_sync_state(decision)
-            self.group.kinds = AGENTS
+            self.group.kinds = agent_kinds(self.config)
             self._start_agents()
             self.transactions.start(self.context.producers.live_connections)
             self._start_pop()

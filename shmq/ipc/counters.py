@@ -21,6 +21,8 @@ processes write them::
     2     flush       FLUSHED_OFFSET  FLUSHED_TIMESTAMP  FLUSH_ERRORS  FLUSHES  FLUSH_PARKED
                       FLUSH_PARKS (as WRITER_PARKS: a SYNC_FLUSH writer posts once per park)
     3     reput       DISPATCHED_OFFSET  MSGS_DISPATCHED  LOGICS_TIMESTAMP  INDEX_TIMESTAMP
+                      (written by the process that dispatches: reput, the writer or flush,
+                      see dispatchInline)
                       REPUT_PARKED  REPUT_PARKS (as WRITER_PARKS: the writer posts reput once
                       per park, not once per pass while it sleeps)
     4     ha          CONFIRMED_OFFSET (a master: the offset slaves acknowledged sends to,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from waiting import wait_for
 
 from e2e_helpers import embedded
@@ -25,9 +26,10 @@ def commitlog_files_mapped(pid: int, commitlog: str) -> set[str]:
     return {f[5].strip() for f in fields if len(f) == 6 and os.path.dirname(f[5]) == commitlog}
 
 
-def test_writer_and_reput_unmap_the_commitlog_files_behind_them(tmp_path):
+@pytest.mark.parametrize("dispatch_inline", [True, False], ids=["writer-dispatches", "reput"])
+def test_writer_and_reput_unmap_the_commitlog_files_behind_them(tmp_path, dispatch_inline):
     root = str(tmp_path / "store")
-    with embedded(root, topics={TOPIC: 2}) as mq:
+    with embedded(root, topics={TOPIC: 2}, dispatch_inline=dispatch_inline) as mq:
         broker = mq.broker
         file_size = broker.config.store.mapped_file_size_commit_log
         body = bytes(BODY)
@@ -46,6 +48,7 @@ def test_writer_and_reput_unmap_the_commitlog_files_behind_them(tmp_path):
         mapped = {
             kind: commitlog_files_mapped(agents[kind]["pid"], commitlog)
             for kind in ("writer", "reput")
+            if kind in broker.group.kinds
         }
         assert on_disk > FILES
         counts = {kind: len(files) for kind, files in mapped.items()}

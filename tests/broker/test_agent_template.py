@@ -35,7 +35,7 @@ def test_agents_are_forked_from_one_template_and_a_dead_one_again(make_broker):
     wait_for(lambda: agent_pids(broker)["writer"] not in (0, first["writer"]),
              what="the writer forked again")  # fmt: skip
     assert parent(agent_pids(broker)["writer"]) == template
-    assert broker.group.procs["reput"].pid == first["reput"]  # the others ran on
+    assert broker.group.procs["flush"].pid == first["flush"]  # the others ran on
     with Producer("template-p", namesrv) as producer:
         assert producer.send(Message("TemplateT", b"after")).send_status == SendStatus.SEND_OK
 

@@ -176,21 +176,34 @@ def test_sigkill_of_the_writer_agent_during_produce(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.crash
-def test_sigkill_of_the_reput_agent_loses_and_repeats_nothing(tmp_path):
+@pytest.mark.parametrize(
+    ("dispatcher", "flush"),
+    [("reput", "ASYNC_FLUSH"), ("writer", "ASYNC_FLUSH"), ("flush", "SYNC_FLUSH")],
+)
+def test_sigkill_of_the_dispatching_agent_loses_and_repeats_nothing(tmp_path, dispatcher, flush):
+    """Whichever agent builds the consume queues and wakes the consumers (reput, or with
+    dispatchInline the writer, or in SYNC_FLUSH the flush agent), SIGKILLed twice while a
+    consumer follows the sends: every sent message is consumed, each queue's offsets have
+    no gap and no repeat."""
     before = shm_entries()
-    with cluster(tmp_path, defaultTopicQueueNums=2) as c:
+    conf = {"dispatchInline": str(dispatcher != "reput").lower(), "flushDiskType": flush}
+    with cluster(tmp_path, defaultTopicQueueNums=2, **conf) as c:
         out = str(tmp_path / "p.jsonl")
         producer = c.client("produce", "--count", "2000", "--pause", "0.0005", "--out", out,
                             log="p.log")  # fmt: skip
-        wait_lines(out, 300)
-        os.kill(c.runtime_info()["agents"]["reput"]["pid"], signal.SIGKILL)
+        wait_lines(out, 300)  # the topic exists: a consumer follows the sends
+        stop_file = tmp_path / "stop"
+        consumer = c.client("consume", "--stop-file", str(stop_file), "--out",
+                            str(tmp_path / "c.jsonl"), log="c.log")  # fmt: skip
+        for lines in (400, 900):
+            wait_lines(out, lines)
+            os.kill(c.runtime_info()["agents"][dispatcher]["pid"], signal.SIGKILL)
         producer.wait(180)
         assert producer.returncode == 0
-        stop_file = tmp_path / "stop"
         stop_file.touch()
-        wait_all([c.client("consume", "--stop-file", str(stop_file), "--out",
-                           str(tmp_path / "c.jsonl"), log="c.log")])  # fmt: skip
-        assert c.runtime_info()["agents"]["reput"]["restarts"] >= 1
+        wait_all([consumer])
+        assert c.runtime_info()["agents"][dispatcher]["restarts"] >= 1
+        assert ("reput" in c.runtime_info()["agents"]) == (dispatcher == "reput")
         sent = [row for row in read_json_lines(out) if "error" not in row]
         got = read_json_lines(str(tmp_path / "c.jsonl"))
         assert sorted(row["body"] for row in got) == sorted(row["body"] for row in sent)

@@ -23,9 +23,10 @@ def test_a_failed_fdatasync_is_never_retried_nor_published(tmp_path, monkeypatch
     with MessageStore.open(root, mapped_file_size_commit_log=1 << 20) as store:
         store.put("T", 0, b"x" * 100)
         written = store.max_physical_offset
-    config = BrokerConfig().replace(
-        store_path_root_dir=root, mapped_file_size_commit_log=1 << 20, flush_disk_type="SYNC_FLUSH"
-    )
+    config = BrokerConfig().replace(  # the flush alone: reput dispatches (no queue table here)
+        store_path_root_dir=root, mapped_file_size_commit_log=1 << 20,
+        flush_disk_type="SYNC_FLUSH", dispatch_inline=False,
+    )  # fmt: skip
     names = BrokerNames(new_prefix())
     counters = Segment.create(names.counters, cn.SIZE)
     slots = (config.max_producers, config.max_consumers)

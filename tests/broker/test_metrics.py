@@ -201,7 +201,7 @@ def test_a_dead_endpoint_is_started_again(mq):
              what="a new metrics process")  # fmt: skip
     # on the port the first one was given
     samples = wait_for(lambda: scrape(mq), what="a scrape", ignore=OSError)
-    assert value(samples, "shmq_agent_up", agent="reput") == 1
+    assert value(samples, "shmq_agent_up", agent="writer") == 1
 
 
 def test_off_by_default(tmp_path):

@@ -4,8 +4,9 @@ ASYNC_FLUSH (RocketMQ's ``FlushRealTimeService``): every ``flushIntervalCommitLo
 flushes when at least ``flushCommitLogLeastPages`` pages are dirty, and everything every
 ``flushCommitLogThoroughInterval``. SYNC_FLUSH (``GroupCommitService``): whenever the write
 offset moved, it flushes all of it at once, so every producer waiting on that range is
-answered by one ``fdatasync`` (group commit). It then wakes reput (which in SYNC_FLUSH never
-passes the flushed offset) and the producers parked on the flush. It also owns the checkpoint.
+answered by one ``fdatasync`` (group commit). It then wakes the producers parked on the flush
+and reput (which in SYNC_FLUSH never passes the flushed offset), or with ``dispatchInline``
+runs reput's dispatch itself. It also owns the checkpoint.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 
 from shmq.broker.agents.env import AgentEnv
 from shmq.broker.agents.producer_wakeups import ProducerWakeups
+from shmq.broker.agents.reput import Reput
 from shmq.broker.agents.wakeups import AgentWakeups
 from shmq.ipc import counters as cn
 from shmq.ipc.idle import IdleConfig, IdleStrategy
@@ -41,7 +43,10 @@ class Flush:
         self.flushed = cn.load(self.words, cn.FLUSHED_OFFSET)
         self.checkpoint = Checkpoint(os.path.join(store.store_path_root_dir, "checkpoint"))
         self.registry = Segment.attach(env.names.registry)
-        self.reput = AgentWakeups(self.words, env.names, ("reput",))  # SYNC_FLUSH: flushed bytes
+        # SYNC_FLUSH: flushed bytes may be dispatched, here (dispatchInline) or by reput
+        self.dispatch = Reput(env) if env.config.dispatcher == "flush" else None
+        self.reput = AgentWakeups(self.words, env.names, ("reput",) if self.sync and
+                                  self.dispatch is None else ())  # fmt: skip
         self._fds: dict[int, int] = {}
         self.sync_master = env.config.broker_role == "SYNC_MASTER"
         self.wakeups = ProducerWakeups(self.registry, env.names.prefix, env.config.max_producers)
@@ -53,6 +58,8 @@ class Flush:
             self.idle = IdleStrategy(every, sem)
 
     def has_work(self) -> bool:
+        if self.dispatch is not None and self.dispatch.has_work():
+            return True
         return (
             self.sync
             and not self.words[cn.FLUSH_FAILED]
@@ -60,6 +67,12 @@ class Flush:
         )
 
     def do_work(self) -> int:
+        flushed = self._flush()
+        if self.dispatch is not None:  # after the producers are answered
+            return self.dispatch.do_work() or flushed
+        return flushed
+
+    def _flush(self) -> int:
         if self.words[cn.FLUSH_FAILED]:
             return 0  # nothing is known to be on disk past the last good flush
         write = cn.load(self.words, cn.WRITE_OFFSET)
@@ -106,8 +119,7 @@ class Flush:
         cn.publish(self.words, cn.FLUSHES, cn.load(self.words, cn.FLUSHES) + 1)
         cn.publish(self.words, cn.FLUSHED_OFFSET, write)
         fence()
-        if self.sync:
-            self.reput.wake()
+        self.reput.wake()  # SYNC_FLUSH with a reput process: flushed bytes to dispatch
         self._wake_producers(write)
         self._maybe_checkpoint()
         return 1
@@ -151,9 +163,13 @@ class Flush:
             write = cn.load(self.words, cn.WRITE_OFFSET)
             if write <= self.flushed or self._flush_to(write):
                 break
+        if self.dispatch is not None:
+            self.dispatch.drain()
         self._maybe_checkpoint(force=True)
 
     def close(self) -> None:
+        if self.dispatch is not None:
+            self.dispatch.close()
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()

@@ -5,6 +5,12 @@ only up to the flushed offset, so consumers never see what a crash could take ba
 publishes per-queue max offsets in the queue table, then its dispatched offset, and wakes
 the consumers parked on a queue that advanced. It owns the consume-queue and index files and
 flushes them every ``flushIntervalConsumeQueue``.
+
+It runs in a process of its own on a slave; on a master the agent that makes records
+visible runs it once its producers are answered (``dispatchInline``): the writer after each
+pass in ASYNC_FLUSH, the flush agent after each flush in SYNC_FLUSH. The same object and
+files, one parked hand-off fewer between a producer and its consumers, and one process
+fewer taking turns on a small host's cores.
 """
 
 from __future__ import annotations

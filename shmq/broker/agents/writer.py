@@ -22,6 +22,7 @@ import numpy as np
 from shmq.broker.acl.plain_file import PlainAclFile, acl_file_path
 from shmq.broker.acl.rings import RingAcl
 from shmq.broker.agents.env import AgentEnv
+from shmq.broker.agents.reput import Reput
 from shmq.broker.agents.wakeups import AgentWakeups
 from shmq.broker.config.broker_config import RECORD_OVERHEAD_MAX
 from shmq.codec import record as rec
@@ -185,7 +186,12 @@ class Writer:
         self.tw = memoryview(self.topics_seg.mm).cast("q")
         self.cq_units = store.consume_queue_file_size // CQ_UNIT_SIZE
         self.sync_flush = store.sync_flush
-        followers = ("reput", "flush", "ha") if self.sync_flush else ("reput", "ha")
+        # dispatchInline (ASYNC_FLUSH): this process owns the consume queues and the index
+        # (reput's code, run after each pass) and wakes the consumers; no reput process runs
+        self.dispatch = Reput(env) if cfg.dispatcher == "writer" else None
+        followers = ("flush", "ha") if self.sync_flush else ("ha",)
+        if cfg.dispatcher == "reput":
+            followers = ("reput", *followers)
         self.followers = AgentWakeups(self.cw, env.names, followers)
         self.supervisor_sem = open_semaphore(env.names.supervisor_sem)
         self.sem = open_semaphore(env.names.agent_sem("writer"))
@@ -322,6 +328,7 @@ class Writer:
             self.rw[rg.VERSION] != self._registry_version
             or self.tw[tt.VERSION] != self._topics_version
             or any(v.w[ring.TAIL] != v.head for v in self.views)
+            or (self.dispatch is not None and self.dispatch.has_work())
         )
 
     def do_work(self) -> int:
@@ -339,6 +346,9 @@ class Writer:
         for view in self.views:
             if view.w[ring.TAIL] != view.head:
                 work += self._drain_ring(view)
+        if self.dispatch is not None:  # after the answers, so no sender waits for it
+            dispatched = self.dispatch.do_work()
+            work = work or dispatched
         if work:  # after the answers, so no sender waits for them
             queue = self.commitlog.queue
             queue.unmap_below(self.write_offset)  # the files it rolled off
@@ -599,8 +609,12 @@ class Writer:
         self._refresh_topics()
         for view in list(self.rings.values()):
             self._drain_ring(view)
+        if self.dispatch is not None:
+            self.dispatch.drain()
 
     def close(self) -> None:
+        if self.dispatch is not None:
+            self.dispatch.close()
         for view in self.rings.values():
             view.close()
         self.rings.clear()

@@ -323,6 +323,14 @@ class BrokerConfig:
     idle_batch_min: int = setting(
         4, "shmq's own: records of a pass that `idleBatchLingerUs` follows."
     )
+    dispatch_inline: bool = setting(
+        True,
+        "shmq's own: on a master, the agent that makes records visible dispatches them "
+        "(consume queues, index) and wakes the consumers itself once its producers are "
+        "answered: the writer in ASYNC_FLUSH, the flush agent in SYNC_FLUSH. A message then "
+        "crosses one parked hand-off fewer and no reput process runs; `false` keeps reput's "
+        "process, as a slave always does.",
+    )
     check_producer_crc: bool = setting(
         False,
         "shmq's own: also reject a ring record whose producer-computed body CRC differs (the "
@@ -591,6 +599,15 @@ class BrokerConfig:
     @property
     def is_slave(self) -> bool:
         return self.broker_role == "SLAVE"
+
+    @property
+    def dispatcher(self) -> str:
+        """The agent that runs reput's dispatch (``dispatchInline``): on a master the one
+        that makes records visible, the writer, or in SYNC_FLUSH (which shows only flushed
+        records) the flush agent; else reput in a process of its own."""
+        if not self.dispatch_inline or self.is_slave:
+            return "reput"
+        return "flush" if self.store.sync_flush else "writer"
 
     @property
     def derived_store_host(self) -> str:
