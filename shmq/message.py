@@ -242,18 +242,23 @@ class MessageExt:
     def _decode(self) -> tuple:
         """Decode the record's header, body and properties from its bytes (once)."""
         raw, at = self._raw, self._at
-        _, magic, crc, _, flag, _, _, sysflag, born_ts = _RECORD_FIXED.unpack_from(raw, at)
-        p = at + _RECORD_FIXED.size
-        born_len = 20 if sysflag & _SYSFLAG_BORNHOST_V6 else 8
-        born_host = raw[p : p + born_len]
-        p += born_len
-        (store_ts,) = _I64.unpack_from(raw, p)
-        p += 8
-        store_len = 20 if sysflag & _SYSFLAG_STOREHOST_V6 else 8
-        store_host = raw[p : p + store_len]
-        p += store_len
-        reconsume, prep_tx, body_len = _RECORD_TAIL_FIXED.unpack_from(raw, p)
-        p += _RECORD_TAIL_FIXED.size
+        # the usual record, both hosts IPv4, in one unpack (an IPv6 one is longer, so the
+        # bytes are there either way; its hosts are read again below)
+        (_, magic, crc, _, flag, _, _, sysflag, born_ts, born_host, store_ts, store_host,
+         reconsume, prep_tx, body_len) = _RECORD_V4.unpack_from(raw, at)  # fmt: skip
+        p = at + _RECORD_V4.size
+        if sysflag & (_SYSFLAG_BORNHOST_V6 | _SYSFLAG_STOREHOST_V6):
+            p = at + _RECORD_FIXED.size
+            born_len = 20 if sysflag & _SYSFLAG_BORNHOST_V6 else 8
+            born_host = raw[p : p + born_len]
+            p += born_len
+            (store_ts,) = _I64.unpack_from(raw, p)
+            p += 8
+            store_len = 20 if sysflag & _SYSFLAG_STOREHOST_V6 else 8
+            store_host = raw[p : p + store_len]
+            p += store_len
+            reconsume, prep_tx, body_len = _RECORD_TAIL_FIXED.unpack_from(raw, p)
+            p += _RECORD_TAIL_FIXED.size
         self._body = raw[p : p + body_len]
         p += body_len
         if magic == _MAGIC_V2:
@@ -428,6 +433,8 @@ _new_message_ext = object.__new__
 _RECORD_FIXED = struct.Struct(">iIiiiqqiq")
 _RECORD_TAIL_FIXED = struct.Struct(">iqi")
 _I64 = struct.Struct(">q")
+# all of them with both hosts IPv4 (8 bytes each: address and port)
+_RECORD_V4 = struct.Struct(">iIiiiqqiq8sq8siqi")
 _MAGIC_V2 = 0xDAA320AB
 _SYSFLAG_BORNHOST_V6 = 0x10
 _SYSFLAG_STOREHOST_V6 = 0x20

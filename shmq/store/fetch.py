@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -40,13 +40,16 @@ from shmq.codec.consume_queue import (
     SCAN_FOUND,
     SCAN_NO_MATCHED,
     SCAN_WAS_REMOVING,
+    UNLIMITED,
+    select_own_records,
     select_units,
 )
 from shmq.config import MessageStoreConfig
 from shmq.remoting.codes import ResponseCode
 from shmq.store.results import GetStatus
 
-UNLIMITED = 1 << 62
+if TYPE_CHECKING:
+    from shmq.store.mapped_file import MappedFile
 
 
 _SCANNED = {
@@ -152,35 +155,122 @@ def get_message(
 ) -> Fetch:
     """4.9's ``getMessage`` for the queue whose files ``units_file`` finds (see the module
     docstring); ``codes``: the subscription's sorted tag hashes (None: every message)."""
+    read = _units_read(units_file, units_per_file, offset, max_nums, bounds)
+    if isinstance(read, Fetch):
+        return read
+    return _select(read, offset, max_nums, codes, bounds, limits)
+
+
+def _select(
+    read: tuple[np.ndarray, int, int, np.ndarray],
+    offset: int,
+    max_nums: int,
+    codes: np.ndarray | None,
+    bounds: QueueBounds,
+    limits: TransferLimits,
+) -> Fetch:
+    """``select_units`` over what ``_units_read`` found, as a ``Fetch``."""
+    units, start, count, picks = read
+    chosen = select_units(units, start, count, NO_CODES if codes is None else codes,
+                          _request(offset, max_nums, bounds, limits), picks)  # fmt: skip
+    return _chosen(offset, bounds, limits, picks, *chosen)
+
+
+class OwnedRecords(NamedTuple):
+    """The records of a read's units that own them (``own_records``): ``cols`` rows of
+    ``MESSAGE_COLS`` for ``count`` records lying in ``[start, end)`` of ``file``, a
+    CommitLog file, ``total`` bytes."""
+
+    file: MappedFile
+    cols: np.ndarray
+    count: int
+    start: int
+    end: int
+    total: int
+
+
+def get_owned_messages(
+    units_file: UnitsFile,
+    units_per_file: int,
+    offset: int,
+    max_nums: int,
+    codes: np.ndarray | None,
+    bounds: QueueBounds,
+    newest: Callable[[], MappedFile | None],
+    topic: np.ndarray,
+    queue_id: int,
+) -> tuple[Fetch, OwnedRecords | None]:
+    """``get_message`` with ``LOCAL`` limits, and the records its units own when they all
+    lie in the CommitLog file ``newest()`` maps (asked only when units are read): one
+    kernel call for a consumer that keeps up (``select_own_records``). The records are
+    None when a unit points elsewhere, or there is no such file: read them file by file."""
+    read = _units_read(units_file, units_per_file, offset, max_nums, bounds)
+    if isinstance(read, Fetch):
+        return read, None
+    mf = newest()
+    if mf is None:
+        return _select(read, offset, max_nums, codes, bounds, LOCAL), None
+    units, start, count, picks = read
+    cols = np.empty((picks.shape[1], 5), dtype=np.int64)
+    status, scanned, n, last_phys, k, lo, hi, total = select_own_records(
+        units, start, count, NO_CODES if codes is None else codes, offset, max(1, max_nums),
+        bounds.write_offset, bounds.min_phys, bounds.file_size, picks, mf.read_view,
+        mf.file_from_offset, topic, queue_id, cols,
+    )  # fmt: skip
+    fetch = _chosen(offset, bounds, LOCAL, picks, status, scanned, n, last_phys)
+    return fetch, (OwnedRecords(mf, cols, k, lo, hi, total) if k >= 0 else None)
+
+
+def _units_read(
+    units_file: UnitsFile, units_per_file: int, offset: int, max_nums: int, bounds: QueueBounds
+) -> Fetch | tuple[np.ndarray, int, int, np.ndarray]:
+    """What the offsets or a missing file decide (a ``Fetch``), else the units
+    ``select_units`` looks at: ``(a file's units, index of the first, how many, the picks
+    array the selection fills)``."""
     decided = by_offsets(offset, bounds)
     if decided is not None:
         return decided
-    lo, hi = bounds.min_offset, bounds.max_offset
     found = units_file(offset)
     if found is None:
         next_file = offset - offset % units_per_file + units_per_file
-        return Fetch(GetStatus.OFFSET_FOUND_NULL, next_file, lo, hi, _NONE, _NONE, _NONE)
+        return Fetch(GetStatus.OFFSET_FOUND_NULL, next_file, bounds.min_offset,
+                     bounds.max_offset, _NONE, _NONE, _NONE)  # fmt: skip
     units, start = found
-    count = min(units_per_file - start, hi - offset)
+    count = min(units_per_file - start, bounds.max_offset - offset)
+    return units, start, count, np.empty((3, max(1, min(count, max_nums))), dtype=np.int64)
+
+
+def _request(offset: int, max_nums: int, bounds: QueueBounds, limits: TransferLimits) -> np.ndarray:
+    """The ``FETCH_DTYPE`` record of one read."""
     request = np.empty(1, dtype=FETCH_DTYPE)
     request[0] = (
         offset, max(1, max_nums), limits.count_in_memory, limits.bytes_in_memory,
         limits.count_in_disk, limits.bytes_in_disk, limits.memory, bounds.write_offset,
         bounds.min_phys, bounds.file_size,
     )  # fmt: skip
-    picks = np.empty((3, max(1, min(count, max_nums))), dtype=np.int64)
-    chosen = select_units(units, start, count, NO_CODES if codes is None else codes, request,
-                          picks)  # fmt: skip
-    n = chosen.chosen
+    return request
+
+
+def _chosen(
+    offset: int,
+    bounds: QueueBounds,
+    limits: TransferLimits,
+    picks: np.ndarray,
+    status: int,
+    scanned: int,
+    n: int,
+    last_phys: int,
+) -> Fetch:
+    """The ``Fetch`` of what ``select_units`` chose into ``picks``."""
     return Fetch(
-        _SCANNED[chosen.status],
-        offset + chosen.scanned,
-        lo,
-        hi,
+        _SCANNED[status],
+        offset + scanned,
+        bounds.min_offset,
+        bounds.max_offset,
         picks[0, :n],
         picks[1, :n],
         picks[2, :n],
-        bounds.write_offset - chosen.last_phys > limits.memory,
+        bounds.write_offset - last_phys > limits.memory,
     )
 
 

@@ -25,7 +25,15 @@ from shmq.message import MessageBatch, MessageExt
 from shmq.properties import PROPERTY_TAGS, decode_properties
 from shmq.store.commitlog import ScanBatch, stored_messages
 from shmq.store.consume_queue import first_stored
-from shmq.store.fetch import LOCAL, Fetch, QueueBounds, TransferLimits, get_message
+from shmq.store.fetch import (
+    LOCAL,
+    Fetch,
+    QueueBounds,
+    TransferLimits,
+    UnitsFile,
+    get_message,
+    get_owned_messages,
+)
 from shmq.store.mapped_file import MappedFile, offset_to_file_name
 from shmq.store.results import GetStatus
 
@@ -157,6 +165,7 @@ class StoreReader:
         )
         self.cq_file_size = cq_file_size
         self._queues: dict[tuple[str, int], MappedFiles] = {}
+        self._units_files: dict[tuple[str, int], UnitsFile] = {}
 
     def _queue(self, topic: str, queue_id: int) -> MappedFiles:
         files = self._queues.get((topic, queue_id))
@@ -222,6 +231,17 @@ class StoreReader:
         given; ``bounds`` are the queue's and the CommitLog's as published (a reader never
         looks past them). The records are handed over by ``messages``, ``message_batch``
         or ``copy_records``."""
+        units_per_file = self.cq_file_size // CQ_UNIT_SIZE
+        return get_message(self._units_file(topic, queue_id), units_per_file, offset, max_nums,
+                           codes, bounds, limits)  # fmt: skip
+
+    def _units_file(self, topic: str, queue_id: int) -> UnitsFile:
+        """The queue's consume-queue file holding a queue offset, as ``store.fetch`` reads
+        it: ``(its units, the offset's unit index in it)``, None when it is missing; one
+        function per queue, made on its first read."""
+        found = self._units_files.get((topic, queue_id))
+        if found is not None:
+            return found
         files = self._queue(topic, queue_id)
 
         def units_file(at: int) -> tuple[np.ndarray, int] | None:
@@ -230,8 +250,36 @@ class StoreReader:
                 return None
             return mf.read_view, at - mf.file_from_offset // CQ_UNIT_SIZE
 
-        units_per_file = self.cq_file_size // CQ_UNIT_SIZE
-        return get_message(units_file, units_per_file, offset, max_nums, codes, bounds, limits)
+        self._units_files[(topic, queue_id)] = units_file
+        return units_file
+
+    def fetch_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        codes: np.ndarray | None,
+        bounds: QueueBounds,
+    ) -> tuple[Fetch, list[MessageExt]]:
+        """``fetch`` with ``LOCAL`` limits, then ``messages`` of what it took: a consumer's
+        read on the broker's host. Units that point into the CommitLog file holding its end
+        (``bounds.write_offset``), where a consumer that keeps up reads, are chosen and
+        their records parsed by one kernel call."""
+        commitlog, end = self.commitlog, bounds.write_offset
+        fetch, owned = get_owned_messages(
+            self._units_file(topic, queue_id), self.cq_file_size // CQ_UNIT_SIZE, offset,
+            max_nums, codes, bounds, lambda: commitlog.file_at(end - 1) if end else None,
+            topic_bytes(topic), queue_id,
+        )  # fmt: skip
+        if fetch.status is not GetStatus.FOUND:
+            return fetch, []
+        if owned is None:
+            return fetch, self.messages(topic, queue_id, fetch)
+        if not owned.count:
+            return fetch, []
+        return fetch, stored_messages(owned.file.buf, owned.cols[: owned.count].tolist(),
+                                      owned.start, owned.end, owned.total, topic)  # fmt: skip
 
     def read_queue(
         self,
@@ -448,6 +496,7 @@ class StoreReader:
         for files in self._queues.values():
             files.close()
         self._queues.clear()
+        self._units_files.clear()
 
 
 def record_tags(buf: np.ndarray, row: np.void) -> str | None:

@@ -31,8 +31,11 @@ class ProcessQueue:
         self._msgs: dict[int, MessageExt | MessageBatch] = {}
         self._order: deque[int] = deque()  # offsets in put order, lazily trimmed
         self._max = -1
-        self._count = 0
-        self._size = 0
+        # messages inside, and their bytes (their stored records: the body and at most a few
+        # hundred bytes more; a bulk batch counts its bodies); plain attributes, read by the
+        # pull loop for every queue on every pass, written under the lock
+        self.count = 0
+        self.size = 0
         self._lock = threading.Lock()
         # orderly consumption: the broker lock of the queue, held since locked_at
         # (monotonic), and the lock one consume thread holds while it processes a batch
@@ -41,21 +44,27 @@ class ProcessQueue:
         self.consume_lock = threading.Lock()
 
     def put(self, msgs: list[MessageExt]) -> None:
-        """Add a pulled batch (ascending offsets): whole-batch dict and deque operations,
-        since a push consumer puts up to ``pull_batch_size`` messages at a time."""
-        offsets = [m.queue_offset for m in msgs]
+        """Add a pulled batch (ascending offsets); a message already inside (a batch seen
+        before, rare) is not added again. One loop: for one message, as a paced consumer
+        puts, and for ``pull_batch_size`` of them it costs less than whole-batch list, dict
+        and deque operations."""
         with self._lock:
-            if not self._msgs.keys().isdisjoint(offsets):  # a batch seen before (rare)
-                fresh = [m for m in msgs if m.queue_offset not in self._msgs]
-                offsets = [m.queue_offset for m in fresh]
-                msgs = fresh
-            if not msgs:
-                return
-            self._msgs.update(zip(offsets, msgs, strict=True))
-            self._order.extend(offsets)
-            self._count += len(msgs)
-            self._size += sum([m.store_size for m in msgs])
-            self._max = max(self._max, max(offsets))
+            table, order = self._msgs, self._order
+            count = size = 0
+            top = -1
+            for m in msgs:
+                offset = m.queue_offset
+                if offset not in table:
+                    table[offset] = m
+                    order.append(offset)
+                    count += 1
+                    size += m.store_size
+                    top = offset if offset > top else top
+            if count:
+                self.count += count
+                self.size += size
+                if top > self._max:
+                    self._max = top
 
     def put_batch(self, batch: MessageBatch) -> None:
         """Add a bulk consumer's batch as one entry (consumed, or not, as a whole)."""
@@ -65,16 +74,16 @@ class ProcessQueue:
                 return
             self._msgs[first] = batch
             self._order.append(first)
-            self._count += len(batch)
-            self._size += batch.bodies.nbytes
+            self.count += len(batch)
+            self.size += batch.bodies.nbytes
             self._max = max(self._max, int(batch.queue_offsets[-1]))
 
     def remove_batch(self, batch: MessageBatch) -> int:
         """Take a consumed batch out; returns the offset to commit now."""
         with self._lock:
             if self._msgs.pop(int(batch.queue_offsets[0]), None) is not None:
-                self._count -= len(batch)
-                self._size -= batch.bodies.nbytes
+                self.count -= len(batch)
+                self.size -= batch.bodies.nbytes
             return self._commit_offset()
 
     def remove(self, msgs: Iterable[MessageExt]) -> int:
@@ -82,9 +91,14 @@ class ProcessQueue:
         was ever put)."""
         with self._lock:
             pop = self._msgs.pop
-            gone = [m for m in [pop(m.queue_offset, None) for m in msgs] if m is not None]
-            self._count -= len(gone)
-            self._size -= sum([m.store_size for m in gone])
+            count = size = 0
+            for m in msgs:
+                gone = pop(m.queue_offset, None)
+                if gone is not None:
+                    count += 1
+                    size += gone.store_size
+            self.count -= count
+            self.size -= size
             return self._commit_offset()
 
     def take(self, n: int) -> list[MessageExt]:
@@ -119,19 +133,8 @@ class ProcessQueue:
         with self._lock:
             self._msgs.clear()
             self._order.clear()
-            self._count = 0
-            self._size = 0
-
-    @property
-    def count(self) -> int:
-        """Messages inside."""
-        return self._count
-
-    @property
-    def size(self) -> int:
-        """Bytes of messages inside (their stored records: the body and at most a few
-        hundred bytes more; a bulk batch counts its bodies)."""
-        return self._size
+            self.count = 0
+            self.size = 0
 
     def span(self) -> int:
         """Largest minus smallest offset inside (``consumeConcurrentlyMaxSpan`` checks it)."""
@@ -148,8 +151,8 @@ class ProcessQueue:
     def stats(self) -> dict[str, int | bool]:
         with self._lock:
             return {
-                "msgCount": self._count,
-                "msgSize": self._size,
+                "msgCount": self.count,
+                "msgSize": self.size,
                 "maxOffset": self._max,
                 "commitOffset": self._commit_offset(),
                 "nextOffset": self.next_offset,

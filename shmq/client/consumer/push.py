@@ -197,6 +197,8 @@ class PushConsumer(ConsumerBase):
         self.threshold_size_queue = pull_threshold_size_for_queue
         self.threshold_topic = pull_threshold_for_topic
         self.threshold_size_topic = pull_threshold_size_for_topic
+        # the queue limits depend on the queues held only with a topic-level threshold
+        self._topic_limited = pull_threshold_for_topic != -1 or pull_threshold_size_for_topic != -1
         self.max_span = consume_concurrently_max_span
         self.consume_timeout = consume_timeout
         self.reconsume_delay = reconsume_delay
@@ -376,7 +378,7 @@ class PushConsumer(ConsumerBase):
     def _limits(self, topic: str) -> tuple[int, int]:
         """(count, bytes) a process queue of ``topic`` may hold."""
         count, size = self.threshold_queue, self.threshold_size_queue * MIB
-        if self.threshold_topic != -1 or self.threshold_size_topic != -1:
+        if self._topic_limited:
             with self._lock:
                 n = max(1, len(queues_of(topic, self._table)))
             if self.threshold_topic != -1:
@@ -393,8 +395,11 @@ class PushConsumer(ConsumerBase):
         reader = self.instance.reader
         waited: dict[MessageQueue, int] = {}  # what the last wait watched, at which offsets
         advanced: set[MessageQueue] | None = None  # of those, what it found (None: pull all)
-        while not self._stop.is_set() and gen == self._pull_gen:
-            self._pull_wake.clear()
+        pull_wake, stop, orderly = self._pull_wake, self._stop, self._orderly
+        limits = (self.threshold_queue, self.threshold_size_queue * MIB)
+        while not stop.is_set() and gen == self._pull_gen:
+            if pull_wake.is_set():
+                pull_wake.clear()
             with self._lock:
                 table = list(self._table.items())
             now = time.monotonic()
@@ -404,7 +409,7 @@ class PushConsumer(ConsumerBase):
             for mq, pq in table:
                 if gen != self._pull_gen:
                     return  # a listener held this thread too long: another one pulls now
-                if pq.dropped or pq.paused or (self._orderly is not None and not pq.locked):
+                if pq.dropped or pq.paused or (orderly is not None and not pq.locked):
                     continue
                 if now < pq.next_pull_at:
                     next_due = min(next_due, pq.next_pull_at)
@@ -412,9 +417,9 @@ class PushConsumer(ConsumerBase):
                 if advanced is not None and mq not in advanced and waited.get(mq) == pq.next_offset:
                     waiting[mq] = pq.next_offset  # the wait found nothing new on it
                     continue
-                count_limit, size_limit = self._limits(mq.topic)
+                count_limit, size_limit = self._limits(mq.topic) if self._topic_limited else limits
                 room = count_limit - pq.count
-                spread = pq.span() > self.max_span and self._orderly is None
+                spread = orderly is None and pq.count and pq.span() > self.max_span
                 if room <= 0 or pq.size > size_limit or spread:
                     self.counters["flowControlled"] += 1
                     pq.flow_controlled = True
@@ -435,7 +440,7 @@ class PushConsumer(ConsumerBase):
                 else:  # nothing there, or all there was: wait on the queue, not pull it again
                     waiting[mq] = pq.next_offset
             advanced = None
-            if progressed or self._stop.is_set():
+            if progressed or stop.is_set():
                 continue
             timeout = max(0.0, next_due - time.monotonic())
             if waiting:
@@ -444,9 +449,9 @@ class PushConsumer(ConsumerBase):
                     waited = waiting
                 except (RemotingError, ShmqError) as exc:
                     log.warning("consumer %s: wait failed: %s", self.group, exc)
-                    self._stop.wait(min(timeout, EXCEPTION_DELAY_S))
+                    stop.wait(min(timeout, EXCEPTION_DELAY_S))
             else:
-                self._pull_wake.wait(min(timeout, 0.05))
+                pull_wake.wait(min(timeout, 0.05))
 
     def _pull_once(self, mq: MessageQueue, pq: ProcessQueue, max_nums: int) -> tuple[int, bool]:
         """Pull ``mq`` once and hand what it found to the listener: (messages taken, whether

@@ -40,6 +40,8 @@ import functools
 import threading
 import time
 
+import numpy as np
+
 from shmq.client.gc_freeze import freeze_startup_objects
 from shmq.client.route import PERM_READ, BrokerQueues, RouteTable
 from shmq.client.selector import MessageSelector
@@ -65,6 +67,9 @@ from shmq.store.fetch import LOCAL, Fetch, QueueBounds, pull_response_code
 from shmq.store.reader import StoreReader
 from shmq.store.results import GetStatus, parse_tag_filter
 from shmq.store.warm_up import warm_up_reads
+
+# a tag expression's sorted hash codes and tags (None, None: every message)
+TagFilter = tuple[np.ndarray | None, frozenset[str] | None]
 
 MAX_PULL = 1024
 MAX_BULK_PULL = 65536
@@ -107,6 +112,10 @@ class _ConsumerLink:
         self._wakes = 0  # raised by ``wake``: ends the waits under way
         # (topic, queue id) -> (min offset, good until)
         self._min_offsets: dict[tuple[str, int], tuple[int, float]] = {}
+        # (topic, queue id) -> its queue-table slot, once published (a slot is never
+        # reused for another queue while the broker runs): no lookup by topic bytes per read
+        self._slots: dict[tuple[str, int], int] = {}
+        self._unpublished: dict[tuple[str, int], int] = {}  # -> queues published at the look
 
     @property
     def address(self) -> str:
@@ -138,8 +147,25 @@ class _ConsumerLink:
         low = known[0]
         return low if low < max_offset else max_offset
 
+    def slot(self, topic: str, queue_id: int) -> int:
+        """The queue's slot in the queue table, -1 while it is not published (looked up
+        again once more queues are: a watched queue without messages, such as the retry
+        topic's, costs no lookup by topic bytes per wake-up)."""
+        key = (topic, queue_id)
+        slot = self._slots.get(key)
+        if slot is None:
+            published = int(self.queues.words[qt.COUNT])
+            if self._unpublished.get(key) == published:
+                return -1
+            slot = self.directory.slot(topic.encode(), queue_id)
+            if slot < 0:
+                self._unpublished[key] = published
+                return -1
+            self._slots[key] = slot
+        return slot
+
     def slot_max(self, topic: str, queue_id: int) -> tuple[int, int]:
-        slot = self.directory.slot(topic.encode(), queue_id)
+        slot = self.slot(topic, queue_id)
         return slot, (int(self.maxima[slot]) if slot >= 0 else 0)
 
     def pull(
@@ -155,23 +181,31 @@ class _ConsumerLink:
         deadline = now + timeout
         reader = self.reader
         words = self.link.counters.words
+        topic, queue_id = mq.topic, mq.queue_id
         while True:
-            slot, max_offset = self.slot_max(mq.topic, mq.queue_id)
+            slot = self.slot(topic, queue_id)
+            max_offset = int(self.maxima[slot]) if slot >= 0 else 0
             low = self.min_offset(mq, max_offset, now)
             cleaned, end = cn.load(words, cn.MIN_PHYSICAL_OFFSET), cn.load(words, cn.WRITE_OFFSET)
             bounds = QueueBounds(low, max_offset, cleaned, end, self.commitlog_file_size)
-            fetch = reader.fetch(mq.topic, mq.queue_id, offset, max_nums, codes, bounds, LOCAL)
-            if sql is not None:  # skip what cannot match before decoding a message
-                fetch = reader.holding(mq.topic, mq.queue_id, fetch, sql.required)
+            if bulk or sql is not None:
+                fetch = reader.fetch(topic, queue_id, offset, max_nums, codes, bounds, LOCAL)
+                if sql is not None:  # skip what cannot match before decoding a message
+                    fetch = reader.holding(topic, queue_id, fetch, sql.required)
+                msgs = None
+            else:  # the messages with the units, by one kernel call for the newest ones
+                fetch, msgs = reader.fetch_messages(topic, queue_id, offset, max_nums, codes,
+                                                    bounds)  # fmt: skip
             if fetch.status is GetStatus.FOUND:
                 if bulk:
-                    batch = reader.message_batch(mq.topic, mq.queue_id, fetch, tags)
+                    batch = reader.message_batch(topic, queue_id, fetch, tags)
                     if len(batch):
                         self._got(slot, len(batch), fetch)
                         return PullResult(PullStatus.FOUND, fetch.next_begin_offset, low,
                                           max_offset, batch=batch)  # fmt: skip
                 else:
-                    msgs = reader.messages(mq.topic, mq.queue_id, fetch)
+                    if msgs is None:
+                        msgs = reader.messages(topic, queue_id, fetch)
                     if tags is not None:
                         msgs = [m for m in msgs if m.tags in tags]
                     elif sql is not None:
@@ -221,36 +255,35 @@ class _ConsumerLink:
     def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> list[MessageQueue]:
         """Park until any of the queues has a message at or after its offset, or
         ``timeout`` passes or ``wake`` is called; the queues that have one (none: the time
-        passed or a wake), as a TCP link's wait. Each queue's slot is looked up once per
-        call, so a wake-up costs one read of each queue's max offset."""
+        passed or a wake), as a TCP link's wait. Each wake-up reads each queue's max offset
+        once (slots are cached per queue), and what that found is the answer."""
         deadline = time.monotonic() + timeout
         wakes = self._wakes
-        watched = [(mq, self.slot_max(mq.topic, mq.queue_id)[0], off)
-                   for mq, off in offsets.items()]  # fmt: skip
+        slot_of = self.slot
+        watched = [(mq, slot_of(mq.topic, mq.queue_id), off) for mq, off in offsets.items()]
         maxima = self.maxima
+        found: list[MessageQueue] = []
 
-        def arrived() -> list[MessageQueue]:
-            out = []
+        def ready() -> bool:
+            found.clear()
             for i, (mq, slot, off) in enumerate(watched):
                 if slot < 0:  # not published when the wait began: look it up again
-                    slot = self.slot_max(mq.topic, mq.queue_id)[0]
+                    slot = slot_of(mq.topic, mq.queue_id)
                     if slot < 0:
                         continue
                     watched[i] = (mq, slot, off)
                 if maxima[slot] > off:
-                    out.append(mq)
-            return out
-
-        def ready() -> bool:
-            return self._wakes != wakes or bool(arrived())
+                    found.append(mq)
+            return bool(found) or self._wakes != wakes
 
         while not ready():
             left = deadline - time.monotonic()
             if left <= 0:
                 return []
             rg.set_watch(self.reg, self.base, None)
-            self.parking.park(ready, min(left, 1.0))
-        return arrived()
+            if self.parking.park(ready, min(left, 1.0)):
+                break
+        return found
 
     def wake(self) -> None:
         """End this process's waits on the link: every thread parked in ``wait`` returns."""
@@ -300,6 +333,12 @@ class QueueReader:
         self._sql_checked: set[tuple[str, str]] = set()  # (address, expression) accepted
         self._lock = threading.Lock()
         self._wakes = 0  # raised by ``wake``: ends the waits under way
+        # the link each queue is read through, as ``_link`` last chose it; emptied whenever
+        # what it chose from changes (routes, links, suggested brokers): a paced consumer
+        # pulls and waits once per message, and the choice is the same every time
+        self._queue_links: dict[MessageQueue, _ConsumerLink | TcpConsumerLink] = {}
+        # a tag expression -> (its sorted hash codes, its tags), both None for "*"
+        self._tag_filters: dict[str | None, TagFilter] = {}
 
     def queues(self, topic: str) -> list[MessageQueue]:
         """The topic's readable queues, sorted."""
@@ -324,6 +363,7 @@ class QueueReader:
             self._retired.append((now, self._links.pop(address)))
         while self._retired and now - self._retired[0][0] > RETIRED_LINK_S:
             self._retired.pop(0)[1].close()
+        self._forget_links()  # after the routes and links changed
 
     def _broker(self, mq: MessageQueue) -> BrokerQueues:
         broker = self._brokers.get(mq.broker_name)
@@ -339,6 +379,10 @@ class QueueReader:
         return self._broker(mq).find(self._suggested.get(mq, 0))
 
     def _link(self, mq: MessageQueue) -> _ConsumerLink | TcpConsumerLink:
+        link = self._queue_links.get(mq)
+        if link is not None:
+            return link
+        queue_links = self._queue_links
         address = self.pull_address(mq)
         with self._lock:
             link = self._links.get(address)
@@ -348,7 +392,14 @@ class QueueReader:
                 else:
                     link = _ConsumerLink(self.client, address, self.group)
                 self._links[address] = link
+            if queue_links is self._queue_links:  # nothing it was chosen from changed
+                queue_links[mq] = link
             return link
+
+    def _forget_links(self) -> None:
+        """What ``_link`` chose may have changed: choose afresh (call with ``_lock``, after
+        the change: a ``_link`` that began before keeps its choice out of the new table)."""
+        self._queue_links = {}
 
     def _forget_route(self, mq: MessageQueue) -> None:
         """A pull failed: take the topic's route afresh from the namesrv at the next pull
@@ -356,6 +407,7 @@ class QueueReader:
         self.routes.invalidate(mq.topic)
         with self._lock:
             self._brokers.pop(mq.broker_name, None)
+            self._forget_links()
 
     def pull(
         self,
@@ -407,8 +459,7 @@ class QueueReader:
                 batch = MessageBatch.of_messages(mq.topic, mq.queue_id, found.messages)
                 return dataclasses.replace(found, messages=[], batch=batch)
         if sql is None:
-            codes = parse_tag_filter(expression)
-            tags = None if codes is None else frozenset(t.strip() for t in expression.split("||"))
+            codes, tags = self._tag_filter(expression)
         else:
             codes = tags = None
         try:
@@ -422,8 +473,23 @@ class QueueReader:
         except ShmqError:
             self._forget_route(mq)
             raise
-        self._suggested[mq] = result.suggest_which_broker_id
+        if self._suggested.get(mq, 0) != result.suggest_which_broker_id:
+            with self._lock:
+                self._suggested[mq] = result.suggest_which_broker_id
+                self._forget_links()
         return result
+
+    def _tag_filter(self, expression: str | None) -> TagFilter:
+        """``(sorted tag hash codes, tags)`` of a tag expression, ``(None, None)`` for all
+        messages; parsed once per expression."""
+        found = self._tag_filters.get(expression)
+        if found is None:
+            codes = parse_tag_filter(expression)
+            tags = None if codes is None else frozenset(t.strip() for t in expression.split("||"))
+            found = (codes, tags)
+            if len(self._tag_filters) < 1024:  # expressions come from subscriptions: few
+                self._tag_filters[expression] = found
+        return found
 
     def _check_sql(self, address: str, topic: str, selector: MessageSelector) -> None:
         """CHECK_CLIENT_CONFIG of a SQL92 selector, once per broker and expression, as a
@@ -452,12 +518,12 @@ class QueueReader:
         ``offsets``, or ``timeout`` seconds pass, or ``wake`` is called; the queues that
         have one (none: the time passed or a wake), so a caller pulls only those. Queues
         of several brokers are waited on in turns of 10 ms."""
+        links = [self._link(mq) for mq in offsets]
+        if links and links.count(links[0]) == len(links):  # the usual case: one broker
+            return links[0].wait(offsets, timeout)
         by_link: dict = {}
-        for mq, offset in offsets.items():
-            by_link.setdefault(self._link(mq), {})[mq] = offset
-        if len(by_link) == 1:
-            ((link, offs),) = by_link.items()
-            return link.wait(offs, timeout)
+        for (mq, offset), link in zip(offsets.items(), links, strict=True):
+            by_link.setdefault(link, {})[mq] = offset
         deadline = time.monotonic() + timeout
         wakes = self._wakes
         while True:
@@ -555,6 +621,7 @@ class QueueReader:
                 link.close()
             self._links.clear()
             self._retired.clear()
+            self._forget_links()
         self.client.close()
 
     def __enter__(self) -> QueueReader:

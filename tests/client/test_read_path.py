@@ -1,0 +1,122 @@
+"""The consumer's read path on the broker's host: ``StoreReader.fetch_messages`` (one kernel
+call choosing the units and parsing their records when they lie in the CommitLog's newest
+file) answers as ``fetch`` then ``messages`` do, wherever the records lie."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shmq.message import stored_message
+from shmq.store import MessageStore
+from shmq.store.fetch import LOCAL, QueueBounds
+from shmq.store.reader import StoreReader
+from shmq.store.results import GetStatus, parse_tag_filter
+
+FILE_SIZE = 4096  # small CommitLog files: a read spans several of them
+
+
+def _summary(fetch, msgs) -> tuple:
+    return (
+        fetch.status,
+        fetch.next_begin_offset,
+        fetch.min_offset,
+        fetch.max_offset,
+        fetch.phys.tolist(),
+        fetch.sizes.tolist(),
+        fetch.queue_offsets.tolist(),
+        fetch.suggest_slave,
+        [(m.queue_offset, m.physical_offset, m.store_size, m.tags, m.body) for m in msgs],
+    )
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    bodies=st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=50),
+    tags=st.lists(st.sampled_from(["A", "B", None]), min_size=50, max_size=50),
+    others=st.lists(st.booleans(), min_size=50, max_size=50),
+    start=st.integers(0, 60),
+    count=st.integers(1, 40),
+    expression=st.sampled_from(["*", "A", "A || B", "C"]),
+    end_at=st.sampled_from(["end", "first file", "none"]),
+    low=st.integers(0, 3),
+)
+def test_fetch_messages_reads_as_fetch_then_messages(
+    tmp_path_factory, bodies, tags, others, start, count, expression, end_at, low
+):
+    root = str(tmp_path_factory.mktemp("store"))
+    with MessageStore.open(root, mapped_file_size_commit_log=FILE_SIZE) as store:
+        for i, body in enumerate(bodies):
+            store.put("T", 0, body, tags=tags[i])
+            if others[i]:  # another queue's record between this queue's
+                store.put("T", 1, b"other" * 20)
+        store.dispatch()
+        end = store.max_physical_offset
+        reader = StoreReader(root, FILE_SIZE, store.config.consume_queue_file_size)
+        try:
+            # the newest file the reader is told of: the CommitLog's last, its first (the
+            # records mostly lie after it), or none (a reader that knows no end)
+            write_offset = {"end": end, "first file": min(end, FILE_SIZE), "none": 0}[end_at]
+            bounds = QueueBounds(low, len(bodies), 0, write_offset, FILE_SIZE)
+            codes = parse_tag_filter(expression)
+            offset = start % (len(bodies) + 2)  # mostly inside the queue, at times past it
+            fetch = reader.fetch("T", 0, offset, count, codes, bounds, LOCAL)
+            msgs = reader.messages("T", 0, fetch) if fetch.status is GetStatus.FOUND else []
+            fast, fast_msgs = reader.fetch_messages("T", 0, offset, count, codes, bounds)
+        finally:
+            reader.close()
+    assert _summary(fast, fast_msgs) == _summary(fetch, msgs)
+
+
+def test_units_whose_records_are_gone_are_read_past(tmp_path):
+    """Units below the CommitLog's first offset (cleanup) are skipped by the one-call read as
+    by the rule: the messages start in the first file still there."""
+    root = str(tmp_path)
+    with MessageStore.open(root, mapped_file_size_commit_log=FILE_SIZE) as store:
+        for _ in range(60):
+            store.put("T", 0, b"x" * 100)
+        store.dispatch()
+        end = store.max_physical_offset
+        reader = StoreReader(root, FILE_SIZE, store.config.consume_queue_file_size)
+        try:
+            bounds = QueueBounds(0, 60, FILE_SIZE, end, FILE_SIZE)  # the first file is gone
+            fetch, msgs = reader.fetch_messages("T", 0, 0, 8, None, bounds)
+            rule = reader.fetch("T", 0, 0, 8, None, bounds, LOCAL)
+            expected = _summary(rule, reader.messages("T", 0, rule))
+        finally:
+            reader.close()
+    first = rule.queue_offsets[0]
+    assert rule.phys[0] >= FILE_SIZE and first > 0
+    assert [m.queue_offset for m in msgs] == list(range(first, first + 8))
+    assert _summary(fetch, msgs) == expected
+
+
+def _as_v6(record: bytes) -> bytes:
+    """``record`` with IPv6 born and store hosts (16-byte addresses, zero; the encoder
+    writes IPv4 ones): the sysflag bits set, 12 bytes more in each host, the size fixed."""
+    sysflag = int.from_bytes(record[36:40], "big") | 0x10 | 0x20  # BORNHOST_V6, STOREHOST_V6
+    out = (record[4:36] + sysflag.to_bytes(4, "big") + record[40:48] + bytes(12)
+           + record[48:64] + bytes(12) + record[64:])  # fmt: skip
+    return (len(out) + 4).to_bytes(4, "big") + out
+
+
+def test_a_message_decodes_ipv4_and_ipv6_hosts(tmp_path):
+    """A read message decodes its record with both hosts IPv4 (one unpack) and with IPv6
+    ones (each host read where it lies) to the same fields."""
+    with MessageStore.open(str(tmp_path)) as store:
+        store.put("T", 0, b"body" * 30, tags="A", keys=["k1", "k2"])
+        store.dispatch()
+        msg, _ = store.reader.read_queue("T", 0, 0, 1, 1)
+    v4 = msg[0]
+    record = v4._raw[v4._at : v4._at + v4.store_size]
+    v6 = stored_message(b"pad" + _as_v6(record), 3, "T", 0, 0, v4.physical_offset,
+                        v4.store_size + 24)  # fmt: skip
+    assert v6.sysflag == v4.sysflag | 0x30
+    assert v6.born_host.startswith("[") and v6.store_host.startswith("[")  # IPv6 text
+    for m in (v4, v6):
+        assert (m.body, m.tags, m.keys, m.reconsume_times) == (b"body" * 30, "A", ["k1", "k2"], 0)
+    assert (v6.born_timestamp, v6.store_timestamp, v6.body_crc, v6.flag) == (
+        v4.born_timestamp, v4.store_timestamp, v4.body_crc, v4.flag)  # fmt: skip
+    assert v4.born_host.startswith("127.0.0.1:")
