@@ -216,9 +216,9 @@ class _PushReceiver(Receiver):
         def listener(msgs: list, ctx: Any) -> Any:
             if bodies:
                 now = time.monotonic_ns()
-                for m in msgs:
-                    self.arrived.append(m.body)
+                for m in msgs:  # the stamp first: ``recv`` takes one per arrival it sees
                     self.stamps.append(now)
+                    self.arrived.append(m.body)
             else:
                 self.arrived.extend(msgs)
             if self.waiting:
