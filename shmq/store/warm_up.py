@@ -43,8 +43,9 @@ def scratch_store() -> Iterator[tuple[str, MessageStore]]:
 
 def warm_up_reads() -> None:
     """The consumers' read path (``StoreReader``: the fetch rule over consume-queue units,
-    with and without a tag filter, records matched to their units, bulk bodies, records as
-    stored), on read-only mappings as consumers have them."""
+    with and without a tag filter, the units and their records in one call, records
+    matched to their units, bulk bodies, records as stored), on read-only mappings as
+    consumers have them."""
     with scratch_store() as (root, store):
         reader = StoreReader(root, store.config.mapped_file_size_commit_log,
                              store.config.consume_queue_file_size)  # fmt: skip
@@ -53,6 +54,7 @@ def warm_up_reads() -> None:
         )
         try:
             for codes in (None, parse_tag_filter("t")):
+                reader.fetch_messages(TOPIC, 0, 0, 32, codes, bounds)  # one kernel call
                 fetch = reader.fetch(TOPIC, 0, 0, 32, codes, bounds, LOCAL)
                 reader.messages(TOPIC, 0, fetch)
                 reader.message_batch(TOPIC, 0, fetch, frozenset("t"))
