@@ -32,6 +32,15 @@ through ``Connection.send`` from any thread, or call a client and wait for its a
 
 TLS is decided per connection by its first byte and the mode (``tls_server``), before the
 connection is served; the handshake is bounded by ``handshake_timeout``.
+
+Relays (``remoting.relay``): a server with ``relay`` set (the broker's data server) gives
+each connection a link to another server and relays there, as raw frames, every request
+``relay.serves`` does not take and every response it did not ask for; a server with
+``relay_token`` set (the broker's control server) takes such a link's ``RELAY_HELLO`` as
+the client's identity (its ``peer`` and ``tls``; it is then ``relayed``: not closed for
+idleness, the relaying server watches the client) and closes a link whose hello carries
+another secret. Internal requests (``register_internal``) skip ``authorize``: their
+handlers check who sent them.
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ from shmq.remoting.protocol import (
     decode_frame,
     request_name,
 )
+from shmq.remoting.relay import RelayLink, RelayTo, hello, hello_accepted
 from shmq.remoting.security.tls_server import (
     DISABLED,
     HANDSHAKE_TIMEOUT_S,
@@ -124,6 +134,10 @@ class Connection:
         self.id = conn_id
         self.peer = peer
         self.tls = False  # whether the connection speaks TLS (known once it is served)
+        # a link from the broker's data server for this client (``peer``: the client's):
+        # set by its RELAY_HELLO only
+        self.relayed = False
+        self.link: RelayLink | None = None  # (relaying server) the client's link
         self._loop = loop
         self._transport: asyncio.Transport | None = None
         self._lock = threading.Lock()
@@ -187,6 +201,24 @@ class Connection:
             self._loop.call_soon_threadsafe(self._flush)
         except RuntimeError as exc:  # the loop is closed: the server stopped
             raise RemotingConnectError(f"connection to {self.peer} is closed") from exc
+
+    def forward(self, cmd: RemotingCommand) -> None:
+        """Send ``cmd`` to the server this connection is relayed to, over its link (a
+        relaying server's own request: what a pull it answered tells the broker)."""
+        frame = cmd.encode()
+        link = self.link
+        if link is None or self._closed:
+            raise RemotingConnectError(f"connection to {self.peer} has no link (closed)")
+        try:
+            self._loop.call_soon_threadsafe(link.forward, frame)
+        except RuntimeError as exc:  # the loop is closed: the server stopped
+            raise RemotingConnectError(f"connection to {self.peer} is closed") from exc
+
+    def write_relayed(self, frame: bytes) -> None:
+        """(On the loop) write whole frames the link read."""
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(frame)
 
     def _flush(self) -> None:
         """Write what ``send`` queued (on the loop)."""
@@ -258,7 +290,8 @@ class _FrameProtocol(asyncio.Protocol):
         self._budget_deadline = 0.0
         self.frame_started: float | None = None  # a frame's length is read, not its end
         self.last_read = time.monotonic()
-        self._paused = {"inbox": False, "budget": False}
+        self._paused = {"inbox": False, "budget": False, "link": False}
+        self._framed = False  # a frame was delivered: a RELAY_HELLO comes first or never
 
     # -- asyncio's callbacks -------------------------------------------------------------------
 
@@ -270,6 +303,15 @@ class _FrameProtocol(asyncio.Protocol):
         self.server._protocols[self.conn.id] = self
         if self.conn.closed:  # closed (the server stops) before it was served
             transport.abort()
+            return
+        relay = self.server.relay
+        if relay is not None:
+            self.conn.link = link = RelayLink(
+                hello(self.conn.peer, self.conn.tls, relay.token),
+                (self.conn.write_relayed, self._link_behind, self._abort),
+                self.conn.peer,
+            )
+            self.server.loop.create_task(link.connect(self.server.loop, relay.host, relay.port))
 
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
@@ -299,7 +341,25 @@ class _FrameProtocol(asyncio.Protocol):
         buf = self._buf
         return 4 + int.from_bytes(buf[:4], "big", signed=True) if len(buf) >= 4 else 4
 
+    def pause_writing(self) -> None:
+        """The client does not read what is written: its link is not read meanwhile."""
+        if self.conn.link is not None:
+            self.conn.link.pause(True)
+
+    def resume_writing(self) -> None:
+        if self.conn.link is not None:
+            self.conn.link.pause(False)
+
+    def _link_behind(self, behind: bool) -> None:
+        """The link does not take what the client sends (or takes it again)."""
+        if behind:
+            self._pause("link")
+        else:
+            self._resume("link")
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.conn.link is not None:
+            self.conn.link.close()
         if self._large is not None:  # a large frame cut off: its budget is free again
             self.server.frame_budget.release(len(self._large))
             self._large = None
@@ -386,6 +446,7 @@ class _FrameProtocol(asyncio.Protocol):
         """Decode one frame and queue its request (``held``: budget bytes it keeps until
         it is handled); a response answers an ``invoke``."""
         server, conn = self.server, self.conn
+        first, self._framed = not self._framed, True
         try:
             request = decode_frame(payload)
         except RemotingHeaderError as exc:
@@ -397,8 +458,12 @@ class _FrameProtocol(asyncio.Protocol):
             server.frame_budget.release(held)
             self._refuse(str(exc))
             return
+        link = conn.link
         if request.is_response:
             server.frame_budget.release(held)
+            if link is not None and not conn.answered(request):
+                link.forward(_framed(payload))  # it answers the other server's request
+                return
             if not conn.answered(request):
                 server._warnings.warn(
                     "%s server: closing %s: it sent a response frame (%s, opaque %d)"
@@ -407,8 +472,26 @@ class _FrameProtocol(asyncio.Protocol):
                 )  # fmt: skip
                 self._abort()
             return
+        if link is not None and not server.relay.serves(request, conn):
+            link.forward(_framed(payload))
+            server.frame_budget.release(held)
+            return
+        if request.code == RequestCode.RELAY_HELLO:
+            server.frame_budget.release(held)
+            self._relay_hello(request, first)
+            return
         if server._enqueue(conn, (request, held, len(payload))):
             self._pause("inbox")
+
+    def _relay_hello(self, request: RemotingCommand, first: bool) -> None:
+        """A relaying server's link names its client: as the connection's first frame
+        with the right secret, the connection takes the client's identity; else it closes."""
+        accepted = hello_accepted(request, self.server.relay_token) if first else None
+        if accepted is None:
+            self._refuse("a RELAY_HELLO " + ("with a wrong secret" if first else "too late"))
+            return
+        self.conn.peer, self.conn.tls = accepted
+        self.conn.relayed = True
 
     def _refuse(self, reason: str) -> None:
         self.server._warnings.warn(
@@ -477,6 +560,11 @@ class RemotingServer:
         self.workers = workers
         self._warnings = _RateLimitedLog(log, WARNINGS_PER_MINUTE)
         self._handlers: dict[int, Handler] = {}
+        self._internal: dict[int, Handler] = {}  # handled without ``authorize``
+        # (a data server) relay what it does not serve to another server; set before start
+        self.relay: RelayTo | None = None
+        # (a control server) the secret a relaying server's links open with; set before start
+        self.relay_token: str | None = None
         # the broker's ACL check (RocketMQ's RPC hook): every request passes it before its
         # handler, unknown codes too; set before ``start``
         self.authorize: Authorizer | None = None
@@ -502,6 +590,11 @@ class RemotingServer:
         """Route requests with ``code`` to ``handler(request, connection)``; a returned
         command is sent back (``None``: no response)."""
         self._handlers[int(code)] = handler
+
+    def register_internal(self, code: int, handler: Handler) -> None:
+        """Route ``code`` (one of shmq's internal requests) to ``handler``, past the
+        ``authorize`` hook: the handler checks who may send it."""
+        self._internal[int(code)] = handler
 
     def on_disconnect(self, callback: Callable[[Connection], None]) -> None:
         """Call ``callback(connection)`` once for each connection after it closes, after
@@ -726,7 +819,7 @@ class RemotingServer:
             started = proto.frame_started
             if started is not None and now - started > self.frame_timeout:
                 proto._refuse(f"a frame slower than {self.frame_timeout:.0f} s")
-            elif now - proto.last_read > self.idle_timeout:
+            elif not proto.conn.relayed and now - proto.last_read > self.idle_timeout:
                 proto._refuse(f"idle for {self.idle_timeout:.0f} s")
         if not self._stopping.is_set():
             self.loop.call_later(SWEEP_S, self._sweep)
@@ -836,6 +929,9 @@ class RemotingServer:
         return True
 
     def _dispatch(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        internal = self._internal.get(request.code)
+        if internal is not None:
+            return call_handler(internal, request, conn, self.name)
         if self.authorize is not None:
             refusal = call_handler(self._refuse_unauthorized, request, conn, self.name)
             if refusal is not None:
@@ -856,6 +952,11 @@ class RemotingServer:
         assert self.authorize is not None
         self.authorize(request, conn)
         return None
+
+
+def _framed(payload: memoryview) -> bytes:
+    """A frame's bytes again, its length first (as they arrived)."""
+    return len(payload).to_bytes(4, "big") + payload
 
 
 def call_handler(
