@@ -884,13 +884,15 @@ class RemotingServer:
                 conn.finish()
                 continue
             request, held, _ = item
-            if conn.observe is not None:
+            # internal requests are not the server's traffic: not in its request latency
+            observed = conn.observe is not None and request.code not in self._internal
+            if observed:
                 conn.handling(request)
             try:
                 response = self._dispatch(request, conn)
                 if response is not None and not request.is_oneway:
                     conn.send(response)
-                elif conn.observe is not None:
+                elif observed:
                     conn.handled(request)
             except RemotingConnectError as exc:
                 log.debug("%s server: %s", self.name, exc)

@@ -16,6 +16,7 @@ import pytest
 import wire_client as wc
 from waiting import wait_for
 
+from e2e_helpers import listeners, socket_inodes
 from shmq.broker.topic.config import TopicConfig
 from shmq.client.producer.producer import Producer
 from shmq.client.transport.queue_reader import QueueReader
@@ -50,35 +51,6 @@ def served(shared_broker):
 
         server.register(code, counted)
     return broker, namesrv, counts
-
-
-def listeners(port: int) -> list[tuple[str, int]]:
-    """The listening sockets on ``port``: (local ip, socket inode)."""
-    found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            next(f)
-            for line in f:
-                cols = line.split()
-                addr, state, inode = cols[1], cols[3], int(cols[9])
-                host_hex, port_hex = addr.rsplit(":", 1)
-                if state == "0A" and int(port_hex, 16) == port:
-                    ip = socket.inet_ntoa(bytes.fromhex(host_hex)[::-1]) if len(host_hex) == 8 \
-                        else host_hex  # fmt: skip
-                    found.append((ip, inode))
-    return found
-
-
-def socket_inodes(pid: int) -> set[int]:
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(int(target[8:-1]))
-    return inodes
 
 
 def test_the_public_port_is_the_data_servers_and_the_control_server_is_on_loopback(served):
