@@ -17,6 +17,7 @@ import wire_client as wc
 from waiting import wait_for
 
 from e2e_helpers import listeners, socket_inodes
+from shmq import LocalTransactionState, TransactionProducer
 from shmq.broker.topic.config import TopicConfig
 from shmq.client.producer.producer import Producer
 from shmq.client.transport.queue_reader import QueueReader
@@ -221,3 +222,30 @@ def test_a_killed_data_server_comes_back_on_its_port_and_clients_go_on(make_brok
             return set(acked) <= set(stored)
 
         wait_for(all_read, timeout=30, what="every acked message stored")
+
+
+class CommitOnCheck:
+    """A transaction listener that leaves its transaction open and commits when asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[bytes] = []
+
+    def execute_local_transaction(self, msg, arg):
+        return LocalTransactionState.UNKNOW
+
+    def check_local_transaction(self, msg):
+        self.asked.append(msg.body)
+        return LocalTransactionState.COMMIT_MESSAGE
+
+
+def test_a_transaction_check_back_reaches_a_tcp_producer_through_the_relay(make_broker):
+    broker, namesrv = make_broker(transaction_time_out=1000, transaction_check_interval=500)
+    broker.create_topic(TopicConfig("DsTx", 1, 1))
+    listener = CommitOnCheck()
+    with TransactionProducer("ds-tx", namesrv, listener=listener, transport="tcp") as p:
+        p.send_message_in_transaction(Message("DsTx", b"checked"))
+        wait_for(lambda: listener.asked == [b"checked"], what="the broker's check-back")
+    with QueueReader("ds-tx-g", namesrv, transport="tcp") as reader:
+        mq = MessageQueue("DsTx", "broker-a", 0)
+        got = wait_for(lambda: reader.pull(mq, 0, 8, timeout=0.2).messages, what="committed")
+    assert [m.body for m in got] == [b"checked"]
