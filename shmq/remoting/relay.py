@@ -29,7 +29,8 @@ from shmq.remoting.protocol import RemotingCommand
 
 log = logging.getLogger(__name__)
 
-# a relayed frame (``RemotingServer``'s handle on the client side of one link)
+# the client's side of a link: write whole frames to it, stop (True) or resume reading it,
+# abort it (``RemotingServer``'s, on its loop)
 ClientSide = tuple[Callable[[bytes], None], Callable[[bool], None], Callable[[], None]]
 
 

@@ -19,6 +19,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from shmq.broker.processors.pull_account import PullAccount
 from shmq.broker.stats.events import BrokerEvents
@@ -28,6 +29,9 @@ from shmq.remoting.codes import RequestCode, ResponseCode
 from shmq.remoting.protocol import RemotingCommand
 from shmq.remoting.server import Connection, RemotingServer
 
+if TYPE_CHECKING:
+    from shmq.broker.context import BrokerContext
+
 log = logging.getLogger(__name__)
 
 METRICS_EVERY_S = 1.0
@@ -36,7 +40,7 @@ METRICS_EVERY_S = 1.0
 class DataServerReports:
     """The control server's side: ``register`` its two handlers."""
 
-    def __init__(self, ctx: object, token: str, events: BrokerEvents) -> None:
+    def __init__(self, ctx: BrokerContext, token: str, events: BrokerEvents) -> None:
         self.ctx = ctx
         self.token = token
         self.events = events

@@ -15,7 +15,7 @@ import logging
 import multiprocessing.connection
 import signal
 import sys
-import threading
+import time
 
 from shmq.broker.acl.plain_config import PlainAccessConfig
 from shmq.broker.acl.plain_file import PlainAclFile, acl_file_path
@@ -42,6 +42,8 @@ from shmq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
+STOP_POLL_S = 0.2
+
 
 def run_data_server(
     config: BrokerConfig,
@@ -60,8 +62,8 @@ def run_data_server(
         format="%(asctime)s %(levelname)-7s shmq.data[%(process)d]: %(message)s",
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stopping: list[bool] = []  # a signal handler takes no lock (an Event's could deadlock)
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     die_with_parent()
     names = BrokerNames(prefix)
     segments = {
@@ -86,8 +88,8 @@ def run_data_server(
         sys.exit(1)
     channel.send(("ready", server.port))
     channel.close()
-    while not stop.wait(0.5):
-        pass
+    while not stopping:
+        time.sleep(STOP_POLL_S)
     server.stop()
     for part in closing:
         part.close()

@@ -11,10 +11,13 @@ from a pull wherever it was answered.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from shmq.remoting.codes import RequestCode
 from shmq.remoting.protocol import RemotingCommand
+
+if TYPE_CHECKING:
+    from shmq.broker.context import BrokerContext
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,8 @@ class PullAccount:
     pulled_to: int | None = None  # the offset the group's next pull of the queue starts at
     commit_offset: int | None = None
 
-    def apply(self, ctx: Any) -> None:
-        """Count it in the broker (a ``BrokerContext``)."""
+    def apply(self, ctx: BrokerContext) -> None:
+        """Count it in the broker."""
         if self.count is not None:
             ctx.gets.pulled(self.group, self.topic, self.count, self.size)
         if self.pulled_to is not None:
