@@ -105,7 +105,7 @@ TURN = 8  # requests of one connection a worker handles before the others' turn
 # would then never be read again, and neither side would move
 MAX_UNSENT_BYTES = 16 << 20
 # a request read and not handled yet: itself, the frame budget bytes it holds, its size
-_Queued = tuple[RemotingCommand, int, int]
+_Queued = tuple["RemotingCommand | _Relayed", int, int]
 _END_OF_INPUT = (None, 0, 0)  # the peer sent its last request: close once it is answered
 _DISCONNECTED = None  # the inbox's last entry: the disconnect callbacks run after the rest
 
@@ -120,6 +120,17 @@ Observer = Callable[[int, int, float, bool, str], None]
 LONG_POLLING_CODES = frozenset(
     {RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE, RequestCode.NOTIFICATION}
 )
+
+
+class _Relayed:
+    """A request to relay that came behind requests of its connection still handled here:
+    it waits in the inbox, so the other server sees the connection's requests in order
+    (a pull's commit before the unlock that follows it)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
 
 
 def _addr(host: str, port: int) -> str:
@@ -205,10 +216,14 @@ class Connection:
     def forward(self, cmd: RemotingCommand) -> None:
         """Send ``cmd`` to the server this connection is relayed to, over its link (a
         relaying server's own request: what a pull it answered tells the broker)."""
-        frame = cmd.encode()
+        self.relay_frame(cmd.encode())
+
+    def relay_frame(self, frame: bytes) -> None:
+        """Send a whole frame over the connection's link (from any thread, in order); also
+        once the client is gone: the link closes after what its last requests relay."""
         link = self.link
-        if link is None or self._closed:
-            raise RemotingConnectError(f"connection to {self.peer} has no link (closed)")
+        if link is None:
+            raise RemotingConnectError(f"connection to {self.peer} has no link")
         try:
             self._loop.call_soon_threadsafe(link.forward, frame)
         except RuntimeError as exc:  # the loop is closed: the server stopped
@@ -358,8 +373,6 @@ class _FrameProtocol(asyncio.Protocol):
             self._resume("link")
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.conn.link is not None:
-            self.conn.link.close()
         if self._large is not None:  # a large frame cut off: its budget is free again
             self.server.frame_budget.release(len(self._large))
             self._large = None
@@ -473,8 +486,13 @@ class _FrameProtocol(asyncio.Protocol):
                 self._abort()
             return
         if link is not None and not server.relay.serves(request, conn):
-            link.forward(_framed(payload))
-            server.frame_budget.release(held)
+            with conn._lock:
+                behind = conn._draining  # requests before it are still handled here
+            if not behind:
+                link.forward(_framed(payload))
+                server.frame_budget.release(held)
+            elif server._enqueue(conn, (_Relayed(_framed(payload)), held, len(payload))):
+                self._pause("inbox")
             return
         if request.code == RequestCode.RELAY_HELLO:
             server.frame_budget.release(held)
@@ -621,7 +639,8 @@ class RemotingServer:
         queued: collections.Counter[int] = collections.Counter()
         for conn in list(self._connections.values()):
             waiting = tuple(conn._inbox)
-            queued.update(item[0].code for item in waiting if item and item[0] is not None)
+            queued.update(item[0].code for item in waiting
+                          if item and isinstance(item[0], RemotingCommand))  # fmt: skip
         return queued
 
     @property
@@ -884,6 +903,14 @@ class RemotingServer:
                 conn.finish()
                 continue
             request, held, _ = item
+            if isinstance(request, _Relayed):
+                try:
+                    conn.relay_frame(request.frame)
+                except RemotingConnectError as exc:
+                    log.debug("%s server: %s", self.name, exc)
+                finally:
+                    self.frame_budget.release(held)
+                continue
             # internal requests are not the server's traffic: not in its request latency
             observed = conn.observe is not None and request.code not in self._internal
             if observed:
@@ -901,6 +928,10 @@ class RemotingServer:
         self._submit(conn)  # ``_draining`` stays set: its turn comes again
 
     def _disconnected(self, conn: Connection) -> None:
+        link = conn.link
+        if link is not None:  # after what its last requests relayed (the loop's order)
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(link.close)
         for callback in self._disconnect_callbacks:
             try:
                 callback(conn)

@@ -34,6 +34,7 @@ DATA_PATH_CODES = (
 )
 HEART_BEAT = 34
 GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST = 203, 204
+QUERY_CONSUMER_OFFSET = 14
 
 
 @pytest.fixture(scope="module")
@@ -249,3 +250,19 @@ def test_a_transaction_check_back_reaches_a_tcp_producer_through_the_relay(make_
         mq = MessageQueue("DsTx", "broker-a", 0)
         got = wait_for(lambda: reader.pull(mq, 0, 8, timeout=0.2).messages, what="committed")
     assert [m.body for m in got] == [b"checked"]
+
+
+def test_a_relayed_request_does_not_overtake_a_pull_before_it(served):
+    """A connection's requests keep their order across the two servers: a pull that commits
+    an offset, pipelined with the offset query right behind it (relayed), is answered with
+    that offset, as when one server handled both."""
+    broker, _, _ = served
+    broker.create_topic(TopicConfig("DsOrder", 1, 1))
+    with wc.WireClient(broker.address) as c:
+        for offset in range(1, 21):
+            c.send(wc.PULL_MESSAGE, wc.pull_header(
+                "ds-order", "DsOrder", 0, 0, commit_offset=offset,
+                sys_flag=wc.COMMIT_OFFSET | wc.SUBSCRIPTION))  # fmt: skip
+            query = c.send(QUERY_CONSUMER_OFFSET, {"consumerGroup": "ds-order",
+                                                   "topic": "DsOrder", "queueId": "0"})  # fmt: skip
+            assert c.receive(query).ext["offset"] == str(offset)
