@@ -40,7 +40,9 @@ class Router:
     """``serves(request, connection)``: the relay's decision (see the module docstring);
     ``group_info``: the subscriptions heartbeats named (the pull processor's lookup)."""
 
-    def __init__(self, tables: ControlTables, topic_buf: np.ndarray, topic_words: np.ndarray):
+    def __init__(
+        self, tables: ControlTables, topic_buf: np.ndarray, topic_words: np.ndarray
+    ) -> None:
         self.tables = tables
         self.topic_buf, self.topic_words = topic_buf, topic_words
         self._perms: dict[str, int] = {}
