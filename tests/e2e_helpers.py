@@ -412,3 +412,42 @@ def read_all(c, topic: str, queue_id: int, count: int) -> list:
 
         wait_for(all_read, interval=0, what=f"{count} messages of {topic}:{queue_id}")
         return out
+
+
+def listeners(port: int) -> list[tuple[str, int]]:
+    """The listening sockets on ``port``: (local ip, socket inode)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                cols = line.split()
+                addr, state, inode = cols[1], cols[3], int(cols[9])
+                host_hex, port_hex = addr.rsplit(":", 1)
+                if state == "0A" and int(port_hex, 16) == port:
+                    ip = socket.inet_ntoa(bytes.fromhex(host_hex)[::-1]) if len(host_hex) == 8 \
+                        else host_hex  # fmt: skip
+                    found.append((ip, inode))
+    return found
+
+
+def socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def listening_pid(port: int) -> int:
+    """The process that listens on ``port`` (the broker's: its data server)."""
+    ((_, inode),) = listeners(port)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if inode in socket_inodes(int(pid)):
+                return int(pid)
+    raise AssertionError(f"no process listens on port {port}")

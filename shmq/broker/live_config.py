@@ -8,11 +8,26 @@ it restarts an agent) holds this object, not a config, and reads ``current`` at 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from shmq.broker.config.broker_config import BrokerConfig
 
 
 class LiveConfig:
-    """``current``: the broker's config now; assigned, never edited."""
+    """``current``: the broker's config now; assigned, never edited. ``on_change`` (the
+    supervisor's, once its shared memory exists) is called after each assignment: the data
+    server, another process, learns of it through a shared word."""
 
     def __init__(self, config: BrokerConfig) -> None:
-        self.current = config
+        self._current = config
+        self.on_change: Callable[[], None] | None = None
+
+    @property
+    def current(self) -> BrokerConfig:
+        return self._current
+
+    @current.setter
+    def current(self, config: BrokerConfig) -> None:
+        self._current = config
+        if self.on_change is not None:
+            self.on_change()

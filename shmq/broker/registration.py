@@ -4,7 +4,7 @@ promotion, a stop to rejoin, a SYNC_MASTER's sync state set, ``sync_state``); a 
 learning its master; UNREGISTER_BROKER at stop.
 
 The supervisor owns it and hands it what it reads (the live config, the topics, the
-counters, its control server's address, the control client) and what acting on a decision
+counters, its advertised address, the control client) and what acting on a decision
 takes: ``promote`` (the supervisor restarts its agents as a master's) and ``halt`` (the
 broker stops itself, naming why). Processors ask for a registration through it: at once
 on the caller's thread (``register_all``, a new topic) or by the register loop
@@ -29,7 +29,6 @@ from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode
-from shmq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ class NamesrvRegistration:
         config: LiveConfig,
         topics: TopicConfigManager,
         counters: np.ndarray,
-        server: RemotingServer,
+        address: Callable[[], str],
         client: RemotingClient,
         slave_sync: SlaveSynchronize,
         *,
@@ -57,7 +56,7 @@ class NamesrvRegistration:
         self.config = config
         self.topics = topics
         self.words = counters
-        self.server = server
+        self.address = address  # the broker's advertised ``ip:port``
         self.client = client
         self.slave_sync = slave_sync
         self._stop = stop
@@ -102,7 +101,7 @@ class NamesrvRegistration:
         ha_addr = f"{cfg.broker_ip1}:{ha_port}" if ha_port and not cfg.is_slave else ""
         fields = {
             "brokerName": cfg.broker_name,
-            "brokerAddr": self.server.address,
+            "brokerAddr": self.address(),
             "clusterName": cfg.broker_cluster_name,
             "brokerId": cfg.broker_id,
             "haServerAddr": ha_addr,
@@ -160,7 +159,7 @@ class NamesrvRegistration:
                 RequestCode.UNREGISTER_BROKER,
                 {
                     "brokerName": cfg.broker_name,
-                    "brokerAddr": self.server.address,
+                    "brokerAddr": self.address(),
                     "clusterName": cfg.broker_cluster_name,
                     "brokerId": cfg.broker_id,
                 },

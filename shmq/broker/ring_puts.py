@@ -14,12 +14,17 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from shmq.broker.context import BrokerContext
 from shmq.errors import ShmqError
 from shmq.ipc import ring
 from shmq.ipc.ring_appender import DEFAULT_SPIN_US, Answer, RingAppender
 from shmq.remoting.protocol import ResponseCode, ResponseError
+
+if TYPE_CHECKING:
+    from shmq.broker.agents.broker_names import BrokerNames
+    from shmq.broker.client.slots import ClientSlot
+    from shmq.broker.context import BrokerContext
 
 PUT_TIMEOUT_S = 5.0
 
@@ -27,13 +32,18 @@ PUT_TIMEOUT_S = 5.0
 def broker_ring(ctx: BrokerContext, group: str, spin_us: int = DEFAULT_SPIN_US) -> RingAppender:
     """A producer ring of the broker's own process, registered like any producer's."""
     slot = ctx.clients.register_producer(os.getpid(), group)
-    info = {
+    return RingAppender(ring_info(slot, ctx.names), ctx.counters, ctx.registry, spin_us)
+
+
+def ring_info(slot: ClientSlot, names: BrokerNames) -> dict:
+    """What attaches a ``RingAppender`` to producer ``slot`` (in any process of the
+    broker's group: the data server appends to a ring the supervisor registered)."""
+    return {
         "ring": slot.segment.name,
         "sem": slot.sem_name,
-        "writerSem": ctx.names.agent_sem("writer"),
+        "writerSem": names.agent_sem("writer"),
         "slot": slot.index,
     }
-    return RingAppender(info, ctx.counters, ctx.registry, spin_us)
 
 
 def put_records(

@@ -17,6 +17,7 @@ and offsets, remove ``abort``, release the lock, unlink every segment and semaph
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -39,6 +40,8 @@ from shmq.broker.client.slots import ClientSlots
 from shmq.broker.config.broker_config import RECORD_OVERHEAD_MAX, BrokerConfig
 from shmq.broker.config.tuning import apply_runtime, prepare_tuning, set_environment
 from shmq.broker.context import BrokerContext
+from shmq.broker.data_server.process import DataServerProcess
+from shmq.broker.data_server.reports import DataServerReports
 from shmq.broker.ha import controller_mode as cm
 from shmq.broker.ha.slave_sync import SlaveSynchronize
 from shmq.broker.ha.sync_state import Report, SyncState
@@ -69,6 +72,7 @@ from shmq.broker.processors.send import RemotingSend
 from shmq.broker.processors.send_back import SendBack
 from shmq.broker.proxy_process import ProxyProcess
 from shmq.broker.registration import NamesrvRegistration
+from shmq.broker.ring_puts import ring_info
 from shmq.broker.stats.events import BrokerEvents
 from shmq.broker.stats.get_counts import GetCounts
 from shmq.broker.stats.items import BrokerStatsItems
@@ -101,6 +105,7 @@ from shmq.ipc.segment import (
 )
 from shmq.main_guard import check_main_guard
 from shmq.remoting.client import RemotingClient
+from shmq.remoting.security.tls_server import ENFORCING, PERMISSIVE
 from shmq.remoting.server import RemotingServer
 from shmq.store.message_store import MessageStore
 
@@ -116,6 +121,10 @@ RING_AGENTS = ("schedule",)  # agents with a producer ring of their own
 AGENT_STOP_TIMEOUT_S = 30.0
 AGENT_START_TIMEOUT_S = 300.0
 HOUSEKEEPING_S = 0.1
+CONTROL_HOST = "127.0.0.1"
+# the control server's connections beyond serverMaxConnections (one link per data-server
+# connection): the gRPC proxy's, the data server's own, admin tools on the host
+CONTROL_CONNECTIONS = 64
 
 T = TypeVar("T")
 
@@ -150,7 +159,8 @@ class Broker:
         self._stop_requested = False  # ``request_stop``: a plain flag, signal-safe
         self._stopped = False
         self._threads: list[threading.Thread] = []
-        self.server: RemotingServer | None = None  # the control server
+        self.server: RemotingServer | None = None  # the control server (loopback)
+        self.data_server: DataServerProcess | None = None  # the public port: TCP data path
         self._serving = False
         self.client: RemotingClient | None = None  # the control client (namesrvs, master)
         self.slave_sync: SlaveSynchronize | None = None
@@ -261,12 +271,14 @@ class Broker:
             self.topic_table.publish()
             self.clients = ClientSlots(cfg, self.names.prefix, self.registry, self.gets)
             self.context = self._build_context(epoch)
+            self.data_server.spawn()  # it imports and loads kernels while the agents start
             if decision is not None:
                 self._follow_sync_state(decision)
             compile_kernels()  # at a first start: once, here; the agents load them
             # while the agent template preloads: what early clients send waits in their rings
             self._start_control()
             self._start_agents()
+            self.data_server.serve(self.server.address)  # the broker's address from now on
             self.registration.register_all()  # clients find routes: sends need no proxy
             if cfg.proxy_enable:  # it imports and binds while the first clients are served
                 inner = self.acl.inner if self.acl is not None else None
@@ -276,7 +288,7 @@ class Broker:
                 self.metrics = MetricsProcess(self.config, self.names.prefix, self.log_level)
                 self.metrics.spawn()
             if self.proxy is not None:
-                self.proxy.serve(self.address)
+                self.proxy.serve(self.server.address)
             if self.metrics is not None:
                 self.metrics.serve()
             self._spawn_thread("housekeeping", self._housekeeping)
@@ -290,8 +302,9 @@ class Broker:
             self.stop()
             raise
         log.info(
-            "broker %s started: store %s, control %s, shm prefix %s",
-            cfg.broker_name, self.root, self.address, self.names.prefix,
+            "broker %s started: store %s, address %s (data server pid %s), control %s, shm "
+            "prefix %s", cfg.broker_name, self.root, self.address, self.data_server.proc.pid,
+            self.server.address, self.names.prefix,
         )  # fmt: skip
 
     def _create_shared(
@@ -350,27 +363,39 @@ class Broker:
         tables, the namesrv registration (at ``epoch``), and the context the processors get:
         built once the shared memory and the tables exist."""
         cfg = self.config
+        # on loopback only: clients reach it through the data server's relay (a link per
+        # client connection: room for each), the gRPC proxy directly; TLS as the public
+        # port's, but plain TCP always taken (the links are plain: loopback)
+        tls = cfg.tls_server
         self.server = RemotingServer(
-            cfg.broker_ip1,
-            cfg.listen_port,
-            name=f"broker-{cfg.broker_name}",
-            max_connections=cfg.server_max_connections,
+            CONTROL_HOST,
+            0,
+            name=f"broker-{cfg.broker_name}-control",
+            max_connections=cfg.server_max_connections + CONTROL_CONNECTIONS,
             max_buffered_bytes=cfg.server_max_buffered_bytes,
             idle_timeout=cfg.server_channel_max_idle_time_seconds,
             frame_timeout=cfg.server_frame_timeout_seconds,
-            tls=cfg.tls_server,
+            tls=dataclasses.replace(tls, mode=PERMISSIVE) if tls.mode == ENFORCING else tls,
             workers=cfg.server_worker_threads,
         )
         if cfg.acl_enable:  # a missing or bad plain_acl.yml stops the start here
             self.acl = PlainAcl(PlainAclFile(acl_file_path(cfg)), inner_account())
             self.server.authorize = RemotingAcl(self.acl).authorize
+        self.settings.on_change = self._config_changed
+        tcp_ring = self.clients.register_producer(os.getpid(), "shmq-data-send")
+        hold_slot = self.clients.register_consumer(os.getpid(), "shmq-data-pull-hold")
+        self.data_server = DataServerProcess(
+            cfg, self.names.prefix, self.log_level, ring_info(tcp_ring, self.names), hold_slot,
+            self.acl.inner if self.acl is not None else None,
+        )  # fmt: skip
+        self.server.relay_token = self.data_server.token
         self.client = RemotingClient(connect_timeout=1.0, default_timeout=3.0, tls=cfg.tls_client)
         self.slave_sync = SlaveSynchronize(
-            self.settings, self.server, self.client, self.topics, self.topic_table,
+            self.settings, self._address, self.client, self.topics, self.topic_table,
             self.subscription_groups, self.offsets,
         )  # fmt: skip
         self.registration = NamesrvRegistration(
-            self.settings, self.topics, self.counters.words, self.server, self.client,
+            self.settings, self.topics, self.counters.words, self._address, self.client,
             self.slave_sync, stop=self._stop, promote=self._become_master, halt=self._halt,
         )  # fmt: skip
         self.registration.epoch = epoch
@@ -399,6 +424,7 @@ class Broker:
             namesrv=self.registration,
             agents=self.group,
             server=self.server,
+            public_address=self._address,
             acl=self.acl,
         )
 
@@ -480,6 +506,7 @@ class Broker:
             send,
             self.pull,
             reply,
+            DataServerReports(ctx, self.data_server.token, ctx.events),
         ]
         for processor in self.processors:
             processor.register(self.server)
@@ -507,7 +534,17 @@ class Broker:
 
     @property
     def address(self) -> str:
-        return self.server.address if self.server is not None else ""
+        """The broker's address (``brokerIP1`` and the data server's port): what the
+        namesrvs advertise; empty until the data server serves."""
+        return self.data_server.address if self.data_server is not None else ""
+
+    def _address(self) -> str:
+        return self.address
+
+    def _config_changed(self) -> None:
+        """The config was replaced: the data server reads its live keys again."""
+        words = self.counters.words
+        cn.publish(words, cn.CONFIG_VERSION, cn.load(words, cn.CONFIG_VERSION) + 1)
 
     @property
     def grpc_address(self) -> str:
@@ -537,6 +574,7 @@ class Broker:
                 self._answer_topic_request()
                 with self._role_lock:
                     self._watch_agents()
+                self.data_server.watch()
                 if self.proxy is not None:
                     self.proxy.watch()
                 if self.metrics is not None:
@@ -713,6 +751,8 @@ class Broker:
             self.slave_sync.wake()
         if hasattr(self, "counters"):
             cn.publish(self.counters.words, cn.STATE, cn.STATE_STOPPING)
+        if self.data_server is not None:
+            self.data_server.stop()  # no new TCP requests
         if self.proxy is not None:
             self.proxy.stop()  # no new gRPC requests
         if self.metrics is not None:

@@ -39,7 +39,8 @@ processes write them::
                       deletion records of the topics it lacks are in the CommitLog)
     8     supervisor  TOPIC_REQUEST_DONE  MANUAL_DELETES (mqadmin deleteExpiredCommitLog
                       requests so far: the cleaner's next rounds delete expired CommitLog files
-                      whatever ``deleteWhen`` says)
+                      whatever ``deleteWhen`` says) CONFIG_VERSION (bumped as the broker's
+                      config is replaced: the data server reads its live keys again)
     9     several     store status, one word per owner (rare writes): DISK_FULL (cleaner:
                       disk used over diskMaxUsedSpaceRatio's 90 % rule), DISK_USED_PERMILLE
                       (cleaner), ALLOC_FAILED (writer: a new CommitLog file could not be
@@ -96,7 +97,7 @@ TOPIC_REQUEST_NAME = (5 * W + 2) * 8  # byte offset of the 128-byte name
 TOPIC_NAME_MAX = 127
 TOPIC_REQUEST_QUEUES = 7 * W + 2
 TOPICS_APPLIED = 7 * W + 3
-TOPIC_REQUEST_DONE, MANUAL_DELETES = 8 * W, 8 * W + 1
+TOPIC_REQUEST_DONE, MANUAL_DELETES, CONFIG_VERSION = 8 * W, 8 * W + 1, 8 * W + 2
 DISK_FULL, DISK_USED_PERMILLE, ALLOC_FAILED, FLUSH_FAILED, MIN_PHYSICAL_OFFSET = range(
     9 * W, 9 * W + 5
 )

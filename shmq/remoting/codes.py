@@ -124,6 +124,10 @@ class RequestCode(IntEnum):
     UNREGISTER_CONSUMER = 9004
     WATCH_QUEUES = 9005
     GET_STORE_INFO = 9006
+    # shmq's own, internal: from a broker's data server to its control server
+    RELAY_HELLO = 9010  # a relay link's first frame: the client it relays for (peer, TLS)
+    RELAY_PULLED = 9011  # what a pull the data server answered tells the broker (oneway)
+    RELAY_METRICS = 9012  # the data server's request latency and queued requests (oneway)
 
 
 class ResponseCode(IntEnum):

@@ -58,6 +58,26 @@ class RpcLatency:
             row[0][bucket] += 1
             row[1][0] += ms
 
+    def drain(self) -> list[tuple[int, int, bool, str, list[int], float]]:
+        """The counts since the last ``drain``, as rows (request, response, long polling,
+        result, counts per bucket, milliseconds), and start again from 0: what another
+        process's server counted, shipped to the one that exports it (``add``)."""
+        with self._lock:
+            rows, self._rows = self._rows, {}
+        return [(*key, counts, total[0]) for key, (counts, total) in rows.items()]
+
+    def add(self, rows: list[tuple[int, int, bool, str, list[int], float]]) -> None:
+        """Add ``drain``'s rows to these counts."""
+        with self._lock:
+            for request, response, long_polling, result, counts, total in rows:
+                key = (int(request), int(response), bool(long_polling), str(result))
+                row = self._rows.get(key)
+                if row is None:
+                    row = self._rows[key] = ([0] * (len(BUCKETS_MS) + 1), [0.0])
+                for i, n in enumerate(counts):
+                    row[0][i] += int(n)
+                row[1][0] += float(total)
+
     def snapshot(self) -> Snapshot:
         with self._lock:
             rows = [(key, list(counts), total[0]) for key, (counts, total) in self._rows.items()]

@@ -32,6 +32,15 @@ through ``Connection.send`` from any thread, or call a client and wait for its a
 
 TLS is decided per connection by its first byte and the mode (``tls_server``), before the
 connection is served; the handshake is bounded by ``handshake_timeout``.
+
+Relays (``remoting.relay``): a server with ``relay`` set (the broker's data server) gives
+each connection a link to another server and relays there, as raw frames, every request
+``relay.serves`` does not take and every response it did not ask for; a server with
+``relay_token`` set (the broker's control server) takes such a link's ``RELAY_HELLO`` as
+the client's identity (its ``peer`` and ``tls``; it is then ``relayed``: not closed for
+idleness, the relaying server watches the client) and closes a link whose hello carries
+another secret. Internal requests (``register_internal``) skip ``authorize``: their
+handlers check who sent them.
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ from shmq.remoting.protocol import (
     decode_frame,
     request_name,
 )
+from shmq.remoting.relay import RelayLink, RelayTo, hello, hello_accepted
 from shmq.remoting.security.tls_server import (
     DISABLED,
     HANDSHAKE_TIMEOUT_S,
@@ -95,7 +105,7 @@ TURN = 8  # requests of one connection a worker handles before the others' turn
 # would then never be read again, and neither side would move
 MAX_UNSENT_BYTES = 16 << 20
 # a request read and not handled yet: itself, the frame budget bytes it holds, its size
-_Queued = tuple[RemotingCommand, int, int]
+_Queued = tuple["RemotingCommand | _Relayed", int, int]
 _END_OF_INPUT = (None, 0, 0)  # the peer sent its last request: close once it is answered
 _DISCONNECTED = None  # the inbox's last entry: the disconnect callbacks run after the rest
 
@@ -112,6 +122,17 @@ LONG_POLLING_CODES = frozenset(
 )
 
 
+class _Relayed:
+    """A request to relay that came behind requests of its connection still handled here:
+    it waits in the inbox, so the other server sees the connection's requests in order
+    (a pull's commit before the unlock that follows it)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+
+
 def _addr(host: str, port: int) -> str:
     return f"{host}:{port}"
 
@@ -124,6 +145,10 @@ class Connection:
         self.id = conn_id
         self.peer = peer
         self.tls = False  # whether the connection speaks TLS (known once it is served)
+        # a link from the broker's data server for this client (``peer``: the client's):
+        # set by its RELAY_HELLO only
+        self.relayed = False
+        self.link: RelayLink | None = None  # (relaying server) the client's link
         self._loop = loop
         self._transport: asyncio.Transport | None = None
         self._lock = threading.Lock()
@@ -187,6 +212,28 @@ class Connection:
             self._loop.call_soon_threadsafe(self._flush)
         except RuntimeError as exc:  # the loop is closed: the server stopped
             raise RemotingConnectError(f"connection to {self.peer} is closed") from exc
+
+    def forward(self, cmd: RemotingCommand) -> None:
+        """Send ``cmd`` to the server this connection is relayed to, over its link (a
+        relaying server's own request: what a pull it answered tells the broker)."""
+        self.relay_frame(cmd.encode())
+
+    def relay_frame(self, frame: bytes) -> None:
+        """Send a whole frame over the connection's link (from any thread, in order); also
+        once the client is gone: the link closes after what its last requests relay."""
+        link = self.link
+        if link is None:
+            raise RemotingConnectError(f"connection to {self.peer} has no link")
+        try:
+            self._loop.call_soon_threadsafe(link.forward, frame)
+        except RuntimeError as exc:  # the loop is closed: the server stopped
+            raise RemotingConnectError(f"connection to {self.peer} is closed") from exc
+
+    def write_relayed(self, frame: bytes) -> None:
+        """(On the loop) write whole frames the link read."""
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(frame)
 
     def _flush(self) -> None:
         """Write what ``send`` queued (on the loop)."""
@@ -258,7 +305,8 @@ class _FrameProtocol(asyncio.Protocol):
         self._budget_deadline = 0.0
         self.frame_started: float | None = None  # a frame's length is read, not its end
         self.last_read = time.monotonic()
-        self._paused = {"inbox": False, "budget": False}
+        self._paused = {"inbox": False, "budget": False, "link": False}
+        self._framed = False  # a frame was delivered: a RELAY_HELLO comes first or never
 
     # -- asyncio's callbacks -------------------------------------------------------------------
 
@@ -270,6 +318,15 @@ class _FrameProtocol(asyncio.Protocol):
         self.server._protocols[self.conn.id] = self
         if self.conn.closed:  # closed (the server stops) before it was served
             transport.abort()
+            return
+        relay = self.server.relay
+        if relay is not None:
+            self.conn.link = link = RelayLink(
+                hello(self.conn.peer, self.conn.tls, relay.token),
+                (self.conn.write_relayed, self._link_behind, self._abort),
+                self.conn.peer,
+            )
+            self.server.loop.create_task(link.connect(self.server.loop, relay.host, relay.port))
 
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
@@ -298,6 +355,22 @@ class _FrameProtocol(asyncio.Protocol):
         """The bytes of the frame begun in the buffer (its length once 4 bytes are in)."""
         buf = self._buf
         return 4 + int.from_bytes(buf[:4], "big", signed=True) if len(buf) >= 4 else 4
+
+    def pause_writing(self) -> None:
+        """The client does not read what is written: its link is not read meanwhile."""
+        if self.conn.link is not None:
+            self.conn.link.pause(True)
+
+    def resume_writing(self) -> None:
+        if self.conn.link is not None:
+            self.conn.link.pause(False)
+
+    def _link_behind(self, behind: bool) -> None:
+        """The link does not take what the client sends (or takes it again)."""
+        if behind:
+            self._pause("link")
+        else:
+            self._resume("link")
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._large is not None:  # a large frame cut off: its budget is free again
@@ -386,6 +459,7 @@ class _FrameProtocol(asyncio.Protocol):
         """Decode one frame and queue its request (``held``: budget bytes it keeps until
         it is handled); a response answers an ``invoke``."""
         server, conn = self.server, self.conn
+        first, self._framed = not self._framed, True
         try:
             request = decode_frame(payload)
         except RemotingHeaderError as exc:
@@ -397,8 +471,12 @@ class _FrameProtocol(asyncio.Protocol):
             server.frame_budget.release(held)
             self._refuse(str(exc))
             return
+        link = conn.link
         if request.is_response:
             server.frame_budget.release(held)
+            if link is not None and not conn.answered(request):
+                link.forward(_framed(payload))  # it answers the other server's request
+                return
             if not conn.answered(request):
                 server._warnings.warn(
                     "%s server: closing %s: it sent a response frame (%s, opaque %d)"
@@ -407,8 +485,31 @@ class _FrameProtocol(asyncio.Protocol):
                 )  # fmt: skip
                 self._abort()
             return
+        if link is not None and not server.relay.serves(request, conn):
+            with conn._lock:
+                behind = conn._draining  # requests before it are still handled here
+            if not behind:
+                link.forward(_framed(payload))
+                server.frame_budget.release(held)
+            elif server._enqueue(conn, (_Relayed(_framed(payload)), held, len(payload))):
+                self._pause("inbox")
+            return
+        if request.code == RequestCode.RELAY_HELLO:
+            server.frame_budget.release(held)
+            self._relay_hello(request, first)
+            return
         if server._enqueue(conn, (request, held, len(payload))):
             self._pause("inbox")
+
+    def _relay_hello(self, request: RemotingCommand, first: bool) -> None:
+        """A relaying server's link names its client: as the connection's first frame
+        with the right secret, the connection takes the client's identity; else it closes."""
+        accepted = hello_accepted(request, self.server.relay_token) if first else None
+        if accepted is None:
+            self._refuse("a RELAY_HELLO " + ("with a wrong secret" if first else "too late"))
+            return
+        self.conn.peer, self.conn.tls = accepted
+        self.conn.relayed = True
 
     def _refuse(self, reason: str) -> None:
         self.server._warnings.warn(
@@ -477,6 +578,11 @@ class RemotingServer:
         self.workers = workers
         self._warnings = _RateLimitedLog(log, WARNINGS_PER_MINUTE)
         self._handlers: dict[int, Handler] = {}
+        self._internal: dict[int, Handler] = {}  # handled without ``authorize``
+        # (a data server) relay what it does not serve to another server; set before start
+        self.relay: RelayTo | None = None
+        # (a control server) the secret a relaying server's links open with; set before start
+        self.relay_token: str | None = None
         # the broker's ACL check (RocketMQ's RPC hook): every request passes it before its
         # handler, unknown codes too; set before ``start``
         self.authorize: Authorizer | None = None
@@ -503,6 +609,11 @@ class RemotingServer:
         command is sent back (``None``: no response)."""
         self._handlers[int(code)] = handler
 
+    def register_internal(self, code: int, handler: Handler) -> None:
+        """Route ``code`` (one of shmq's internal requests) to ``handler``, past the
+        ``authorize`` hook: the handler checks who may send it."""
+        self._internal[int(code)] = handler
+
     def on_disconnect(self, callback: Callable[[Connection], None]) -> None:
         """Call ``callback(connection)`` once for each connection after it closes, after
         its last request was handled."""
@@ -528,7 +639,8 @@ class RemotingServer:
         queued: collections.Counter[int] = collections.Counter()
         for conn in list(self._connections.values()):
             waiting = tuple(conn._inbox)
-            queued.update(item[0].code for item in waiting if item and item[0] is not None)
+            queued.update(item[0].code for item in waiting
+                          if item and isinstance(item[0], RemotingCommand))  # fmt: skip
         return queued
 
     @property
@@ -726,7 +838,7 @@ class RemotingServer:
             started = proto.frame_started
             if started is not None and now - started > self.frame_timeout:
                 proto._refuse(f"a frame slower than {self.frame_timeout:.0f} s")
-            elif now - proto.last_read > self.idle_timeout:
+            elif not proto.conn.relayed and now - proto.last_read > self.idle_timeout:
                 proto._refuse(f"idle for {self.idle_timeout:.0f} s")
         if not self._stopping.is_set():
             self.loop.call_later(SWEEP_S, self._sweep)
@@ -791,13 +903,23 @@ class RemotingServer:
                 conn.finish()
                 continue
             request, held, _ = item
-            if conn.observe is not None:
+            if isinstance(request, _Relayed):
+                try:
+                    conn.relay_frame(request.frame)
+                except RemotingConnectError as exc:
+                    log.debug("%s server: %s", self.name, exc)
+                finally:
+                    self.frame_budget.release(held)
+                continue
+            # internal requests are not the server's traffic: not in its request latency
+            observed = conn.observe is not None and request.code not in self._internal
+            if observed:
                 conn.handling(request)
             try:
                 response = self._dispatch(request, conn)
                 if response is not None and not request.is_oneway:
                     conn.send(response)
-                elif conn.observe is not None:
+                elif observed:
                     conn.handled(request)
             except RemotingConnectError as exc:
                 log.debug("%s server: %s", self.name, exc)
@@ -806,6 +928,10 @@ class RemotingServer:
         self._submit(conn)  # ``_draining`` stays set: its turn comes again
 
     def _disconnected(self, conn: Connection) -> None:
+        link = conn.link
+        if link is not None:  # after what its last requests relayed (the loop's order)
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(link.close)
         for callback in self._disconnect_callbacks:
             try:
                 callback(conn)
@@ -836,6 +962,9 @@ class RemotingServer:
         return True
 
     def _dispatch(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        internal = self._internal.get(request.code)
+        if internal is not None:
+            return call_handler(internal, request, conn, self.name)
         if self.authorize is not None:
             refusal = call_handler(self._refuse_unauthorized, request, conn, self.name)
             if refusal is not None:
@@ -856,6 +985,11 @@ class RemotingServer:
         assert self.authorize is not None
         self.authorize(request, conn)
         return None
+
+
+def _framed(payload: memoryview) -> bytes:
+    """A frame's bytes again, its length first (as they arrived)."""
+    return len(payload).to_bytes(4, "big") + payload
 
 
 def call_handler(

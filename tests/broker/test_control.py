@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import wire_client as wc
 from test_remoting_send import dispatched
 from waiting import wait_for
 
@@ -373,9 +374,12 @@ def test_first_offsets_are_kept_only_for_pulled_queues_until_their_topic_goes(ma
     assert cache == {}
     with broker.context.store.reading() as store_reader:
         assert not [key for key in store_reader._queues if key[0] != "MinQ"]
-    with QueueReader("min-c", namesrv, transport="tcp") as reader:
-        for mq in reader.queues("MinQ"):
-            reader.pull(mq, 0, 32, timeout=0.0)
+    # pulls of the supervisor's own pull processor (on the control server; the data server,
+    # which answers the public port's pulls, keeps such answers in its own process)
+    with wc.WireClient(broker.server.address) as c:
+        for qid in range(broker.topics.get("MinQ").read_queue_nums):
+            header = wc.pull_header("min-c", "MinQ", qid, 0, sys_flag=wc.SUBSCRIPTION)
+            c.call(wc.PULL_MESSAGE, header)
     assert {key[0] for key in cache} == {"MinQ"}
     with RemotingClient() as client:
         client.invoke_json(broker.address, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "MinQ"})

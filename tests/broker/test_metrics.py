@@ -124,9 +124,14 @@ def test_tcp_producers_request_latency_and_transactions_are_counted(mq):
         assert java.call(34, {}, json.dumps(beat).encode()).code == wc.SUCCESS  # HEART_BEAT
         remoting = {"protocol_type": "remoting", "language": "java"}
         assert value(scrape(mq), "rocketmq_producer_connections", **remoting) == 1
-    samples = scrape(mq)
-    count = value(samples, "rocketmq_rpc_latency_count", **rpc)
-    assert count - value(before, "rocketmq_rpc_latency_count", **rpc) == 5
+    # the sends were answered by the data server, which reports its latencies once a second
+    count = value(before, "rocketmq_rpc_latency_count", **rpc) + 5
+
+    def reported():
+        samples = scrape(mq)
+        return samples if value(samples, "rocketmq_rpc_latency_count", **rpc) == count else None
+
+    samples = wait_for(reported, what="the 5 sends' latencies")
     assert value(samples, "rocketmq_rpc_latency_bucket", le="+Inf", **rpc) == count
     assert value(samples, "rocketmq_rpc_latency_sum", **rpc) > 0
     with TransactionProducer("metrics-tx", mq.namesrv, listener=Decide()) as tx:

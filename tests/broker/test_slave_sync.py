@@ -25,7 +25,7 @@ from shmq.remoting.server import RemotingServer
 
 class SlaveStandIn:
     """What SlaveSynchronize uses of a slave broker: its config and tables on ``root``, its
-    control server (``address``) and its topic table (``publish``, counted)."""
+    advertised ``address`` and its topic table (``publish``, counted)."""
 
     def __init__(self, root: str, role: str = "SLAVE") -> None:
         config_dir = os.path.join(root, "config")
@@ -42,7 +42,7 @@ class SlaveStandIn:
         self.published += 1
 
     def synchronize(self, client: RemotingClient) -> SlaveSynchronize:
-        return SlaveSynchronize(self.settings, self, client, self.topics, self,
+        return SlaveSynchronize(self.settings, lambda: self.address, client, self.topics, self,
                                 self.subscription_groups, self.offsets)  # fmt: skip
 
 

@@ -1,6 +1,8 @@
-"""The control server under abuse, against a real broker process: announced frame lengths
-cost nothing until their bytes arrive, slow frames and idle connections are closed, the
-number of connections is capped, and a well-behaved client is answered throughout."""
+"""The broker's public port under abuse, against a real broker process: announced frame
+lengths cost nothing until their bytes arrive, slow frames and idle connections are closed,
+the number of connections is capped, and a well-behaved client is answered throughout. The
+port is the data server's (a process of the broker's group, ``listening_pid``); what it
+relays reaches the control server in the supervisor, whose threads are counted too."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import time
 import pytest
 from waiting import wait_for
 
-from e2e_helpers import cluster, shm_entries
+from e2e_helpers import cluster, listening_pid, shm_entries
 from shmq.errors import RemotingError
 from shmq.remoting.admin_bodies import runtime_stats
 from shmq.remoting.client import RemotingClient
@@ -64,7 +66,7 @@ def answered(c, timeout: float = 3.0) -> bool:
 
 def test_announced_lengths_cost_no_memory_and_slow_frames_are_dropped(c):
     assert answered(c)
-    pid = c.broker_proc.pid
+    pid = listening_pid(c.broker_port)
     before = rss_bytes(pid)
     socks = [connect(c) for _ in range(64)]
     try:
@@ -134,14 +136,18 @@ def test_connections_cost_memory_not_threads(c):
     runtime-info requests and never read an answer leave the broker's thread count within
     its request workers, its memory bounded, and a well-behaved client answered."""
     assert answered(c)
-    pid = c.broker_proc.pid
+    pid, supervisor = listening_pid(c.broker_port), c.broker_proc.pid
+    assert pid != supervisor  # the data server
     before_threads, before_rss = threads(pid), rss_bytes(pid)
+    supervisor_threads = threads(supervisor)
     idle = [connect(c) for _ in range(70)]
     try:
         for s in idle:
             s.sendall(b"\0")  # past the first byte: each is served (plain TCP), not waiting
         time.sleep(0.5)  # a test of absence: a thread per connection would exist by now
         assert threads(pid) - before_threads <= 16, "a thread per idle connection"
+        # each has its link to the control server: connections there cost no thread either
+        assert threads(supervisor) - supervisor_threads <= 16, "a thread per relay link"
         assert answered(c)
     finally:
         for s in idle:

@@ -1,5 +1,6 @@
 """The gRPC proxy's account with the broker (what RocketMQ's proxy signs with,
-``innerClientAuthenticationCredentials``).
+``innerClientAuthenticationCredentials``); the data server signs what it asks the control
+server for (the topic and group tables, the live config) with it too.
 
 The proxy checks its clients itself (``shmq.proxy.authorization``) and then asks the
 broker on their behalf; those requests must pass the broker's ACL too. Rather than a secret

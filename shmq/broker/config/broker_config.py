@@ -69,7 +69,11 @@ class BrokerConfig:
     namesrv_addr: str = setting(
         "", "The NameServers to register with, `ip:port` separated by `;`.", shown="(none)"
     )
-    listen_port: int = setting(10911, "The broker's TCP port (0: any free port).")
+    listen_port: int = setting(
+        10911,
+        "The broker's TCP port (0: any free port): its data server's, which serves sends and "
+        "pulls and relays every other request to the control server (on 127.0.0.1, any port).",
+    )
     broker_ip1: str = setting(
         "127.0.0.1", "The IPv4 address the broker registers (and stores in messages)."
     )
@@ -143,20 +147,24 @@ class BrokerConfig:
         120, "A connection silent this many seconds is closed."
     )
     server_max_connections: int = setting(
-        1024, "shmq's own: connections the control server serves at once."
+        1024,
+        "shmq's own: connections the broker's port (the data server) serves at once; the "
+        "control server behind it takes as many relay links and 64 more.",
     )
     server_worker_threads: int = setting(
         8,
-        "Threads that run the control server's requests, for all its connections (one "
-        "connection's requests run one at a time, in order; its event loop reads and writes "
-        "every connection).",
+        "Threads that run requests, for all connections: the data server's sends and pulls, "
+        "and as many again in the control server for the rest (one connection's requests "
+        "run one at a time, in order; each server's event loop reads and writes every "
+        "connection).",
     )
     server_frame_timeout_seconds: int = setting(
         30, "shmq's own: seconds a request frame may take to arrive once its length is read."
     )
     server_max_buffered_bytes: int = setting(
         MAX_BUFFERED_BYTES,
-        "shmq's own: bytes of request frames over 64 KiB the control server holds at once, "
+        "shmq's own: bytes of request frames over 64 KiB each server (the data server, the "
+        "control server) holds at once, "
         "over all connections (reserved when a frame's length is read, released when its "
         "request is answered; at least the 16 MiB frame limit). A frame that finds no room "
         "within a second closes its connection, with a warning naming the peer; smaller "

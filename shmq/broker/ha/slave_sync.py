@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 
 from shmq import json_file
 from shmq.broker.live_config import LiveConfig
@@ -40,7 +41,6 @@ from shmq.broker.topic.table import TopicTable
 from shmq.errors import ShmqError
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.protocol import RemotingCommand, RequestCode, check_response
-from shmq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +48,14 @@ log = logging.getLogger(__name__)
 class SlaveSynchronize:
     """Copies the master's config tables into a slave's: ``topics`` (published to the
     agents through ``topic_table``), ``groups``, ``offsets`` and the delay offsets file,
-    asking with ``client``; ``server`` is the broker's own control server (a broker never
+    asking with ``client``; ``address`` is the broker's own advertised address (a broker never
     copies from itself). ``run`` is the thread's loop, ``set_master`` the address the
     namesrv answered."""
 
     def __init__(
         self,
         config: LiveConfig,
-        server: RemotingServer,
+        address: Callable[[], str],
         client: RemotingClient,
         topics: TopicConfigManager,
         topic_table: TopicTable,
@@ -63,7 +63,7 @@ class SlaveSynchronize:
         offsets: ConsumerOffsetManager,
     ) -> None:
         self.config = config
-        self.server = server
+        self.address = address  # the broker's advertised ``ip:port``
         self.client = client
         self.topics = topics
         self.topic_table = topic_table
@@ -99,7 +99,7 @@ class SlaveSynchronize:
         """One round: every table the master answers; False when none was copied (no
         master, this broker is not a slave, or every request failed)."""
         master = self.master_addr
-        if not master or master == self.server.address or not self.config.current.is_slave:
+        if not master or master == self.address() or not self.config.current.is_slave:
             return False
         copied = False
         for name, sync in (

@@ -14,6 +14,7 @@ for a dict copy, are the control server's).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
@@ -145,7 +146,9 @@ def collect(ctx: BrokerContext) -> SupervisorNumbers:
         permission=ctx.config.broker_permission,
         tcp_producers=[(c.language.lower(), str(c.version)) for c in ctx.producers.members()],
         events=ctx.events.snapshot(),
-        watermarks=processor_watermarks(ctx.server.queued_requests()),
+        watermarks=processor_watermarks(
+            ctx.server.queued_requests() + Counter(ctx.events.data_server_queued)
+        ),
     )
 
 

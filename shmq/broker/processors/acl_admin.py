@@ -121,7 +121,7 @@ class AclAdminProcessor(Processor):
 
     def _broker_fields(self) -> dict[str, str]:
         cfg = self.ctx.config
-        return {"brokerName": cfg.broker_name, "brokerAddr": self.ctx.server.address,
+        return {"brokerName": cfg.broker_name, "brokerAddr": self.ctx.address,
                 "clusterName": cfg.broker_cluster_name}  # fmt: skip
 
 

@@ -12,7 +12,9 @@ and encoded again). A pull
 that finds nothing with the suspend bit set is held (``pull_hold``) and answered once the
 queue grows or its ``suspendTimeoutMillis`` passes; a pull with the commit bit stores its
 ``commitOffset`` for the group first. A pull answered with messages counts them as the
-group's gets (``get_counts``), as 4.9's ``incGroupGetNums``.
+group's gets (``get_counts``), as 4.9's ``incGroupGetNums``: what a pull tells the broker
+is one ``PullAccount`` (``ctx.account_pull``), so the data server, another process, can send
+it to the control server.
 
 The subscription comes from the request when its sysFlag has the subscription bit, else
 from the group's last heartbeat (4.9's push consumer sends it only there).
@@ -32,7 +34,8 @@ import functools
 
 import numpy as np
 
-from shmq.broker.context import BrokerContext
+from shmq.broker.context import DataPathContext
+from shmq.broker.processors.pull_account import PullAccount
 from shmq.broker.processors.pull_hold import HeldPull, PullHold
 from shmq.codec.record_copy import copy_owned_records
 from shmq.errors import FilterExpressionError, InvalidMessageError
@@ -62,7 +65,7 @@ MIN_OFFSET_FRESH_S = 1.0  # a queue's first offset, listed at most once a second
 class RemotingPull:
     """The pull code; reads through the broker's one store view (``ctx.store``)."""
 
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: DataPathContext) -> None:
         self.ctx = ctx
         store = ctx.config.store
         self.file_size = store.mapped_file_size_commit_log
@@ -111,11 +114,14 @@ class RemotingPull:
             suggest = group_cfg.which_broker_when_consume_slowly if slow else group_cfg.broker_id
         elif cfg.is_slave:  # a slave serves no reads: back to the master, skipping nothing
             code, next_offset, body = Rc.PULL_RETRY_IMMEDIATELY, h["queueOffset"], b""
-        if code == Rc.SUCCESS:
-            self.ctx.gets.pulled(group, topic, count, len(body))
-        if not cfg.is_slave:  # the consumer's next pull starts where this one left it
-            pulled_to = next_offset if code == Rc.SUCCESS else h["queueOffset"]
-            self.ctx.events.pulled(group, topic, queue_id, pulled_to)
+        committing = allow_suspend and flags & FLAG_COMMIT_OFFSET and not cfg.is_slave
+        account = PullAccount(
+            group, topic, queue_id,
+            count if code == Rc.SUCCESS else None, len(body),
+            # the consumer's next pull starts where this one left it
+            None if cfg.is_slave else next_offset if code == Rc.SUCCESS else h["queueOffset"],
+            h["commitOffset"] if committing else None,
+        )  # fmt: skip
         response: RemotingCommand | None = RemotingCommand.response_to(
             request,
             code,
@@ -135,8 +141,8 @@ class RemotingPull:
             held = HeldPull(request, conn, ((topic, queue_id),), h["queueOffset"], timeout_ms)
             if self.hold.suspend(held):
                 response = None
-        if allow_suspend and flags & FLAG_COMMIT_OFFSET and not cfg.is_slave:
-            self.ctx.offsets.commit(group, topic, queue_id, h["commitOffset"])
+        if account.tells:
+            self.ctx.account_pull(conn, account)
         return response
 
     def _check(self, h: dict) -> np.ndarray | SqlFilter | None:

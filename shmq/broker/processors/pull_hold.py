@@ -16,13 +16,12 @@ is noticed late, never missed). No thread parks while nothing is held.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shmq.broker.context import BrokerContext
+from shmq.broker.context import DataPathContext
 from shmq.errors import RemotingError
 from shmq.ipc import registry as rg
 from shmq.ipc.parking import Parking
@@ -59,11 +58,11 @@ Answer = Callable[[HeldPull, bool], RemotingCommand | None]
 class PullHold:
     """The held pulls and the thread that answers them."""
 
-    def __init__(self, ctx: BrokerContext, answer: Answer, max_held: int, name: str) -> None:
-        self.clients = ctx.clients
+    def __init__(self, ctx: DataPathContext, answer: Answer, max_held: int, name: str) -> None:
+        self.ctx = ctx
         self.store = ctx.store
         self.answer = answer
-        self.slot = ctx.clients.register_consumer(os.getpid(), name)
+        self.slot = ctx.consumer_slot(name)
         self.sem = open_semaphore(self.slot.sem_name)
         self.reg = ctx.registry.words
         self.base = rg.consumer_base(ctx.config.max_producers, self.slot.index)
@@ -113,7 +112,7 @@ class PullHold:
         post(self.sem)
         self._thread.join(5)
         self.sem.close()
-        self.clients.release("consumer", self.slot.index, self.slot.gen)
+        self.ctx.release_consumer_slot(self.slot)
 
     # -- the thread -------------------------------------------------------------------------
 

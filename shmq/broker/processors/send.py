@@ -34,11 +34,10 @@ from typing import Any
 import numpy as np
 
 from shmq import half_messages as hm
-from shmq.broker.context import BrokerContext
+from shmq.broker.context import DataPathContext
 from shmq.broker.processors.send_answers import Appended, SendAnswers
 from shmq.broker.processors.send_back import DLQ_NUMS_PER_GROUP
 from shmq.broker.processors.send_header import SendHeader, asked_delay
-from shmq.broker.ring_puts import broker_ring
 from shmq.broker.topic.config import TopicConfig
 from shmq.codec import batch_body, msg_ids
 from shmq.codec import record as rec
@@ -161,9 +160,9 @@ class Prepared:
 class RemotingSend:
     """The send codes; appends through a ring of the broker's own."""
 
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: DataPathContext) -> None:
         self.ctx = ctx
-        self.ring = broker_ring(ctx, "shmq-tcp-send")
+        self.ring = ctx.producer_ring("shmq-tcp-send")
         self.answers = SendAnswers(self.ring, self._respond, self._fail)
         cfg, store = ctx.config, ctx.config.store
         self.max_body = min(

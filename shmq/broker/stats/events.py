@@ -50,6 +50,9 @@ class BrokerEvents:
         self._dlq: Counter[tuple[str, str]] = Counter()
         self._pulled: dict[tuple[str, str], dict[int, int]] = {}
         self.pop_inflight: Callable[[], dict[tuple[str, str], int]] | None = None
+        # the data server's requests waiting for a worker, by code, as it last reported
+        # (``data_server.reports``): its part of the processor watermarks
+        self.data_server_queued: dict[int, int] = {}
         self.half_messages: Callable[[], dict[str, int]] | None = None
 
     def ended(self, topic: str, committed: bool) -> None:
