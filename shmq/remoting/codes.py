@@ -130,6 +130,12 @@ class RequestCode(IntEnum):
     RELAY_METRICS = 9012  # the data server's request latency and queued requests (oneway)
 
 
+# the data server's own requests to the control server: never relayed for a client
+RELAY_CODES = frozenset(
+    {RequestCode.RELAY_HELLO, RequestCode.RELAY_PULLED, RequestCode.RELAY_METRICS}
+)
+
+
 class ResponseCode(IntEnum):
     """RocketMQ's response codes (``ResponseCode`` / ``RemotingSysResponseCode``).
 

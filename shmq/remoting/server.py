@@ -64,6 +64,7 @@ from shmq.errors import (
     ResponseError,
     ShmqError,
 )
+from shmq.remoting.codes import RELAY_CODES
 from shmq.remoting.frame_budget import MAX_BUFFERED_BYTES, FrameBudget
 from shmq.remoting.frames import RECV_CHUNK, frame_buffer
 from shmq.remoting.pending import PendingCalls
@@ -484,6 +485,12 @@ class _FrameProtocol(asyncio.Protocol):
                     server.name, conn.peer, request_name(request.code), request.opaque,
                 )  # fmt: skip
                 self._abort()
+            return
+        if link is not None and request.code in RELAY_CODES:
+            # only the data server itself speaks them on a link: a client's would commit
+            # offsets or name a peer past the ACL hook
+            server.frame_budget.release(held)
+            self._refuse(f"a client sent the internal {request_name(request.code)}")
             return
         if link is not None and not server.relay.serves(request, conn):
             with conn._lock:

@@ -159,6 +159,28 @@ def test_a_wrong_relay_secret_is_refused_and_a_client_cannot_name_itself(served)
             assert s.recv(1) == b"", "the connection stays open"
 
 
+def test_a_client_cannot_send_the_data_servers_internal_requests(served):
+    """A RELAY_PULLED would commit a group's offset past the ACL hook, and a RELAY_METRICS
+    feed the broker's metrics: the data server closes a client that sends one, and the
+    control server never sees it."""
+    broker, _, _ = served
+    topic, group = "DataServerForged", "data-server-forged"
+    broker.create_topic(TopicConfig(topic, 1, 1))
+    forged = [
+        RemotingCommand.request(
+            RequestCode.RELAY_PULLED,
+            {"group": group, "topic": topic, "queueId": 0, "size": 0, "commitOffset": 7},
+            oneway=True,
+        ),
+        RemotingCommand.request(RequestCode.RELAY_METRICS, {"token": "0" * 64}, oneway=True),
+    ]
+    for request in forged:
+        with socket.create_connection(broker.address.rsplit(":", 1), timeout=10) as s:
+            s.sendall(request.encode())
+            assert s.recv(1) == b"", "the connection stays open"
+    assert broker.offsets.query(group, topic, 0) < 0  # never committed
+
+
 def test_tcp_producer_and_pull_consumer_go_through_the_data_server(served):
     broker, namesrv, counts = served
     broker.create_topic(TopicConfig("DsClients", 2, 2))
