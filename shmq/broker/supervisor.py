@@ -42,6 +42,7 @@ from shmq.broker.config.tuning import apply_runtime, prepare_tuning, set_environ
 from shmq.broker.context import BrokerContext
 from shmq.broker.data_server.process import DataServerProcess
 from shmq.broker.data_server.reports import DataServerReports
+from shmq.broker.data_server.serve import broker_server
 from shmq.broker.ha import controller_mode as cm
 from shmq.broker.ha.slave_sync import SlaveSynchronize
 from shmq.broker.ha.sync_state import Report, SyncState
@@ -209,8 +210,9 @@ class Broker:
             )  # fmt: skip
         if cfg.idle_strategy == "busy_spin" and not spare_cpus():
             log.warning(
-                "idleStrategy=busy_spin on %d CPUs: the writer and reput each keep a core "
-                "busy, which producers and consumers then lack (backoff suits fewer than %d)",
+                "idleStrategy=busy_spin on %d CPUs: the writer (and reput where it runs) keep "
+                "a core busy, which producers and consumers then lack (backoff suits fewer "
+                "than %d)",
                 os.cpu_count() or 1, SPARE_CPUS,
             )  # fmt: skip
         if kernel_cache.is_warm():  # else it loads what ``compile_kernels`` compiles below
@@ -367,17 +369,10 @@ class Broker:
         # client connection: room for each), the gRPC proxy directly; TLS as the public
         # port's, but plain TCP always taken (the links are plain: loopback)
         tls = cfg.tls_server
-        self.server = RemotingServer(
-            CONTROL_HOST,
-            0,
-            name=f"broker-{cfg.broker_name}-control",
-            max_connections=cfg.server_max_connections + CONTROL_CONNECTIONS,
-            max_buffered_bytes=cfg.server_max_buffered_bytes,
-            idle_timeout=cfg.server_channel_max_idle_time_seconds,
-            frame_timeout=cfg.server_frame_timeout_seconds,
+        self.server = broker_server(
+            cfg, CONTROL_HOST, 0, name_suffix="-control", extra_connections=CONTROL_CONNECTIONS,
             tls=dataclasses.replace(tls, mode=PERMISSIVE) if tls.mode == ENFORCING else tls,
-            workers=cfg.server_worker_threads,
-        )
+        )  # fmt: skip
         if cfg.acl_enable:  # a missing or bad plain_acl.yml stops the start here
             self.acl = PlainAcl(PlainAclFile(acl_file_path(cfg)), inner_account())
             self.server.authorize = RemotingAcl(self.acl).authorize

@@ -25,6 +25,7 @@ from shmq.broker.agents.broker_names import BrokerNames
 from shmq.broker.agents.runner import die_with_parent
 from shmq.broker.client.slots import ClientSlot
 from shmq.broker.config.broker_config import BrokerConfig
+from shmq.broker.data_server.accounts import PendingAccounts
 from shmq.broker.data_server.context import DataContext
 from shmq.broker.data_server.reports import MetricsShipper
 from shmq.broker.data_server.routing import Router
@@ -38,6 +39,7 @@ from shmq.ipc.segment import Segment
 from shmq.remoting.client import RemotingClient
 from shmq.remoting.relay import RelayTo
 from shmq.remoting.security.credentials import Credentials
+from shmq.remoting.security.tls_server import TlsServerConfig
 from shmq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -109,16 +111,17 @@ def _build(
     consumer = ClientSlot("consumer", consumer_info["slot"], consumer_info["gen"],
                           consumer_info["pid"], consumer_info["group"], None,
                           consumer_info["sem"])  # fmt: skip
+    server = broker_server(config, config.broker_ip1, port)
+    accounts = PendingAccounts(server)
     ctx = DataContext(
         tables, names, counters, segments["registry"],
         StoreView(config.store, segments["queues"], counters.words),
-        router, events, ring_info, consumer,
+        router, events, ring_info, consumer, accounts,
     )  # fmt: skip
-    server = public_server(config, port)
     if config.acl_enable:
         server.authorize = RemotingAcl(PlainAcl(PlainAclFile(acl_file_path(config)))).authorize
     server.observe = events.rpc.answered
-    server.relay = RelayTo(control, token, router.serves)
+    server.relay = RelayTo(control, token, router.serves, accounts.owed)
     send, pull = RemotingSend(ctx), RemotingPull(ctx)
     send.register(server)
     pull.register(server)
@@ -126,16 +129,21 @@ def _build(
     return server, [pull, send, shipper, ctx.store]
 
 
-def public_server(config: BrokerConfig, port: int) -> RemotingServer:
-    """The broker's public port with the remoting settings of broker.conf."""
+def broker_server(
+    config: BrokerConfig, host: str, port: int, *, name_suffix: str = "",
+    extra_connections: int = 0, tls: TlsServerConfig | None = None,
+) -> RemotingServer:  # fmt: skip
+    """A broker's remoting server with the remoting settings of broker.conf: the public
+    port (the data server's, ``brokerIP1``) or the supervisor's control server, which
+    differs in its address, name, connection room and TLS mode."""
     return RemotingServer(
-        config.broker_ip1,
+        host,
         port,
-        name=f"broker-{config.broker_name}",
-        max_connections=config.server_max_connections,
+        name=f"broker-{config.broker_name}{name_suffix}",
+        max_connections=config.server_max_connections + extra_connections,
         max_buffered_bytes=config.server_max_buffered_bytes,
         idle_timeout=config.server_channel_max_idle_time_seconds,
         frame_timeout=config.server_frame_timeout_seconds,
-        tls=config.tls_server,
+        tls=config.tls_server if tls is None else tls,
         workers=config.server_worker_threads,
     )
