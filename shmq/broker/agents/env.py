@@ -35,7 +35,7 @@ class AgentEnv:
     def idle_config(self) -> IdleConfig:
         """The writer backs off as configured (adaptive: it spins only while work keeps
         coming back sooner than a spin, and sleeps ``idleBatchLingerUs`` after a pass of a
-        few records); with ``busy_spin`` reput spins too. Otherwise the
+        few records); with ``busy_spin`` reput spins too, where it runs. Otherwise the
         agents park: on a small host a second spinner takes the core that producers and
         consumers need (see perf-notes)."""
         c = self.config

@@ -305,8 +305,8 @@ class BrokerConfig:
     idle_strategy: str = setting(
         "backoff",
         "shmq's own: how the writer waits for work: `backoff` (spin, yield, then park), "
-        "`busy_spin` (reput spins too: for hosts with cores to spare) or `park`; the other "
-        "agents park.",
+        "`busy_spin` (so does reput where it runs: on a slave, or with `dispatchInline=false`; "
+        "for hosts with cores to spare) or `park`; the other agents park.",
     )
     idle_spin_us: int = setting(50, "shmq's own: µs the backoff writer spins before it yields.")
     idle_yield_us: int = setting(0, "shmq's own: µs it then yields before it parks.")
