@@ -139,12 +139,17 @@ class RelayTo:
     """A server's relay (``RemotingServer.relay``): the other server's ``host:port``, the
     secret of the hello, and ``serves(request, connection)``: True for a request this
     server handles itself, False for one it relays. ``serves`` runs on the loop as each
-    request is read, in order, so it must not block."""
+    request is read, in order, so it must not block. ``owed(connection)``, when given,
+    returns a frame of the relaying server's own that must reach the other server before
+    anything else relayed for that connection next (its requests, its link's close), or
+    None; it may run on the loop or in a worker."""
 
     def __init__(
-        self, address: str, token: str, serves: Callable[[RemotingCommand, object], bool]
-    ) -> None:
+        self, address: str, token: str, serves: Callable[[RemotingCommand, object], bool],
+        owed: Callable[[object], bytes | None] = lambda _conn: None,
+    ) -> None:  # fmt: skip
         host, _, port = address.rpartition(":")
         self.host, self.port = host, int(port)
         self.token = token
         self.serves = serves
+        self.owed = owed

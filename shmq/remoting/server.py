@@ -496,6 +496,9 @@ class _FrameProtocol(asyncio.Protocol):
             with conn._lock:
                 behind = conn._draining  # requests before it are still handled here
             if not behind:
+                owed = server.relay.owed(conn)
+                if owed is not None:
+                    link.forward(owed)
                 link.forward(_framed(payload))
                 server.frame_budget.release(held)
             elif server._enqueue(conn, (_Relayed(_framed(payload)), held, len(payload))):
@@ -912,6 +915,9 @@ class RemotingServer:
             request, held, _ = item
             if isinstance(request, _Relayed):
                 try:
+                    owed = self.relay.owed(conn) if self.relay is not None else None
+                    if owed is not None:
+                        conn.relay_frame(owed)
                     conn.relay_frame(request.frame)
                 except RemotingConnectError as exc:
                     log.debug("%s server: %s", self.name, exc)
@@ -937,7 +943,10 @@ class RemotingServer:
     def _disconnected(self, conn: Connection) -> None:
         link = conn.link
         if link is not None:  # after what its last requests relayed (the loop's order)
+            owed = self.relay.owed(conn) if self.relay is not None else None
             with contextlib.suppress(RuntimeError):
+                if owed is not None:
+                    self.loop.call_soon_threadsafe(link.forward, owed)
                 self.loop.call_soon_threadsafe(link.close)
         for callback in self._disconnect_callbacks:
             try:

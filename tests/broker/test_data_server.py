@@ -288,3 +288,47 @@ def test_a_relayed_request_does_not_overtake_a_pull_before_it(served):
             query = c.send(QUERY_CONSUMER_OFFSET, {"consumerGroup": "ds-order",
                                                    "topic": "DsOrder", "queueId": "0"})  # fmt: skip
             assert c.receive(query).ext["offset"] == str(offset)
+
+
+def _committed(broker_address: str, group: str, topic: str) -> str:
+    """The group's committed offset of queue 0, asked on a connection of its own."""
+    with wc.WireClient(broker_address) as c:
+        query = c.send(QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic,
+                                               "queueId": "0"})  # fmt: skip
+        return c.receive(query).ext.get("offset", "")
+
+
+def test_a_connections_pull_accounts_go_to_the_broker_together_and_on_their_own(served):
+    """A connection's pulls in a row tell the control server their gets and commits in one
+    RELAY_PULLED, not one each (each woke the supervisor: a pull's round trip doubled); the
+    last commit arrives on its own shortly after, and when the client leaves at once."""
+    broker, _, _ = served
+    broker.create_topic(TopicConfig("DsAccounts", 1, 1))
+    server = broker.server
+    relayed = []
+    handler = server._internal[RequestCode.RELAY_PULLED]
+
+    def counted(request, conn):
+        relayed.append(request)
+        return handler(request, conn)
+
+    server.register_internal(RequestCode.RELAY_PULLED, counted)
+    try:
+        with wc.WireClient(broker.address) as c:
+            for offset in range(1, 41):  # each answered (PULL_NOT_FOUND) before the next
+                pull = c.send(wc.PULL_MESSAGE, wc.pull_header(
+                    "ds-accounts", "DsAccounts", 0, 0, commit_offset=offset,
+                    sys_flag=wc.COMMIT_OFFSET | wc.SUBSCRIPTION))  # fmt: skip
+                c.receive(pull)
+            wait_for(lambda: _committed(broker.address, "ds-accounts", "DsAccounts") == "40",
+                     timeout=5.0, what="the last commit, with no request behind it")  # fmt: skip
+        assert 1 <= len(relayed) < 40
+        with wc.WireClient(broker.address) as c:  # a client that leaves right after its pull
+            pull = c.send(wc.PULL_MESSAGE, wc.pull_header(
+                "ds-accounts", "DsAccounts", 0, 0, commit_offset=41,
+                sys_flag=wc.COMMIT_OFFSET | wc.SUBSCRIPTION))  # fmt: skip
+            c.receive(pull)
+        wait_for(lambda: _committed(broker.address, "ds-accounts", "DsAccounts") == "41",
+                 timeout=5.0, what="the commit of a client that left")  # fmt: skip
+    finally:
+        server.register_internal(RequestCode.RELAY_PULLED, handler)

@@ -5,29 +5,26 @@ heartbeats named, and the ring and consumer slot the supervisor registered for i
 The ring and the slot are the supervisor's (registered under its pid, so they outlive a
 data server that dies): a restarted data server appends to the same ring, resuming at its
 published tail, and parks on the same semaphore. A pull's account goes to the control
-server over the client's own link (``PullAccount``), so it is applied in the order of the
-client's requests.
+server over the client's own link (``PullAccount``, owed in ``accounts`` until the link's
+next frame), so it is applied in the order of the client's requests.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from shmq.broker.agents.broker_names import BrokerNames
 from shmq.broker.client.slots import ClientSlot
 from shmq.broker.config.broker_config import BrokerConfig
+from shmq.broker.data_server.accounts import PendingAccounts
 from shmq.broker.data_server.routing import Router
 from shmq.broker.data_server.tables import ControlTables
 from shmq.broker.processors.pull_account import PullAccount
 from shmq.broker.stats.events import BrokerEvents
 from shmq.broker.store_view import StoreView
-from shmq.errors import RemotingConnectError
 from shmq.ipc.ring_appender import RingAppender
 from shmq.ipc.segment import Segment
 from shmq.remoting.server import Connection
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -43,6 +40,7 @@ class DataContext:
     events: BrokerEvents  # the request latency shipped to the supervisor (``reports``)
     ring_info: dict  # ``ring_puts.broker_ring``'s fields of the supervisor's registration
     consumer: ClientSlot
+    accounts: PendingAccounts  # the pulls' accounts owed to the control server
 
     @property
     def config(self) -> BrokerConfig:
@@ -70,7 +68,4 @@ class DataContext:
         """Nothing: the supervisor keeps the slot for the next data server."""
 
     def account_pull(self, conn: Connection, account: PullAccount) -> None:
-        try:
-            conn.forward(account.request())
-        except RemotingConnectError as exc:  # the client left: its link with it
-            log.debug("a pull's account not sent: %s", exc)
+        self.accounts.add(conn, account)

@@ -1,7 +1,8 @@
 """What the data server tells the control server, and the control server's handlers.
 
-- ``RELAY_PULLED`` (oneway, over the client's link): a pull the data server answered
-  (``PullAccount``), applied as the supervisor's own pull processor applies it.
+- ``RELAY_PULLED`` (oneway, over the client's link): the pulls the data server answered
+  (``PullAccount``s, one per queue: ``data_server.accounts``), applied as the
+  supervisor's own pull processor applies each.
 - ``RELAY_METRICS`` (oneway, once a second over the data server's internal client): the
   request latency of the requests it answered (``rocketmq_rpc_latency``: added to the
   supervisor's) and its requests waiting for a worker by code (the processor watermarks:
@@ -53,7 +54,8 @@ class DataServerReports:
         if not conn.relayed:
             raise ResponseError(ResponseCode.NO_PERMISSION, "RELAY_PULLED from a connection "
                                 "that is no relay link")  # fmt: skip
-        PullAccount.of(request).apply(self.ctx)
+        for account in PullAccount.all_of(request):
+            account.apply(self.ctx)
 
     def metrics(self, request: RemotingCommand, _conn: Connection) -> None:
         offered = request.ext_fields.get("token", "")
