@@ -188,3 +188,32 @@ def test_a_full_disk_stops_a_run_and_the_redone_pass_writes_it_whole(tmp_path):
     reference.close()
     reference.index.close()
     commitlog.close()
+
+
+def test_runs_need_no_index_file_and_a_keyed_record_in_one_makes_it(tmp_path):
+    """Records without keys (``send_bulk``'s: no unique key) never create an index file,
+    and the fast path once waited for one: every pass went the general way. A run now goes
+    without it, and the first record with keys in a run creates it and is indexed."""
+    commitlog = CommitLog(str(tmp_path / "commitlog"), 1 << 16)
+    d = _dispatcher(str(tmp_path))
+    rows = np.empty(SCAN_ROWS, dtype=rec.RECORD_ROW)
+
+    def append(i: int, props: bytes) -> int:
+        return commitlog.append_one(b"body-%d" % i, record_tail(b"RunA", props), 0, 0, 0, i, i, i)
+
+    try:
+        append(0, b"")
+        _, _, _, done, _ = d.dispatch_range(commitlog, 0, commitlog.max_offset, rows)
+        for i in (1, 2):
+            append(i, b"")
+        n, done, _, cq = d.dispatch_run(commitlog, done, commitlog.max_offset, rows)
+        assert (n, cq.max_offset, d.index.files) == (2, 3, [])
+        append(3, b"")
+        keyed = append(4, b"KEYS\x01first\x02")
+        n, done, _, cq = d.dispatch_run(commitlog, done, commitlog.max_offset, rows)
+        assert (n, cq.max_offset, len(d.index.files)) == (2, 5, 1)
+        assert d.index.query("RunA", "first", 10, 0, 2**62) == [keyed]
+    finally:
+        d.close()
+        d.index.close()
+        commitlog.close()

@@ -120,11 +120,9 @@ class Dispatcher:
         if target is None:
             return None
         args, out = self._args, self._out
-        index = _NO_INDEX
-        if self.index is not None:
-            f = self.index.run_file()
-            if f is None:  # the general path creates the first
-                return None
+        index = _NO_INDEX  # no index, or no file yet: the general path below makes it
+        f = self.index.run_file() if self.index is not None else None
+        if f is not None:
             index = f.buf
             args.slot_num, args.index_num = f.hash_slot_num, f.index_num
             args.entry_limit = f.entry_limit()
@@ -149,7 +147,8 @@ class Dispatcher:
             last = rows[n - 1]
             cq.ran(units, unit_at + n, base + int(last["pos"] + last["size"]))
         code = out.parse_code
-        if out.keys_code != KEYS_DONE:  # a full index file, or its reserved entries used up
+        if out.keys_code != KEYS_DONE and self.index is not None:  # a full index file, its
+            # reserved entries used up, or none yet
             self.index.build_index_batch(
                 mf.read_view, rows, picks[: out.indexed], base, out.keys_next, out.keys_skip
             )

@@ -18,7 +18,7 @@ from numba import njit
 
 from shmq.codec import record as rec
 from shmq.codec.consume_queue import put_unit_rows
-from shmq.store.index.file import KEYS_DONE, put_record_keys
+from shmq.store.index.file import KEYS_DONE, KEYS_FILE_FULL, put_record_keys
 
 NOT_A_RUN = -1
 
@@ -87,7 +87,9 @@ def dispatch_run(src, rows, topic, units, index, picks, params, result):
 
     At most ``cap`` records are parsed into ``rows`` (the room left in the consume-queue
     file ``units``, whose next unit is at index ``unit_at``). Their units are written, then
-    their keys go into ``index`` (an empty array: no index) as ``put_record_keys`` puts them.
+    their keys go into ``index`` as ``put_record_keys`` puts them; with an empty ``index``
+    (no index file yet, or none at all) the rows with keys are left to the caller as if the
+    file were full (``KEYS_FILE_FULL``, none of their keys put).
     ``picks`` (int64, ``cap`` long) is scratch; on return its first ``indexed`` entries are
     the rows with keys.
 
@@ -127,8 +129,11 @@ def dispatch_run(src, rows, topic, units, index, picks, params, result):
         if rows[i].index_flags != 0:
             picks[indexed] = i
             indexed += 1
-    if indexed == 0 or index.shape[0] == 0:
+    if indexed == 0:
         _outcome(result, n, pos, code, 0, 0, 0, KEYS_DONE)
+        return
+    if index.shape[0] == 0:
+        _outcome(result, n, pos, code, indexed, 0, 0, KEYS_FILE_FULL)
         return
     k, skip, keys_code = put_record_keys(
         index,
