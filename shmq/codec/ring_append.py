@@ -188,8 +188,9 @@ def append_from_ring(src, names, name_offs, table, info, slots, dst, next_qoff, 
         t = -1
         if last_t >= 0 and t_len == last_len:
             t = last_t
-            for k in range(t_len):
-                if src[t_start + k] != src[last_start + k]:
+            a, b = np.uint64(t_start), np.uint64(last_start)
+            for k in range(np.uint64(t_len)):  # unsigned: no wrap-around branch per byte
+                if src[a + k] != src[b + k]:
                     t = -1
                     break
         if t < 0:
