@@ -55,7 +55,11 @@ class DataServerReports:
             raise ResponseError(ResponseCode.NO_PERMISSION, "RELAY_PULLED from a connection "
                                 "that is no relay link")  # fmt: skip
         for account in PullAccount.all_of(request):
-            account.apply(self.ctx)
+            try:  # one account that cannot be applied does not drop the others with it
+                account.apply(self.ctx)
+            except (ShmqError, ValueError, KeyError) as exc:
+                log.warning("a pull's account of %s/%s/%d not applied: %s", account.group,
+                            account.topic, account.queue_id, exc)  # fmt: skip
 
     def metrics(self, request: RemotingCommand, _conn: Connection) -> None:
         offered = request.ext_fields.get("token", "")
