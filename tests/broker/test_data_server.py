@@ -16,8 +16,11 @@ import pytest
 import wire_client as wc
 from waiting import wait_for
 
-from e2e_helpers import listeners, socket_inodes
+from e2e_helpers import free_port, listeners, socket_inodes
 from shmq import LocalTransactionState, TransactionProducer
+from shmq.broker.client.slots import ClientSlot
+from shmq.broker.config.broker_config import BrokerConfig
+from shmq.broker.data_server.process import DataServerProcess
 from shmq.broker.topic.config import TopicConfig
 from shmq.client.producer.producer import Producer
 from shmq.client.transport.queue_reader import QueueReader
@@ -332,3 +335,25 @@ def test_a_connections_pull_accounts_go_to_the_broker_together_and_on_their_own(
                  timeout=5.0, what="the commit of a client that left")  # fmt: skip
     finally:
         server.register_internal(RequestCode.RELAY_PULLED, handler)
+
+
+def test_the_configured_port_stays_bound_until_the_data_server_takes_it():
+    """While the broker starts, its control server binds any free loopback port, and the
+    kernel once handed it the port the data server was about to take (CI: "Address already
+    in use"). The supervisor's side holds that port bound from the start until ``serve``
+    (or a stop); port 0 holds nothing."""
+    port = free_port()
+    config = BrokerConfig().replace(brokerIP1="127.0.0.1", listenPort=str(port))
+    slot = ClientSlot("consumer", 0, 1, os.getpid(), "g", None, "/no-sem")
+    data = DataServerProcess(config, "/no-prefix", 20, {}, slot, None)
+    probe = socket.socket()
+    try:
+        with pytest.raises(OSError):
+            probe.bind(("127.0.0.1", port))
+        data.stop()
+        probe.bind(("127.0.0.1", port))
+    finally:
+        probe.close()
+        data.stop()
+    anywhere = DataServerProcess(BrokerConfig().replace(listenPort="0"), "/p", 20, {}, slot, None)
+    assert anywhere._reserved is None

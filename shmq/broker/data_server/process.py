@@ -6,12 +6,16 @@ were), ``watch`` from housekeeping, ``stop`` first at the broker's stop.
 
 The supervisor registers the ring the TCP sends go through and the consumer slot the
 pull hold parks on before the first spawn (under its own pid: they outlive the process),
-and generates the secret the data server's relay links open with (``secrets``).
+and generates the secret the data server's relay links open with (``secrets``). It holds
+the configured port bound (not listening) from then until ``serve``: the control server
+binds any free loopback port meanwhile, and the kernel could otherwise hand it that one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import socket
 
 from shmq.broker.acl.plain_config import PlainAccessConfig
 from shmq.broker.client.slots import ClientSlot
@@ -37,6 +41,7 @@ class DataServerProcess(GroupProcess):
         self.token = secrets.token_hex(32)
         self.port = config.listen_port
         self.control = ""
+        self._reserved = _reserve(config.broker_ip1, self.port)
 
     @property
     def address(self) -> str:
@@ -55,6 +60,7 @@ class DataServerProcess(GroupProcess):
         until it serves; the broker's public address. ``ShmqError`` with its reason when
         it cannot (a port taken)."""
         self.control = control
+        self._release()
         try:
             self.port = int(self.handshake((control, self.port)))
         finally:
@@ -64,3 +70,31 @@ class DataServerProcess(GroupProcess):
     def restart(self) -> None:
         self.spawn()
         self.serve(self.control)
+
+    def stop(self) -> None:
+        self._release()
+        super().stop()
+
+    def _release(self) -> None:
+        if self._reserved is not None:
+            self._reserved.close()
+            self._reserved = None
+
+
+def _reserve(host: str, port: int) -> socket.socket | None:
+    """``port`` on ``host`` bound, so that no bind to any free port takes it (None for
+    port 0, or when it cannot be bound: the data server then says why it cannot serve)."""
+    if not port:
+        return None
+    sock = None
+    with contextlib.suppress(OSError):
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        # as the server's own listener: a connection of the broker before it in TIME_WAIT
+        # does not stop it
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        return sock
+    if sock is not None:
+        sock.close()
+    return None
