@@ -85,16 +85,21 @@ records_st = st.lists(
 @settings(
     max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(records=records_st, runs=st.integers(0, 3).map(lambda v: v > 0))
-def test_dispatch_run_writes_what_dispatch_batch_writes(tmp_path_factory, records, runs):
+@given(
+    records=records_st,
+    runs=st.integers(0, 3).map(lambda v: v > 0),
+    table=st.sampled_from((SCAN_ROWS, 3)),
+)
+def test_dispatch_run_writes_what_dispatch_batch_writes(tmp_path_factory, records, runs, table):
     """A pass follows each record marked so and the last one; a ``redo`` pass starts over
-    where the pass before began (reput after a crash re-dispatches from its checkpoint)."""
+    where the pass before began (reput after a crash re-dispatches from its checkpoint).
+    A table of 3 rows makes passes longer than it (a ``send_bulk`` call's)."""
     root = str(tmp_path_factory.mktemp("run"))
     if runs:  # mostly one queue: the fast path's case
         records = [(0, 0, *rest) for _, _, *rest in records] + records[-3:]
     commitlog = CommitLog(os.path.join(root, "commitlog"), COMMITLOG_FILE_SIZE)
     fast, general = _dispatcher(os.path.join(root, "fast")), _dispatcher(os.path.join(root, "gen"))
-    rows = np.empty(SCAN_ROWS, dtype=rec.RECORD_ROW)
+    rows = np.empty(table, dtype=rec.RECORD_ROW)
     counters: dict = {}
     done = fast_done = began = 0
     try:
@@ -213,6 +218,35 @@ def test_runs_need_no_index_file_and_a_keyed_record_in_one_makes_it(tmp_path):
         n, done, _, cq = d.dispatch_run(commitlog, done, commitlog.max_offset, rows)
         assert (n, cq.max_offset, len(d.index.files)) == (2, 5, 1)
         assert d.index.query("RunA", "first", 10, 0, 2**62) == [keyed]
+    finally:
+        d.close()
+        d.index.close()
+        commitlog.close()
+
+
+def test_a_run_longer_than_the_row_table_takes_the_fast_path_to_its_end(tmp_path, monkeypatch):
+    """A pass of one queue longer than the caller's row table (a ``send_bulk`` call of
+    16,384 records against 4,096 rows) is one ``dispatch_run`` per table, across
+    consume-queue files; once the first table's run went the fast way and the rest the
+    general way (three quarters of a bulk stream's records)."""
+    commitlog = CommitLog(str(tmp_path / "commitlog"), 1 << 16)
+    d = _dispatcher(str(tmp_path))
+    rows = np.empty(4, dtype=rec.RECORD_ROW)
+    counters: dict = {}
+    try:
+        _append(commitlog, counters, 0, (0, 0, False, 0, False))
+        _, _, _, done, _ = d.dispatch_range(commitlog, 0, commitlog.max_offset, rows)
+        for i in range(1, 22):
+            _append(commitlog, counters, i, (0, 0, i % 3 == 0, 0, False))
+        general = []
+        monkeypatch.setattr(d, "dispatch_batch", lambda batch: general.append(batch))
+        total, touched, last_ts, done, code = d.dispatch_range(
+            commitlog, done, commitlog.max_offset, rows
+        )
+        assert (total, done, code, general) == (21, commitlog.max_offset, rec.PARSE_END, [])
+        assert last_ts == 1_700_000_000_021 and list(touched) == [("RunA", 0)]
+        assert d.consume_queue("RunA", 0).max_offset == 22  # eight units a file: three files
+        assert len(d.index.query("RunA", "k1", 10, 0, 2**62)) == 2  # records 6 and 21
     finally:
         d.close()
         d.index.close()

@@ -83,17 +83,27 @@ class Dispatcher:
         (a ``rec.RECORD_ROW`` table, kept by the caller): ``dispatch_run`` when they
         continue the last pass's queue, ``dispatch_batch`` of each scanned batch otherwise.
         Returns ``(records, queues written, last store timestamp or 0, position, parse
-        code)``; position and code say where and why it stopped, as ``CommitLog.last_scan``."""
+        code)``; position and code say where and why it stopped, as ``CommitLog.last_scan``.
+        A run longer than ``rows`` (a ``send_bulk`` call's records) takes one
+        ``dispatch_run`` per table of rows, not the general path after the first."""
         total, last_ts, code = 0, 0, rec.PARSE_END
         touched: dict[tuple[str, int], ConsumeQueue] = {}
-        run = self.dispatch_run(commitlog, start, end, rows)
-        if run is not None:
-            total, start, code, cq = run
+        while start < end:
+            run = self.dispatch_run(commitlog, start, end, rows)
+            if run is None:
+                break
+            n, at, code, cq = run
+            total += n
             if cq is not None:
                 touched[(cq.topic, cq.queue_id)] = cq
-                last_ts = int(rows["store_ts"][total - 1])
-            if start >= end or code not in (rec.PARSE_FULL, rec.PARSE_BLANK):
-                return total, touched, last_ts, start, code
+                last_ts = int(rows["store_ts"][n - 1])
+            if code not in (rec.PARSE_FULL, rec.PARSE_BLANK):
+                return total, touched, last_ts, at, code
+            if at == start:  # no progress: the general path below decides
+                break
+            start = at
+        if start >= end:
+            return total, touched, last_ts, start, code
         for batch in commitlog.scan(start, end, rows=rows):
             n, written = self.dispatch_batch(batch)
             total += n
