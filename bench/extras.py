@@ -3,7 +3,8 @@
 - the bare POSIX semaphore round trip between two processes (post, the other side wakes
   and posts back), paced like W3: what a sync send's request and answer cost at least here,
   and shmq's sync ``send`` timed the same way (the call, from the record into the ring to
-  the broker's answer);
+  the broker's answer); and the CPU a parked process pays per paced wake-up alone, the
+  floor of W3's consumer CPU;
 - a ``PushConsumer`` with a no-op listener consuming a backlog (single-message records);
 - the rate at which the CommitLog's writer can fill new pages of a mapped file, prefaulted
   as it does (W1 bulk's floor: every stored record lands on pages the CommitLog never had
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import resource
 import tempfile
 import threading
 import time
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 
 SEM_SYSTEM = "posix semaphore (floor)"
-SEM_API = "round trip: post, wake, post back"
+SEM_API = "round trip: post, wake, post back (CPU: a wake-up alone)"
 SYNC_API = "send: call until answered"
 BACKLOG_API = "PushConsumer, no-op listener, backlog"
 PAGES_SYSTEM = "page cache (floor)"
@@ -39,7 +41,10 @@ def _row(workload: str, system: str, api: str, durable: bool, **values: Any) -> 
     return out
 
 
-def _echo(ping: str, pong: str, count: int) -> None:
+def _echo(ping: str, pong: str, count: int, wake_cpu: Any) -> None:
+    """``count`` round trips, then ``count`` wake-ups alone (posted, woken, nothing posted
+    back): what a consumer parked between paced messages pays for each at least, put in
+    ``wake_cpu`` (seconds of this process's CPU per wake-up)."""
     import posix_ipc
 
     a, b = posix_ipc.Semaphore(ping), posix_ipc.Semaphore(pong)
@@ -47,19 +52,36 @@ def _echo(ping: str, pong: str, count: int) -> None:
         for _ in range(count):
             a.acquire(10)
             b.release()
+        start = _cpu_seconds()
+        for _ in range(count):
+            a.acquire(10)
+        wake_cpu.value = (_cpu_seconds() - start) / count
+        b.release()
     finally:
         a.close()
         b.close()
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def semaphore_round_trip(count: int, rate: float) -> dict[str, Any]:
-    """``count`` round trips, one every ``1 / rate`` s (the waiter parked, as in W3)."""
+    """``count`` round trips, one every ``1 / rate`` s (the waiter parked, as in W3), then
+    ``count`` paced posts that only wake it: the row's CPU per message is the woken
+    process's per wake-up, the floor of W3's consumer CPU goal (a parked consumer is woken
+    once per paced message). On this VM a wake-up on a CPU that sat idle costs ~10 µs of
+    the woken process's CPU, one on the poster's own CPU after it sleeps ~4 µs; W3's
+    consumer is woken by the writer in the middle of its pass, so the poster here spins."""
     import posix_ipc
 
     token = f"/shmq-bench-{os.getpid()}-{time.monotonic_ns() % 100000}"
     ping = posix_ipc.Semaphore(token + "-ping", posix_ipc.O_CREX, 0o600, 0)
     pong = posix_ipc.Semaphore(token + "-pong", posix_ipc.O_CREX, 0o600, 0)
-    proc = mp.get_context("spawn").Process(target=_echo, args=(ping.name, pong.name, count))
+    ctx = mp.get_context("spawn")
+    wake_cpu = ctx.Value("d", 0.0)
+    proc = ctx.Process(target=_echo, args=(ping.name, pong.name, count, wake_cpu))
     try:
         proc.start()
         times = np.zeros(count, dtype=np.int64)
@@ -71,6 +93,13 @@ def semaphore_round_trip(count: int, rate: float) -> dict[str, Any]:
             pong.acquire(10)
             times[i] = time.monotonic_ns() - start
             time.sleep(max(0.0, gap - (time.monotonic_ns() - start) / 1e9))
+        due = time.perf_counter()
+        for _ in range(count):  # the poster stays on its CPU, as the writer finishing a
+            due += gap  # pass does: the child wakes on the other one, from idle
+            ping.release()
+            while time.perf_counter() < due:
+                pass
+        pong.acquire(10)  # the child's CPU is in wake_cpu
         proc.join(10)
     finally:
         if proc.is_alive():
@@ -82,7 +111,8 @@ def semaphore_round_trip(count: int, rate: float) -> dict[str, Any]:
     us = times / 1000.0
     return _row("W3", SEM_SYSTEM, SEM_API, False, messages=count, msgs_per_s=None,
                 p50_us=float(np.percentile(us, 50)), p99_us=float(np.percentile(us, 99)),
-                p999_us=float(np.percentile(us, 99.9)))  # fmt: skip
+                p999_us=float(np.percentile(us, 99.9)),
+                consumer_cpu_us=wake_cpu.value * 1e6 or None)  # fmt: skip
 
 
 def _paced_sync_sends(namesrv: str, count: int, rate: float, out: Any) -> None:
