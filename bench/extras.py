@@ -31,6 +31,7 @@ BACKLOG_API = "PushConsumer, no-op listener, backlog"
 PAGES_SYSTEM = "page cache (floor)"
 PAGES_API = "writes to new, prefaulted file pages"
 BULK_TOPIC = "Bench_W1_shmq_send_bulk"  # the W1 send_bulk case's topic (ShmqPeer.prepare)
+WAKES = 2_000  # the wake-up floor's posts: its poster spins on a CPU between them
 
 
 def _row(workload: str, system: str, api: str, durable: bool, **values: Any) -> dict[str, Any]:
@@ -41,8 +42,8 @@ def _row(workload: str, system: str, api: str, durable: bool, **values: Any) -> 
     return out
 
 
-def _echo(ping: str, pong: str, count: int, wake_cpu: Any) -> None:
-    """``count`` round trips, then ``count`` wake-ups alone (posted, woken, nothing posted
+def _echo(ping: str, pong: str, count: int, wakes: int, wake_cpu: Any) -> None:
+    """``count`` round trips, then ``wakes`` wake-ups alone (posted, woken, nothing posted
     back): what a consumer parked between paced messages pays for each at least, put in
     ``wake_cpu`` (seconds of this process's CPU per wake-up)."""
     import posix_ipc
@@ -53,9 +54,9 @@ def _echo(ping: str, pong: str, count: int, wake_cpu: Any) -> None:
             a.acquire(10)
             b.release()
         start = _cpu_seconds()
-        for _ in range(count):
+        for _ in range(wakes):
             a.acquire(10)
-        wake_cpu.value = (_cpu_seconds() - start) / count
+        wake_cpu.value = (_cpu_seconds() - start) / wakes
         b.release()
     finally:
         a.close()
@@ -69,7 +70,7 @@ def _cpu_seconds() -> float:
 
 def semaphore_round_trip(count: int, rate: float) -> dict[str, Any]:
     """``count`` round trips, one every ``1 / rate`` s (the waiter parked, as in W3), then
-    ``count`` paced posts that only wake it: the row's CPU per message is the woken
+    up to ``WAKES`` paced posts that only wake it: the row's CPU per message is the woken
     process's per wake-up, the floor of W3's consumer CPU goal (a parked consumer is woken
     once per paced message). On this VM a wake-up on a CPU that sat idle costs ~10 µs of
     the woken process's CPU, one on the poster's own CPU after it sleeps ~4 µs; W3's
@@ -81,7 +82,8 @@ def semaphore_round_trip(count: int, rate: float) -> dict[str, Any]:
     pong = posix_ipc.Semaphore(token + "-pong", posix_ipc.O_CREX, 0o600, 0)
     ctx = mp.get_context("spawn")
     wake_cpu = ctx.Value("d", 0.0)
-    proc = ctx.Process(target=_echo, args=(ping.name, pong.name, count, wake_cpu))
+    wakes = min(count, WAKES)
+    proc = ctx.Process(target=_echo, args=(ping.name, pong.name, count, wakes, wake_cpu))
     try:
         proc.start()
         times = np.zeros(count, dtype=np.int64)
@@ -94,7 +96,7 @@ def semaphore_round_trip(count: int, rate: float) -> dict[str, Any]:
             times[i] = time.monotonic_ns() - start
             time.sleep(max(0.0, gap - (time.monotonic_ns() - start) / 1e9))
         due = time.perf_counter()
-        for _ in range(count):  # the poster stays on its CPU, as the writer finishing a
+        for _ in range(wakes):  # the poster stays on its CPU, as the writer finishing a
             due += gap  # pass does: the child wakes on the other one, from idle
             ping.release()
             while time.perf_counter() < due:
