@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 SEM_SYSTEM = "posix semaphore (floor)"
-SEM_API = "round trip: post, wake, post back (CPU: a wake-up alone)"
+SEM_API = "round trip; CPU: a wake-up alone"
 SYNC_API = "send: call until answered"
 BACKLOG_API = "PushConsumer, no-op listener, backlog"
 PAGES_SYSTEM = "page cache (floor)"
