@@ -16,7 +16,7 @@ from shmq.store.mapped_file import (
     file_name_to_offset,
     offset_to_file_name,
 )
-from shmq.store.mapped_file_queue import PREFAULT_AHEAD, MappedFileQueue
+from shmq.store.mapped_file_queue import PREFAULT_AHEAD, PREFAULT_TOP_UP, MappedFileQueue
 
 
 def test_names_are_20_digit_offsets():
@@ -156,16 +156,22 @@ def test_prefault_of_a_sparse_file_stops_at_its_reserved_blocks(tmp_path):
     mf.close()
 
 
-def test_prefault_ahead_tops_up_half_a_window_at_a_time(tmp_path):
+def test_prefault_ahead_tops_up_in_small_steps(tmp_path):
+    """A top-up is at least ``PREFAULT_TOP_UP`` (not a page per pass) and, for a paced
+    stream's small passes, about that much: the writer's next message waits for it."""
     q = MappedFileQueue(str(tmp_path / "cl"), 4 * PREFAULT_AHEAD)
     mf = q.new_file(0)
     assert mf.prefaulted == PREFAULT_AHEAD  # before its first write
-    mf.wrote_position = PREFAULT_AHEAD // 2 - 1  # less than half used: nothing to do
+    mf.wrote_position = PREFAULT_TOP_UP - 1  # less than a step used: nothing to do
     q.prefault_ahead()
     assert mf.prefaulted == PREFAULT_AHEAD
-    mf.wrote_position = PREFAULT_AHEAD // 2 + 1
+    mf.wrote_position = PREFAULT_TOP_UP + 1
     q.prefault_ahead()
     assert mf.prefaulted == -(-(mf.wrote_position + PREFAULT_AHEAD) // PAGE_SIZE) * PAGE_SIZE
+    assert mf.prefaulted - PREFAULT_AHEAD <= PREFAULT_TOP_UP + PAGE_SIZE
+    mf.wrote_position = 3 * PREFAULT_AHEAD  # a bulk pass: all of it in one call
+    q.prefault_ahead()
+    assert mf.prefaulted == 4 * PREFAULT_AHEAD
     q.close()
 
 
