@@ -27,7 +27,7 @@ import grpc
 from shmq.broker.acl.plain_config import PlainAccessConfig
 from shmq.broker.acl.plain_file import PlainAclFile, acl_file_path
 from shmq.broker.acl.validator import PlainAcl
-from shmq.broker.agents.runner import die_with_parent
+from shmq.broker.agents.runner import die_with_parent, name_process
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.codec import batch_body, pull_body
 from shmq.errors import ConfigError
@@ -63,6 +63,7 @@ def run_proxy(
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
+    name_process("shmq-proxy")
     sys.exit(asyncio.run(_serve(config, channel, inner)))
 
 

@@ -25,12 +25,22 @@ def parent(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
+def comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip()
+
+
 def test_agents_are_forked_from_one_template_and_a_dead_one_again(make_broker):
     broker, namesrv = make_broker()
     first = agent_pids(broker)
     template = parent(first["writer"])
     assert template != os.getpid()
     assert {parent(pid) for pid in first.values()} == {template}
+    # each is named for ``top`` and ``ps -o comm``, not one more ``python``
+    assert comm(template) == "shmq-template"
+    assert {kind: comm(pid) for kind, pid in first.items()} == {
+        kind: f"shmq-{kind}" for kind in first
+    }
     os.kill(first["writer"], signal.SIGKILL)
     wait_for(lambda: agent_pids(broker)["writer"] not in (0, first["writer"]),
              what="the writer forked again")  # fmt: skip

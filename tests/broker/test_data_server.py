@@ -62,6 +62,8 @@ def test_the_public_port_is_the_data_servers_and_the_control_server_is_on_loopba
     broker, _, _ = served
     data_pid = broker.data_server.proc.pid
     assert data_pid != os.getpid()
+    with open(f"/proc/{data_pid}/comm") as f:
+        assert f.read().strip() == "shmq-data"  # as ``top`` names it
     public_port = int(broker.address.rsplit(":", 1)[1])
     assert public_port != broker.server.port
     ((_, public),) = listeners(public_port)

@@ -29,6 +29,7 @@ from shmq.ipc.segment import Segment, open_semaphore
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 HEARTBEAT_EVERY_MS = 100
 
 
@@ -51,6 +52,7 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     stop = {"requested": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
     die_with_parent()
+    name_process(f"shmq-{kind}")
     parent = os.getppid()  # the agent template
     names = BrokerNames(prefix)
     # what this agent creates is as private (or shared with localClientGroup) as the rest
@@ -122,7 +124,17 @@ def run_agent(kind: str, config: BrokerConfig, prefix: str, log_level: int) -> N
     log.info("%s agent stopped", kind)
 
 
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 def die_with_parent() -> None:
     """Ask the kernel to SIGTERM this agent when the agent template dies (no orphans)."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def name_process(name: str) -> None:
+    """Name this process ``name`` (at most 15 bytes) as ``top``, ``ps -o comm``, ``pidstat``
+    and /proc/PID/comm show it: every agent is otherwise one more ``python`` forked from the
+    template, and which of them takes the CPU is the first question about a broker."""
+    _libc().prctl(PR_SET_NAME, name.encode()[:15])

@@ -76,6 +76,9 @@ def run_template(conn: Connection, log_level: int) -> None:
     # report their exit codes
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from shmq.broker.agents.runner import name_process
+
+    name_process("shmq-template")  # each agent it forks takes its own name
     started = time.monotonic()
     gc.disable()  # imports make objects by the hundred thousand: a tenth of the preload
     preload()

@@ -22,7 +22,7 @@ from shmq.broker.acl.plain_file import PlainAclFile, acl_file_path
 from shmq.broker.acl.remoting import RemotingAcl
 from shmq.broker.acl.validator import PlainAcl
 from shmq.broker.agents.broker_names import BrokerNames
-from shmq.broker.agents.runner import die_with_parent
+from shmq.broker.agents.runner import die_with_parent, name_process
 from shmq.broker.client.slots import ClientSlot
 from shmq.broker.config.broker_config import BrokerConfig
 from shmq.broker.data_server.accounts import PendingAccounts
@@ -67,6 +67,7 @@ def run_data_server(
     stopping: list[bool] = []  # a signal handler takes no lock (an Event's could deadlock)
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     die_with_parent()
+    name_process("shmq-data")
     names = BrokerNames(prefix)
     segments = {
         "counters": Segment.attach(names.counters),

@@ -93,7 +93,7 @@ def run_metrics(config: BrokerConfig, prefix: str, log_level: int, channel: Conn
     (``("ready", "host:port")`` of the collector once pushing), or ``("error", reason)`` and
     exit code 1."""
     from shmq.broker.agents.broker_names import BrokerNames
-    from shmq.broker.agents.runner import die_with_parent
+    from shmq.broker.agents.runner import die_with_parent, name_process
     from shmq.broker.metrics.collector import BrokerCollector
     from shmq.broker.metrics.topic_traffic import TopicTraffic
     from shmq.ipc.segment import Segment, open_semaphore, post
@@ -108,6 +108,7 @@ def run_metrics(config: BrokerConfig, prefix: str, log_level: int, channel: Conn
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     die_with_parent()
+    name_process("shmq-metrics")
     names = BrokerNames(prefix)
     segments = {
         kind: Segment.attach(name, readonly=True)
