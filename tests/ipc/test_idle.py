@@ -94,3 +94,32 @@ def test_linger_only_while_answered_senders_come_back_within_it(sem):
     for _ in range(10):
         idle.idle(0)
     assert idle.parks == parks  # lingering again
+
+
+def test_an_idle_agent_parks_longer_and_longer_and_work_brings_it_back(sem):
+    """``park_max_us``: each park that found nothing doubles the next one's bound, up to
+    the maximum; the first work restores ``park_us``. A post still ends a park at once."""
+    idle = IdleStrategy(IdleConfig("park", park_us=1_000, park_max_us=8_000), sem)
+    took = []
+    for _ in range(6):
+        start = time.perf_counter()
+        idle.idle(0)
+        took.append(time.perf_counter() - start)
+    bounds_ms = (1, 2, 4, 8, 8, 8)
+    assert all(t >= ms / 1e3 for t, ms in zip(took, bounds_ms, strict=True)), took
+    assert idle._park_s == 0.008  # capped
+    idle.idle(1)  # work: back to 1 ms
+    idle.idle(0)
+    assert idle._park_s == 0.002  # that park was 1 ms, the next 2 ms
+    sem.release()  # a post ends the longest park at once
+    idle = IdleStrategy(IdleConfig("park", park_us=1_000_000, park_max_us=8_000_000), sem)
+    start = time.perf_counter()
+    idle.idle(0)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_without_park_max_a_park_keeps_its_bound(sem):
+    idle = IdleStrategy(IdleConfig("park", park_us=1_000), sem)
+    for _ in range(5):
+        idle.idle(0)
+    assert idle._park_s == 0.001

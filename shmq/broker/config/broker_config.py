@@ -311,9 +311,14 @@ class BrokerConfig:
     idle_spin_us: int = setting(50, "shmq's own: µs the backoff writer spins before it yields.")
     idle_yield_us: int = setting(0, "shmq's own: µs it then yields before it parks.")
     # a park ends at a post; its timeout only bounds what no one posts for (a stop, a
-    # topic created on request are posted too): each wake-up costs ~80 µs of CPU on a small
-    # VM, so 1 ms parks kept an idle writer and reput at 8 % of a core each
-    idle_park_us: int = setting(10_000, "shmq's own: the longest park, in µs.")
+    # topic created on request are posted too): each wake-up costs ~80-150 µs of CPU on a
+    # small VM, so 1 ms parks kept an idle writer and reput at 8 % of a core each, and 10 ms
+    # ones an idle writer at 1.3 %: an idle agent's parks double up to 200 ms (agents.env)
+    idle_park_us: int = setting(
+        10_000,
+        "shmq's own: the longest park, in µs, while work comes; an agent that stays idle "
+        "doubles it park by park up to 200 ms.",
+    )
     idle_linger_us: int = setting(
         200,
         "shmq's own: µs the writer stays awake after answering a sync send, whose sender "
