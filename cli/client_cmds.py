@@ -419,7 +419,7 @@ def _consume_pop(
     namesrv: str, as_json: bool,
 ) -> None:  # fmt: skip
     """``consume --pop``: receive, print, ack what was printed."""
-    from shmq.client.consumer.simple import SimpleConsumer
+    from shmq.client.consumer.pop.simple import SimpleConsumer
 
     message_line = _json_line if as_json else _message_line
     summary = count is not None and count > SHOW_EACH and not as_json

@@ -32,8 +32,8 @@ _EXPORTS = {
     "TransactionProducer": "shmq.client.transaction.producer",
     "PushConsumer": "shmq.client.consumer.push",
     "PullConsumer": "shmq.client.consumer.lite_pull",
-    "SimpleConsumer": "shmq.client.consumer.simple",
-    "PopBatch": "shmq.client.consumer.pop_batch",
+    "SimpleConsumer": "shmq.client.consumer.pop.simple",
+    "PopBatch": "shmq.client.consumer.pop.batch",
     "Admin": "shmq.client.admin.admin",
     "EmbeddedBroker": "shmq.embedded",
     "Credentials": "shmq.remoting.security.credentials",
@@ -133,9 +133,9 @@ if TYPE_CHECKING:
     from shmq.client.admin.admin import Admin
     from shmq.client.consumer.allocate import AllocateMessageQueueStrategy, allocation_strategy
     from shmq.client.consumer.lite_pull import PullConsumer
-    from shmq.client.consumer.pop_batch import PopBatch
+    from shmq.client.consumer.pop.batch import PopBatch
+    from shmq.client.consumer.pop.simple import SimpleConsumer
     from shmq.client.consumer.push import PushConsumer
-    from shmq.client.consumer.simple import SimpleConsumer
     from shmq.client.producer.producer import Producer
     from shmq.client.producer.request_reply import create_reply_message
     from shmq.client.selector import MessageSelector

@@ -30,7 +30,7 @@ def opened(monkeypatch):
         raise Opened("stand-in client")
 
     import shmq.client.admin.admin as admin
-    import shmq.client.consumer.simple as simple
+    import shmq.client.consumer.pop.simple as simple
     import shmq.client.producer.producer as producer
     import shmq.client.transport.queue_reader as queue_reader
 

@@ -16,8 +16,8 @@ from waiting import wait_for
 
 from e2e_helpers import embedded
 from shmq.broker.metrics.supervisor_numbers import WATERMARK_PROCESSORS
+from shmq.client.consumer.pop.simple import SimpleConsumer
 from shmq.client.consumer.push import PushConsumer
-from shmq.client.consumer.simple import SimpleConsumer
 from shmq.client.metrics import client_id
 from shmq.client.producer.producer import Producer
 from shmq.client.types import ConsumeFromWhere, ConsumeOrderlyStatus

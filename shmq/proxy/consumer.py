@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from shmq.client.consumer.pop_messages import body_messages
-from shmq.client.consumer.receipt import PopHeader
+from shmq.client.consumer.pop.messages import body_messages
+from shmq.client.consumer.pop.receipt import PopHeader
 from shmq.errors import FilterExpressionError, RemotingFrameError
 from shmq.filter.sql92 import compile_sql
 from shmq.message import MessageExt

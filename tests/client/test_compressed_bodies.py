@@ -19,8 +19,8 @@ from waiting import wait_for
 from e2e_helpers import embedded, shmq
 from shmq.body_compression import CompressionType, compression_sysflag
 from shmq.client.admin.admin import Admin
+from shmq.client.consumer.pop.simple import SimpleConsumer
 from shmq.client.consumer.push import PushConsumer
-from shmq.client.consumer.simple import SimpleConsumer
 from shmq.client.producer.producer import Producer
 from shmq.client.producer.records import ONE_SYSFLAG, TopicRecords, one_record
 from shmq.client.transport.queue_reader import QueueReader

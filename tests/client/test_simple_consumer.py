@@ -19,8 +19,8 @@ from waiting import wait_for
 
 import shmq
 from e2e_helpers import embedded
-from shmq.client.consumer.pop_requests import bit_set
-from shmq.client.consumer.receipt import PopHeader, changed
+from shmq.client.consumer.pop.receipt import PopHeader, changed
+from shmq.client.consumer.pop.requests import bit_set
 from shmq.errors import ShmqError
 from shmq.message import PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK
 from shmq.pop_receipt import parse_receipt

@@ -17,8 +17,8 @@ from waiting import wait_for
 from e2e_helpers import cluster, shm_entries, shmq
 from shmq import MessageSelector
 from shmq.client.consumer.lite_pull import PullConsumer
+from shmq.client.consumer.pop.simple import SimpleConsumer
 from shmq.client.consumer.push import PushConsumer
-from shmq.client.consumer.simple import SimpleConsumer
 from shmq.client.producer.producer import Producer
 from shmq.client.transport.queue_reader import QueueReader
 from shmq.client.types import ConsumeResult, MessageQueue

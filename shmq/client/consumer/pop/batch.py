@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shmq.client.consumer.receipt import AckKey, PopHeader
+from shmq.client.consumer.pop.receipt import AckKey, PopHeader
 from shmq.message import MessageBatch
 
 

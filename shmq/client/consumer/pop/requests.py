@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from shmq.client.consumer.receipt import AckKey
+from shmq.client.consumer.pop.receipt import AckKey
 from shmq.pop_receipt import Receipt
 from shmq.remoting.protocol import RemotingCommand, RequestCode
 

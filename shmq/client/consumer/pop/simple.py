@@ -15,7 +15,7 @@ of one message group (one queue) are received in order.
 On the broker's host the data path is shared memory, as for the other consumers: the POP
 carries shmq's ``shmqLocal`` and is answered with the header alone (which offsets of which
 queues were taken), and the client reads those records from the store's files itself
-(``pop_messages``). Over TCP (another host, or ``transport="tcp"``) the records come in the
+(``pop.messages``). Over TCP (another host, or ``transport="tcp"``) the records come in the
 response's body. Both give the same messages.
 
 Example::
@@ -38,14 +38,15 @@ from collections.abc import Mapping, Sequence
 from prometheus_client import CollectorRegistry
 
 from shmq.client.consumer.base import ConsumerBase
-from shmq.client.consumer.pop_batch import PopBatch
-from shmq.client.consumer.pop_messages import (
+from shmq.client.consumer.pop.batch import PopBatch
+from shmq.client.consumer.pop.messages import (
     body_messages,
     messages_batch,
     store_batch,
     store_messages,
 )
-from shmq.client.consumer.pop_requests import (
+from shmq.client.consumer.pop.receipt import AckKey, PopHeader, ack_key, changed
+from shmq.client.consumer.pop.requests import (
     INIT_MODE_MAX,
     INIT_MODE_MIN,
     LOCAL_MAX_MSG_NUMS,
@@ -55,7 +56,6 @@ from shmq.client.consumer.pop_requests import (
     change_invisible_request,
     pop_request,
 )
-from shmq.client.consumer.receipt import AckKey, PopHeader, ack_key, changed
 from shmq.client.consumer.subscription import Subscription
 from shmq.client.metrics import ClientMetrics, client_id
 from shmq.client.route import PERM_READ

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from shmq.client.consumer.pop_batch import PopBatch
-from shmq.client.consumer.receipt import PopHeader, queue_topic, topic_flag
+from shmq.client.consumer.pop.batch import PopBatch
+from shmq.client.consumer.pop.receipt import PopHeader, queue_topic, topic_flag
 from shmq.codec import record as rec
 from shmq.codec.pull_body import parse_records_anywhere
 from shmq.errors import RemotingFrameError
