@@ -32,9 +32,9 @@ record, so sync sends and paced streams keep their latency.
 
 A park lasts at most ``park_us``; wakers post only when the agent said it parks. With
 ``park_max_us`` above it, an agent that stays idle doubles that bound park by park up to
-``park_max_us``, and the first work brings it back: what a timeout catches without a post
-is found as soon as while work comes, and an idle agent costs a few wake-ups a second, not
-a hundred (each ~100 µs of CPU on a small virtual machine, see perf-notes).
+``park_max_us``, and the first work brings it back. While work comes, what only a timeout
+finds (nobody posts it) is found as soon as before; an idle agent costs a few wake-ups a
+second, not a hundred (each ~100 µs of CPU on a small virtual machine, see perf-notes).
 """
 
 from __future__ import annotations

@@ -177,9 +177,9 @@ class MappedFileQueue:
 
         Small top-ups: the writer calls this after a pass, and the next message waits in
         its ring meanwhile. A new page costs 1-10 µs here (perf-notes), so a top-up of half
-        the window (512 pages) stalled a paced stream 0.5-5 ms about once a second, most
-        of its p99; 16 pages cost at most ~160 µs. A bulk pass writes MiBs, so it still
-        tops up once per pass, in one call."""
+        the window (512 pages) could stall a paced stream 0.5-5 ms about once a second;
+        16 pages cost at most ~160 µs. A bulk pass writes MiBs, so it still tops up once
+        per pass, in one call."""
         mf = self.files[-1] if self.files else None
         if mf is not None and mf.prefaulted - mf.wrote_position < PREFAULT_AHEAD - PREFAULT_TOP_UP:
             mf.prefault(mf.wrote_position + PREFAULT_AHEAD)
