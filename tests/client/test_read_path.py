@@ -93,6 +93,90 @@ def test_units_whose_records_are_gone_are_read_past(tmp_path):
     assert _summary(fetch, msgs) == expected
 
 
+def _messages(msgs) -> list[tuple]:
+    return [(m.queue_offset, m.physical_offset, m.store_size, m.tags, m.body) for m in msgs]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    bodies=st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=50),
+    tags=st.lists(st.sampled_from(["A", "B", None]), min_size=50, max_size=50),
+    others=st.lists(st.booleans(), min_size=50, max_size=50),
+    start=st.integers(0, 60),
+    count=st.integers(1, 40),
+    expression=st.sampled_from(["*", "A", "A || B", "C"]),
+    end_at=st.sampled_from(["end", "first file", "none"]),
+    low=st.integers(0, 3),
+    cleaned=st.sampled_from([0, FILE_SIZE]),
+)
+def test_a_queue_tail_reads_as_fetch_messages(
+    tmp_path_factory, bodies, tags, others, start, count, expression, end_at, low, cleaned
+):
+    """``QueueTail.read`` answers what ``fetch_messages`` answers with messages, or with
+    none because the tag filter skipped the units it looked at (the next read begins where
+    that one's does), and nothing else: None leaves the read to ``fetch_messages``."""
+    root = str(tmp_path_factory.mktemp("store"))
+    with MessageStore.open(root, mapped_file_size_commit_log=FILE_SIZE) as store:
+        for i, body in enumerate(bodies):
+            store.put("T", 0, body, tags=tags[i])
+            if others[i]:
+                store.put("T", 1, b"other" * 20)
+        store.dispatch()
+        end = store.max_physical_offset
+        reader = StoreReader(root, FILE_SIZE, store.config.consume_queue_file_size)
+        try:
+            write_offset = {"end": end, "first file": min(end, FILE_SIZE), "none": 0}[end_at]
+            bounds = QueueBounds(low, len(bodies), cleaned, write_offset, FILE_SIZE)
+            codes = parse_tag_filter(expression)
+            offset = start % (len(bodies) + 2)
+            fetch, msgs = reader.fetch_messages("T", 0, offset, count, codes, bounds)
+            read = reader.tail("T", 0).read(offset, count, codes, low, len(bodies), cleaned,
+                                            write_offset)  # fmt: skip
+        finally:
+            reader.close()
+    if read is None:
+        return
+    tail_msgs, next_offset, size = read
+    assert fetch.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE)
+    assert next_offset == fetch.next_begin_offset
+    assert _messages(tail_msgs) == _messages(msgs)
+    assert size == sum(m.store_size for m in tail_msgs)
+
+
+def test_a_queue_tail_reads_the_newest_messages(tmp_path):
+    """Where a consumer that keeps up reads (all of it in the CommitLog's newest file), the
+    tail answers, batch by batch and with a tag filter, as ``fetch_messages`` does; an
+    offset at the queue's end or before its first is left to ``fetch_messages``."""
+    root = str(tmp_path)
+    with MessageStore.open(root) as store:
+        for i in range(100):
+            store.put("T", 0, b"m%d" % i, tags="A" if i % 3 else "B")
+        store.dispatch()
+        end = store.max_physical_offset
+        reader = StoreReader(root, store.config.mapped_file_size_commit_log,
+                             store.config.consume_queue_file_size)  # fmt: skip
+        try:
+            tail = reader.tail("T", 0)
+            assert reader.tail("T", 0) is tail
+            bounds = QueueBounds(10, 100, 0, end, store.config.mapped_file_size_commit_log)
+            for codes in (None, parse_tag_filter("B")):
+                offset, seen = 10, []
+                while offset < 100:
+                    fetch, msgs = reader.fetch_messages("T", 0, offset, 7, codes, bounds)
+                    got, offset, _ = tail.read(offset, 7, codes, 10, 100, 0, end)
+                    assert offset == fetch.next_begin_offset
+                    assert _messages(got) == _messages(msgs)
+                    seen += [m.body for m in got]
+                assert seen == [b"m%d" % i for i in range(10, 100) if codes is None or i % 3 == 0]
+            assert tail.read(100, 7, None, 10, 100, 0, end) is None  # the queue's end
+            assert tail.read(9, 7, None, 10, 100, 0, end) is None  # before its first
+            assert tail.read(1000, 7, None, 10, 100, 0, end) is None  # past it
+        finally:
+            reader.close()
+
+
 def _as_v6(record: bytes) -> bytes:
     """``record`` with IPv6 born and store hosts (16-byte addresses, zero; the encoder
     writes IPv4 ones): the sysflag bits set, 12 bytes more in each host, the size fixed."""

@@ -45,7 +45,7 @@ from shmq.client.consumer.orderly import OrderlyConsumption
 from shmq.client.consumer.process_queue import ProcessQueue
 from shmq.client.consumer.subscription import Subscription
 from shmq.client.metrics import ClientMetrics, client_id
-from shmq.client.transport.queue_reader import MAX_BULK_PULL, MAX_PULL
+from shmq.client.transport.queue_reader import MAX_BULK_PULL, MAX_PULL, Follower
 from shmq.client.types import ConsumeContext, ConsumeResult, MessageModel, MessageQueue, PullStatus
 from shmq.errors import ClientError, ConfigError, RemotingError, ShmqError
 from shmq.message import MessageBatch, MessageExt
@@ -60,6 +60,8 @@ FLOW_CONTROL_DELAY_S = 0.05  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTRO
 EXCEPTION_DELAY_S = 3.0  # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
 TIMEOUT_DELAY_LEVEL = 3  # a message whose listener ran past consume_timeout (cleanExpireMsg)
 MIB = 1024 * 1024
+# a queue's turn in a pass of the pull loop (``_pull_due``)
+_WAIT, _AGAIN, _LATER, _SKIP = object(), object(), object(), object()
 
 
 _request_seq = itertools.count()
@@ -391,73 +393,128 @@ class PushConsumer(ConsumerBase):
         """Pull every due queue, then wait on those read to their end. After a wait that
         names the queues that advanced, the others it watched are waited on again without
         a pull: a paced stream on one queue of a consumer that holds several (its retry
-        topic's at least) costs one pull per wake-up, not one per queue."""
+        topic's at least) costs one pull per wake-up, not one per queue (``_follow``)."""
         reader = self.instance.reader
         waited: dict[MessageQueue, int] = {}  # what the last wait watched, at which offsets
         advanced: set[MessageQueue] | None = None  # of those, what it found (None: pull all)
-        pull_wake, stop, orderly = self._pull_wake, self._stop, self._orderly
-        limits = (self.threshold_queue, self.threshold_size_queue * MIB)
+        pull_wake, stop = self._pull_wake, self._stop
+        follower = None  # the queues waited on, when one same-host broker holds them all
         while not stop.is_set() and gen == self._pull_gen:
             if pull_wake.is_set():
                 pull_wake.clear()
             with self._lock:
-                table = list(self._table.items())
+                table = dict(self._table)
             now = time.monotonic()
             next_due = now + 1.0
             progressed = False
             waiting = {}
-            for mq, pq in table:
+            for mq, pq in table.items():
                 if gen != self._pull_gen:
                     return  # a listener held this thread too long: another one pulls now
-                if pq.dropped or pq.paused or (orderly is not None and not pq.locked):
-                    continue
-                if now < pq.next_pull_at:
-                    next_due = min(next_due, pq.next_pull_at)
-                    continue
-                if advanced is not None and mq not in advanced and waited.get(mq) == pq.next_offset:
-                    waiting[mq] = pq.next_offset  # the wait found nothing new on it
-                    continue
-                count_limit, size_limit = self._limits(mq.topic) if self._topic_limited else limits
-                room = count_limit - pq.count
-                spread = orderly is None and pq.count and pq.span() > self.max_span
-                if room <= 0 or pq.size > size_limit or spread:
-                    self.counters["flowControlled"] += 1
-                    pq.flow_controlled = True
-                    pq.next_pull_at = now + FLOW_CONTROL_DELAY_S
-                    next_due = min(next_due, pq.next_pull_at)
-                    continue
-                try:
-                    got, caught_up = self._pull_once(mq, pq, min(room, self.pull_batch_size))
-                except (RemotingError, ShmqError) as exc:
-                    log.warning("consumer %s: pull of %s failed: %s", self.group, mq, exc)
-                    pq.next_pull_at = now + EXCEPTION_DELAY_S
-                    continue
-                if got and self.pull_interval:
-                    pq.next_pull_at = now + self.pull_interval
-                    next_due = min(next_due, pq.next_pull_at)
-                elif got and not caught_up:
-                    progressed = True
-                else:  # nothing there, or all there was: wait on the queue, not pull it again
+                unchanged = (advanced is not None and mq not in advanced
+                             and waited.get(mq) == pq.next_offset)  # fmt: skip
+                turn = self._pull_due(mq, pq, now, follower, unchanged)
+                if turn is _WAIT:
                     waiting[mq] = pq.next_offset
+                elif turn is _LATER:
+                    next_due = min(next_due, pq.next_pull_at)
+                elif turn is _AGAIN:
+                    progressed = True
             advanced = None
             if progressed or stop.is_set():
                 continue
             timeout = max(0.0, next_due - time.monotonic())
             if waiting:
                 try:
-                    advanced = set(reader.wait(waiting, timeout)) or None
-                    waited = waiting
+                    if follower is None or not follower.follows(waiting):
+                        follower = reader.follow(waiting)
+                    if follower is not None:
+                        advanced = set(follower.wait(waiting, timeout)) or None
+                        waited = waiting
+                        advanced = self._follow(gen, follower, table, waiting, advanced, next_due)
+                    else:
+                        advanced = set(reader.wait(waiting, timeout)) or None
+                        waited = waiting
                 except (RemotingError, ShmqError) as exc:
                     log.warning("consumer %s: wait failed: %s", self.group, exc)
                     stop.wait(min(timeout, EXCEPTION_DELAY_S))
             else:
                 pull_wake.wait(min(timeout, 0.05))
 
-    def _pull_once(self, mq: MessageQueue, pq: ProcessQueue, max_nums: int) -> tuple[int, bool]:
+    def _pull_due(
+        self, mq: MessageQueue, pq: ProcessQueue, now: float, follower: Follower | None,
+        unchanged: bool,
+    ) -> object:  # fmt: skip
+        """One queue's turn in a pass of the pull loop: pull it unless it is dropped,
+        paused, not due yet (``_LATER``: at ``pq.next_pull_at``), ``unchanged`` since the
+        last wait watched it, or held back by flow control. ``_WAIT``: wait on it (read to
+        its end, or ``unchanged``), ``_AGAIN``: pull it again at once, ``_SKIP``: neither."""
+        orderly = self._orderly
+        if pq.dropped or pq.paused or (orderly is not None and not pq.locked):
+            return _SKIP
+        if now < pq.next_pull_at:
+            return _LATER
+        if unchanged:
+            return _WAIT  # the wait found nothing new on it
+        if self._topic_limited:
+            count_limit, size_limit = self._limits(mq.topic)
+        else:
+            count_limit, size_limit = self.threshold_queue, self.threshold_size_queue * MIB
+        room = count_limit - pq.count
+        spread = orderly is None and pq.count and pq.span() > self.max_span
+        if room <= 0 or pq.size > size_limit or spread:
+            self.counters["flowControlled"] += 1
+            pq.flow_controlled = True
+            pq.next_pull_at = now + FLOW_CONTROL_DELAY_S
+            return _LATER
+        try:
+            got, caught_up = self._pull_once(mq, pq, min(room, self.pull_batch_size), follower)
+        except (RemotingError, ShmqError) as exc:
+            log.warning("consumer %s: pull of %s failed: %s", self.group, mq, exc)
+            pq.next_pull_at = now + EXCEPTION_DELAY_S
+            return _SKIP
+        if got and self.pull_interval:
+            pq.next_pull_at = now + self.pull_interval
+            return _LATER
+        if got and not caught_up:
+            return _AGAIN
+        return _WAIT  # nothing there, or all there was: wait on the queue, not pull it again
+
+    def _follow(
+        self, gen: int, follower: Follower, table: dict[MessageQueue, ProcessQueue],
+        waiting: dict[MessageQueue, int], advanced: set[MessageQueue] | None, next_due: float,
+    ) -> set[MessageQueue] | None:  # fmt: skip
+        """While each queue a wait finds advanced is read to its end again by one pull,
+        pull those alone and wait again (``waiting`` follows their offsets): a consumer
+        that keeps up costs a pull and a wait per wake-up, and the pass over every held
+        queue (their flow limits, pull times, the queues that did not move) is left for
+        when something else happens: a wait that finds nothing (its time is up, or a
+        rebalance, a drained flow-controlled queue or a stop woke it), a queue with more to
+        read, one held back, or ``next_due``. Returns what the next pass should pull (the
+        last wait's finding, None: every queue)."""
+        stop, pull_wake = self._stop, self._pull_wake
+        while advanced:
+            now = time.monotonic()
+            if now >= next_due or stop.is_set() or pull_wake.is_set() or gen != self._pull_gen:
+                return advanced
+            for mq in advanced:
+                pq = table.get(mq)
+                if pq is None or self._pull_due(mq, pq, now, follower, False) is not _WAIT:
+                    return None
+                waiting[mq] = pq.next_offset
+            if not follower.follows(waiting):
+                return None
+            advanced = set(follower.wait(waiting, max(0.0, next_due - now))) or None
+        return None
+
+    def _pull_once(
+        self, mq: MessageQueue, pq: ProcessQueue, max_nums: int, follower: Follower | None
+    ) -> tuple[int, bool]:
         """Pull ``mq`` once and hand what it found to the listener: (messages taken, whether
         they reached the queue's max offset). A queue read to its end is waited on next; the
         wait returns at once if more came meanwhile. Pulling it again first would cost a
-        second pull for every wake-up of a consumer that keeps up (paced traffic)."""
+        second pull for every wake-up of a consumer that keeps up (paced traffic). The
+        ``follower`` of the queues waited on pulls those it can."""
         sub = self._subs.get(mq.topic)
         if sub is None:
             return 0, False
@@ -466,7 +523,11 @@ class PushConsumer(ConsumerBase):
         if self.bulk:
             result = reader.pull_bulk(mq, offset, max_nums, sub.pull_expression, 0.0)
         else:
-            result = reader.pull(mq, offset, max_nums, sub.pull_expression, 0.0)
+            result = None
+            if follower is not None:
+                result = follower.pull(mq, offset, max_nums, sub.pull_expression)
+            if result is None:
+                result = reader.pull(mq, offset, max_nums, sub.pull_expression, 0.0)
         pq.last_pull = time.monotonic()
         caught_up = result.next_begin_offset >= result.max_offset
         if result.batch is not None:
