@@ -4,6 +4,8 @@ file) answers as ``fetch`` then ``messages`` do, wherever the records lie."""
 
 from __future__ import annotations
 
+import contextlib
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +18,10 @@ from shmq.store.results import GetStatus, parse_tag_filter
 FILE_SIZE = 4096  # small CommitLog files: a read spans several of them
 
 
+def _messages(msgs) -> list[tuple]:
+    return [(m.queue_offset, m.physical_offset, m.store_size, m.tags, m.body) for m in msgs]
+
+
 def _summary(fetch, msgs) -> tuple:
     return (
         fetch.status,
@@ -26,26 +32,32 @@ def _summary(fetch, msgs) -> tuple:
         fetch.sizes.tolist(),
         fetch.queue_offsets.tolist(),
         fetch.suggest_slave,
-        [(m.queue_offset, m.physical_offset, m.store_size, m.tags, m.body) for m in msgs],
+        _messages(msgs),
     )
 
 
-@settings(
+# A queue of up to 50 messages in small CommitLog files, other queues' records between its
+# own, read from an offset mostly inside it (at times past it) with a tag expression
+READS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    bodies=st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=50),
-    tags=st.lists(st.sampled_from(["A", "B", None]), min_size=50, max_size=50),
-    others=st.lists(st.booleans(), min_size=50, max_size=50),
-    start=st.integers(0, 60),
-    count=st.integers(1, 40),
-    expression=st.sampled_from(["*", "A", "A || B", "C"]),
-    end_at=st.sampled_from(["end", "first file", "none"]),
-    low=st.integers(0, 3),
-)
-def test_fetch_messages_reads_as_fetch_then_messages(
-    tmp_path_factory, bodies, tags, others, start, count, expression, end_at, low
-):
+READ_CASES = {
+    "bodies": st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=50),
+    "tags": st.lists(st.sampled_from(["A", "B", None]), min_size=50, max_size=50),
+    "others": st.lists(st.booleans(), min_size=50, max_size=50),
+    "start": st.integers(0, 60),
+    "count": st.integers(1, 40),
+    "expression": st.sampled_from(["*", "A", "A || B", "C"]),
+    "end_at": st.sampled_from(["end", "first file", "none"]),
+    "low": st.integers(0, 3),
+}
+
+
+@contextlib.contextmanager
+def _queue_reader(tmp_path_factory, bodies, tags, others, end_at):
+    """A reader of queue ("T", 0) of a store holding ``bodies``, and the CommitLog end it
+    is told of: the CommitLog's last, its first file's end (the records mostly lie after
+    it), or none (a reader that knows no end)."""
     root = str(tmp_path_factory.mktemp("store"))
     with MessageStore.open(root, mapped_file_size_commit_log=FILE_SIZE) as store:
         for i, body in enumerate(bodies):
@@ -56,18 +68,48 @@ def test_fetch_messages_reads_as_fetch_then_messages(
         end = store.max_physical_offset
         reader = StoreReader(root, FILE_SIZE, store.config.consume_queue_file_size)
         try:
-            # the newest file the reader is told of: the CommitLog's last, its first (the
-            # records mostly lie after it), or none (a reader that knows no end)
-            write_offset = {"end": end, "first file": min(end, FILE_SIZE), "none": 0}[end_at]
-            bounds = QueueBounds(low, len(bodies), 0, write_offset, FILE_SIZE)
-            codes = parse_tag_filter(expression)
-            offset = start % (len(bodies) + 2)  # mostly inside the queue, at times past it
-            fetch = reader.fetch("T", 0, offset, count, codes, bounds, LOCAL)
-            msgs = reader.messages("T", 0, fetch) if fetch.status is GetStatus.FOUND else []
-            fast, fast_msgs = reader.fetch_messages("T", 0, offset, count, codes, bounds)
+            yield reader, {"end": end, "first file": min(end, FILE_SIZE), "none": 0}[end_at]
         finally:
             reader.close()
+
+
+@READS
+@given(**READ_CASES)
+def test_fetch_messages_reads_as_fetch_then_messages(
+    tmp_path_factory, bodies, tags, others, start, count, expression, end_at, low
+):
+    with _queue_reader(tmp_path_factory, bodies, tags, others, end_at) as (reader, write_offset):
+        bounds = QueueBounds(low, len(bodies), 0, write_offset, FILE_SIZE)
+        codes = parse_tag_filter(expression)
+        offset = start % (len(bodies) + 2)
+        fetch = reader.fetch("T", 0, offset, count, codes, bounds, LOCAL)
+        msgs = reader.messages("T", 0, fetch) if fetch.status is GetStatus.FOUND else []
+        fast, fast_msgs = reader.fetch_messages("T", 0, offset, count, codes, bounds)
     assert _summary(fast, fast_msgs) == _summary(fetch, msgs)
+
+
+@READS
+@given(**READ_CASES, cleaned=st.sampled_from([0, FILE_SIZE]))
+def test_a_queue_tail_reads_as_fetch_messages(
+    tmp_path_factory, bodies, tags, others, start, count, expression, end_at, low, cleaned
+):
+    """``QueueTail.read`` answers what ``fetch_messages`` answers with messages, or with
+    none because the tag filter skipped the units it looked at (the next read begins where
+    that one's does), and nothing else: None leaves the read to ``fetch_messages``."""
+    with _queue_reader(tmp_path_factory, bodies, tags, others, end_at) as (reader, write_offset):
+        bounds = QueueBounds(low, len(bodies), cleaned, write_offset, FILE_SIZE)
+        codes = parse_tag_filter(expression)
+        offset = start % (len(bodies) + 2)
+        fetch, msgs = reader.fetch_messages("T", 0, offset, count, codes, bounds)
+        read = reader.tail("T", 0).read(offset, count, codes, low, len(bodies), cleaned,
+                                        write_offset)  # fmt: skip
+    if read is None:
+        return
+    tail_msgs, next_offset, size = read
+    assert fetch.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE)
+    assert next_offset == fetch.next_begin_offset
+    assert _messages(tail_msgs) == _messages(msgs)
+    assert size == sum(m.store_size for m in tail_msgs)
 
 
 def test_units_whose_records_are_gone_are_read_past(tmp_path):
@@ -91,58 +133,6 @@ def test_units_whose_records_are_gone_are_read_past(tmp_path):
     assert rule.phys[0] >= FILE_SIZE and first > 0
     assert [m.queue_offset for m in msgs] == list(range(first, first + 8))
     assert _summary(fetch, msgs) == expected
-
-
-def _messages(msgs) -> list[tuple]:
-    return [(m.queue_offset, m.physical_offset, m.store_size, m.tags, m.body) for m in msgs]
-
-
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
-    bodies=st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=50),
-    tags=st.lists(st.sampled_from(["A", "B", None]), min_size=50, max_size=50),
-    others=st.lists(st.booleans(), min_size=50, max_size=50),
-    start=st.integers(0, 60),
-    count=st.integers(1, 40),
-    expression=st.sampled_from(["*", "A", "A || B", "C"]),
-    end_at=st.sampled_from(["end", "first file", "none"]),
-    low=st.integers(0, 3),
-    cleaned=st.sampled_from([0, FILE_SIZE]),
-)
-def test_a_queue_tail_reads_as_fetch_messages(
-    tmp_path_factory, bodies, tags, others, start, count, expression, end_at, low, cleaned
-):
-    """``QueueTail.read`` answers what ``fetch_messages`` answers with messages, or with
-    none because the tag filter skipped the units it looked at (the next read begins where
-    that one's does), and nothing else: None leaves the read to ``fetch_messages``."""
-    root = str(tmp_path_factory.mktemp("store"))
-    with MessageStore.open(root, mapped_file_size_commit_log=FILE_SIZE) as store:
-        for i, body in enumerate(bodies):
-            store.put("T", 0, body, tags=tags[i])
-            if others[i]:
-                store.put("T", 1, b"other" * 20)
-        store.dispatch()
-        end = store.max_physical_offset
-        reader = StoreReader(root, FILE_SIZE, store.config.consume_queue_file_size)
-        try:
-            write_offset = {"end": end, "first file": min(end, FILE_SIZE), "none": 0}[end_at]
-            bounds = QueueBounds(low, len(bodies), cleaned, write_offset, FILE_SIZE)
-            codes = parse_tag_filter(expression)
-            offset = start % (len(bodies) + 2)
-            fetch, msgs = reader.fetch_messages("T", 0, offset, count, codes, bounds)
-            read = reader.tail("T", 0).read(offset, count, codes, low, len(bodies), cleaned,
-                                            write_offset)  # fmt: skip
-        finally:
-            reader.close()
-    if read is None:
-        return
-    tail_msgs, next_offset, size = read
-    assert fetch.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE)
-    assert next_offset == fetch.next_begin_offset
-    assert _messages(tail_msgs) == _messages(msgs)
-    assert size == sum(m.store_size for m in tail_msgs)
 
 
 def test_a_queue_tail_reads_the_newest_messages(tmp_path):
