@@ -226,18 +226,19 @@ def test_a_consumer_that_keeps_up_pulls_once_per_arrival(broker, monkeypatch):
 
     pulls = collections.Counter()
     turns = collections.Counter()
-    real_pull, real_due = queue_reader._ConsumerLink.pull, Push._pull_due
 
-    def counted(self, mq, *args, **kwargs):
-        pulls[mq.topic] += 1
-        return real_pull(self, mq, *args, **kwargs)
+    def counting(cls, name, counter):
+        real = getattr(cls, name)
 
-    def counted_turn(self, mq, *args, **kwargs):
-        turns[mq.topic] += 1
-        return real_due(self, mq, *args, **kwargs)
+        def counted(self, mq, *args, **kwargs):
+            counter[mq.topic] += 1
+            return real(self, mq, *args, **kwargs)
 
-    monkeypatch.setattr(queue_reader._ConsumerLink, "pull", counted)
-    monkeypatch.setattr(Push, "_pull_due", counted_turn)
+        monkeypatch.setattr(cls, name, counted)
+
+    counting(queue_reader.QueueReader, "pull", pulls)  # a pull thread pulls by either
+    counting(queue_reader.Follower, "pull", pulls)
+    counting(Push, "_pull_due", turns)
     broker.create_topic("PushPaced", 1)
     sink = Sink()
     n = 40

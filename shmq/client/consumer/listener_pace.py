@@ -32,19 +32,17 @@ class ListenerPace:
     starts at the limit, so the first calls go to the pool and a slow listener never runs
     in the pull thread."""
 
-    __slots__ = ("load",)
+    __slots__ = ("fast", "load")
 
     def __init__(self) -> None:
         self.load = 1.0
+        self.fast = False  # load < 1: an attribute, read by the pull thread for every pull
 
     def add(self, seconds: float, messages: int) -> None:
         """A call that took ``seconds`` for ``messages``."""
         allowance = DIRECT_LISTENER_S + messages * DIRECT_MESSAGE_S
         self.load += WEIGHT * (seconds / allowance - self.load)
-
-    @property
-    def fast(self) -> bool:
-        return self.load < 1.0
+        self.fast = self.load < 1.0
 
 
 class InlineCall:
