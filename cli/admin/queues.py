@@ -62,7 +62,7 @@ def consume_time_span(topic: str, group: str, namesrv: str, as_json: bool) -> No
     with open_admin(namesrv) as a:
         rows = a.consume_time_span(topic, group)
     if as_json:
-        print_json([{**r, "message_queue": vars(r["message_queue"])} for r in rows])
+        print_json([{**r, "message_queue": r["message_queue"]._asdict()} for r in rows])
         return
     show(
         ["broker", "queue", "first stored", "last stored", "last consumed", "delay ms"],
