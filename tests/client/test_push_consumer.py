@@ -444,7 +444,8 @@ def test_a_listener_that_blocks_in_the_pull_thread_does_not_stop_the_other_queue
 ):
     """A fast listener is called in the pull thread; when a call there blocks, a new pull
     thread takes over after INLINE_HANDOVER_S and the rest is consumed meanwhile (as
-    RocketMQ's consume threads would); the blocked call's messages come once it returns."""
+    RocketMQ's consume threads would); the blocked call's messages come once it returns,
+    and until then the offset committed for their queue stays at the first of them."""
     from shmq.client.consumer import listener_pace
 
     monkeypatch.setattr(listener_pace, "DIRECT_LISTENER_S", 1.0)  # fast on a loaded machine
@@ -452,10 +453,12 @@ def test_a_listener_that_blocks_in_the_pull_thread_does_not_stop_the_other_queue
     bodies = produce(broker, "PushBlock", 400)
     gate, blocked = threading.Event(), threading.Event()
     sink = Sink()
+    held: list = []  # the blocked call's queue id and first offset
 
     def listener(msgs, ctx):
         inline = threading.current_thread().name.startswith("shmq-pull")
         if inline and not blocked.is_set() and sum(sink.bodies().values()) >= 50:
+            held[:] = [msgs[0].queue_id, msgs[0].queue_offset]
             blocked.set()
             gate.wait(60)
         return sink(msgs, ctx)
@@ -470,6 +473,10 @@ def test_a_listener_that_blocks_in_the_pull_thread_does_not_stop_the_other_queue
             timeout=30,
             what="the other messages, consumed while the call blocks",
         )
+        queue_id, first = held
+        committed = {mq.queue_id: o for mq, o in pc.offsets.snapshot().items()
+                     if mq.topic == "PushBlock"}  # fmt: skip
+        assert committed.get(queue_id, 0) <= first, (committed, held)
         gate.set()
         wait_for(lambda: set(sink.bodies()) == set(bodies), what="every message")
     assert "a new pull thread takes over" in caplog.text
