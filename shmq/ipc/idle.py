@@ -126,6 +126,12 @@ class IdleStrategy:
             if self._batch_s and cfg.batch_min <= work < cfg.batch_max and not waited_on:
                 self.batch_lingers += 1
                 time.sleep(self._batch_s)
+            elif has_work is not None and self._set_parked is not None and self._parks_next(now):
+                # the next pass would find nothing and park: park now (the parked flag is
+                # set before ``has_work`` looks, so what came meanwhile is not missed). A
+                # paced stream's writer skips a pass per message (~3 µs).
+                self._idle_since = now
+                self._park(has_work)
             self._answered_waiter = False
             return
         if not self._idle_since:
@@ -146,6 +152,17 @@ class IdleStrategy:
                 os.sched_yield()
                 return
         self._park(has_work)
+
+    def _parks_next(self, now: float) -> bool:
+        """Whether an idle pass right after work would park (no spin, yield or linger)."""
+        strategy = self.config.strategy
+        if strategy == "park":
+            return True
+        return (
+            strategy == "backoff"
+            and now >= self._linger_until
+            and self._gap >= self._spin_s + self._yield_s
+        )
 
     def _park(self, has_work: Callable[[], bool] | None) -> None:
         timeout = self._park_s

@@ -123,3 +123,29 @@ def test_without_park_max_a_park_keeps_its_bound(sem):
     for _ in range(5):
         idle.idle(0)
     assert idle._park_s == 0.001
+
+
+def test_after_work_it_parks_at_once_when_the_next_pass_would_park(sem):
+    """A pass with work is followed by a park, not by an empty pass, when the strategy
+    would park after that pass anyway: the parked flag is set before ``has_work`` looks (a
+    waker that published meanwhile posts, or ``has_work`` sees it). Without the flag or
+    ``has_work``, or while work comes back sooner than a spin, the empty pass stays."""
+    flags: list[bool] = []
+    idle = IdleStrategy(IdleConfig("backoff", spin_us=50, park_us=100), sem, flags.append)
+    idle._gap = 1.0  # work has lately come back after long gaps (a paced stream)
+    idle.idle(1, lambda: False)
+    assert (idle.parks, flags) == (1, [True, False])
+    idle.idle(1, lambda: True)  # something came meanwhile: the next pass, not a park
+    assert idle.parks == 1 and flags[-1] is False
+    idle.idle(1)  # no has_work: the next pass decides
+    assert idle.parks == 1
+    spinning = IdleStrategy(IdleConfig("backoff", spin_us=50, park_us=100), sem, flags.append)
+    spinning._gap = 10e-6  # work keeps coming back within a spin
+    spinning.idle(1, lambda: False)
+    assert spinning.parks == 0
+    unflagged = IdleStrategy(IdleConfig("park", park_us=100), sem)
+    unflagged.idle(1, lambda: False)
+    assert unflagged.parks == 0
+    parking = IdleStrategy(IdleConfig("park", park_us=100), sem, flags.append)
+    parking.idle(1, lambda: False)
+    assert parking.parks == 1
