@@ -306,7 +306,9 @@ class BrokerConfig:
         "backoff",
         "shmq's own: how the writer waits for work: `backoff` (spin, yield, then park), "
         "`busy_spin` (so does reput where it runs: on a slave, or with `dispatchInline=false`; "
-        "for hosts with cores to spare) or `park`; the other agents park.",
+        "for hosts with cores to spare) or `park`; the other agents park. An agent whose next "
+        "pass would only find nothing and park (work has lately come back later than a spin) "
+        "parks right after its pass with work, its parked flag set before it looks once more.",
     )
     idle_spin_us: int = setting(50, "shmq's own: µs the backoff writer spins before it yields.")
     idle_yield_us: int = setting(0, "shmq's own: µs it then yields before it parks.")
