@@ -646,8 +646,7 @@ class PushConsumer(ConsumerBase):
             offset = request.pq.remove(done)
         if offset >= 0 and not request.pq.dropped:
             self.offsets.update(request.mq, offset, increase_only=True)
-        if request.pq.flow_controlled:
-            self.drained(request.pq)
+        self.drained(request.pq)
 
     def drained(self, pq: ProcessQueue) -> None:
         """Messages left ``pq``: a queue held back by flow control may pull again."""

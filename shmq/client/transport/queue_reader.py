@@ -67,7 +67,6 @@ from shmq.remoting.security.tls import TlsOptions
 from shmq.store.fetch import LOCAL, Fetch, QueueBounds, pull_response_code
 from shmq.store.reader import StoreReader
 from shmq.store.results import GetStatus, parse_tag_filter
-from shmq.store.tail_read import QueueTail
 from shmq.store.warm_up import warm_up_reads
 
 # a tag expression's sorted hash codes and tags (None, None: every message)
@@ -196,14 +195,20 @@ class _ConsumerLink:
         tail = None if bulk or sql is not None else reader.tail(topic, queue_id)
         while True:
             slot = self.slot(topic, queue_id)
-            if tail is not None and slot >= 0:
-                read = self.read_newest(tail, slot, mq, offset, max_nums, codes, tags, now)
-                if read.__class__ is PullResult:
-                    return read
-                offset = read
             max_offset = int(self.maxima[slot]) if slot >= 0 else 0
             low = self.min_offset(mq, max_offset, now)
             cleaned, end = words[cn.MIN_PHYSICAL_OFFSET], words[cn.WRITE_OFFSET]
+            read = tail and tail.read(offset, max_nums, codes, low, max_offset, cleaned, end)
+            if read is not None:
+                msgs, next_offset, size = read
+                if tags is not None:
+                    msgs = [m for m in msgs if m.tags in tags]
+                if msgs:
+                    self._got(slot, len(msgs), size)
+                    return PullResult(PullStatus.FOUND, next_offset, low, max_offset, msgs)
+                if next_offset > offset:  # the filter skipped what it looked at: read on
+                    offset = next_offset
+                    continue
             bounds = QueueBounds(low, max_offset, cleaned, end, self.commitlog_file_size)
             if bulk or sql is not None:
                 fetch = reader.fetch(topic, queue_id, offset, max_nums, codes, bounds, LOCAL)
@@ -248,31 +253,6 @@ class _ConsumerLink:
             self._park(slot, mq, max_offset, deadline, spin_s)
             now = time.monotonic()
 
-    def read_newest(
-        self, tail: QueueTail, slot: int, mq: MessageQueue, offset: int, max_nums: int, codes,
-        tags: frozenset[str] | None, now: float,
-    ) -> PullResult | int:  # fmt: skip
-        """``pull``'s read of the newest messages of ``mq`` (queue-table ``slot``) by its
-        ``tail``, with no wait: a FOUND ``PullResult``, or else the offset from which the
-        store's whole rule answers (``offset``, or past the units the tag filter skipped)."""
-        words = self._counters
-        max_offset = self.maxima[slot]
-        low = self.min_offset(mq, max_offset, now)
-        while True:
-            read = tail.read(offset, max_nums, codes, low, max_offset,
-                             words[cn.MIN_PHYSICAL_OFFSET], words[cn.WRITE_OFFSET])  # fmt: skip
-            if read is None:
-                return offset
-            msgs, next_offset, size = read
-            if tags is not None:
-                msgs = [m for m in msgs if m.tags in tags]
-            if msgs:
-                self._got(slot, len(msgs), size)
-                return PullResult(PullStatus.FOUND, next_offset, low, max_offset, msgs)
-            if next_offset <= offset:
-                return offset
-            offset = next_offset  # the filter skipped what it looked at: read on
-
     def _got(self, slot: int, count: int, size: int) -> None:
         """Count ``count`` messages read and ``size`` bytes of the records read for them
         (as a TCP pull's body holds them: a tag or SQL92 mismatch found after decoding is
@@ -312,25 +292,18 @@ class _ConsumerLink:
         is the answer."""
         deadline = time.monotonic() + timeout
         wakes = self._wakes
+        slot_of = self.slot
         maxima = self.maxima
         found: list[int] = []
-        # queues not published when the wait began (a retry topic's, typically): looked up
-        # again when the queue table has published more queues since the last look
-        pending = [i for i, slot in enumerate(slots) if slot < 0] if -1 in slots else None
-        count_words = self.queues.words
-        published = -1
 
         def ready() -> bool:
-            nonlocal published
-            if pending and count_words[qt.COUNT] != published:
-                published = int(count_words[qt.COUNT])
-                for i in list(pending):
-                    slots[i] = self.slot(*keys[i])
-                    if slots[i] >= 0:
-                        pending.remove(i)
             found.clear()
             for i, slot in enumerate(slots):
-                if slot >= 0 and maxima[slot] > offsets[i]:
+                if slot < 0:  # not published when the wait began: look it up again
+                    slot = slots[i] = slot_of(*keys[i])
+                    if slot < 0:
+                        continue
+                if maxima[slot] > offsets[i]:
                     found.append(i)
             return bool(found) or self._wakes != wakes
 
@@ -711,8 +684,7 @@ class Follower:
     and those choices were ~3 µs of its ~30 µs of Python per message. It stands for its
     queues while the reader's links are the ones it chose from (``follows``)."""
 
-    __slots__ = ("_expression", "_filter", "_reader", "index", "keys", "link", "mqs", "slots",
-                 "tails", "version")  # fmt: skip
+    __slots__ = ("_reader", "index", "keys", "link", "mqs", "slots", "version")
 
     def __init__(self, reader: QueueReader, link: _ConsumerLink, mqs: list[MessageQueue]):
         self._reader = reader
@@ -722,9 +694,6 @@ class Follower:
         self.index = {mq: i for i, mq in enumerate(mqs)}
         self.keys = [(mq.topic, mq.queue_id) for mq in mqs]
         self.slots = [link.slot(topic, queue_id) for topic, queue_id in self.keys]
-        self.tails = [link.reader.tail(topic, queue_id) for topic, queue_id in self.keys]
-        self._expression: object = None  # the last tag expression pulled with, and its filter
-        self._filter = reader._tag_filter(None)
 
     def follows(self, mqs: Iterable[MessageQueue]) -> bool:
         """Whether it stands for ``mqs`` (in its order) through the reader's current links."""
@@ -737,28 +706,16 @@ class Follower:
         its queues, the reader's links changed, or a SQL92 selector reads it: pull it
         through the reader then."""
         reader = self._reader
-        i = self.index.get(mq)
-        if i is None or self.version != reader.links_version:
+        if self.version != reader.links_version or mq not in self.index:
             return None
-        if expression is not self._expression:  # a subscription pulls with one expression
-            if isinstance(expression, MessageSelector):
-                if expression.sql is not None:
-                    return None
-                self._filter = reader._tag_filter(expression.expression)
-            else:
-                self._filter = reader._tag_filter(expression)
-            self._expression = expression
-        codes, tags = self._filter
+        if isinstance(expression, MessageSelector):
+            if expression.sql is not None:
+                return None
+            expression = expression.expression
+        codes, tags = reader._tag_filter(expression)
         max_nums = max(1, min(max_nums, MAX_PULL))
-        link, slot = self.link, self.slots[i]
         try:
-            if slot >= 0:  # the newest messages, by the queue's tail
-                read = link.read_newest(self.tails[i], slot, mq, offset, max_nums, codes, tags,
-                                        time.monotonic())  # fmt: skip
-                if read.__class__ is PullResult:
-                    return read
-                offset = read
-            return link.pull(mq, offset, max_nums, codes, tags, 0.0, False, 0.0)
+            return self.link.pull(mq, offset, max_nums, codes, tags, 0.0, False, 0.0)
         except ShmqError:
             reader._forget_route(mq)
             raise
