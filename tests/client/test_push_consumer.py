@@ -168,6 +168,47 @@ def test_listener_that_hangs_hits_consume_timeout(broker, caplog):
     assert "consume_timeout" in caplog.text
 
 
+def test_a_listener_that_returns_as_its_consume_timeout_passes_is_finished_once(broker):
+    """The tick that gives up on a listener call past ``consume_timeout`` may have seen it
+    running just before the listener returned. Its consume thread finishes the call then,
+    and the tick must leave it: the message counts once as consumed, not also as failed
+    and sent back to be consumed again."""
+    broker.create_topic("PushRace", 1)
+    produce(broker, "PushRace", 1)
+    inside, go = threading.Event(), threading.Event()
+    sink = Sink()
+
+    def listener(msgs, ctx):
+        inside.set()
+        go.wait(30)
+        return sink(msgs, ctx)
+
+    with consumer(broker, "g-race", "PushRace", listener) as pc:
+        tick_thread = threading.current_thread()
+
+        class Running(dict):
+            """What the tick reads of the running calls: for the test's own tick, the call
+            still running, returned after its consume thread has finished it."""
+
+            def values(self):
+                seen = list(super().values())
+                if threading.current_thread() is tick_thread:
+                    go.set()
+                    wait_for(lambda: not dict(self), what="the listener call finished")
+                return seen
+
+        pc._running = Running()
+        pc.start()
+        assert inside.wait(30)
+        pc._tick(time.monotonic() + pc.consume_timeout + 1)
+        mq = pc.assignment()[0]
+        wait_for(lambda: pc.offsets.read(mq) == 1, what="offset past the message")
+        assert pc.counters["consumed"] == 1
+        assert pc.counters["failed"] == 0
+        time.sleep(0.3)  # a message sent back would come again through the retry topic
+        assert sink.bodies() == {"m0": 1}
+
+
 def test_flow_control_keeps_process_queue_under_threshold(broker):
     broker.create_topic("PushSlow", 1)
     produce(broker, "PushSlow", 120)

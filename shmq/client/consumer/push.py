@@ -73,7 +73,9 @@ class ConsumeRequest:
     process queue and offset are updated once for the whole request (a thread hand-off and
     two locks per message would cost more than a no-op listener)."""
 
-    __slots__ = ("abandoned", "arrived", "delay_level", "mq", "msgs", "pq", "seq", "started")
+    __slots__ = (
+        "abandoned", "arrived", "delay_level", "mq", "msgs", "pq", "seq", "settled", "started"
+    )  # fmt: skip
 
     def __init__(
         self, msgs: list[MessageExt] | MessageBatch, pq: ProcessQueue, mq: MessageQueue
@@ -83,7 +85,8 @@ class ConsumeRequest:
         self.mq = mq
         self.arrived = time.monotonic()
         self.started = 0.0
-        self.abandoned = False
+        self.abandoned = False  # consume_timeout passed: finished without the listener's result
+        self.settled = False  # finished, by its consume thread or on its timeout (``_settle``)
         self.delay_level = 0  # the listener's delay_level_when_next_consume, for a send-back
         self.seq = next(_request_seq)
 
@@ -616,20 +619,34 @@ class PushConsumer(ConsumerBase):
             if self._metrics is not None:
                 self._metrics.consumed(request.mq.topic, self.metrics_client_id, self.group,
                                        request.arrived, request.started, not failed)  # fmt: skip
-        if request.abandoned:
+        if not self._settle(request):
             return  # consume_timeout passed: its messages are consumed again already
-        self._finish(request, done, failed)
+        self._finish(request, done, failed, request.delay_level)
+
+    def _settle(self, request: ConsumeRequest, abandon: bool = False) -> bool:
+        """Claim the finishing of ``request``: True for the one caller that finishes it, its
+        consume thread once the listener returned, or the tick that gives up on it past
+        ``consume_timeout`` (``abandon``). The two can meet when the listener returns just
+        then; without the claim both finished it, and its messages were counted consumed
+        and sent back to be consumed again."""
+        with self._lock:
+            if request.settled:
+                return False
+            request.settled = True
+            request.abandoned = abandon
+            return True
 
     def _finish(
         self,
         request: ConsumeRequest,
         done: list[MessageExt] | MessageBatch,
         failed: list[MessageExt] | MessageBatch,
+        delay_level: int,
     ) -> None:
         self.counters["consumed"] += len(done)
         self.counters["failed"] += len(failed)
         if failed and self._back is not None and not isinstance(failed, MessageBatch):
-            kept = self._back.send_back(failed, request.mq, request.delay_level)
+            kept = self._back.send_back(failed, request.mq, delay_level)
             if len(kept) < len(failed):  # what the broker took back counts as consumed
                 keep = set(map(id, kept))
                 done = [*done, *(m for m in failed if id(m) not in keep)]
@@ -691,11 +708,9 @@ class PushConsumer(ConsumerBase):
             if not request.pq.dropped:
                 self._submit(request)
         for request in list(self._running.values()):
-            if not request.abandoned and now - request.started > self.consume_timeout:
-                request.abandoned = True
+            if now - request.started > self.consume_timeout and self._settle(request, True):
                 log.warning("consumer %s: listener ran %.0f s (consume_timeout %g s) on %d"
                             " message(s) of %s; consuming them again", self.group,
                             now - request.started, self.consume_timeout, len(request.msgs),
                             request.mq)  # fmt: skip
-                request.delay_level = TIMEOUT_DELAY_LEVEL
-                self._finish(request, [], request.msgs)
+                self._finish(request, [], request.msgs, TIMEOUT_DELAY_LEVEL)
