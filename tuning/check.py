@@ -28,10 +28,12 @@ def run_checks(
     )
     # Warm-up locks the CommitLog file in use and the next one, allocated ahead.
     mlock_bytes = 2 * cfg.store.mapped_file_size_commit_log if warmed else 0
+    halt_poll = kernel.halt_poll_setting(host, profile)
     return [
         *kernel.sysctl_settings(host, profile),
         *kernel.limit_settings(host, profile, mlock_bytes),
         kernel.thp_setting(host, profile),
+        *([halt_poll] if halt_poll is not None else []),
         *blockdev.scheduler_settings(host, store, profile),
         shm.shm_setting(host, cfg, profile),
         *runtime.runtime_settings(cfg, profile),

@@ -62,6 +62,7 @@ class Profile:
     scheduler_accept_non_rotational: tuple[str, ...]
     shm_headroom: float
     runtime: TuningConfig
+    halt_poll_ns: int | None = None  # a KVM guest's idle polling; None: not checked
 
 
 def available() -> list[str]:
@@ -98,9 +99,20 @@ def parse(name: str, data: dict[str, Any]) -> Profile:
             scheduler_accept_non_rotational=tuple(sched.get("accept_non_rotational", ())),
             shm_headroom=float(data["shm"]["headroom"]),
             runtime=TuningConfig.from_mapping(data["runtime"]),
+            halt_poll_ns=_halt_poll_ns(data.get("cpuidle")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"tuning profile {name!r} is malformed: {exc!r}") from None
+
+
+def _halt_poll_ns(table: dict[str, Any] | None) -> int | None:
+    """The optional ``[cpuidle]`` table's ``guest_halt_poll_ns`` (a minimum)."""
+    if table is None:
+        return None
+    value = int(table["guest_halt_poll_ns"])
+    if value < 0:
+        raise ValueError(f"cpuidle.guest_halt_poll_ns must be >= 0, not {value}")
+    return value
 
 
 def _sysctl(key: str, spec: dict[str, Any]) -> SysctlSpec:

@@ -113,6 +113,22 @@ def test_persist_files(fake_root, store, as_root):
     assert "wrote /etc/sysctl.d/99-shmq.conf (5 settings)" in result.output
 
 
+def test_low_latency_sets_a_haltpoll_guest_polling(fake_root, store, as_root):
+    root = fake_root(cpuidle=("haltpoll", "0"))
+    args = ["tune", "apply", "--persist", "--profile", "low-latency", "--root", str(root)]
+    result = CliRunner().invoke(cli, [*args, "--store", str(store)])
+    assert result.exit_code == 0, result.output
+    poll = root / "sys/module/haltpoll/parameters/guest_halt_poll_ns"
+    assert poll.read_text() == "200000\n"
+    assert (
+        "cpuidle guest_halt_poll_ns: 0 -> 200000 (/sys/module/haltpoll/parameters/"
+        "guest_halt_poll_ns); undo: echo 0 > /sys/module/haltpoll/parameters/guest_halt_poll_ns"
+    ) in result.output
+    assert "cpuidle guest_halt_poll_ns: not persisted" in result.output
+    rows = run_checks(profile.load("low-latency"), str(root), str(store))
+    assert {r.setting: r.status for r in rows}["cpuidle guest_halt_poll_ns"] == "OK"
+
+
 def test_nothing_to_change(fake_root, store, as_root):
     root = fake_root()
     result = CliRunner().invoke(cli, ["tune", "apply", "--root", str(root), "--store", str(store)])

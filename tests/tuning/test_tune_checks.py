@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import tomllib
 
 import pytest
 from click.testing import CliRunner
@@ -162,6 +163,44 @@ def test_profiles_are_data_and_the_default_runtime_is_the_broker_default():
         profile.load("fast")
     with pytest.raises(ConfigError, match="malformed"):
         profile.parse("broken", {"sysctl": {}})
+
+
+def test_low_latency_asks_a_haltpoll_guest_to_poll_before_it_halts(fake_root, store):
+    name = "cpuidle guest_halt_poll_ns"
+    low = profile.load("low-latency")
+    assert low.halt_poll_ns == 200_000 and profile.load("default").halt_poll_ns is None
+    root = str(fake_root(cpuidle=("haltpoll", "0")))
+    rows = by_name(run_checks(low, root, str(store)))
+    row = rows[name]
+    assert (row.status, row.current, row.recommended) == ("WARN", "0", ">= 200000")
+    assert row.fix.path == "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
+    assert (row.fix.value, row.fix.undo) == ("200000", f"echo 0 > {row.fix.path}")
+    assert "kernel command line" in row.why
+    # the default profile does not ask for it: polling costs host CPU
+    assert name not in by_name(run_checks(profile.load("default"), root, str(store)))
+
+
+@pytest.mark.parametrize(
+    "cpuidle, status, current",
+    [(("haltpoll", "500000"), "OK", "500000"), (("haltpoll", "200000"), "OK", "200000"),
+     (("acpi_idle", None), "OK", "n/a"), (("haltpoll", None), "OK", "n/a"), (None, "OK", "n/a")],
+)  # fmt: skip
+def test_halt_poll_is_ok_at_or_above_it_and_na_off_a_haltpoll_guest(
+    tmp_path, store, cpuidle, status, current
+):
+    from tune_tree import build
+
+    root = build(tmp_path / "root", store, cpuidle=cpuidle)
+    row = by_name(run_checks(profile.load("low-latency"), str(root), str(store)))
+    row = row["cpuidle guest_halt_poll_ns"]
+    assert (row.status, row.current, row.fix) == (status, current, None)
+
+
+def test_a_profile_with_a_negative_halt_poll_is_malformed():
+    data = tomllib.loads((profile.PROFILE_DIR / "low-latency.toml").read_text())
+    data["cpuidle"] = {"guest_halt_poll_ns": -1}
+    with pytest.raises(ConfigError, match="guest_halt_poll_ns must be >= 0"):
+        profile.parse("broken", data)
 
 
 def test_cli_check_json_shape(fake_root, store):

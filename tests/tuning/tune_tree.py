@@ -49,14 +49,21 @@ def build(
     scheduler: str = "none [mq-deadline] kyber bfq",
     rotational: str = "1",
     layout: str = "partition",
+    cpuidle: tuple[str, str | None] | None = None,
 ) -> Path:
     """Write the tree under ``root``; ``layout``: the store's device is a ``partition`` of
-    disk sdz, the ``whole`` disk, or ``dm``-0 on top of sdz (``slaves/``)."""
+    disk sdz, the ``whole`` disk, or ``dm``-0 on top of sdz (``slaves/``); ``cpuidle``: the
+    cpuidle driver and haltpoll's ``guest_halt_poll_ns`` (None: no such parameter)."""
     for key, value in sysctls.items():
         _write(root / "proc/sys" / key, value)
     _write(root / "proc/meminfo", "MemTotal:       16000000 kB\nMemFree:  1000 kB")
     _write(root / "proc/self/limits", LIMITS.format(nofile=nofile, memlock=memlock))
     _write(root / "sys/kernel/mm/transparent_hugepage/enabled", thp)
+    if cpuidle is not None:
+        driver, halt_poll_ns = cpuidle
+        _write(root / "sys/devices/system/cpu/cpuidle/current_driver", driver)
+        if halt_poll_ns is not None:
+            _write(root / "sys/module/haltpoll/parameters/guest_halt_poll_ns", halt_poll_ns)
     disk = root / "sys/devices/pci0000:00/block/sdz"
     _write(disk / "queue/scheduler", scheduler)
     _write(disk / "queue/rotational", rotational)
