@@ -39,7 +39,7 @@ import dataclasses
 import functools
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -93,6 +93,18 @@ def _fetched_bytes(fetch: Fetch) -> int:
     return sum(sizes.tolist()) if sizes.shape[0] <= SHORT_PULL else int(sizes.sum())
 
 
+def _union(watches: list[list[int] | None]) -> list[int] | None:
+    """The queue-table slots any of ``watches`` waits for (None: any queue)."""
+    if len(watches) == 1:
+        return watches[0]
+    merged: set[int] = set()
+    for slots in watches:
+        if slots is None:
+            return None
+        merged.update(slots)
+    return sorted(merged)
+
+
 class _ConsumerLink:
     """The consumer's registration with one broker and its read-only view of the store."""
 
@@ -112,6 +124,10 @@ class _ConsumerLink:
         self.reg = self.link.registry.words
         self.base = rg.consumer_base(int(self.reg[rg.PRODUCERS]), info["slot"])
         self.parking = Parking(self.reg, self.base + rg.PARKED, self.sem)
+        # the queue-table slots each parked thread waits for (None: any), whose union the
+        # registry line publishes (``_park_watching``)
+        self._watches: list[list[int] | None] = []
+        self._watch_lock = threading.Lock()
         # the messages and record bytes read per queue-table slot, which the broker counts
         # as the group's gets (it sees no request per read); one lock for the threads of
         # this process
@@ -266,11 +282,30 @@ class _ConsumerLink:
         while time.perf_counter() < spin_end:
             if self.slot_max(mq.topic, mq.queue_id)[1] != seen:
                 return
-        rg.set_watch(self.reg, self.base, [slot] if slot >= 0 else None)
-        self.parking.park(
+        self._park_watching(
+            [slot] if slot >= 0 else None,
             lambda: self.slot_max(mq.topic, mq.queue_id)[1] != seen,
             max(0.0, min(deadline - time.monotonic(), 1.0)),
         )
+
+    def _park_watching(
+        self, slots: list[int] | None, done: Callable[[], bool], timeout: float
+    ) -> bool:
+        """``Parking.park`` of this thread, waiting for the queue-table ``slots`` (None: any
+        queue). The process's one registry line says which queues should wake it: the
+        union of what its parked threads wait for, so that a thread parking later never
+        narrows it to its own queue, leaving a message on another's to wake nobody."""
+        watches = self._watches
+        with self._watch_lock:
+            watches.append(slots)
+            rg.set_watch(self.reg, self.base, _union(watches))
+        try:
+            return self.parking.park(done, timeout)
+        finally:
+            with self._watch_lock:
+                watches.remove(slots)
+                if watches:
+                    rg.set_watch(self.reg, self.base, _union(watches))
 
     def wait(self, offsets: dict[MessageQueue, int], timeout: float) -> list[MessageQueue]:
         """Park until any of the queues has a message at or after its offset, or
@@ -311,8 +346,7 @@ class _ConsumerLink:
             return found if ready() else []
         left = timeout
         while True:  # a park checks ``ready`` once it is published as parked, then parks
-            rg.set_watch(self.reg, self.base, None)
-            if self.parking.park(ready, min(left, 1.0)):
+            if self._park_watching(None, ready, min(left, 1.0)):
                 return found
             left = deadline - time.monotonic()
             if left <= 0:
