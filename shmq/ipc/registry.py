@@ -16,7 +16,9 @@ its semaphore only when needed, once per parked thread::
                                                     for their answers: the writer lingers)
     consumer slot i (192 B)     line A, supervisor: STATE  PID  GEN
                                 lines B-C, consumer: PARKED  N_WATCH (-1: any queue)
-                                                     WATCH[0..13] (queue-table slots)
+                                                     WATCH_SEQ (odd while the list
+                                                     below is rewritten)
+                                                     WATCH[0..12] (queue-table slots)
 
 Semaphores are named ``{prefix}.p{i}.{gen}`` and ``{prefix}.c{i}.{gen}``.
 """
@@ -38,8 +40,10 @@ CONSUMER_SLOT = 3 * CACHE_LINE
 STATE, PID, GEN, ACCOUNT = 0, 1, 2, 3  # line A
 PARKED, WAIT_FLUSH_OFFSET, DEFAULT_QUEUE_NUMS, ANSWER_WAITERS = W, W + 1, W + 2, W + 3  # line B
 N_WATCH = W + 1  # consumer line B
-WATCH = W + 2
-MAX_WATCH = 2 * W - 2
+WATCH_SEQ = W + 2
+WATCH = W + 3
+MAX_WATCH = 2 * W - 3
+_SEQ_MASK = (1 << 62) - 1
 FREE, ACTIVE, CLOSING, FENCED = 0, 1, 2, 3  # FENCED: the writer no longer reads the ring
 
 assert WATCH + MAX_WATCH == CONSUMER_SLOT // 8
@@ -109,23 +113,36 @@ def account_id(access_key: str) -> int:
 
 
 def set_watch(words: np.ndarray, base: int, slots: list[int] | None) -> None:
-    """Consumer: which queue-table slots should wake it (None: any queue)."""
+    """Consumer: which queue-table slots should wake it (None: any queue).
+
+    The list is rewritten between two bumps of ``WATCH_SEQ`` (a seqlock; stores become
+    visible in program order on x86): one thread's park rewrites it while others of the
+    process stay parked on queues in both the old and the new list, and reput must not
+    read a mix of the two that holds neither's slot for them."""
+    seq = (int(words[base + WATCH_SEQ]) | 1) & _SEQ_MASK  # odd, and never overflows
+    words[base + WATCH_SEQ] = seq
     if slots is None or len(slots) > MAX_WATCH:
         words[base + N_WATCH] = -1
-        return
-    words[base + WATCH : base + WATCH + len(slots)] = slots
-    words[base + N_WATCH] = len(slots)
+    else:
+        words[base + WATCH : base + WATCH + len(slots)] = slots
+        words[base + N_WATCH] = len(slots)
+    words[base + WATCH_SEQ] = seq + 1
 
 
 def wants_wake(words: np.ndarray | memoryview, base: int, changed: Container[int]) -> int:
     """Reput: how many threads of a consumer to wake (its parked count when it watches any
     of the ``changed`` queue-table slots; else 0). The consumer writes these words: a count
-    is never read beyond its line, a slot number is only looked up."""
+    is never read beyond its line, a slot number is only looked up, and a list read while
+    it was being rewritten (``WATCH_SEQ`` odd, or moved while read) wakes them all: a
+    spurious wake-up costs a parked thread one look, a missed one its whole park timeout."""
     parked = int(words[base + PARKED])
     if parked <= 0:
         return 0
+    seq = int(words[base + WATCH_SEQ])
     n = int(words[base + N_WATCH])
-    if n < 0:
+    if n < 0 or seq & 1:
         return parked
-    watched = words[base + WATCH : base + WATCH + min(n, MAX_WATCH)]
-    return parked if any(int(slot) in changed for slot in watched) else 0
+    watched = [int(slot) for slot in words[base + WATCH : base + WATCH + min(n, MAX_WATCH)]]
+    if int(words[base + WATCH_SEQ]) != seq:
+        return parked
+    return parked if any(slot in changed for slot in watched) else 0

@@ -99,6 +99,43 @@ def test_queue_table_directory_and_maxima(prefix):
     seg.destroy()
 
 
+class _RewrittenWhileRead:
+    """A consumer's registry words that another thread of the consumer rewrites (parking
+    on another queue) right after reput has read the watch count: reput then reads the
+    count of the old list and the slots of the new one."""
+
+    def __init__(self, words, base, new_slots):
+        self.words, self.base, self.new_slots = words, base, new_slots
+
+    def __getitem__(self, key):
+        value = self.words[key]
+        if key == self.base + rg.N_WATCH and self.new_slots is not None:
+            slots, self.new_slots = self.new_slots, None
+            rg.set_watch(self.words, self.base, slots)
+        return value
+
+
+def test_a_watch_list_rewritten_while_reput_reads_it_still_wakes_the_parked(prefix):
+    """Thread A parks on queue slot 9; thread B of the same process then parks on slot 3,
+    and the line becomes the sorted union [3, 9]. Reput reading the old count (1) and the
+    new first slot (3) would see [3] alone: a message on 9 would wake nobody until A's
+    park timed out. The sequence word makes that read wake the process."""
+    seg = Segment.create(prefix + ".r", rg.segment_size(1, 1))
+    try:
+        rg.init(seg.words, 1, 1)
+        base = rg.consumer_base(1, 0)
+        rg.set_slot(seg.words, base, rg.ACTIVE, os.getpid(), 1)
+        rg.set_watch(seg.words, base, [9])
+        seg.words[base + rg.PARKED] = 1
+        torn = _RewrittenWhileRead(seg.words, base, [3, 9])
+        seg.words[base + rg.PARKED] = 2
+        assert rg.wants_wake(torn, base, {9}) == 2
+        assert rg.wants_wake(seg.words, base, {9}) == 2  # the settled list says so too
+        assert rg.wants_wake(seg.words, base, {5}) == 0
+    finally:
+        seg.destroy()
+
+
 def test_registry_watch(prefix):
     seg = Segment.create(prefix + ".r", rg.segment_size(2, 2))
     rg.init(seg.words, 2, 2)
@@ -118,6 +155,9 @@ def test_registry_watch(prefix):
     mv = memoryview(seg.mm).cast("q")  # reput reads them through a memoryview
     assert rg.wants_wake(mv, base, changed) in (0, 2)
     rg.set_watch(seg.words, base, [-5, 3])  # a scribbled slot is only looked up
+    assert rg.wants_wake(mv, base, changed) == 2
+    seg.words[base + rg.WATCH_SEQ] = (1 << 63) - 1  # a scribbled sequence: no overflow
+    rg.set_watch(seg.words, base, [3])
     assert rg.wants_wake(mv, base, changed) == 2
     mv.release()
     rg.set_slot(seg.words, rg.producer_base(0), rg.ACTIVE, 1, 9)
