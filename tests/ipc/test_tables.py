@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shmq.errors import ShmqError
 from shmq.ipc import counters as cn
@@ -97,6 +100,37 @@ def test_queue_table_directory_and_maxima(prefix):
     with pytest.raises(ShmqError, match="maxQueueSlots"):
         qt.add_queue(seg.buf, seg.words, b"U", 1)
     seg.destroy()
+
+
+_WORD = st.integers(-(1 << 63), (1 << 63) - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    line=st.lists(_WORD, min_size=2 * rg.W, max_size=2 * rg.W),
+    changed=st.sets(st.integers(-3, 40), max_size=6),
+    small=st.lists(st.integers(-3, 40), min_size=2 * rg.W, max_size=2 * rg.W),
+)
+def test_whatever_a_client_writes_in_its_line_reput_reads_a_bounded_answer(line, changed, small):
+    """A consumer line is the client's to write, hostile or not: reput reads any words in
+    it (huge or negative counts, a sequence word in any state, slot numbers of any size)
+    without an error, never past the line (the words after it are a changed slot), and
+    wakes the parked count it read or nobody, as the line's rules say. Half the lines have
+    small words, so watch lists that match occur."""
+    base = 3 * rg.W  # line A of the slot is the supervisor's, B-C the client's
+    changed = changed | {99}
+    for words in (line, small):
+        buf = np.full(base + 4 * rg.W, 99, dtype=np.int64)  # after the slot: a changed slot
+        buf[base + rg.W : base + 3 * rg.W] = words
+        parked, n, seq = (int(buf[base + k]) for k in (rg.PARKED, rg.N_WATCH, rg.WATCH_SEQ))
+        watched = buf[base + rg.WATCH : base + rg.WATCH + max(0, min(n, rg.MAX_WATCH))]
+        wakes = n < 0 or seq % 2 == 1 or any(int(slot) in changed for slot in watched)
+        expected = parked if parked > 0 and wakes else 0
+        for view in (buf, memoryview(buf)):
+            assert rg.wants_wake(view, base, changed) == expected
+        rg.set_watch(buf, base, sorted(changed)[: rg.MAX_WATCH])  # the client's own write
+        assert int(buf[base + rg.WATCH_SEQ]) % 2 == 0
+        assert rg.wants_wake(buf, base, changed) == max(parked, 0)
 
 
 class _RewrittenWhileRead:
